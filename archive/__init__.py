@@ -1,0 +1,1 @@
+"""The SQLite store, the lineage graph, resume and export."""

@@ -1,0 +1,1 @@
+"""Islands, MAP-Elites grids, selection, migration and the run loop."""

@@ -1,0 +1,3 @@
+from hipevolve.cli import main
+
+main()

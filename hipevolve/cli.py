@@ -1,0 +1,96 @@
+"""The `evolve` command line.
+
+    evolve tasks list [--tasks-dir DIR]          # the task library
+    evolve tasks show gated_delta_net            # cases, tolerance, roofline, anchors, reference
+    evolve tasks check --tasks-dir kb/level1     # run references on their small cases
+    evolve doctor                                # which backends and toolchains work here
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from hipevolve.errors import UserError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Evolve fast, verified HIP kernels for PyTorch operators.")
+tasks_app = typer.Typer(no_args_is_help=True, help="The task library.")
+app.add_typer(tasks_app, name="tasks")
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+TasksDir = Annotated[list[Path] | None, typer.Option(
+    "--tasks-dir", help="Extra task folder or KernelBench file (repeatable); also HIPEVOLVE_TASKS.",
+    show_default=False)]
+
+
+def _settings(tasks_dir: list[Path] | None):
+    from hipevolve.config import load_settings
+
+    return load_settings({"tasks": {"dirs": tasks_dir}} if tasks_dir else None)
+
+
+@tasks_app.command("list")
+def tasks_list(tasks_dir: TasksDir = None) -> None:
+    """List every task: built-in, user folders and KernelBench files."""
+    from hipevolve.problems import discover
+    from hipevolve.views import task_table
+
+    tasks = discover(_settings(tasks_dir).tasks.dirs)
+    console.print(task_table(tasks.values()))
+
+
+@tasks_app.command("show")
+def tasks_show(task: Annotated[str, typer.Argument(help="Task name.")],
+               tasks_dir: TasksDir = None) -> None:
+    """Show a task's cases, tolerance, roofline bounds, anchors and reference source."""
+    from hipevolve.problems import get_task
+    from hipevolve.views import print_task
+
+    print_task(console, get_task(task, _settings(tasks_dir).tasks.dirs))
+
+
+@tasks_app.command("check")
+def tasks_check(
+    names: Annotated[list[str] | None, typer.Argument(help="Tasks to check (default: all).",
+                                                      show_default=False)] = None,
+    tasks_dir: TasksDir = None,
+    device: Annotated[str, typer.Option(help="Where references run: cpu or cuda.")] = "cpu",
+) -> None:
+    """Run the references of tasks on their small cases and report time and outputs."""
+    from hipevolve.problems import discover, get_task
+    from hipevolve.taskcheck import cases_to_check, run_reference
+    from hipevolve.views import reference_runs_table
+
+    dirs = _settings(tasks_dir).tasks.dirs
+    if names:
+        tasks = [get_task(n, dirs) for n in names]
+    else:  # with --tasks-dir, the tasks of those folders; otherwise every task
+        tasks = [t for t in discover(dirs).values() if t.origin != "builtin" or not tasks_dir]
+    runs = [run_reference(t, c, device) for t in tasks for c in cases_to_check(t)]
+    console.print(reference_runs_table(runs))
+    failed = [r for r in runs if not r.ok]
+    for r in failed:
+        err_console.print(f"[red]error:[/red] task {r.task}: {r.error}")
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def doctor() -> None:
+    """Report Python, torch, GPUs and toolchains, and the command that fixes each missing piece."""
+    from hipevolve.doctor import print_report, run_checks
+
+    raise typer.Exit(print_report(console, run_checks()))
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as e:
+        err_console.print(f"[red]error:[/red] {e.line()}")
+        sys.exit(2)

@@ -1,0 +1,90 @@
+"""Running a KernelBench-format reference: import it, build its module and inputs, call it.
+
+Imports torch and the standard library only: the GPU worker uses this module as it is.
+KernelBench conventions: `Model(*get_init_inputs(**init))`, `model(*get_inputs(**inputs))`;
+inputs are built on the CPU under a seeded generator and then moved to the device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+
+def load_module(path: str | Path) -> ModuleType:
+    """Imports a Python file under a private, path-derived module name."""
+    path = Path(path).resolve()
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    name = f"hipevolve_ref_{path.stem.replace('-', '_')}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    missing = [n for n in REQUIRED if not hasattr(module, n)]
+    if missing:
+        raise ImportError(f"{path.name} has no {', '.join(missing)}")
+    return module
+
+
+def to_device(value: Any, device: torch.device | str) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def build_model(module: ModuleType, init: dict[str, Any], device: torch.device | str,
+                seed: int = 0) -> torch.nn.Module:
+    """Model(*get_init_inputs(**init)) with parameters drawn under `seed`, on `device`."""
+    torch.manual_seed(seed)
+    init_args = list(module.get_init_inputs(**init))
+    model = module.Model(*init_args)
+    return model.to(device).eval()
+
+
+def build_inputs(module: ModuleType, inputs: dict[str, Any], device: torch.device | str,
+                 seed: int) -> list[Any]:
+    """get_inputs(**inputs) under `seed`, built on the CPU (reproducible anywhere), then moved."""
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        values = list(module.get_inputs(**inputs))
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return [to_device(v, device) for v in values]
+
+
+def as_outputs(result: Any) -> list[torch.Tensor]:
+    """A forward's result as a flat list of tensors (a tensor, or a tuple/list of them)."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (list, tuple)) and all(isinstance(r, torch.Tensor) for r in result):
+        return list(result)
+    raise TypeError(f"forward returned {type(result).__name__}, expected tensors")
+
+
+def run_case(path: str | Path, init: dict[str, Any], inputs: dict[str, Any],
+             device: torch.device | str = "cpu", seed: int = 0) -> list[torch.Tensor]:
+    """The reference's outputs for one case and seed."""
+    module = load_module(path)
+    model = build_model(module, init, device, seed)
+    args = build_inputs(module, inputs, device, seed)
+    with torch.no_grad():
+        return as_outputs(model(*args))

@@ -1,0 +1,80 @@
+"""The task library: built-in tasks in this folder, plus user folders.
+
+A folder holding `task.toml` is one task (see hipevolve.taskspec). In a user folder, each such
+subfolder is a task, and each other `*.py` file is read as a KernelBench-format task.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+
+from hipevolve.problems.kernelbench import load_kernelbench_file
+from pydantic import ValidationError
+
+from hipevolve.errors import UserError
+from hipevolve.taskspec import TaskSpec, parse_task_toml
+
+BUILTIN_DIR = Path(__file__).resolve().parent
+TASKS_ENV = "HIPEVOLVE_TASKS"
+
+
+def load_task_folder(folder: Path, origin: str) -> TaskSpec:
+    toml_path = folder / "task.toml"
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{toml_path}: not valid TOML: {e}", "fix the file") from None
+    try:
+        return parse_task_toml(data, folder, origin)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "task"
+        raise UserError(f"{toml_path}: {where}: {first['msg']}", "fix the file") from None
+
+
+def _tasks_in(directory: Path, origin: str) -> Iterable[TaskSpec]:
+    if (directory / "task.toml").is_file():
+        yield load_task_folder(directory, origin)
+        return
+    for entry in sorted(directory.iterdir()):
+        if entry.is_dir() and (entry / "task.toml").is_file():
+            yield load_task_folder(entry, origin)
+        elif origin != "builtin" and entry.suffix == ".py" and not entry.name.startswith("_"):
+            yield load_kernelbench_file(entry)
+
+
+def user_dirs(extra: Iterable[Path] = ()) -> list[Path]:
+    """--tasks-dir folders first, then those of HIPEVOLVE_TASKS (os.pathsep-separated)."""
+    dirs = [Path(d) for d in extra]
+    dirs += [Path(d) for d in os.environ.get(TASKS_ENV, "").split(os.pathsep) if d]
+    return dirs
+
+
+def discover(tasks_dirs: Iterable[Path] = ()) -> dict[str, TaskSpec]:
+    """All tasks by name: built-in ones, then user ones (a user task may not shadow another)."""
+    tasks: dict[str, TaskSpec] = {t.name: t for t in _tasks_in(BUILTIN_DIR, "builtin")}
+    for directory in user_dirs(tasks_dirs):
+        if not directory.exists():
+            raise UserError(f"tasks folder {directory} does not exist", "check --tasks-dir")
+        found = [load_kernelbench_file(directory)] if directory.is_file() else _tasks_in(
+            directory, "user")
+        for task in found:
+            if task.name in tasks:
+                raise UserError(
+                    f"task name {task.name!r} from {task.reference} is already taken by "
+                    f"{tasks[task.name].reference}", "rename one of them")
+            tasks[task.name] = task
+    return tasks
+
+
+def get_task(name: str, tasks_dirs: Iterable[Path] = ()) -> TaskSpec:
+    tasks = discover(tasks_dirs)
+    if name in tasks:
+        return tasks[name]
+    close = difflib.get_close_matches(name, list(tasks), n=3, cutoff=0.5)
+    hint = f"closest: {', '.join(close)}" if close else "see `evolve tasks list`"
+    raise UserError(f"unknown task {name!r}", hint)
