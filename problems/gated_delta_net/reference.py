@@ -1,0 +1,231 @@
+"""Gated DeltaNet prefill: chunk_gated_delta_rule of flash-linear-attention (FLA), forward only.
+
+Yang, Kautz, Hatamizadeh, "Gated Delta Networks" (arXiv 2412.06464), as served in Qwen3-Next.
+FLA convention: the state h is S^T, shape [K, V] per (batch, value head); g_t = log(alpha_t).
+One step of the recurrence (value head j reads query/key head j // (HV // H)):
+
+    h   <- h * exp(g_t)
+    u   =  beta_t * (v_t - h^T k_t)
+    h   <- h + k_t u^T
+    o_t =  h^T (scale * q_t),      scale = K ** -0.5
+
+that is S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T (the paper's form).
+
+Interface: forward(q, k, v, g, beta, initial_state) -> (o, final_state)
+    q, k           [B, T, H, K]   bf16 (L2-normalised over K)
+    v              [B, T, HV, V]  bf16, HV a multiple of H
+    g, beta        [B, T, HV]     fp32 (g <= 0 is the log decay, 0 < beta < 1)
+    initial_state  [B, HV, K, V]  fp32, always given (zeros for a fresh sequence, as vLLM does)
+    o              [B, T, HV, V]  in q's dtype
+    final_state    [B, HV, K, V]  fp32
+
+The reference computes in fp32 (float64 when given float64 inputs) with the chunked form
+(C = 64, UT/WY transform); `recurrent_gated_delta_rule` is the step-by-step form it is tested against.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CHUNK = 64
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    # bf16/fp16/fp32 inputs compute in fp32; float64 inputs stay float64 (for exactness tests).
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def _heads_first(x: torch.Tensor, hv: int, dtype: torch.dtype) -> torch.Tensor:
+    """[B, T, H, D] -> [B, HV, T, D]: grouped value heads read head j // (HV // H)."""
+    x = x.to(dtype)
+    if x.shape[2] != hv:
+        x = x.repeat_interleave(hv // x.shape[2], dim=2)
+    return x.transpose(1, 2)
+
+
+def _check_shapes(q, k, v, g, beta, initial_state) -> None:
+    b, t, h, kd = q.shape
+    hv, vd = v.shape[2], v.shape[3]
+    if k.shape != q.shape or v.shape[:2] != (b, t) or hv % h:
+        raise ValueError(f"bad shapes q{tuple(q.shape)} k{tuple(k.shape)} v{tuple(v.shape)}")
+    if g.shape != (b, t, hv) or beta.shape != (b, t, hv):
+        raise ValueError(f"g and beta must be [B, T, HV] = {(b, t, hv)}")
+    if initial_state is not None and initial_state.shape != (b, hv, kd, vd):
+        raise ValueError(f"initial_state must be [B, HV, K, V] = {(b, hv, kd, vd)}")
+
+
+def gated_delta_rule_step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    h: torch.Tensor,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token: q, k [..., K], v [..., V], g, beta [...], h [..., K, V] -> (o [..., V], new h)."""
+    h = h * g.exp()[..., None, None]
+    u = beta[..., None] * (v - torch.einsum("...kv,...k->...v", h, k))
+    h = h + k[..., :, None] * u[..., None, :]
+    o = torch.einsum("...kv,...k->...v", h, q * scale)
+    return o, h
+
+
+def recurrent_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The recurrence one token at a time. Returns (o [B, T, HV, V], final_state), compute dtype."""
+    _check_shapes(q, k, v, g, beta, initial_state)
+    b, t, _, kd = q.shape
+    hv, vd = v.shape[2], v.shape[3]
+    dt = _compute_dtype(q)
+    scale = kd**-0.5 if scale is None else scale
+    q, k = _heads_first(q, hv, dt), _heads_first(k, hv, dt)
+    v, g, beta = v.to(dt).transpose(1, 2), g.to(dt).transpose(1, 2), beta.to(dt).transpose(1, 2)
+    h = q.new_zeros(b, hv, kd, vd) if initial_state is None else initial_state.to(dt)
+    o = q.new_empty(b, hv, t, vd)
+    for i in range(t):
+        o[:, :, i], h = gated_delta_rule_step(
+            q[:, :, i], k[:, :, i], v[:, :, i], g[:, :, i], beta[:, :, i], h, scale
+        )
+    return o.transpose(1, 2).contiguous(), h
+
+
+def chunk_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    scale: float | None = None,
+    chunk: int = CHUNK,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunked (UT/WY) form: same result as the recurrence, a loop over T/chunk steps only.
+
+    Per chunk, gamma = in-chunk cumulative sum of g and Gamma_ij = exp(gamma_i - gamma_j):
+        A  = (I + tril(diag(beta) (K K^T * Gamma), -1))^-1
+        W  = A (K * beta * exp(gamma));   U = A (V * beta)
+        Vn = U - W h
+        O  = (scale Q * exp(gamma)) h + tril(scale Q K^T * Gamma) Vn
+        h' = exp(gamma_C) h + (K * exp(gamma_C - gamma))^T Vn
+    The last chunk is padded with g = 0 and beta = 0 (and zero q, k, v): a padded position
+    leaves the state unchanged, and causality keeps it out of the real positions' outputs.
+    """
+    _check_shapes(q, k, v, g, beta, initial_state)
+    b, t, _, kd = q.shape
+    hv, vd = v.shape[2], v.shape[3]
+    dt = _compute_dtype(q)
+    scale = kd**-0.5 if scale is None else scale
+    pad = (-t) % chunk
+    n = (t + pad) // chunk
+
+    def chunked(x: torch.Tensor) -> torch.Tensor:  # [B, HV, T, *] -> [B, HV, N, C, *]
+        x = F.pad(x, (0, 0, 0, pad)) if x.dim() == 4 else F.pad(x, (0, pad))
+        return x.reshape(b, hv, n, chunk, *x.shape[3:])
+
+    q = chunked(_heads_first(q, hv, dt)) * scale
+    k = chunked(_heads_first(k, hv, dt))
+    v = chunked(v.to(dt).transpose(1, 2))
+    g = chunked(g.to(dt).transpose(1, 2))
+    beta = chunked(beta.to(dt).transpose(1, 2))
+
+    # Everything that does not depend on the state, for all chunks at once.
+    gamma = g.cumsum(-1)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    # Mask before exp: above the diagonal gamma_i - gamma_j > 0 can overflow, and inf * 0 = nan.
+    decay = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~causal, float("-inf")).exp()
+    strict = torch.tril(beta[..., :, None] * (k @ k.transpose(-1, -2)) * decay, -1)
+    eye = torch.eye(chunk, dtype=dt, device=q.device)
+    rhs = torch.cat([k * (beta * gamma.exp())[..., None], v * beta[..., None]], dim=-1)
+    w, u = torch.linalg.solve_triangular(eye + strict, rhs, upper=False, unitriangular=True).split(
+        [kd, vd], dim=-1
+    )
+    attn = (q @ k.transpose(-1, -2)) * decay  # decay is zero above the diagonal
+    q_decayed = q * gamma.exp()[..., None]
+    k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]
+    chunk_decay = gamma[..., -1].exp()  # [B, HV, N]
+
+    h = q.new_zeros(b, hv, kd, vd) if initial_state is None else initial_state.to(dt).clone()
+    o = q.new_empty(b, hv, n, chunk, vd)
+    for c in range(n):
+        v_new = u[:, :, c] - w[:, :, c] @ h
+        o[:, :, c] = q_decayed[:, :, c] @ h + attn[:, :, c] @ v_new
+        h = h * chunk_decay[:, :, c, None, None] + k_to_end[:, :, c].transpose(-1, -2) @ v_new
+    return o.reshape(b, hv, n * chunk, vd)[:, :, :t].transpose(1, 2).contiguous(), h
+
+
+def _require_ieee_fp32_matmul(x: torch.Tensor) -> None:
+    # TF32 matmuls would make this reference about as inexact as the kernels it judges.
+    # (fp32_precision, newer PyTorch, also reports the legacy allow_tf32 and global flags.)
+    matmul = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")
+    if x.is_cuda and matmul == "tf32":
+        raise RuntimeError("the gated_delta_net reference needs IEEE fp32 matmuls, not TF32")
+
+
+class Model(nn.Module):
+    """Gated DeltaNet prefill forward: (q, k, v, g, beta, initial_state) -> (o, final_state)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        g: torch.Tensor,
+        beta: torch.Tensor,
+        initial_state: torch.Tensor,
+    ):
+        _require_ieee_fp32_matmul(q)
+        o, final_state = chunk_gated_delta_rule(q, k, v, g, beta, initial_state)
+        return o.to(q.dtype), final_state
+
+
+def l2_normalise(x: torch.Tensor) -> torch.Tensor:
+    """x * rsqrt(sum(x^2) + 1e-6) over the last dimension, as Qwen3-Next does to q and k."""
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6)
+
+
+def get_inputs(
+    B: int = 1,
+    T: int = 4096,
+    H: int = 16,
+    HV: int = 32,
+    K: int = 128,
+    V: int = 128,
+    dtype: str = "bfloat16",
+    initial_state: str = "zero",
+):
+    """q, k L2-normalised; v ~ N(0, 1); g = logsigmoid(N(0, 1)) / 16; beta = sigmoid(N(0, 1)).
+
+    dtype is that of q, k, v; g, beta and the state are fp32 (all float64 when dtype is float64).
+    initial_state: "zero" (a fresh sequence) or "random" (N(0, 1) entries, as FLA's tests draw it).
+    """
+    if initial_state not in ("zero", "random"):
+        raise ValueError(f"initial_state must be 'zero' or 'random', not {initial_state!r}")
+    io = getattr(torch, dtype)
+    f = torch.float64 if io == torch.float64 else torch.float32
+    q = l2_normalise(torch.randn(B, T, H, K, dtype=f)).to(io)
+    k = l2_normalise(torch.randn(B, T, H, K, dtype=f)).to(io)
+    v = torch.randn(B, T, HV, V, dtype=f).to(io)
+    g = F.logsigmoid(torch.randn(B, T, HV, dtype=f)) / 16
+    beta = torch.sigmoid(torch.randn(B, T, HV, dtype=f))
+    if initial_state == "random":
+        h0 = torch.randn(B, HV, K, V, dtype=f)
+    else:
+        h0 = torch.zeros(B, HV, K, V, dtype=f)
+    return [q, k, v, g, beta, h0]
+
+
+def get_init_inputs():
+    return []
