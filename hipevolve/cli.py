@@ -3,6 +3,7 @@
     evolve tasks list [--tasks-dir DIR]          # the task library
     evolve tasks show gated_delta_net            # cases, tolerance, roofline, anchors, reference
     evolve tasks check --tasks-dir kb/level1     # run references on their small cases
+    evolve verify prompts/examples/softmax_native --task softmax
     evolve doctor                                # which backends and toolchains work here
 """
 
@@ -78,6 +79,36 @@ def tasks_check(
     for r in failed:
         err_console.print(f"[red]error:[/red] task {r.task}: {r.error}")
     raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def verify(
+    candidate: Annotated[Path, typer.Argument(
+        help="A native candidate folder (kernel.hip + model.py) or a KernelBench .py file.")],
+    task: Annotated[str, typer.Option(help="Task to score against.")],
+    backend: Annotated[str, typer.Option(
+        help="auto (the GPU here, else static), cuda, rocm or static (AMD compile only).")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the Evaluation as JSON.")] = False,
+    tasks_dir: TasksDir = None,
+) -> None:
+    """Score one candidate the way the search does: checks, compile, AMD facts, correctness, time."""
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.backends import resolve_backend
+    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.verifier.pipeline import evaluate
+    from hipevolve.views import print_evaluation
+
+    if backend not in ("auto", "cuda", "rocm", "static"):
+        raise UserError(f"unknown backend {backend!r}", "use auto, cuda, rocm or static")
+    settings = _settings(tasks_dir)
+    spec = get_task(task, settings.tasks.dirs)
+    loaded = load_candidate(candidate)
+    evaluation = evaluate(loaded, spec, settings.verifier, resolve_backend(backend))
+    if as_json:
+        print(evaluation.model_dump_json(indent=2))
+    else:
+        print_evaluation(console, evaluation)
+    raise typer.Exit(0 if evaluation.status.value in ("ok", "compiled") else 1)
 
 
 @app.command()

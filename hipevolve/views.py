@@ -69,6 +69,65 @@ def reference_runs_table(runs) -> Table:
     return table
 
 
+def short_kernel_name(name: str) -> str:
+    """'void (anonymous namespace)::softmax_rows<float>(float const*, long)' -> 'softmax_rows<float>'."""
+    name = name.replace("(anonymous namespace)::", "").removeprefix("void ")
+    return name.split("(")[0] or name
+
+
+def static_table(facts) -> Table:
+    """One column per kernel and target, one row per fact (fits a terminal with few kernels)."""
+    table = Table(title="static AMD facts")
+    table.add_column("fact", no_wrap=True)
+    for f in facts:
+        table.add_column(f"{short_kernel_name(f.kernel)} ({f.target})", overflow="fold")
+    rows = {
+        "VGPRs / AGPRs / SGPRs": lambda f: f"{f.vgprs} / {f.agprs} / {f.sgprs}",
+        "occupancy (waves/SIMD)": lambda f: str(f.occupancy),
+        "LDS bytes": lambda f: str(f.lds_bytes),
+        "scratch bytes, spills": lambda f: f"{f.scratch_bytes}, {f.spills}",
+        "MFMA instructions": lambda f: str(f.mfma),
+        "global loads (bits x n)": lambda f: " ".join(
+            f"{w}x{n}" for w, n in f.global_loads.items()) or "-",
+        "buffer loads (bits x n)": lambda f: " ".join(
+            f"{w}x{n}" for w, n in f.buffer_loads.items()) or "-",
+        "LDS instructions": lambda f: str(f.lds_ops),
+    }
+    for label, value in rows.items():
+        table.add_row(label, *(value(f) for f in facts))
+    return table
+
+
+def print_evaluation(console: Console, ev) -> None:
+    colour = "green" if ev.status.value in ("ok", "compiled") else "red"
+    console.print(f"[{colour}]{ev.status.value}[/{colour}] on {ev.task} ({ev.backend}): "
+                  f"{ev.message}", soft_wrap=True)
+    if ev.cases:
+        table = Table(title="cases")
+        for column in ("case", "correct", "time us", "reference us", "speedup", "CV",
+                       "rel RMS err", "max abs err", "roofline"):
+            table.add_column(column, justify="right")
+
+        def fmt(v, spec=".3g"):
+            return "-" if v is None else format(v, spec)
+
+        for c in ev.cases:
+            table.add_row(c.case, "yes" if c.correct else "no", fmt(c.time_us, ".1f"),
+                          fmt(c.ref_time_us, ".1f"), fmt(c.speedup, ".2f") + "x",
+                          fmt(c.cv, ".1%"), fmt(c.rel_rms_err, ".2e"), fmt(c.max_abs_err, ".2e"),
+                          fmt(c.roofline_fraction, ".0%"))
+        console.print(table)
+        if ev.status.value == "ok":
+            console.print(f"fitness (geometric-mean speedup): {ev.fitness:.3f}x")
+    if ev.static:
+        console.print(static_table(ev.static))
+    for text in (ev.compile_log, ev.mismatch):
+        if text:
+            console.print(text, markup=False, highlight=False)
+    for flag in ev.flags:
+        console.print(f"flag: {flag}", markup=False, highlight=False)
+
+
 def print_task(console: Console, task: TaskSpec) -> None:
     console.print(f"[bold]{task.name}[/bold] ({task.family}, {task.origin}): {task.description}")
     console.print(f"reference: {task.reference}")
