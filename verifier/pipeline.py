@@ -31,6 +31,7 @@ from hipevolve.taskspec import Case, TaskSpec
 class StaticResult(BaseModel):
     facts: tuple[StaticFacts, ...] = ()
     error: str = ""  # trimmed compiler log when the source does not compile for a target
+    note: str = ""  # the analysis itself failed (a tool, not the candidate)
 
 
 def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
@@ -61,6 +62,8 @@ def static_analysis(source: str, settings: VerifierSettings) -> StaticResult:
                             toolchain=tc)
         except AmdCompileError as e:
             return StaticResult(error=f"{target}: " + trim_log(e.log, workdir))
+        except RuntimeError as e:  # our disassembler failed: no facts, but not the candidate's fault
+            return StaticResult(facts=tuple(facts), note=f"static analysis incomplete: {e}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +146,8 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
         elif backend == "static":
             results[i] = Evaluation(status=Status.compiled, task=task.name, backend=backend,
                                     message="compiles; analysed for AMD, not run (no GPU)",
-                                    static=statics[i].facts, flags=flags)
+                                    static=statics[i].facts,
+                                    flags=(*flags, statics[i].note) if statics[i].note else flags)
     pending = [i for i in range(len(candidates)) if results[i] is None]
     if pending and backend == "static":
         for i in pending:  # a KernelBench candidate has no HIP source to analyse statically
