@@ -76,25 +76,20 @@ def short_kernel_name(name: str) -> str:
 
 
 def static_table(facts) -> Table:
-    """One column per kernel and target, one row per fact (fits a terminal with few kernels)."""
-    table = Table(title="static AMD facts")
-    table.add_column("fact", no_wrap=True)
+    targets = sorted({f.target for f in facts})
+    table = Table(title=f"static AMD facts ({', '.join(targets)})",
+                  caption="regs: VGPR/AGPR/SGPR; occ: waves per SIMD; spill: scratch bytes/spills; "
+                  "loads: bits x count; ds: LDS instructions")
+    table.add_column("kernel", overflow="fold", min_width=24)
+    for column in ("regs", "occ", "LDS", "spill", "MFMA", "loads", "ds"):
+        table.add_column(column, no_wrap=True)
     for f in facts:
-        table.add_column(f"{short_kernel_name(f.kernel)} ({f.target})", overflow="fold")
-    rows = {
-        "VGPRs / AGPRs / SGPRs": lambda f: f"{f.vgprs} / {f.agprs} / {f.sgprs}",
-        "occupancy (waves/SIMD)": lambda f: str(f.occupancy),
-        "LDS bytes": lambda f: str(f.lds_bytes),
-        "scratch bytes, spills": lambda f: f"{f.scratch_bytes}, {f.spills}",
-        "MFMA instructions": lambda f: str(f.mfma),
-        "global loads (bits x n)": lambda f: " ".join(
-            f"{w}x{n}" for w, n in f.global_loads.items()) or "-",
-        "buffer loads (bits x n)": lambda f: " ".join(
-            f"{w}x{n}" for w, n in f.buffer_loads.items()) or "-",
-        "LDS instructions": lambda f: str(f.lds_ops),
-    }
-    for label, value in rows.items():
-        table.add_row(label, *(value(f) for f in facts))
+        loads = " ".join(f"{w}x{n}" for w, n in {**f.global_loads, **f.buffer_loads}.items())
+        name = short_kernel_name(f.kernel).replace("__hip_bfloat16", "bf16")
+        if len(targets) > 1:
+            name += f" [{f.target}]"
+        table.add_row(name, f"{f.vgprs}/{f.agprs}/{f.sgprs}", str(f.occupancy), str(f.lds_bytes),
+                      f"{f.scratch_bytes}/{f.spills}", str(f.mfma), loads or "-", str(f.lds_ops))
     return table
 
 
