@@ -12,10 +12,10 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
-from hipevolve.problems.kernelbench import load_kernelbench_file
 from pydantic import ValidationError
 
 from hipevolve.errors import UserError
+from hipevolve.problems.kernelbench import load_kernelbench_file
 from hipevolve.taskspec import TaskSpec, parse_task_toml
 
 BUILTIN_DIR = Path(__file__).resolve().parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from hipevolve.verifier.amd_static import (
     AmdCompileError,
     analyze,

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
+from hipevolve.errors import UserError
 from hipevolve.verifier.candidate import (
     MAX_SOURCE_BYTES,
     Candidate,
@@ -13,9 +16,6 @@ from hipevolve.verifier.candidate import (
     strip_c_comments,
     write_candidate,
 )
-from pydantic import ValidationError
-
-from hipevolve.errors import UserError
 
 DATA = Path(__file__).parent / "data" / "candidates"
 NATIVE = DATA / "healthy_native_softmax"

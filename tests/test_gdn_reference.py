@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from hipevolve.problems import get_task
 
+from hipevolve.problems import get_task
 from hipevolve.reference import build_inputs, load_module, run_case
 
 PREFILL = get_task("gated_delta_net")

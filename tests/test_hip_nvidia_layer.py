@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hipevolve.verifier import nvidia_layer
 
 from hipevolve.errors import UserError
 from hipevolve.runtime import Kernels, kernels
+from hipevolve.verifier import nvidia_layer
 
 REPO = Path(__file__).resolve().parents[1]
 HIP_DATA = REPO / "tests" / "data" / "hip"

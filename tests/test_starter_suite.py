@@ -7,8 +7,8 @@ import time
 
 import pytest
 import torch
-from hipevolve.problems import BUILTIN_DIR, discover
 
+from hipevolve.problems import BUILTIN_DIR, discover
 from hipevolve.reference import as_outputs, build_model, load_module, run_case
 from hipevolve.taskspec import TaskSpec
 

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from hipevolve.verifier.candidate import Candidate, load_candidate
 from hipevolve.verifier.static_checks import CHECKS, Screening, screen
 

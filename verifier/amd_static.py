@@ -33,11 +33,11 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hipevolve.verifier.build import SOURCE_NAME, CommandResult, run_limited
-from hipevolve.verifier.evaluation import StaticFacts
 from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.errors import UserError
+from hipevolve.verifier.build import SOURCE_NAME, CommandResult, run_limited
+from hipevolve.verifier.evaluation import StaticFacts
 
 HIPEVOLVE_PREFIX = Path("/opt/hipevolve-amd")
 KNOWN_TARGETS = ("gfx90a", "gfx942", "gfx950")

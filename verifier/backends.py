@@ -13,9 +13,8 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from hipevolve.verifier.build import Compiler
-
 from hipevolve.errors import UserError
+from hipevolve.verifier.build import Compiler
 
 ROCM_BIN = Path("/opt/rocm/bin")
 

@@ -17,15 +17,15 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hipevolve.verifier.build import BuildResult, build_many, trim_log
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation, StaticFacts, Status
-from hipevolve.verifier.static_checks import screen
 from pydantic import BaseModel
 
 from hipevolve.config import VerifierSettings
 from hipevolve.hardware import H200, MI300X
 from hipevolve.taskspec import Case, TaskSpec
+from hipevolve.verifier.build import BuildResult, build_many, trim_log
+from hipevolve.verifier.candidate import Candidate
+from hipevolve.verifier.evaluation import Evaluation, StaticFacts, Status
+from hipevolve.verifier.static_checks import screen
 
 
 class StaticResult(BaseModel):

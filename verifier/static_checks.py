@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from hipevolve.verifier.candidate import Candidate, strip_c_comments
 from pydantic import BaseModel, ConfigDict
 
 from hipevolve.runtime import launcher_signatures
+from hipevolve.verifier.candidate import Candidate, strip_c_comments
 
 Tier = Literal["strict", "warning"]
 Format = Literal["native", "kernelbench"]
