@@ -1,0 +1,317 @@
+"""Every dynamic attack in tests/hostile/dyn_*.py is caught with its expected status, and a
+healthy candidate evaluated right after it still scores ok (FAULTS.md's rule).
+
+CPU path: python candidates (KernelBench format, plain PyTorch) against the softmax task's
+small case, 3 seeds, 10 trials; each evaluation is a fresh judge + sandbox (~2.5 s here).
+GPU-marked attacks (native kernels) are at the bottom.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hipevolve.problems import get_task
+from hipevolve.verifier import confine
+from hipevolve.verifier.evaluation import Status
+from hipevolve.verifier.isolate import (
+    CandidateJob,
+    CaseJob,
+    Timeouts,
+    WorkerJob,
+    WorkerResult,
+    run_worker,
+)
+
+HERE = Path(__file__).resolve().parent
+HEALTHY = HERE.parent / "data" / "candidates" / "softmax_ok.py"
+CHECK_TIMEOUT = 5.0
+
+
+def cpu_job(candidate: Path, **fields) -> WorkerJob:
+    task = get_task("softmax")
+    case = CaseJob(name="small", inputs={"rows": 64, "cols": 1024, "dtype": "float32"}, timed=True)
+    defaults = dict(
+        device="cpu",
+        cases=(case,),
+        seeds=(0, 1, 2),
+        trials=10,
+        warmup=2,
+        timeouts=Timeouts(startup=60, load=20, check=CHECK_TIMEOUT, timing=30),
+    )
+    defaults |= fields
+    return WorkerJob(
+        task=task.name,
+        reference=task.reference,
+        tolerance=task.tolerance.model_dump(),
+        candidate=CandidateJob(format="kernelbench", model=candidate),
+        **defaults,
+    )
+
+
+def evaluate(name: str, **fields) -> WorkerResult:
+    return run_worker(cpu_job(HERE / f"{name}.py", **fields))
+
+
+def assert_gone(pid: int | None) -> None:
+    """Not running and not a zombie: /proc has no entry at all."""
+    assert pid is not None
+    deadline = time.monotonic() + 2
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}"), f"pid {pid} still exists"
+
+
+def assert_healthy_next() -> None:
+    result = run_worker(cpu_job(HEALTHY))
+    assert result.status is Status.ok, result.message
+    assert result.cases[0].time_us and result.cases[0].ref_time_us
+
+
+# name -> (status, a phrase the message must contain)
+SIMPLE = {
+    "dyn_exit_early": (Status.runtime_error, "crash"),
+    "dyn_segfault": (Status.runtime_error, "SIGSEGV"),
+    "dyn_abort": (Status.runtime_error, "SIGABRT"),
+    "dyn_fork_bomb": (Status.runtime_error, "Operation not permitted"),
+    "dyn_wrong_shape": (Status.incorrect, "shape"),
+    "dyn_wrong_dtype": (Status.incorrect, "dtype float16"),
+    "dyn_noncontiguous": (Status.incorrect, "strides"),
+    "dyn_nan_output": (Status.incorrect, "wrong values"),
+    "dyn_return_input": (Status.incorrect, "shares memory with input"),
+    "dyn_mutate_input": (Status.incorrect, "input 0 was modified"),
+    "dyn_empty_reuse": (Status.incorrect, "wrong values"),
+    "dyn_output_reuse": (Status.hacked, "share memory"),
+    "dyn_replay_first_answer": (Status.incorrect, "seed 1"),
+    "dyn_lazy_subclass": (Status.hacked, "not a plain torch.Tensor"),
+    "dyn_public_seed": (Status.incorrect, "seed 1"),
+    "dyn_thread_after_return": (Status.hacked, "thread"),
+    "dyn_warmup_detect": (Status.hacked, "after timing"),
+    "dyn_fd_forge": (Status.hacked, "garbage on the result channel"),
+    "dyn_atexit": (Status.ok, ""),
+    "dyn_oob_write": (Status.incorrect, "out-of-bounds write"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIMPLE))
+def test_attack_is_caught_and_next_candidate_is_healthy(name: str) -> None:
+    status, phrase = SIMPLE[name]
+    result = evaluate(name)
+    assert result.status is status, f"{result.status}: {result.message}"
+    assert phrase in result.message + result.mismatch, result.message
+    assert "forged" not in result.message
+    assert_gone(result.sandbox_pid)
+    assert_healthy_next()
+
+
+def test_nan_output_mismatch_names_the_nan() -> None:
+    result = evaluate("dyn_nan_output")
+    assert "NaN/Inf where the reference is finite" in result.mismatch
+    assert "(0, 0)" in result.mismatch
+
+
+def test_infinite_loop_is_killed_within_timeout_and_leaves_no_zombie() -> None:
+    result = evaluate("dyn_infinite_loop")
+    assert result.status is Status.timeout, result.message
+    assert "stage check" in result.message
+    assert result.seconds["check"] <= CHECK_TIMEOUT + 2.0
+    assert_gone(result.sandbox_pid)
+    assert_gone(result.judge_pid)
+    assert_healthy_next()
+
+
+def test_gigabyte_on_stdout_is_truncated_without_blocking() -> None:
+    t0 = time.monotonic()
+    result = evaluate("dyn_gigabyte_stdout")
+    assert result.status is Status.ok, result.message
+    assert time.monotonic() - t0 < 30
+    assert_healthy_next()
+
+
+def test_secrets_in_the_controller_environment_are_invisible_to_the_candidate() -> None:
+    """The controller runs in its own process whose real (initial) environment holds the
+    secrets, so /proc/<controller>/environ would show them if the candidate could read it."""
+    secret = "sk-hipevolve-test-0123456789"
+    code = (
+        f"import sys; from pathlib import Path; sys.path.insert(0, {str(HERE)!r});"
+        "from test_hostile import evaluate;"
+        "r = evaluate('dyn_read_secret'); print(r.status.value); print(r.message)"
+    )
+    env = dict(os.environ, HIPEVOLVE_TEST_SECRET=secret, OPENAI_API_KEY=secret)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    status, message = proc.stdout.strip().splitlines()[-2:]
+    assert secret not in proc.stdout
+    assert status == "runtime_error"
+    assert "found=[]" in message, message
+    assert_healthy_next()
+
+
+def test_writes_outside_the_sandbox_folder_are_denied() -> None:
+    if confine.landlock_abi() < 1:
+        pytest.skip(
+            "Landlock is not available on this kernel (CONFIG_SECURITY_LANDLOCK or "
+            "lsm= lacks it): writes outside the sandbox cannot be denied here"
+        )
+    from dyn_write_outside import TARGETS  # noqa: PLC0415 (the attack's own list)
+
+    for target in TARGETS:
+        target.unlink(missing_ok=True)
+    result = evaluate("dyn_write_outside")
+    assert result.status is Status.ok, result.message
+    escaped = [str(t) for t in TARGETS if t.exists()]
+    for target in TARGETS:
+        target.unlink(missing_ok=True)
+    assert not escaped, f"files written outside the sandbox: {escaped}"
+    assert any(f.startswith("landlock:abi") for f in result.flags)
+    assert_healthy_next()
+
+
+def test_tcp_socket_to_localhost_is_denied() -> None:
+    from dyn_socket import PORT  # noqa: PLC0415
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", PORT))
+    except OSError:
+        pytest.skip(f"port {PORT} is in use here")
+    listener.listen(4)
+    listener.settimeout(0.2)
+    accepted: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+                accepted.append(conn.recv(64))
+                conn.close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        result = evaluate("dyn_socket")
+    finally:
+        stop.set()
+        thread.join(2)
+        listener.close()
+    assert result.status is Status.runtime_error, result.message
+    assert "Operation not permitted" in result.message
+    assert not accepted
+    assert_healthy_next()
+
+
+def test_patched_timers_do_not_change_the_reported_time() -> None:
+    result = evaluate("dyn_patch_timers")
+    assert result.status is Status.ok, result.message
+    case = result.cases[0]
+    # the forward sleeps 2 ms; the honest time is 2-4 ms whatever the patched timers say
+    assert 1500 < case.time_us < 20000, case.time_us
+    assert len(case.trials) == 10 and min(case.trials) > 1500
+    assert_healthy_next()
+
+
+# --- GPU attacks: native candidates (kernel.hip + model.py), compiled by the project's backend -----
+GPU_CASE = CaseJob(name="bf16_8k", inputs={"rows": 8192, "cols": 4096, "dtype": "bfloat16"})
+HEALTHY_NATIVE = HERE.parent / "data" / "candidates" / "healthy_native_softmax"
+GPU_CHECK_TIMEOUT = 20.0  # 6 calls moving 64 MB outputs and inputs through the wire
+
+
+def gpu_job(folder: Path, tmp_path: Path, **fields) -> WorkerJob:
+    from hipevolve.verifier.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build import build
+
+    source = (folder / "kernel.hip").read_text()
+    built = build(source, compiler_for(gpu_backend()), tmp_path / "build-cache")
+    assert built.ok, built.log
+    task = get_task("softmax")
+    defaults = dict(
+        device="cuda",
+        cases=(GPU_CASE,),
+        seeds=(0, 1, 2),
+        trials=30,
+        warmup=5,
+        timeouts=Timeouts(startup=120, load=60, check=GPU_CHECK_TIMEOUT, timing=60),
+    )
+    defaults |= fields
+    candidate = CandidateJob(
+        format="native",
+        model=folder / "model.py",
+        library=built.library,
+        source=folder / "kernel.hip",
+    )
+    return WorkerJob(
+        task=task.name,
+        reference=task.reference,
+        tolerance=task.tolerance.model_dump(),
+        candidate=candidate,
+        **defaults,
+    )
+
+
+def assert_healthy_native_next(tmp_path: Path) -> WorkerResult:
+    result = run_worker(gpu_job(HEALTHY_NATIVE, tmp_path))
+    assert result.status is Status.ok, result.message
+    return result
+
+
+GPU_ATTACKS = {
+    "dyn_gpu_illegal_address": (Status.runtime_error, "illegal"),
+    "dyn_gpu_lds_overflow": (Status.incorrect, "wrong values"),
+    "dyn_gpu_oob_write": (Status.incorrect, "out-of-bounds write"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_ATTACKS))
+def test_gpu_attack_is_caught_and_next_candidate_is_healthy(name: str, tmp_path: Path) -> None:
+    status, phrase = GPU_ATTACKS[name]
+    result = run_worker(gpu_job(HERE / name, tmp_path))
+    assert result.status is status, f"{result.status}: {result.message}"
+    assert phrase in result.message.lower() + result.mismatch.lower(), result.message
+    assert_gone(result.sandbox_pid)
+    assert_healthy_native_next(tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_hang_is_killed_within_timeout(tmp_path: Path) -> None:
+    result = run_worker(gpu_job(HERE / "dyn_gpu_hang", tmp_path))
+    assert result.status is Status.timeout, result.message
+    assert "stage check" in result.message
+    assert result.seconds["check"] <= GPU_CHECK_TIMEOUT + 2.0
+    assert_gone(result.sandbox_pid)
+    assert_gone(result.judge_pid)
+    assert_healthy_native_next(tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_work_on_a_side_stream_is_still_timed(tmp_path: Path) -> None:
+    honest = assert_healthy_native_next(tmp_path).cases[0].time_us
+    result = run_worker(gpu_job(HERE / "dyn_gpu_side_stream", tmp_path))
+    assert result.status is Status.ok, result.message
+    assert 0.7 * honest < result.cases[0].time_us < 1.5 * honest, (result.cases[0].time_us, honest)
+    assert_healthy_native_next(tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
+    from hipevolve.verifier.isolate import StandbyPool
+
+    job = gpu_job(HEALTHY_NATIVE, tmp_path)
+    with StandbyPool(size=1, device="cuda") as pool:
+        judge = pool.take()
+        time.sleep(15)  # the previous evaluation, during which torch and the context come up
+        result = run_worker(job, standby=judge)
+    assert result.status is Status.ok, result.message
+    assert result.seconds["start"] < 1.0  # the sandbox was up before the job arrived

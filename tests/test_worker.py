@@ -1,0 +1,246 @@
+"""The GPU worker's CPU path: judge + sandbox processes, statuses, timing statistics and gates,
+the controller's deadline, standby judges, the wire format and the comparison policy."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import statistics
+import struct
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hipevolve.verifier import compare, wire
+from hipevolve.verifier.evaluation import Status
+from hipevolve.verifier.isolate import PeakRates, StandbyPool, Timeouts, run_worker
+from hipevolve.verifier.worker import Judge
+
+sys.path.insert(0, str(Path(__file__).parent / "hostile"))
+from test_hostile import HEALTHY, HERE, assert_gone, cpu_job  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "candidates"
+
+
+def test_healthy_candidate_scores_ok_with_raw_trials_and_statistics() -> None:
+    result = run_worker(cpu_job(HEALTHY, trials=12))
+    assert result.status is Status.ok, result.message
+    case = result.cases[0]
+    assert case.correct and len(case.trials) == 12 and len(case.ref_trials) == 12
+    assert case.time_us == statistics.median(case.trials) > 0
+    assert case.cv is not None and case.cv >= 0
+    assert case.wall_us >= sum(case.trials)
+    assert case.max_abs_err < 1e-5
+    assert {"seccomp:on"} <= set(result.flags)
+    assert result.case_results()[0].speedup == pytest.approx(case.ref_time_us / case.time_us)
+    assert_gone(result.sandbox_pid)
+    assert_gone(result.judge_pid)
+
+
+def test_candidate_beating_the_roofline_is_suspect_not_ok() -> None:
+    job = cpu_job(HEALTHY)
+    case = job.cases[0].model_copy(update={"roofline": {"bytes": 524288.0, "flops": 0.0}})
+    # a 1 kB/s "GPU": any real time is far below what moving 512 kB would take
+    job = job.model_copy(
+        update={"cases": (case,), "peak": PeakRates(bytes_per_s=1e3, flops_per_s=1e3)}
+    )
+    result = run_worker(job)
+    assert result.status is Status.suspect, result.message
+    assert "beats the roofline" in result.message
+
+
+def test_nan_in_the_reference_is_a_bad_reference_never_a_wildcard() -> None:
+    job = cpu_job(HEALTHY).model_copy(update={"reference": DATA / "ref_nan.py"})
+    result = run_worker(job)
+    assert result.status is Status.runtime_error
+    assert result.message.startswith("bad reference")
+
+
+def test_judge_dying_without_a_result_is_a_crash_not_a_pass() -> None:
+    job = cpu_job(HEALTHY).model_copy(update={"reference": DATA / "ref_exits.py"})
+    result = run_worker(job)
+    assert result.status is Status.runtime_error
+    assert "without a result" in result.message and "code 3" in result.message
+    assert_gone(result.judge_pid)
+
+
+def test_controller_deadline_kills_the_whole_process_group() -> None:
+    job = cpu_job(
+        HERE / "dyn_infinite_loop.py",
+        timeouts=Timeouts(startup=60, load=60, check=600, timing=60),
+        deadline_s=15,
+    )
+    t0 = time.monotonic()
+    result = run_worker(job)
+    assert result.status is Status.timeout
+    assert time.monotonic() - t0 < 15 + 7
+    assert len(result.killed_pids) >= 2  # the judge and the sandbox at least
+    for pid in result.killed_pids:
+        assert_gone(pid)
+
+
+def test_standby_judge_serves_one_job_and_the_pool_refills() -> None:
+    with StandbyPool(size=1, device="cpu") as pool:
+        judge = pool.take()
+        first_pid = judge.proc.pid
+        time.sleep(1.0)  # let it import torch, as it would while another job runs
+        result = run_worker(cpu_job(HEALTHY), standby=judge)
+        assert result.status is Status.ok, result.message
+        assert result.judge_pid == first_pid
+        assert not os.path.exists(judge.workdir)
+        second = pool.take()
+        assert second.proc.pid != first_pid and second.alive()
+        second.discard()
+
+
+# --- the judge's timing checks, on synthetic reports ---------------------------------------------
+def _judge(**job) -> Judge:
+    base = {
+        "device": "cpu",
+        "cases": [{"name": "c", "timed": True, "roofline": None}],
+        "trials": 5,
+        "min_trial_us": 0.5,
+        "suspect_speedup": 10.0,
+        "peak": None,
+    }
+    return Judge(base | job, chan=None)
+
+
+def test_timer_reporting_zero_is_hacked() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [0.0] * 5, wall_us=1e4)
+    assert judge.hacks and "non-positive" in judge.hacks[0]
+
+
+def test_trials_longer_than_the_judges_wall_clock_are_hacked() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [5000.0] * 5, wall_us=10000.0)
+    assert judge.hacks and "judge saw" in judge.hacks[0]
+
+
+def test_trials_below_the_per_call_floor_are_hacked() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [0.01] * 5, wall_us=10000.0)
+    assert judge.hacks and "below" in judge.hacks[0]
+
+
+def test_honest_trials_give_median_and_cv_from_the_raw_list() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [10.0, 11.0, 12.0, 13.0, 100.0], wall_us=1e4)
+    assert not judge.hacks
+    assert judge.case_out["c"]["time_us"] == 12.0
+    mean = 146 / 5
+    expected_cv = math.sqrt(sum((t - mean) ** 2 for t in [10, 11, 12, 13, 100]) / 5) / mean
+    assert judge.case_out["c"]["cv"] == pytest.approx(expected_cv)
+
+
+def test_speedup_above_the_limit_is_suspect() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [1.0] * 5, wall_us=1e4)
+    judge.case_out["c"]["ref_trials"] = [20.0] * 5
+    assert judge.verdict() == ("suspect", "c: speedup 20.0x above 10x")
+
+
+# --- wire format ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.uint8]
+)
+def test_wire_round_trips_values_of_every_dtype(dtype: torch.dtype) -> None:
+    t = (torch.randn(3, 5) * 10).to(dtype).t()  # non-contiguous on purpose
+    buf = io.BytesIO()
+    wire.write_message(buf, "outputs", [t, torch.empty(0, 4, dtype=dtype)], case="x", n=1)
+    buf.seek(0)
+    header, tensors = wire.read_message(buf)
+    assert header == {"kind": "outputs", "case": "x", "n": 1}
+    assert torch.equal(tensors[0], t) and tensors[0].dtype == dtype
+    assert tensors[1].shape == (0, 4)
+
+
+def _raw(header: dict, payload: bytes = b"") -> io.BytesIO:
+    data = json.dumps(header).encode()
+    return io.BytesIO(struct.pack(">Q", len(data)) + data + payload)
+
+
+@pytest.mark.parametrize(
+    "header,why",
+    [
+        ({"kind": "x", "tensors": [{"dtype": "object", "shape": [1], "nbytes": 8}]}, "not allowed"),
+        ({"kind": "x", "tensors": [{"dtype": "float32", "shape": [2], "nbytes": 4}]}, "nbytes"),
+        ({"kind": "x", "tensors": [{"dtype": "float32", "shape": [-1], "nbytes": 4}]}, "shape"),
+        ({"tensors": []}, "no kind"),
+    ],
+)
+def test_wire_rejects_malformed_headers(header: dict, why: str) -> None:
+    with pytest.raises(wire.WireError, match=why):
+        wire.read_message(_raw(header, b"\0" * 8))
+
+
+def test_wire_rejects_a_huge_header_and_a_truncated_payload() -> None:
+    with pytest.raises(wire.WireError, match="too large"):
+        wire.read_message(io.BytesIO(struct.pack(">Q", 1 << 40)))
+    header = {"kind": "x", "tensors": [{"dtype": "float32", "shape": [4], "nbytes": 16}]}
+    with pytest.raises(wire.WireError, match="ended"):
+        wire.read_message(_raw(header, b"\0" * 3))
+
+
+def test_wire_never_unpickles() -> None:
+    import pickle
+
+    with pytest.raises(wire.WireError):
+        wire.read_message(io.BytesIO(pickle.dumps(torch.ones(2))))
+
+
+# --- comparison policy ------------------------------------------------------------------------------
+TOL = {"kind": "allclose", "atol": 1e-3, "rtol": 1e-3}
+
+
+def test_nan_where_the_reference_is_finite_fails() -> None:
+    ref = torch.ones(4)
+    got = ref.clone()
+    got[2] = float("nan")
+    ok, _, _, mismatch = compare.compare_values(0, got, ref, TOL)
+    assert not ok and "(2,)" in mismatch
+
+
+def test_infinite_reference_needs_the_same_infinity() -> None:
+    ref = torch.tensor([1.0, float("inf")])
+    assert compare.compare_values(0, ref.clone(), ref, TOL)[0]
+    assert not compare.compare_values(0, torch.tensor([1.0, -float("inf")]), ref, TOL)[0]
+    assert not compare.compare_values(0, torch.tensor([1.0, 1e30]), ref, TOL)[0]
+
+
+def test_rel_rms_tolerance_is_per_output() -> None:
+    ref = torch.ones(100)
+    tol = {"kind": "rel_rms", "max_rel_rms": 0.01}
+    assert compare.compare_values(0, ref + 0.005, ref, tol)[0]
+    assert not compare.compare_values(0, ref + 0.05, ref, tol)[0]
+
+
+def test_kernelbench_tolerance_depends_on_the_output_dtype() -> None:
+    tol = {"kind": "kernelbench"}
+    ref = torch.ones(8, dtype=torch.bfloat16)
+    assert compare.compare_values(0, ref + 0.0078125, ref, tol)[0]
+    ref32 = torch.ones(8)
+    assert not compare.compare_values(0, ref32 + 1e-3, ref32, tol)[0]
+
+
+def test_reference_with_nan_is_reported() -> None:
+    assert "NaN" in compare.reference_problem([torch.tensor([1.0, float("nan")])])
+    assert compare.reference_problem([torch.ones(3)]) == ""
+
+
+def test_strides_must_be_contiguous_or_the_references() -> None:
+    ref = torch.ones(4, 6)
+    meta = {
+        "shape": [4, 6],
+        "dtype": "float32",
+        "device": "cpu",
+        "contiguous": False,
+        "stride": [1, 4],
+    }
+    assert "strides" in compare.check_meta(0, meta, ref)
+    assert compare.check_meta(0, meta | {"contiguous": True, "stride": [6, 1]}, ref) == ""

@@ -1,0 +1,163 @@
+"""Comparing a candidate's outputs with the reference's, in the judge.
+
+Policy (DESIGN.md, FAULTS.md 9-10):
+- the number of outputs, and each output's exact type, shape, dtype and device type, must match;
+- strides: a contiguous output, or exactly the reference's strides;
+- NaN in the reference is a bad reference, found before any candidate runs (`reference_problem`);
+- NaN or Inf where the reference is finite fails; an infinite reference needs the same infinity;
+- values: `allclose` |x - ref| <= atol + rtol * |ref| everywhere (KernelBench defaults by dtype
+  for kind `kernelbench`), or `rel_rms` ||x - ref|| / ||ref|| <= max_rel_rms per output.
+Errors are computed in float64 for float64 outputs and float32 otherwise (exact for 16-bit types).
+
+Imports torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+MISMATCH_CHARS = 400
+
+
+def _kb_tol(dtype: torch.dtype) -> float:
+    return 1e-4 if dtype in (torch.float32, torch.float64) else 1e-2
+
+
+def tolerance_for(tol: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) of an allclose-style tolerance dict for an output of `dtype`."""
+    if tol["kind"] == "kernelbench":
+        return _kb_tol(dtype), _kb_tol(dtype)
+    return float(tol.get("atol") or 0.0), float(tol.get("rtol") or 0.0)
+
+
+def reference_problem(outputs: list[torch.Tensor]) -> str:
+    """Why these reference outputs cannot judge anything ('' when they can)."""
+    for i, ref in enumerate(outputs):
+        if ref.is_floating_point() or ref.is_complex():
+            nans = int(torch.isnan(ref).sum())
+            if nans:
+                return f"output {i} of the reference has {nans} NaN values"
+    return ""
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype in (torch.float64, torch.complex128):
+        return t.to(torch.float64) if not t.is_complex() else t
+    if t.is_complex():
+        return t.to(torch.complex64)
+    return t.to(torch.float32)
+
+
+def _trim(text: str) -> str:
+    return text if len(text) <= MISMATCH_CHARS else text[: MISMATCH_CHARS - 3] + "..."
+
+
+def check_meta(index: int, meta: dict[str, Any], ref: torch.Tensor) -> str:
+    """What is wrong with an output's type, shape, dtype, device or strides ('' if nothing)."""
+    what = f"output {index}"
+    if tuple(meta["shape"]) != tuple(ref.shape):
+        return f"{what}: shape {tuple(meta['shape'])}, expected {tuple(ref.shape)}"
+    if meta["dtype"] != str(ref.dtype).removeprefix("torch."):
+        return f"{what}: dtype {meta['dtype']}, expected {str(ref.dtype).removeprefix('torch.')}"
+    if meta["device"].split(":")[0] != ref.device.type:
+        return f"{what}: on device {meta['device']}, expected {ref.device.type}"
+    if not meta["contiguous"] and tuple(meta["stride"]) != tuple(ref.stride()):
+        return (
+            f"{what}: strides {tuple(meta['stride'])} are neither contiguous nor the "
+            f"reference's {tuple(ref.stride())}"
+        )
+    return ""
+
+
+def compare_values(
+    index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
+) -> tuple[bool, float, float, str]:
+    """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output."""
+    g, r = _wide(got.to(ref.device)), _wide(ref)
+    if not (r.is_floating_point() or r.is_complex()):
+        bad = g != r
+        max_abs = float((g - r).abs().max()) if g.numel() else 0.0
+        if bool(bad.any()):
+            return False, max_abs, float("nan"), _summary(index, g, r, bad, "values differ")
+        return True, 0.0, 0.0, ""
+    finite_ref = torch.isfinite(r)
+    bad_nonfinite = finite_ref & ~torch.isfinite(g)
+    inf_ref = torch.isinf(r)
+    bad_nonfinite |= inf_ref & (g != r)
+    diff = torch.where(finite_ref, (g - r).abs(), torch.zeros_like(r.real if r.is_complex() else r))
+    diff = diff.nan_to_num(nan=float("inf"))
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    ref_norm = float(torch.linalg.vector_norm(torch.where(finite_ref, r, 0)))
+    err_norm = float(torch.linalg.vector_norm(diff))
+    rel_rms = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else float("inf"))
+    if bool(bad_nonfinite.any()):
+        return (
+            False,
+            max_abs,
+            rel_rms,
+            _summary(index, g, r, bad_nonfinite, "NaN/Inf where the reference is finite"),
+        )
+    if tol["kind"] == "rel_rms":
+        limit = float(tol["max_rel_rms"])
+        if not rel_rms <= limit:
+            return (
+                False,
+                max_abs,
+                rel_rms,
+                _trim(
+                    f"output {index}: relative RMS error {rel_rms:.3g} > {limit:g}; "
+                    f"max abs error {max_abs:.3g}"
+                ),
+            )
+        return True, max_abs, rel_rms, ""
+    atol, rtol = tolerance_for(tol, ref.dtype)
+    bad = finite_ref & (diff > atol + rtol * r.abs())
+    if bool(bad.any()):
+        return (
+            False,
+            max_abs,
+            rel_rms,
+            _summary(
+                index,
+                g,
+                r,
+                bad,
+                f"{int(bad.sum())} of {r.numel()} elements outside atol={atol:g} rtol={rtol:g}",
+            ),
+        )
+    return True, max_abs, rel_rms, ""
+
+
+def _summary(index: int, g: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, why: str) -> str:
+    where = torch.nonzero(bad)[:3].tolist()
+    shown = ", ".join(
+        f"{tuple(ix)}: got {g[tuple(ix)].item():.6g} expected {r[tuple(ix)].item():.6g}"
+        for ix in where
+    )
+    rel = ((g - r).abs() / r.abs().clamp_min(1e-12)).nan_to_num(nan=float("inf"))
+    max_rel = float(rel[bad].max()) if bool(bad.any()) else 0.0
+    max_abs = (
+        float((g - r).abs().nan_to_num(nan=float("inf"))[bad].max()) if bool(bad.any()) else 0.0
+    )
+    return _trim(
+        f"output {index}: {why}; first at {shown}; max abs err {max_abs:.3g}, "
+        f"max rel err {max_rel:.3g}"
+    )
+
+
+def inputs_unchanged(before: list[torch.Tensor], after: list[torch.Tensor]) -> str:
+    """'' if every input tensor is bit-for-bit what it was (NaN equal to NaN), else which not."""
+    if len(before) != len(after):
+        return f"{len(after)} input tensors came back, {len(before)} went in"
+    for i, (b, a) in enumerate(zip(before, after, strict=True)):
+        a = a.to(b.device)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"input {i} changed shape or dtype"
+        same = a == b
+        if b.is_floating_point() or b.is_complex():
+            same |= torch.isnan(a) & torch.isnan(b)
+        if not bool(same.all()):
+            return f"input {i} was modified by the call ({int((~same).sum())} elements)"
+    return ""

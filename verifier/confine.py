@@ -1,0 +1,304 @@
+"""What the sandbox does to itself before it imports the candidate.
+
+Layers, each applied where the kernel offers it; `flags` records which are on, so a verdict
+never silently depends on a layer that was missing:
+
+- resource limits: no core files, a file-size cap, a process cap (RLIMIT_NPROC; the kernel
+  ignores it for root, which is recorded). RLIMIT_AS is not set: CUDA and ROCm reserve huge
+  virtual ranges and fail under it.
+- no_new_privs, and for root every capability but CAP_IPC_LOCK dropped (pinned host memory
+  needs it): a root candidate could otherwise read other processes' memory through /proc.
+- Landlock (syscalls 444-446): writes only under the sandbox's own folder and /dev (GPU device
+  files, /dev/shm); no TCP bind/connect (ABI 4); no signals to, or ptrace of, processes outside
+  the sandbox and no abstract unix sockets outside it (ABI 6). Reading stays allowed: torch
+  reads all over the file system, and the reference outputs are never in a file.
+- seccomp-BPF (installed on every thread at once with TSYNC): socket() and socketpair() for
+  any family but AF_UNIX fail with EPERM, and so do ptrace, process_vm_readv/writev, setsid,
+  setpgid (leaving the process group would escape the controller's group kill), io_uring
+  (it opens sockets behind seccomp's back), bpf, perf_event_open, mount, unshare, setns and,
+  unless the candidate must run a compiler (load_inline), any new process: fork, vfork and
+  clone without CLONE_THREAD (clone3 answers ENOSYS so that libc falls back to clone, whose
+  flags a filter can read).
+
+Imports the standard library only; apply `confine_process` before importing torch (Landlock
+binds only threads created after it) and `confine_syscalls` after torch and the device are up.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import struct
+
+FILE_SIZE_LIMIT = 2 << 30
+EXTRA_PROCESSES = 256  # over the user's current count, when processes are allowed at all
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.restype = ctypes.c_int
+_libc.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAP_IPC_LOCK = 14
+
+X86_64 = platform.machine() == "x86_64"
+SYS_CAPSET = 126
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_ADD_RULE = 445
+SYS_LANDLOCK_RESTRICT_SELF = 446
+SYS_SECCOMP = 317
+
+
+def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
+    return _libc.prctl(option, arg2, arg3, 0, 0)
+
+
+def set_not_dumpable() -> None:
+    """Makes /proc/<pid>/mem and ptrace of this process need CAP_SYS_PTRACE (the judge)."""
+    _prctl(PR_SET_DUMPABLE, 0)
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants are re-parented to this process, which reaps them."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _count_user_tasks() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry}/task"))
+        except OSError:
+            continue
+    return count
+
+
+def group_pids(pgid: int, zombies: bool = False) -> list[int]:
+    """Processes of process group `pgid` (from /proc; the judge and controller kill them)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and (zombies or fields[0] != b"Z"):
+            found.append(int(entry))
+    return found
+
+
+def set_limits() -> list[str]:
+    flags = []
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    # Threads count against RLIMIT_NPROC too, so the cap sits above what the user runs now.
+    cap = _count_user_tasks() + EXTRA_PROCESSES
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+        flags.append("nproc:ignored-for-root" if os.getuid() == 0 else f"nproc:{cap}")
+    except (ValueError, OSError):
+        flags.append("nproc:unavailable")
+    return flags
+
+
+def drop_capabilities() -> str:
+    if os.geteuid() != 0:
+        return "caps:none-held"
+    if not X86_64:
+        return "caps:kept (capset only wired for x86_64)"
+    for cap in range(64):
+        if cap != CAP_IPC_LOCK:
+            _prctl(PR_CAPBSET_DROP, cap)  # EINVAL past the last capability: harmless
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    keep = 1 << CAP_IPC_LOCK
+    header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = struct.pack("IIIIII", keep, keep, 0, 0, 0, 0)  # effective, permitted, inheritable
+    hbuf, dbuf = ctypes.create_string_buffer(header), ctypes.create_string_buffer(data)
+    if _libc.syscall(SYS_CAPSET, hbuf, dbuf) != 0:
+        return f"caps:kept (capset errno {ctypes.get_errno()})"
+    return "caps:dropped"
+
+
+# Landlock access rights (include/uapi/linux/landlock.h).
+_FS_WRITE = {
+    1: (1 << 1)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 9)
+    | (1 << 10)
+    | (1 << 11)
+    | (1 << 12),
+    2: 1 << 13,  # REFER
+    3: 1 << 14,  # TRUNCATE
+}
+_NET_TCP = (1 << 0) | (1 << 1)  # BIND_TCP, CONNECT_TCP (ABI 4)
+_SCOPES = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
+
+
+def landlock_abi() -> int:
+    version = _libc.syscall(
+        SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1)
+    )
+    return max(int(version), 0)
+
+
+def restrict_writes(writable: list[str]) -> str:
+    """Landlock: writes only beneath `writable`; returns a flag saying what was applied."""
+    if not X86_64:
+        return "landlock:unavailable (syscalls only wired for x86_64)"
+    abi = landlock_abi()
+    if abi < 1:
+        return f"landlock:unavailable (kernel: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    fs = sum(bits for level, bits in _FS_WRITE.items() if abi >= level)
+    attr = struct.pack("QQQ", fs, _NET_TCP if abi >= 4 else 0, _SCOPES if abi >= 6 else 0)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    abuf = ctypes.create_string_buffer(attr[:size])
+    ruleset = _libc.syscall(
+        SYS_LANDLOCK_CREATE_RULESET, abuf, ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
+    if ruleset < 0:
+        return f"landlock:unavailable (create errno {ctypes.get_errno()})"
+    try:
+        for path in writable:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", fs, fd))
+                if (
+                    _libc.syscall(
+                        SYS_LANDLOCK_ADD_RULE,
+                        ctypes.c_int(ruleset),
+                        ctypes.c_int(1),
+                        rule,
+                        ctypes.c_uint32(0),
+                    )
+                    != 0
+                ):
+                    return f"landlock:failed (add_rule {path} errno {ctypes.get_errno()})"
+            finally:
+                os.close(fd)
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
+            return "landlock:failed (no_new_privs)"
+        if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+            return f"landlock:failed (restrict_self errno {ctypes.get_errno()})"
+    finally:
+        os.close(ruleset)
+    return f"landlock:abi{abi}"
+
+
+def confine_process(writable: list[str]) -> list[str]:
+    """Limits, capabilities and Landlock; call first thing, before torch starts threads."""
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    flags = set_limits()
+    flags.append(restrict_writes(writable))
+    flags.append(drop_capabilities())
+    return flags
+
+
+# --- seccomp-BPF -------------------------------------------------------------------------------
+
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
+_AUDIT_ARCH_X86_64 = 0xC000003E
+AF_UNIX = 1
+CLONE_THREAD = 0x00010000
+
+
+def _errno(code: int) -> int:
+    return 0x00050000 | code
+
+
+def _denied_syscalls(allow_processes: bool) -> dict[int, int]:
+    """x86_64 syscall number -> errno, for syscalls refused whatever their arguments."""
+    denied = {
+        101: errno.EPERM,  # ptrace
+        310: errno.EPERM,
+        311: errno.EPERM,  # process_vm_readv / writev
+        112: errno.EPERM,
+        109: errno.EPERM,  # setsid, setpgid
+        425: errno.EPERM,
+        426: errno.EPERM,
+        427: errno.EPERM,  # io_uring_*
+        321: errno.EPERM,
+        298: errno.EPERM,  # bpf, perf_event_open
+        165: errno.EPERM,
+        272: errno.EPERM,
+        308: errno.EPERM,  # mount, unshare, setns
+    }
+    if not allow_processes:
+        denied |= {57: errno.EPERM, 58: errno.EPERM, 435: errno.ENOSYS}  # fork, vfork, clone3
+    return denied
+
+
+def seccomp_program(allow_processes: bool) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions."""
+    prog: list[tuple[int, int, int, int]] = [
+        (_LD_W_ABS, 0, 0, 4),  # arch
+        (_JEQ, 1, 0, _AUDIT_ARCH_X86_64),
+        (_RET, 0, 0, _KILL_PROCESS),
+        (_LD_W_ABS, 0, 0, 0),  # syscall number
+        (_JGE, 0, 1, 0x40000000),  # the x32 ABI's numbers would dodge every rule below
+        (_RET, 0, 0, _errno(errno.ENOSYS)),
+    ]
+    for nr, code in _denied_syscalls(allow_processes).items():
+        prog += [(_JEQ, 0, 1, nr), (_RET, 0, 0, _errno(code))]
+    for nr in (41, 53):  # socket, socketpair: AF_UNIX only
+        prog += [
+            (_JEQ, 0, 4, nr),
+            (_LD_W_ABS, 0, 0, 16),  # args[0], low 32 bits
+            (_JEQ, 0, 1, AF_UNIX),
+            (_RET, 0, 0, _ALLOW),
+            (_RET, 0, 0, _errno(errno.EPERM)),
+        ]
+    if not allow_processes:
+        prog += [
+            (_JEQ, 0, 4, 56),  # clone: only threads
+            (_LD_W_ABS, 0, 0, 16),
+            (_JSET, 1, 0, CLONE_THREAD),
+            (_RET, 0, 0, _errno(errno.EPERM)),
+            (_RET, 0, 0, _ALLOW),
+        ]
+    prog.append((_RET, 0, 0, _ALLOW))
+    return prog
+
+
+def confine_syscalls(allow_processes: bool) -> str:
+    """Installs the seccomp filter on every thread of the process (TSYNC)."""
+    if not X86_64:
+        return "seccomp:unavailable (filter only written for x86_64)"
+    prog = seccomp_program(allow_processes)
+    filt = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    fbuf = ctypes.create_string_buffer(filt)
+    fprog = ctypes.create_string_buffer(struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(fbuf)))
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    rc = _libc.syscall(SYS_SECCOMP, ctypes.c_uint(1), ctypes.c_uint(1), fprog)  # TSYNC
+    if rc != 0:
+        return f"seccomp:unavailable (errno {ctypes.get_errno()})"
+    return "seccomp:on"

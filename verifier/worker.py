@@ -1,0 +1,637 @@
+"""The judge: `python -m hipevolve.verifier.worker --result-fd N [--device cuda]`.
+
+One judge process scores one candidate and exits; the controller (isolate.py) spawns it in its own
+process group with an allowlisted environment and reads one JSON result from fd N. The judge
+computes every reference output and times the reference before the candidate exists, then runs
+the candidate in a second process (sandbox.py) that it watches, times out and kills, and decides
+the status from what comes back. Every number the tool reports comes from here.
+
+What it protects against (FAULTS.md):
+- hangs in host code or kernels (stage timeouts here, a group kill in the controller), crashes
+  (SIGSEGV, SIGABRT, os._exit) and device errors: all recorded, never a pass (1-3);
+- unwritten or stale outputs: the allocator is poisoned with NaN before each call, every call
+  runs twice on fresh input copies and both must pass; outputs sharing memory across calls,
+  aliasing an input, or mutated inputs fail (5, 11);
+- out-of-bounds writes next to an input: every input copy sits between canary regions that
+  must come back intact (4). Writes past an output's end are caught only when they land in an
+  input's canary or corrupt values: the candidate allocates its own outputs;
+- fork bombs (no new processes at all unless the candidate compiles with load_inline, then
+  RLIMIT_NPROC and a process-count watchdog), OOM (resource exhaustion), a gigabyte on stdout
+  (only the first 64 KiB kept, drained by threads so nothing blocks) (6, 7);
+- writes outside the sandbox folder, TCP sockets, signals to or ptrace of other processes, and
+  API keys: Landlock, seccomp and an allowlisted environment (8);
+- wrong shape, dtype, strides, device, NaN/Inf, lazy tensor subclasses (9, 10, 14);
+- reaching the expected outputs: they never exist in the candidate's process, the judge is not
+  dumpable, and the result channel is closed in the sandbox (12, 19);
+- caching by input identity and replaying warm-up answers: several seeds, the last one never
+  shown to agents, all inputs alive at once, a distinct input set per timed trial, and one
+  more checked call after timing (13, 15, 20);
+- patched timers and statistics: the sandbox captured its timer before the candidate was
+  imported, statistics are computed here from raw trials, and the trials must fit inside the
+  wall time the judge measured itself (17); threads left running are `hacked`; work on another
+  stream is inside the window because timing synchronises the whole device (18);
+- speedups beyond the roofline or above `suspect_speedup` are `suspect`, not crowned (21).
+
+What it does not protect against:
+- native or ctypes code in the candidate process can rewrite the sandbox's own memory: it can
+  forge timing messages and metadata (not output values, which the judge compares). The
+  wall-clock cross-check, the roofline and 10x gates and the static checker are the mitigations;
+- Python code in the candidate can likewise reach the sandbox's objects through gc; same
+  mitigations;
+- reading files: Landlock here restricts writes only; the reference outputs are never in a file,
+  but anything else the user can read, the candidate can read;
+- where Landlock, seccomp or RLIMIT_NPROC are missing (other kernels, other architectures, root
+  for RLIMIT_NPROC) the layer is off; the result's flags say which;
+- a candidate that compiles with load_inline may start processes, bounded only by
+  RLIMIT_NPROC and the watchdog's poll (which a fast fork bomb can outrun when running as root);
+- GPU side effects beyond the process: another process's device memory is protected by the
+  driver, not by us; a kernel that hangs the GPU itself (not just its context) needs a reset.
+
+Imports torch, numpy, the standard library and hipevolve.reference only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from hipevolve.verifier import confine
+
+KEEP_OUTPUT = 64 << 10
+GRACE_S = 2.0  # for a sandbox that closed its channel to finish exiting
+
+
+class SandboxError(Exception):
+    """The candidate process ended a stage early: status, message, stage."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _drain(stream, keep: bytearray) -> None:  # noqa: ANN001
+    """Reads a pipe to its end, keeping the first KEEP_OUTPUT bytes: the writer never blocks."""
+    while True:
+        chunk = stream.read1(1 << 16) if hasattr(stream, "read1") else stream.read(1 << 16)
+        if not chunk:
+            return
+        room = KEEP_OUTPUT - len(keep)
+        if room > 0:
+            keep += chunk[:room]
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _reap_children() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def kill_group_except_self() -> list[int]:
+    """SIGKILLs every other process of this process group until none is left, and reaps."""
+    me, killed = os.getpid(), set()
+    for _ in range(200):
+        _reap_children()
+        others = [p for p in confine.group_pids(os.getpgid(0)) if p != me]
+        if not others:
+            break
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+    _reap_children()
+    return sorted(killed)
+
+
+def sandbox_env(sandbox_dir: str) -> dict[str, str]:
+    env = dict(os.environ)  # already the controller's allowlist
+    tmp = os.path.join(sandbox_dir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env |= {
+        "HOME": sandbox_dir,
+        "TMPDIR": tmp,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TORCH_EXTENSIONS_DIR": os.path.join(sandbox_dir, "torch_extensions"),
+    }
+    return env
+
+
+class Channel:
+    """The running sandbox: its message pipe, drained stdout/stderr, and its lifetime."""
+
+    def __init__(self, workdir: str, device: str) -> None:
+        r, w = os.pipe()
+        os.makedirs(workdir, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hipevolve.verifier.sandbox", str(w), workdir, device],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(w,),
+            cwd=workdir,
+            env=sandbox_env(workdir),
+        )
+        os.close(w)
+        self.max_processes = 0
+        self.stdout, self.stderr = bytearray(), bytearray()
+        self.messages: queue.Queue = queue.Queue()
+        self.reader = os.fdopen(r, "rb", buffering=1 << 20)
+        for target, args in (
+            (_drain, (self.proc.stdout, self.stdout)),
+            (_drain, (self.proc.stderr, self.stderr)),
+            (self._read, ()),
+        ):
+            threading.Thread(target=target, args=args, daemon=True).start()
+
+    def start(self, job: dict, max_processes: int) -> None:
+        """Hands the waiting sandbox its job."""
+        self.max_processes = max_processes if job["allow_processes"] else 0
+        self.tell(json.dumps(job))
+
+    def _read(self) -> None:
+        from hipevolve.verifier import wire
+
+        while True:
+            try:
+                header, tensors = wire.read_message(self.reader)
+            except wire.WireError as e:
+                clean = str(e).startswith("stream ended after 0 of 8 bytes")
+                truncated = str(e).startswith("stream ended")
+                self.messages.put(
+                    (
+                        "end",
+                        "closed" if clean else "truncated" if truncated else f"malformed: {e}",
+                        0.0,
+                    )
+                )
+                return
+            self.messages.put((header, tensors, time.perf_counter()))
+
+    def tell(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def next(self, stage: str, deadline: float) -> tuple[dict, list, float]:
+        """The next message, or SandboxError when the stage times out or the sandbox ends."""
+        last_count = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                self.kill()
+                raise SandboxError("timeout", f"timeout in stage {stage}: the candidate was killed")
+            try:
+                item = self.messages.get(timeout=min(0.1, deadline - now))
+            except queue.Empty:
+                if self.max_processes and now - last_count > 0.25:
+                    last_count = now
+                    if len(confine.group_pids(os.getpgid(0))) - 1 > self.max_processes:
+                        self.kill()
+                        raise SandboxError(
+                            "runtime_error",
+                            f"resource exhaustion: more than {self.max_processes} processes",
+                        ) from None
+                continue
+            header, tensors, at = item
+            if header == "end":
+                raise self._ended(stage, tensors)
+            if header["kind"] == "error":
+                self.kill()
+                raise SandboxError(
+                    "runtime_error",
+                    f"{header.get('message', '')} (stage {header.get('stage', stage)})",
+                )
+            return header, tensors, at
+
+    def _ended(self, stage: str, how: str) -> SandboxError:
+        try:
+            code = self.proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        if how.startswith("malformed"):
+            return SandboxError(
+                "hacked", f"garbage on the result channel in stage {stage} ({how[:120]})"
+            )
+        if code is not None and code < 0:
+            what = f"crashed with {_signal_name(code)}"
+        else:
+            what = f"exited with code {code}" if code is not None else "closed its channel"
+        tail = bytes(self.stderr[-300:]).decode(errors="replace").strip().splitlines()
+        hint = f": {tail[-1][:200]}" if tail else ""
+        return SandboxError(
+            "runtime_error", f"crash: the candidate process {what} in stage {stage}{hint}"
+        )
+
+    def kill(self) -> None:
+        kill_group_except_self()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
+class Judge:
+    def __init__(self, job: dict, chan: Channel) -> None:
+        import torch
+        from hipevolve.verifier import compare, timing
+
+        from hipevolve import reference
+
+        self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
+        self.job = job
+        self.device = job["device"]
+        self.seconds: dict[str, float] = {}
+        self.flags: list[str] = []
+        self.hacks: list[str] = []
+        self.mismatch = ""
+        self.sandbox_pid: int | None = None
+        self.cases = {c["name"]: c for c in job["cases"]}
+        self.case_out = {
+            c["name"]: {"case": c["name"], "correct": True, "message": ""} for c in job["cases"]
+        }
+        self.refs: dict[tuple[str, int], tuple[list, list]] = {}
+        self.chan = chan
+
+    # --- before the candidate exists ----------------------------------------------------------
+    def build_references(self) -> str:
+        torch, ref = self.torch, self.reference
+        module = ref.load_module(self.job["reference"])
+        self.module = module
+        for case in self.job["cases"]:
+            for seed in self.job["seeds"]:
+                model = ref.build_model(module, case["init"], self.device, seed)
+                inputs = ref.build_inputs(module, case["inputs"], self.device, seed)
+                with torch.no_grad():
+                    outs = [o.detach().clone() for o in ref.as_outputs(model(*inputs))]
+                problem = self.compare.reference_problem(outs)
+                if problem:
+                    return f"bad reference: case {case['name']} seed {seed}: {problem}"
+                tensors = [i for i in inputs if isinstance(i, torch.Tensor)]
+                self.refs[(case["name"], seed)] = (tensors, outs)
+            first = self.refs[(case["name"], self.job["seeds"][0])]
+            case["poison_sizes"] = [o.numel() * o.element_size() for o in first[1]]
+            set_bytes = self.timing.tensor_bytes(first[0])
+            case["timing_sets"] = self.timing.input_sets_for(
+                set_bytes, self.job["timing_budget_bytes"], self.job["warmup"] + self.job["trials"]
+            )
+        return ""
+
+    def time_reference(self) -> None:
+        clock = self.timing.Clock(self.device, self.job["flush_bytes"])
+        for case in self.job["cases"]:
+            if not case["timed"]:
+                continue
+            model = self.reference.build_model(
+                self.module, case["init"], self.device, self.job["seeds"][0]
+            )
+            sets = [
+                self.reference.build_inputs(
+                    self.module, case["inputs"], self.device, self.job["timing_seed"] + i
+                )
+                for i in range(case["timing_sets"])
+            ]
+            trials = self.timing.time_trials(
+                clock, lambda a, m=model: m(*a), sets, self.job["trials"], self.job["warmup"]
+            )
+            self.case_out[case["name"]]["ref_trials"] = trials
+            del sets, model
+        del clock
+
+    # --- judging what comes back --------------------------------------------------------------
+    def fail(self, case: str, message: str, mismatch: str = "") -> None:
+        out = self.case_out[case]
+        if out["correct"]:
+            out["correct"] = False
+            out["message"] = message[:300]
+            if mismatch and not self.mismatch:
+                self.mismatch = mismatch
+
+    def judge_outputs(self, header: dict, tensors: list) -> None:
+        name, seed, run = header["case"], header["seed"], header["run"]
+        where = f"seed {seed} run {run}"
+        if (name, seed) not in self.refs:
+            raise SandboxError(
+                "hacked", "the candidate process sent outputs for a case or seed it was not given"
+            )
+        ref_inputs, ref_outs = self.refs[(name, seed)]
+        metas = header["meta"]
+        n_in = int(header.get("n_inputs", 0))
+        values, inputs_after = tensors[: len(tensors) - n_in], tensors[len(tensors) - n_in :]
+        # The sandbox itself never starts a Python thread: any other one is the candidate's.
+        if header["threads_after"] > 1:
+            self.hacks.append(f"{name}: a thread started by the call is still running ({where})")
+        if any(not m["exact"] for m in metas):
+            bad = next(m["type"] for m in metas if not m["exact"])
+            self.hacks.append(f"{name}: output is a {bad}, not a plain torch.Tensor")
+            return
+        if run == "post":
+            where = "after timing"
+        if len(metas) != len(ref_outs) or len(values) != len(metas):
+            self.fail(name, f"{len(metas)} outputs, expected {len(ref_outs)} ({where})")
+            return
+        for i, (meta, ref) in enumerate(zip(metas, ref_outs, strict=True)):
+            if meta["aliases_input"]:
+                self.fail(
+                    name,
+                    f"output {i} shares memory with input {meta['aliases_input'][0]} ({where})",
+                )
+                return
+            problem = self.compare.check_meta(i, meta, ref)
+            if problem:
+                self.fail(name, f"{problem} ({where})")
+                return
+        if header.get("guards_broken"):
+            self.fail(
+                name,
+                f"out-of-bounds write: the canary next to input "
+                f"{header['guards_broken'][0]} was overwritten ({where})",
+            )
+            return
+        if n_in:
+            changed = self.compare.inputs_unchanged(ref_inputs, inputs_after)
+            if changed:
+                self.fail(name, f"{changed} ({where})")
+        errors = self.case_out[name]
+        for i, (got, ref) in enumerate(zip(values, ref_outs, strict=True)):
+            ok, max_abs, rel_rms, mismatch = self.compare.compare_values(
+                i, got, ref, self.job["tolerance"]
+            )
+            errors["max_abs_err"] = max(errors.get("max_abs_err") or 0.0, max_abs)
+            errors["rel_rms_err"] = max(errors.get("rel_rms_err") or 0.0, rel_rms)
+            if not ok:
+                if run == "post":
+                    self.hacks.append(
+                        f"{name}: outputs correct in the checks but wrong after "
+                        "timing (behaviour changed after warm-up)"
+                    )
+                    return
+                self.fail(name, f"wrong values ({where})", f"case {name} {where}: {mismatch}")
+                return
+
+    def judge_timing(self, name: str, trials: Any, wall_us: float) -> None:
+        out = self.case_out[name]
+        if (
+            not isinstance(trials, list)
+            or len(trials) != self.job["trials"]
+            or not all(isinstance(t, (int, float)) for t in trials)
+        ):
+            self.hacks.append(f"{name}: malformed timing report")
+            return
+        if not all(math.isfinite(t) and t > 0 for t in trials):
+            self.hacks.append(f"{name}: timer reported non-positive or non-finite times")
+            return
+        total = sum(trials)
+        median = statistics.median(trials)
+        if total > wall_us * 1.02 + 1000:
+            self.hacks.append(
+                f"{name}: trials add up to {total:.0f} us but the judge saw {wall_us:.0f} us pass"
+            )
+        if median < self.job["min_trial_us"]:
+            self.hacks.append(
+                f"{name}: median trial {median:.3g} us is below the "
+                f"{self.job['min_trial_us']} us any call takes"
+            )
+        out["trials"] = trials
+        out["time_us"] = median
+        mean = statistics.fmean(trials)
+        out["cv"] = statistics.pstdev(trials) / mean if mean > 0 else None
+        out["wall_us"] = wall_us
+
+    def gates(self) -> list[str]:
+        """Suspect reasons: faster than the roofline, or faster than suspect_speedup allows."""
+        reasons = []
+        peak = self.job.get("peak") or None
+        for name, out in self.case_out.items():
+            ref_trials = out.get("ref_trials")
+            if ref_trials:
+                out["ref_time_us"] = statistics.median(ref_trials)
+            t = out.get("time_us")
+            if not t:
+                continue
+            if out.get("ref_time_us"):
+                speedup = out["ref_time_us"] / t
+                if speedup > self.job["suspect_speedup"]:
+                    reasons.append(
+                        f"{name}: speedup {speedup:.1f}x above {self.job['suspect_speedup']:g}x"
+                    )
+            roof = self.cases[name].get("roofline")
+            if peak and roof:
+                mem_us = roof["bytes"] / peak["bytes_per_s"] * 1e6
+                flop_us = roof["flops"] / peak["flops_per_s"] * 1e6
+                out["roofline_fraction"] = mem_us / t
+                if t < max(mem_us, flop_us):
+                    reasons.append(
+                        f"{name}: {t:.2f} us beats the roofline bound {max(mem_us, flop_us):.2f} us"
+                    )
+        return reasons
+
+    # --- the whole evaluation -----------------------------------------------------------------
+    def run(self) -> dict:
+        try:
+            t0 = time.monotonic()
+            bad = self.build_references()
+            self.seconds["reference"] = round(time.monotonic() - t0, 3)
+            if bad:
+                return self.result("runtime_error", bad)
+            if self.job["do_timing"]:
+                t = time.monotonic()
+                self.time_reference()
+                self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
+            if self.device.startswith("cuda"):
+                self.torch.cuda.empty_cache()
+            status, message = self.run_candidate()
+        finally:
+            killed = kill_group_except_self()
+            if killed:
+                self.flags.append(f"killed:{len(killed)}")
+        return self.result(status, message)
+
+    def sandbox_job(self) -> dict:
+        job = self.job
+        keys = (
+            "reference",
+            "seeds",
+            "candidate",
+            "device",
+            "trials",
+            "warmup",
+            "flush_bytes",
+            "timing_seed",
+        )
+        return {k: job[k] for k in keys} | {
+            "allow_processes": job["allow_processes"],
+            "cases": [
+                {
+                    k: c[k]
+                    for k in ("name", "init", "inputs", "timed", "poison_sizes", "timing_sets")
+                }
+                for c in job["cases"]
+            ],
+        }
+
+    def run_candidate(self) -> tuple[str, str]:
+        job, timeouts = self.job, self.job["timeouts"]
+        chan = self.chan
+        mark = time.monotonic()
+        stage = "start"
+        try:
+            chan.start(self.sandbox_job(), job["max_processes"])
+            self.sandbox_pid = chan.proc.pid
+            ready, _, _ = chan.next("start", mark + timeouts["startup"])
+            self.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
+            mark, stage = self._stage(stage, mark), "load"
+            chan.next("load", mark + timeouts["load"])
+            mark, stage = self._stage(stage, mark), "check"
+            self.check_stage(chan, mark + timeouts["check"])
+            mark, stage = self._stage(stage, mark), "timing"
+            failed = [n for n, c in self.case_out.items() if not c["correct"]]
+            if self.hacks or failed or not job["do_timing"]:
+                chan.tell("stop")
+            else:
+                chan.tell("time")
+                self.timing_stage(chan, mark + timeouts["timing"])
+                self._stage(stage, mark)
+        except SandboxError as e:
+            self._stage(stage, mark)  # how long the stage ran before it was cut short
+            if self.hacks:
+                return "hacked", self.hacks[0]
+            return e.status, e.message
+        return self.verdict()
+
+    def _stage(self, name: str, since: float) -> float:
+        now = time.monotonic()
+        self.seconds[name] = round(now - since, 3)
+        return now
+
+    def check_stage(self, chan: Channel, deadline: float) -> None:
+        while True:
+            header, tensors, _ = chan.next("check", deadline)
+            kind = header["kind"]
+            if kind == "outputs":
+                self.judge_outputs(header, tensors)
+            elif kind == "case_checked":
+                reuse = header.get("reuse") or []
+                if reuse:
+                    self.hacks.append(
+                        f"{header.get('case')}: outputs of different calls share "
+                        f"memory ({str(reuse[0])[:80]})"
+                    )
+            elif kind == "checked":
+                return
+            else:
+                raise SandboxError("hacked", f"unexpected message {kind!r} in stage check")
+
+    def timing_stage(self, chan: Channel, deadline: float) -> None:
+        started: dict[str, float] = {}
+        while True:
+            header, tensors, at = chan.next("timing", deadline)
+            kind = header["kind"]
+            if kind == "timing_start":
+                started[header["case"]] = at
+            elif kind == "timing_done" and header.get("case") in started:
+                wall_us = (at - started.pop(header["case"])) * 1e6
+                self.judge_timing(header["case"], header.get("trials"), wall_us)
+                if header.get("threads", 0) > 1:
+                    self.hacks.append(f"{header['case']}: a thread is still running after timing")
+            elif kind == "outputs" and header.get("run") == "post":
+                self.judge_outputs(header, tensors)
+            elif kind == "done":
+                missing = [
+                    n
+                    for n, c in self.cases.items()
+                    if c["timed"] and "time_us" not in self.case_out[n]
+                ]
+                if missing:
+                    raise SandboxError("hacked", f"no timing for case {missing[0]}")
+                return
+            else:
+                raise SandboxError("hacked", f"unexpected message {kind!r} in stage timing")
+
+    def verdict(self) -> tuple[str, str]:
+        if self.hacks:
+            return "hacked", self.hacks[0]
+        failed = [c for c in self.case_out.values() if not c["correct"]]
+        if failed:
+            return "incorrect", f"case {failed[0]['case']}: {failed[0]['message']}"
+        reasons = self.gates()
+        if reasons:
+            return "suspect", reasons[0]
+        return "ok", ""
+
+    def result(self, status: str, message: str) -> dict:
+        if status in ("runtime_error", "timeout") and "check" not in self.seconds:
+            for out in self.case_out.values():
+                out["correct"] = False  # never (completely) checked
+        return {
+            "status": status,
+            "message": message[:500],
+            "cases": list(self.case_out.values()),
+            "flags": self.flags,
+            "hacks": self.hacks[:10],
+            "mismatch": self.mismatch,
+            "seconds": self.seconds,
+            "sandbox_pid": self.sandbox_pid,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="hipevolve judge (one evaluation, then exit)")
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu", help="cuda: create the context before the job")
+    parser.add_argument("--workdir", required=True, help="this evaluation's folder")
+    args = parser.parse_args()
+    os.set_inheritable(args.result_fd, False)  # the sandbox must never hold it (FAULTS 19)
+    confine.set_not_dumpable()
+    confine.become_subreaper()
+    # The sandbox starts first, so its torch import overlaps ours; it waits for its job.
+    chan = Channel(os.path.join(args.workdir, "sandbox"), args.device)
+    import torch
+
+    if args.device.startswith("cuda"):
+        torch.cuda.init()
+        torch.zeros(1, device=args.device)
+    line = sys.stdin.readline()  # a standby judge waits here, torch and context ready
+    try:
+        job = json.loads(line)
+        if job["device"] == "cpu":
+            torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
+        result = Judge(job, chan).run()
+    except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
+        kill_group_except_self()
+        result = {
+            "status": "runtime_error",
+            "cases": [],
+            "flags": ["judge-error"],
+            "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
+        }
+    with os.fdopen(args.result_fd, "wb") as f:
+        f.write(json.dumps(result).encode())
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
