@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from hipevolve.verifier import compare, wire
 from hipevolve.verifier.evaluation import Status
 from hipevolve.verifier.isolate import PeakRates, StandbyPool, Timeouts, run_worker

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from hipevolve.verifier.confine import become_subreaper, group_pids
-from hipevolve.verifier.evaluation import CaseResult, Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.taskspec import Case, TaskSpec
+from hipevolve.verifier.confine import become_subreaper, group_pids
+from hipevolve.verifier.evaluation import CaseResult, Status
 
 ENV_ALLOWLIST = (
     "PATH",

@@ -36,9 +36,9 @@ def _first_line(e: BaseException) -> str:
 class Sandbox:
     def __init__(self, job: dict, out) -> None:  # noqa: ANN001 (a binary file)
         import torch
-        from hipevolve.verifier import timing, wire
 
         from hipevolve import reference
+        from hipevolve.verifier import timing, wire
 
         self.torch, self.reference, self.timing, self.wire = torch, reference, timing, wire
         self.job = job

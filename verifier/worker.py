@@ -257,9 +257,9 @@ class Channel:
 class Judge:
     def __init__(self, job: dict, chan: Channel) -> None:
         import torch
-        from hipevolve.verifier import compare, timing
 
         from hipevolve import reference
+        from hipevolve.verifier import compare, timing
 
         self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
         self.job = job

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hipevolve.problems import get_task
 from hipevolve.verifier import confine
 from hipevolve.verifier.evaluation import Status
