@@ -263,6 +263,7 @@ class Judge:
 
         self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
         self.job = job
+        self.overhead_us = 0.0  # measured by time_reference before any timing
         self.device = job["device"]
         self.seconds: dict[str, float] = {}
         self.flags: list[str] = []
@@ -302,6 +303,7 @@ class Judge:
 
     def time_reference(self) -> None:
         clock = self.timing.Clock(self.device, self.job["flush_bytes"])
+        self.overhead_us = self.timing.overhead_us(clock)
         for case in self.job["cases"]:
             if not case["timed"]:
                 continue
@@ -416,10 +418,14 @@ class Judge:
                 f"{self.job['min_trial_us']} us any call takes"
             )
         out["trials"] = trials
-        out["time_us"] = median
+        out["time_us"] = self.net_us(median)
         mean = statistics.fmean(trials)
         out["cv"] = statistics.pstdev(trials) / mean if mean > 0 else None
         out["wall_us"] = wall_us
+
+    def net_us(self, median: float) -> float:
+        """A median less the timing protocol's own cost (see verifier/timing.py)."""
+        return max(median - self.overhead_us, self.job["min_trial_us"])
 
     def gates(self) -> list[str]:
         """Suspect reasons: faster than the roofline, or faster than suspect_speedup allows."""
@@ -428,7 +434,7 @@ class Judge:
         for name, out in self.case_out.items():
             ref_trials = out.get("ref_trials")
             if ref_trials:
-                out["ref_time_us"] = statistics.median(ref_trials)
+                out["ref_time_us"] = self.net_us(statistics.median(ref_trials))
             t = out.get("time_us")
             if not t:
                 continue
