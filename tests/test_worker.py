@@ -113,25 +113,25 @@ def _judge(**job) -> Judge:
 
 def test_timer_reporting_zero_is_hacked() -> None:
     judge = _judge()
-    judge.judge_timing("c", [0.0] * 5, wall_us=1e4)
+    judge.judge_timing("c", [0.0] * 5, [0.0] * 5, wall_us=1e4)
     assert judge.hacks and "non-positive" in judge.hacks[0]
 
 
 def test_trials_longer_than_the_judges_wall_clock_are_hacked() -> None:
     judge = _judge()
-    judge.judge_timing("c", [5000.0] * 5, wall_us=10000.0)
+    judge.judge_timing("c", [5000.0] * 5, [5000.0] * 5, wall_us=10000.0)
     assert judge.hacks and "judge saw" in judge.hacks[0]
 
 
 def test_trials_below_the_per_call_floor_are_hacked() -> None:
     judge = _judge()
-    judge.judge_timing("c", [0.01] * 5, wall_us=10000.0)
+    judge.judge_timing("c", [0.01] * 5, [0.01] * 5, wall_us=10000.0)
     assert judge.hacks and "below" in judge.hacks[0]
 
 
 def test_honest_trials_give_median_and_cv_from_the_raw_list() -> None:
     judge = _judge()
-    judge.judge_timing("c", [10.0, 11.0, 12.0, 13.0, 100.0], wall_us=1e4)
+    judge.judge_timing("c", [10.0, 11.0, 12.0, 13.0, 100.0], [10.0, 11.0, 12.0, 13.0, 100.0], wall_us=1e4)
     assert not judge.hacks
     assert judge.case_out["c"]["time_us"] == 12.0
     mean = 146 / 5
@@ -139,9 +139,21 @@ def test_honest_trials_give_median_and_cv_from_the_raw_list() -> None:
     assert judge.case_out["c"]["cv"] == pytest.approx(expected_cv)
 
 
+def test_device_busy_long_after_the_timed_stream_is_hacked() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [5.0] * 5, [400.0] * 5, wall_us=1e4)
+    assert judge.hacks and "outside the timed stream" in judge.hacks[0]
+
+
+def test_synchronise_round_trip_alone_is_not_flagged() -> None:
+    judge = _judge()
+    judge.judge_timing("c", [100.0] * 5, [112.0] * 5, wall_us=1e4)
+    assert not judge.hacks and judge.case_out["c"]["time_us"] == 100.0
+
+
 def test_speedup_above_the_limit_is_suspect() -> None:
     judge = _judge()
-    judge.judge_timing("c", [1.0] * 5, wall_us=1e4)
+    judge.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)
     judge.case_out["c"]["ref_trials"] = [20.0] * 5
     assert judge.verdict() == ("suspect", "c: speedup 20.0x above 10x")
 

@@ -206,10 +206,16 @@ class Sandbox:
             ]
             self.clock.sync()
             self.send("timing_start", case=case["name"])
-            trials = self.timing.time_trials(
+            trials, windows = self.timing.time_trials(
                 self.clock, lambda a, m=model: m(*a), sets, self.job["trials"], self.job["warmup"]
             )
-            self.send("timing_done", case=case["name"], trials=trials, threads=self.active_count())
+            self.send(
+                "timing_done",
+                case=case["name"],
+                trials=trials,
+                windows=windows,
+                threads=self.active_count(),
+            )
             del sets
             # Detecting the warm-up to cut work afterwards shows here: one more checked call.
             seed = self.job["seeds"][-1]
@@ -263,7 +269,10 @@ def main() -> None:
     """argv: MSG_FD WORKDIR DEVICE. Starts (and confines itself) before its job exists: the
     judge spawns it first thing, so its torch import overlaps the judge's own work."""
     msg_fd, workdir, device = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    flags = confine.confine_process([workdir, "/dev"])
+    # CUDA's driver writes under the process's own /proc entry while it initialises (measured on
+    # an H200: without it cudaGetDeviceCount fails with error 304); "/proc/self" resolves to
+    # this process's folder when the rule is made, so no other process's entry becomes writable.
+    flags = confine.confine_process([workdir, "/dev", "/proc/self"])
     out = os.fdopen(msg_fd, "wb")
     torch = None
     stage = "start"

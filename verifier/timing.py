@@ -10,12 +10,12 @@ Protocol (DESIGN.md "Timing", FAULTS.md 17-20):
   are rotated; with the default 1 GiB budget that only happens for inputs above ~30 MiB, where a
   replay cache by identity would be a multi-second bet on the pointer recurring.
 - GPU: before each trial, a buffer larger than L2 plus Infinity Cache (512 MiB by default) is
-  zeroed, then start event, the call, a whole-device synchronise (work moved to another stream
-  or an unsynchronised launch is still inside the window), end event. Times are in microseconds.
-- The synchronise before the end event adds a fixed host round trip (about 10 us on an H200) to
-  every trial. The judge measures that cost once, with the same protocol around an empty call
-  (`Clock.overhead_us`), and subtracts it from the reference's and the candidate's medians alike.
-  Without it, our times read 7-12% above triton's do_bench on 60-180 us kernels (measured).
+  zeroed; then the start event, the call, an end event on the same stream (the time: what
+  triton's do_bench measures), a whole-device synchronise, and a window event. The window also
+  holds work moved to another stream or a thread; the judge flags a candidate whose windows run
+  far past its times. (Timing the window itself would add the host round trip of the
+  synchronise, about 10 us on an H200, to every trial: 7-12% on 60-180 us kernels, measured.)
+  Times are in microseconds.
 - CPU (CI tests): the captured time.perf_counter around the call.
 Only raw trial times leave this module; statistics are computed by the judge.
 
@@ -56,28 +56,26 @@ class Clock:
         if self.gpu:
             self.device_sync()
 
-    def trial(self, fn: Callable[[], Any]) -> float:
-        """Microseconds one call of `fn` takes, caches flushed first on a GPU."""
+    def trial(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """(time, window) of one call of `fn` in microseconds, caches flushed first on a GPU.
+
+        time: start to end event on the timing stream; window: start to after a whole-device
+        synchronise. On the CPU both are the captured perf_counter around the call.
+        """
         if not self.gpu:
             t0 = self.perf_counter()
             fn()
-            return (self.perf_counter() - t0) * 1e6
+            t = (self.perf_counter() - t0) * 1e6
+            return t, t
         self.zero(self.flush)
-        start, end = self.event(enable_timing=True), self.event(enable_timing=True)
+        start, end, window = (self.event(enable_timing=True) for _ in range(3))
         self.record(start, self.stream)
         fn()
-        self.device_sync()
         self.record(end, self.stream)
-        self.event_sync(end)
-        return float(self.elapsed(start, end)) * 1e3
-
-
-def overhead_us(clock: Clock, trials: int = 30, warmup: int = 5) -> float:
-    """Median time of the protocol itself (flush, events, synchronise) around an empty call."""
-    if not clock.gpu:
-        return 0.0
-    times = time_trials(clock, lambda _: None, [[]], trials, warmup)
-    return sorted(times)[len(times) // 2]
+        self.device_sync()
+        self.record(window, self.stream)
+        self.event_sync(window)
+        return float(self.elapsed(start, end)) * 1e3, float(self.elapsed(start, window)) * 1e3
 
 
 def input_sets_for(set_bytes: int, budget_bytes: int, calls: int) -> int:
@@ -97,14 +95,16 @@ def time_trials(
     input_sets: Sequence[list[Any]],
     trials: int,
     warmup: int,
-) -> list[float]:
-    """Per-trial microseconds of `call(inputs)`, warm-up calls run and dropped."""
+) -> tuple[list[float], list[float]]:
+    """Per-trial (times, windows) of `call(inputs)` in microseconds; warm-up calls dropped."""
     times: list[float] = []
+    windows: list[float] = []
     with clock.no_grad():
         for i in range(warmup + trials):
             args = input_sets[i % len(input_sets)]
-            t = clock.trial(lambda args=args: call(args))
+            t, w = clock.trial(lambda args=args: call(args))
             if i >= warmup:
                 times.append(t)
+                windows.append(w)
     clock.sync()
-    return times
+    return times, windows

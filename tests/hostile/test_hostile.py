@@ -297,11 +297,12 @@ def test_gpu_kernel_hang_is_killed_within_timeout(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-def test_gpu_work_on_a_side_stream_is_still_timed(tmp_path: Path) -> None:
-    honest = assert_healthy_native_next(tmp_path).cases[0].time_us
-    result = run_worker(gpu_job(HERE / "dyn_gpu_side_stream", tmp_path))
-    assert result.status is Status.ok, result.message
-    assert 0.7 * honest < result.cases[0].time_us < 1.5 * honest, (result.cases[0].time_us, honest)
+def test_gpu_work_on_a_side_stream_is_caught(tmp_path: Path) -> None:
+    # large enough that the escaped kernel (about 120 us) stands out of the synchronise round trip
+    big = CaseJob(name="bf16_64k", inputs={"rows": 65536, "cols": 4096, "dtype": "bfloat16"})
+    result = run_worker(gpu_job(HERE / "dyn_gpu_side_stream", tmp_path, cases=(big,)))
+    assert result.status is Status.hacked, result.message
+    assert any("outside the timed stream" in h for h in result.hacks), result.hacks
     assert_healthy_native_next(tmp_path)
 
 
