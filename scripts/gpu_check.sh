@@ -16,8 +16,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log
   || { tail -5 "$out/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 nvcc --version | tail -1
-python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 900 ${PYTEST_ARGS:-} tests \
-  2>&1 | tee "$out/pytest_gpu.log" | tail -40
+timeout "${PYTEST_LIMIT_S:-420}" python3 -m pytest -q -m gpu -p no:cacheprovider -rfE \
+  --durations=8 --timeout 240 ${PYTEST_ARGS:-} tests 2>&1 | tee "$out/pytest_gpu.log" | tail -40
 python3 -m hipevolve verify prompts/examples/softmax_native --task softmax 2>&1 \
   | tee "$out/verify_softmax.log"
 for bench in "$@"; do

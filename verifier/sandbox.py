@@ -76,8 +76,11 @@ class Sandbox:
             model = model.to(self.device).eval()
         return model
 
-    def inputs(self, case: dict, seed: int) -> list:
-        return self.reference.build_inputs(self.ref_module, case["inputs"], self.device, seed)
+    def inputs(self, case: dict, seed: int, timing: bool = False) -> list:
+        """Check inputs are drawn on the CPU like the judge's; timing sets on the device (fast)."""
+        return self.reference.build_inputs(
+            self.ref_module, case["inputs"], self.device, seed, draw_on_device=timing
+        )
 
     # --- checking -----------------------------------------------------------------------------
     def poison(self, sizes: list[int]) -> None:
@@ -202,7 +205,8 @@ class Sandbox:
                 continue
             model = self.build_model(case, self.job["seeds"][0])
             sets = [
-                self.inputs(case, self.job["timing_seed"] + i) for i in range(case["timing_sets"])
+                self.inputs(case, self.job["timing_seed"] + i, timing=True)
+                for i in range(case["timing_sets"])
             ]
             self.clock.sync()
             self.send("timing_start", case=case["name"])

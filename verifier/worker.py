@@ -314,7 +314,11 @@ class Judge:
             )
             sets = [
                 self.reference.build_inputs(
-                    self.module, case["inputs"], self.device, self.job["timing_seed"] + i
+                    self.module,
+                    case["inputs"],
+                    self.device,
+                    self.job["timing_seed"] + i,
+                    draw_on_device=True,
                 )
                 for i in range(case["timing_sets"])
             ]
