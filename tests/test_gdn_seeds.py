@@ -1,0 +1,576 @@
+"""The Gated DeltaNet seed kernels: problems/gated_delta_net/seeds/chunked (prefill, fused chunked
+kernel) and problems/gated_delta_net_decode/seeds/recurrent (decode step).
+
+Without a GPU:
+- the chunk algorithm the prefill kernel implements (its stages, its tile map for M, its blocked
+  triangular solve, V slices) is emulated in torch and matched with the recurrent reference, to
+  float64 round-off in float64 and closely in float32; the decode step's one-pass readout likewise;
+- the real kernel sources run on CPU threads: a small HIP shim (below) turns each GPU thread into
+  an OS thread and __syncthreads into a barrier, and fills LDS with NaN before each block, so
+  indexing, padding of the last chunk and barrier placement are exercised end to end;
+- both seeds compile with nvcc through the HIP-to-CUDA layer, and for gfx942 with no spills at
+  every value of their declared tunable parameter;
+- model.py rejects inputs the kernels were not written for with ValueError, before any launch;
+- the verifier's static screen passes them.
+With a GPU (marked): each seed, built the way the verifier builds it, matches the task's reference
+within the task's tolerance on every small case, on the timed cases, and at every tunable value.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hipevolve.problems import get_task
+from hipevolve.reference import as_outputs, build_inputs, build_model, load_module
+
+PREFILL = get_task("gated_delta_net")
+DECODE = get_task("gated_delta_net_decode")
+PREFILL_SEED = PREFILL.reference.parent / "seeds" / "chunked"
+DECODE_SEED = DECODE.reference.parent / "seeds" / "recurrent"
+SEEDS = {"prefill": (PREFILL, PREFILL_SEED), "decode": (DECODE, DECODE_SEED)}
+GDN = load_module(PREFILL.reference)
+GDN_DECODE = load_module(DECODE.reference)
+
+CHUNK = 64
+SOLVE_BLOCK = 16  # rows per diagonal block of the kernel's triangular solve (SB)
+_TUNABLE = re.compile(r"^//\s*@tunable\s+(\w+)\s*:\s*(.+)$", re.M)
+
+
+def rel_rms(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((x.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def tunables(source: str) -> dict[str, list[int]]:
+    """NAME -> allowed values, from `// @tunable NAME: v1, v2, ...` lines."""
+    return {m[1]: [int(x) for x in m[2].split(",")] for m in _TUNABLE.finditer(source)}
+
+
+def with_define(source: str, name: str, value: int) -> str:
+    out, count = re.subn(rf"^#define {name} .*$", f"#define {name} {value}", source, flags=re.M)
+    assert count == 1, f"no single #define {name}"
+    return out
+
+
+def source_of(seed: Path) -> str:
+    return (seed / "kernel.hip").read_text()
+
+
+def import_model(seed: Path, tag: str = "") -> ModuleType:
+    """The seed's model.py under a private module name (it imports hipevolve.runtime only)."""
+    name = f"gdn_seed_{seed.name}_{tag}"
+    spec = importlib.util.spec_from_file_location(name, seed / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- torch emulation
+
+
+@functools.cache
+def m_tile_map() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(r, s, uses_k) of every entry of M as the kernel's threads write it.
+
+    Thread t = 16 a + b owns rows a + 16 i and columns b + 16 j; for i < j it forms k_r . k_s,
+    for i > j q_r . k_s, and on i == j it keeps both and takes k's when a < b.
+    """
+    rows, cols, uses_k = [], [], []
+    for t in range(256):
+        a, b = t >> 4, t & 15
+        for i in range(4):
+            for j in range(4):
+                rows.append(a + 16 * i)
+                cols.append(b + 16 * j)
+                uses_k.append(i < j or (i == j and a < b))
+    return torch.tensor(rows), torch.tensor(cols), torch.tensor(uses_k)
+
+
+def chunk_matrix_m(kc, qc, gamma, bc, scale) -> torch.Tensor:
+    """M[r][s] = L[s][r] for r < s and P[r][s] for r >= s, built through the kernel's tile map."""
+    r, s, uses_k = m_tile_map()
+    gr, gs = gamma[..., r], gamma[..., s]
+    kk = (kc @ kc.transpose(-1, -2))[..., r, s]  # k_r . k_s
+    qk = (qc @ kc.transpose(-1, -2))[..., r, s]  # q_r . k_s
+    decay = torch.where(
+        uses_k, gs - gr, gr - gs
+    ).exp()  # the later token's gamma minus the earlier's
+    values = torch.where(uses_k, bc[..., s] * kk * decay, scale * qk * decay)
+    m = kc.new_full((*kc.shape[:-2], CHUNK, CHUNK), float("nan"))
+    m[..., r, s] = values
+    return m
+
+
+def blocked_forward_substitution(m: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
+    """Solves (I + L) x = rhs with L[i][j] = m[j][i] (i > j), in the kernel's blocked order."""
+    x = rhs.clone()
+    for base in range(0, CHUNK, SOLVE_BLOCK):
+        end = base + SOLVE_BLOCK
+        for j in range(base, end - 1):  # diagonal block, right-looking: x[j] is final here
+            x[..., j + 1 : end, :] -= m[..., j, j + 1 : end, None] * x[..., j, None, :]
+        below = base + SOLVE_BLOCK
+        if below < CHUNK:
+            lower = m[..., base:below, below:].transpose(-1, -2)
+            x[..., below:, :] -= lower @ x[..., base:below, :]
+    return x
+
+
+def emulate_chunked_seed(q, k, v, g, beta, h0, bv: int = 32):
+    """The prefill seed's algorithm, stage by stage, in torch: one V slice of bv columns at a
+    time (as one block), chunks padded with zeros, Vn solved directly (no W, U)."""
+    b, t, h, kd = q.shape
+    hv, vd = v.shape[2], v.shape[3]
+    dt = torch.promote_types(q.dtype, torch.float32)
+    scale = kd**-0.5
+    qh = q.to(dt).repeat_interleave(hv // h, 2).transpose(1, 2)  # [B, HV, T, K]
+    kh = k.to(dt).repeat_interleave(hv // h, 2).transpose(1, 2)
+    vh, gh, bh = v.to(dt).transpose(1, 2), g.to(dt).transpose(1, 2), beta.to(dt).transpose(1, 2)
+    pad = (-t) % CHUNK
+    qh, kh, vh = (F.pad(x, (0, 0, 0, pad)) for x in (qh, kh, vh))
+    gh, bh = F.pad(gh, (0, pad)), F.pad(bh, (0, pad))
+    o = qh.new_empty(b, hv, t + pad, vd)
+    state = h0.to(dt).clone()
+    for v0 in range(0, vd, bv):
+        hs = state[..., v0 : v0 + bv].clone()
+        for t0 in range(0, t + pad, CHUNK):
+            span = slice(t0, t0 + CHUNK)
+            kc, qc, vc = kh[..., span, :], qh[..., span, :], vh[..., span, v0 : v0 + bv]
+            gamma = gh[..., span].cumsum(-1)
+            bc = bh[..., span]
+            s_k, s_q = kc @ hs, qc @ hs
+            m = chunk_matrix_m(kc, qc, gamma, bc, scale)
+            rhs = bc[..., None] * (vc - gamma.exp()[..., None] * s_k)
+            vn = blocked_forward_substitution(m, rhs)
+            p = m.tril()  # P lives on and below the diagonal
+            o[..., span, v0 : v0 + bv] = scale * gamma.exp()[..., None] * s_q + p @ vn
+            to_end = (gamma[..., -1:] - gamma).exp()[..., None]
+            hs = gamma[..., -1].exp()[..., None, None] * hs + (kc * to_end).transpose(-1, -2) @ vn
+        state[..., v0 : v0 + bv] = hs
+    return o[:, :, :t].transpose(1, 2), state
+
+
+def emulate_decode_seed(q, k, v, g, beta, state):
+    """The decode seed's step: both sums over K from the decayed state in one pass, then
+    o = scale (h_d^T q + u (k . q))."""
+    hv, kd = v.shape[2], q.shape[-1]
+    dt = torch.promote_types(q.dtype, torch.float32)
+    qh = q[:, 0].to(dt).repeat_interleave(hv // q.shape[2], 1)
+    kh = k[:, 0].to(dt).repeat_interleave(hv // q.shape[2], 1)
+    h_d = state.to(dt) * g[:, 0].to(dt).exp()[..., None, None]
+    hk = torch.einsum("bhkv,bhk->bhv", h_d, kh)
+    hq = torch.einsum("bhkv,bhk->bhv", h_d, qh)
+    kq = (kh * qh).sum(-1, keepdim=True)
+    u = beta[:, 0].to(dt)[..., None] * (v[:, 0].to(dt) - hk)
+    new_state = h_d + kh[..., :, None] * u[..., None, :]
+    return (kd**-0.5 * (hq + u * kq))[:, None], new_state
+
+
+def test_m_tile_map_writes_every_entry_once_with_the_right_operand():
+    r, s, uses_k = m_tile_map()
+    assert len(set(zip(r.tolist(), s.tolist(), strict=True))) == CHUNK * CHUNK
+    assert torch.equal(uses_k, r < s)
+
+
+@pytest.mark.parametrize(
+    "b,t,h,hv,state,bv",
+    [
+        (1, 100, 2, 4, "random", 16),  # grouped value heads, a padded second chunk
+        (2, 130, 1, 2, "random", 64),  # three chunks, the last one two tokens long
+        (1, 64, 2, 2, "zero", 32),  # exactly one chunk
+        (1, 1, 1, 4, "random", 16),  # one token, HV = 4H
+    ],
+)
+def test_chunk_algorithm_equals_recurrence_in_float64(b, t, h, hv, state, bv):
+    torch.manual_seed(b * 1000 + t)
+    inputs = GDN.get_inputs(B=b, T=t, H=h, HV=hv, dtype="float64", initial_state=state)
+    want_o, want_h = GDN.recurrent_gated_delta_rule(*inputs)
+    got_o, got_h = emulate_chunked_seed(*inputs, bv=bv)
+    assert rel_rms(got_o, want_o) < 1e-12
+    assert rel_rms(got_h, want_h) < 1e-12
+
+
+def test_chunk_algorithm_in_float32_matches_the_task_reference_closely():
+    for case in PREFILL.small_cases:
+        torch.manual_seed(0)
+        inputs = GDN.get_inputs(**case.inputs)
+        want_o, want_h = GDN.chunk_gated_delta_rule(*inputs)
+        got_o, got_h = emulate_chunked_seed(*inputs, bv=32)
+        assert rel_rms(got_o, want_o) < 1e-5, case.name
+        assert rel_rms(got_h, want_h) < 1e-5, case.name
+
+
+def test_decode_one_pass_readout_equals_the_reference_step_in_float64():
+    for case in DECODE.small_cases:
+        torch.manual_seed(0)
+        inputs = GDN_DECODE.get_inputs(**{**case.inputs, "dtype": "float64"})
+        want_o, want_state = GDN_DECODE.Model()(*inputs)
+        got_o, got_state = emulate_decode_seed(*inputs)
+        assert rel_rms(got_o, want_o) < 1e-13
+        assert rel_rms(got_state, want_state) < 1e-13
+
+
+# ----------------------------------------------------------------------------- CPU threads
+
+# Enough of HIP to run the seeds' source on CPU threads: one std::thread per GPU thread, blocks one
+# after another, __syncthreads a std::barrier, shuffles exchanged through memory between two
+# barriers (right only when every thread of the block shuffles together, as in the seeds), LDS
+# from HIP_DYNAMIC_SHARED filled with NaN before each block. warpSize is CPU_WARP.
+CPU_HIP_RUNTIME = r"""
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __restrict__
+struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+struct cpu_index { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline thread_local cpu_index threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+inline int warpSize = CPU_WARP;
+typedef int hipError_t;
+typedef void* hipStream_t;
+constexpr hipError_t hipSuccess = 0;
+constexpr hipError_t hipErrorInvalidValue = 1;
+inline hipError_t hipGetLastError() { return hipSuccess; }
+enum hipFuncAttribute { hipFuncAttributeMaxDynamicSharedMemorySize };
+inline hipError_t hipFuncSetAttribute(const void*, hipFuncAttribute, int) { return hipSuccess; }
+inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline std::barrier<>* cpu_barrier;
+inline std::vector<float> cpu_exchange;
+inline std::vector<float4> cpu_lds;
+inline void __syncthreads() { cpu_barrier->arrive_and_wait(); }
+inline float __shfl_xor(float value, int mask, int width = warpSize) {
+    const unsigned t = threadIdx.x;
+    cpu_exchange[t] = value;
+    __syncthreads();
+    const float out = cpu_exchange[t - t % width + ((t % width) ^ mask) % width];
+    __syncthreads();
+    return out;
+}
+#define HIP_DYNAMIC_SHARED(type, var) type* var = reinterpret_cast<type*>(cpu_lds.data());
+template <class F> void cpu_launch(dim3 grid, dim3 block, size_t lds_bytes, F body) {
+    blockDim = block;
+    gridDim = grid;
+    const unsigned n = block.x * block.y * block.z;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                std::barrier<> bar(n);
+                cpu_barrier = &bar;
+                cpu_exchange.assign(n, nan);
+                cpu_lds.assign(lds_bytes / 16 + 1, float4{nan, nan, nan, nan});
+                std::vector<std::thread> threads;
+                for (unsigned i = 0; i < n; ++i)
+                    threads.emplace_back([&, i] {
+                        threadIdx = {i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
+                        blockIdx = {x, y, z};
+                        body();
+                    });
+                for (auto& th : threads) th.join();
+            }
+}
+#define hipLaunchKernelGGL(kernel, grid, block, lds, stream, ...) \
+    cpu_launch((grid), (block), (lds), [=] { kernel(__VA_ARGS__); })
+"""
+
+
+def cpu_library(source: str, folder: Path, warp: int) -> ctypes.CDLL:
+    """kernel.hip built by g++ against the CPU shim (NVIDIA's code path: dynamic, poisoned LDS)."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
+    (folder / "hip").mkdir(parents=True, exist_ok=True)
+    (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
+    (folder / "kernel.cpp").write_text(source)
+    argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
+    argv += [f"-DCPU_WARP={warp}", f"-I{folder}", "kernel.cpp", "-o", "lib.so"]
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return ctypes.CDLL(str(folder / "lib.so"))
+
+
+def _launcher(lib: ctypes.CDLL, name: str, ints: int):
+    fn = getattr(lib, name)
+    fn.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * ints + [ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+@pytest.mark.parametrize("bv", [16, 64])
+def test_prefill_kernel_source_matches_reference_on_cpu_threads(bv, tmp_path):
+    lib = cpu_library(with_define(source_of(PREFILL_SEED), "BV", bv), tmp_path, warp=32)
+    run = _launcher(lib, "gdn_chunk_fwd", 4)
+    for b, t, h, hv in [(1, 100, 1, 2), (2, 65, 1, 1)]:  # GVA with a padded chunk; B = 2
+        torch.manual_seed(t)
+        inputs = GDN.get_inputs(B=b, T=t, H=h, HV=hv, initial_state="random")
+        o = torch.full((b, t, hv, 128), float("nan"), dtype=torch.bfloat16)
+        ht = torch.full((b, hv, 128, 128), float("nan"))
+        assert run(*(x.data_ptr() for x in (*inputs, o, ht)), b, t, h, hv, None) == 0
+        want_o, want_h = GDN.Model()(*inputs)
+        assert rel_rms(o, want_o) < 1e-4
+        assert rel_rms(ht, want_h) < 1e-5
+
+
+def test_decode_kernel_source_matches_reference_on_cpu_threads_for_both_warp_widths(tmp_path):
+    torch.manual_seed(0)
+    inputs = GDN_DECODE.get_inputs(B=2, H=2, HV=4)
+    want_o, want_state = GDN_DECODE.Model()(*inputs)
+    before = inputs[-1].clone()
+    for warp, bv in [(32, 32), (64, 128)]:
+        source = with_define(source_of(DECODE_SEED), "BV", bv)
+        run = _launcher(cpu_library(source, tmp_path / f"w{warp}", warp), "gdn_decode", 3)
+        o = torch.full((2, 1, 4, 128), float("nan"), dtype=torch.bfloat16)
+        new_state = torch.full((2, 4, 128, 128), float("nan"))
+        assert run(*(x.data_ptr() for x in (*inputs, o, new_state)), 2, 2, 4, None) == 0
+        assert rel_rms(o, want_o) < 1e-4
+        assert rel_rms(new_state, want_state) < 1e-6
+        assert torch.equal(inputs[-1], before)  # out of place: the input state is untouched
+
+
+# ----------------------------------------------------------------------------- compiles
+
+
+def test_each_seed_declares_a_tunable_whose_current_value_is_listed():
+    for _task, seed in SEEDS.values():
+        source = source_of(seed)
+        declared = tunables(source)
+        assert declared, f"{seed} declares no // @tunable line"
+        for name, values in declared.items():
+            current = re.search(rf"^#define {name} (\d+)$", source, re.M)
+            assert current and int(current[1]) in values, name
+
+
+def test_seeds_compile_with_nvcc_through_the_hip_layer(tmp_path):
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    from hipevolve.verifier.build import Compiler, build_many
+
+    nvcc = nvidia_layer.find_nvcc()
+    if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
+        pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
+    argv = nvidia_layer.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
+    compiler = Compiler(name="cuda", argv=tuple(argv), toolchain=nvidia_layer.nvcc_version(nvcc))
+    sources = [source_of(seed) for _task, seed in SEEDS.values()]
+    for result in build_many(sources, compiler, tmp_path):
+        assert result.ok, result.log
+
+
+def _gfx942_facts(source: str, workdir: Path):
+    from hipevolve.verifier import amd_static
+
+    return amd_static.analyze(source, "gfx942", workdir, timeout_s=300)
+
+
+def test_seeds_compile_for_gfx942_without_spills_at_every_tunable_value(tmp_path):
+    amd_static = pytest.importorskip("hipevolve.verifier.amd_static")
+    toolchain = amd_static.find_toolchain()
+    if toolchain is None or "gfx942" not in toolchain.targets:
+        pytest.skip("no AMD static toolchain for gfx942 (scripts/install_amd_toolchain.sh)")
+    variants = []
+    for _task, seed in SEEDS.values():
+        source = source_of(seed)
+        for name, values in tunables(source).items():
+            variants += [(f"{seed.name}-{name}{x}", with_define(source, name, x)) for x in values]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = pool.map(lambda nv: (nv[0], _gfx942_facts(nv[1], tmp_path / nv[0])), variants)
+        for label, facts in results:
+            assert facts, label
+            for f in facts:
+                assert f.spills == 0 and f.scratch_bytes == 0, f"{label}: {f}"
+                assert f.lds_bytes <= 65536, f"{label}: {f.lds_bytes} bytes of LDS"
+
+
+# ----------------------------------------------------------------------------- model.py
+
+
+def _prefill_inputs():
+    torch.manual_seed(0)
+    return GDN.get_inputs(B=1, T=5, H=1, HV=2, initial_state="random")
+
+
+def _decode_inputs():
+    torch.manual_seed(0)
+    return GDN_DECODE.get_inputs(B=2, H=1, HV=2)
+
+
+def _replace(inputs, index, value):
+    out = list(inputs)
+    out[index] = value
+    return out
+
+
+BAD_PREFILL = {
+    "K = 64": lambda x: [
+        x[0][..., :64].contiguous(),
+        x[1][..., :64].contiguous(),
+        *x[2:5],
+        x[5][:, :, :64].contiguous(),
+    ],
+    "HV not a multiple of H": lambda x: [
+        torch.cat([x[0]] * 3, 2),
+        torch.cat([x[1]] * 3, 2),
+        *x[2:],
+    ],
+    "float32 q": lambda x: _replace(x, 0, x[0].float()),
+    "bfloat16 g": lambda x: _replace(x, 3, x[3].bfloat16()),
+    "bfloat16 state": lambda x: _replace(x, 5, x[5].bfloat16()),
+    "non-contiguous v": lambda x: _replace(x, 2, x[2].transpose(2, 3).contiguous().transpose(2, 3)),
+    "beta of the wrong shape": lambda x: _replace(x, 4, x[4][:, :, :1]),
+    "state of the wrong shape": lambda x: _replace(x, 5, x[5][:1, :1]),
+    "a list for q": lambda x: _replace(x, 0, x[0].tolist()),
+    "CPU tensors": lambda x: x,
+}
+BAD_DECODE = {
+    "two tokens": lambda x: [torch.cat([t, t], 1) for t in x[:5]] + [x[5]],
+    "V = 64": lambda x: [*x[:2], x[2][..., :64].contiguous(), *x[3:5], x[5][..., :64].contiguous()],
+    "float32 v": lambda x: _replace(x, 2, x[2].float()),
+    "non-contiguous state": lambda x: _replace(x, 5, x[5].transpose(2, 3)),
+    "CPU tensors": lambda x: x,
+}
+
+
+@pytest.mark.parametrize(
+    "kind,bad", [("prefill", b) for b in BAD_PREFILL] + [("decode", b) for b in BAD_DECODE]
+)
+def test_model_rejects_inputs_the_kernel_was_not_written_for(kind, bad):
+    _task, seed = SEEDS[kind]
+    model = import_model(seed, "reject").ModelNew()
+    inputs = _prefill_inputs() if kind == "prefill" else _decode_inputs()
+    broken = (BAD_PREFILL if kind == "prefill" else BAD_DECODE)[bad](inputs)
+    with pytest.raises(ValueError):
+        model(*broken)
+
+
+def test_cpu_inputs_are_refused_for_being_off_the_gpu():
+    model = import_model(PREFILL_SEED, "device").ModelNew()
+    with pytest.raises(ValueError, match="GPU"):
+        model(*_prefill_inputs())
+
+
+def test_seeds_pass_the_verifier_static_screen():
+    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.verifier.static_checks import screen
+
+    for _task, seed in SEEDS.values():
+        screening = screen(load_candidate(seed))
+        assert screening.passed and not screening.warnings, screening.flags
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.fixture(scope="module")
+def gpu_compiler():
+    from hipevolve.verifier.backends import compiler_for, gpu_backend
+
+    return compiler_for(gpu_backend())
+
+
+@pytest.fixture(scope="module")
+def gpu_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("gdn-seed-builds")  # one build per distinct source
+
+
+def bound_model(seed: Path, source: str, compiler, cache: Path):
+    """ModelNew of `seed` with `source` built the way the verifier builds it, and bound."""
+    from hipevolve.runtime import kernels
+    from hipevolve.verifier.build import build
+
+    result = build(source, compiler, cache)
+    assert result.ok, result.log
+    kernels.bind(result.library, source)
+    return import_model(seed, "gpu").ModelNew()
+
+
+def check_case(task, model, inputs: dict, seed: int) -> None:
+    reference = load_module(task.reference)
+    args = build_inputs(reference, inputs, "cuda", seed)
+    kept = [a.clone() for a in args]
+    with torch.no_grad():
+        want = as_outputs(build_model(reference, {}, "cuda", seed)(*args))
+        got = as_outputs(model(*args))
+    torch.cuda.synchronize()
+    limit = task.tolerance.max_rel_rms
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype and g.device == w.device
+        assert torch.isfinite(g).all()
+        assert rel_rms(g, w) <= limit, f"rel RMS {rel_rms(g, w):.2e} > {limit:g}"
+    for a, k in zip(args, kept, strict=True):
+        assert torch.equal(a, k), "an input was modified"
+
+
+def _cases(task, timed: bool):
+    return [c for c in task.cases if (c.timed if timed else c.small)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["prefill", "decode"])
+def test_seed_matches_reference_on_every_small_case(kind, gpu_compiler, gpu_cache):
+    task, seed = SEEDS[kind]
+    model = bound_model(seed, source_of(seed), gpu_compiler, gpu_cache)
+    for case in _cases(task, timed=False):
+        for s in range(task.check_seeds):
+            check_case(task, model, case.inputs, seed=s)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "kind,case",
+    [("prefill", c.name) for c in _cases(PREFILL, True)]
+    + [("decode", c.name) for c in _cases(DECODE, True)],
+)
+def test_seed_matches_reference_on_timed_case(kind, case, gpu_compiler, gpu_cache):
+    task, seed = SEEDS[kind]
+    model = bound_model(seed, source_of(seed), gpu_compiler, gpu_cache)
+    check_case(task, model, task.case(case).inputs, seed=0)
+
+
+@pytest.mark.gpu
+def test_prefill_seed_matches_reference_on_long_ragged_grouped_heads(gpu_compiler, gpu_cache):
+    model = bound_model(PREFILL_SEED, source_of(PREFILL_SEED), gpu_compiler, gpu_cache)
+    inputs = {"B": 2, "T": 1000, "H": 4, "HV": 8, "initial_state": "random"}  # T % 64 = 40
+    check_case(PREFILL, model, inputs, seed=5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["prefill", "decode"])
+def test_seed_is_correct_at_every_tunable_value(kind, gpu_compiler, gpu_cache):
+    task, seed = SEEDS[kind]
+    source = source_of(seed)
+    for name, values in tunables(source).items():
+        for value in values:
+            model = bound_model(seed, with_define(source, name, value), gpu_compiler, gpu_cache)
+            for case in _cases(task, timed=False):
+                check_case(task, model, case.inputs, seed=1)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
