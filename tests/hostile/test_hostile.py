@@ -300,7 +300,10 @@ def test_gpu_kernel_hang_is_killed_within_timeout(tmp_path: Path) -> None:
 def test_gpu_work_on_a_side_stream_is_caught(tmp_path: Path) -> None:
     # large enough that the escaped kernel (about 120 us) stands out of the synchronise round trip
     big = CaseJob(name="bf16_64k", inputs={"rows": 65536, "cols": 4096, "dtype": "bfloat16"})
-    result = run_worker(gpu_job(HERE / "dyn_gpu_side_stream", tmp_path, cases=(big,)))
+    slow = Timeouts(startup=120, load=60, check=120, timing=120)  # 512 MB moves through the wire
+    result = run_worker(
+        gpu_job(HERE / "dyn_gpu_side_stream", tmp_path, cases=(big,), timeouts=slow)
+    )
     assert result.status is Status.hacked, result.message
     assert any("outside the timed stream" in h for h in result.hacks), result.hacks
     assert_healthy_native_next(tmp_path)
