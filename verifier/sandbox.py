@@ -76,10 +76,10 @@ class Sandbox:
             model = model.to(self.device).eval()
         return model
 
-    def inputs(self, case: dict, seed: int, timing: bool = False) -> list:
-        """Check inputs are drawn on the CPU like the judge's; timing sets on the device (fast)."""
+    def inputs(self, case: dict, seed: int) -> list:
+        """Drawn on the device, as the judge draws them: the same values for the same seed."""
         return self.reference.build_inputs(
-            self.ref_module, case["inputs"], self.device, seed, draw_on_device=timing
+            self.ref_module, case["inputs"], self.device, seed, draw_on_device=True
         )
 
     # --- checking -----------------------------------------------------------------------------
@@ -205,8 +205,7 @@ class Sandbox:
                 continue
             model = self.build_model(case, self.job["seeds"][0])
             sets = [
-                self.inputs(case, self.job["timing_seed"] + i, timing=True)
-                for i in range(case["timing_sets"])
+                self.inputs(case, self.job["timing_seed"] + i) for i in range(case["timing_sets"])
             ]
             self.clock.sync()
             self.send("timing_start", case=case["name"])

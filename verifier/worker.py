@@ -288,7 +288,10 @@ class Judge:
         for case in self.job["cases"]:
             for seed in self.job["seeds"]:
                 model = ref.build_model(module, case["init"], self.device, seed)
-                inputs = ref.build_inputs(module, case["inputs"], self.device, seed)
+                # drawn on the device (fast; the sandbox draws the same way, so the values match)
+                inputs = ref.build_inputs(
+                    module, case["inputs"], self.device, seed, draw_on_device=True
+                )
                 with torch.no_grad():
                     outs = [o.detach().clone() for o in ref.as_outputs(model(*inputs))]
                 problem = self.compare.reference_problem(outs)
