@@ -23,7 +23,7 @@ def evolve(*args: str) -> subprocess.CompletedProcess:
 def test_static_backend_prints_gfx942_facts_for_a_native_candidate():
     out = evolve("verify", str(HEALTHY), "--task", "softmax", "--backend", "static")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "compiled" in out.stdout and "gfx942" in out.stdout and "VGPRs" in out.stdout
+    assert "compiled" in out.stdout and "gfx942" in out.stdout and "VGPR/AGPR/SGPR" in out.stdout
 
 
 @needs_amd
