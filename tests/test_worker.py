@@ -34,7 +34,7 @@ def test_healthy_candidate_scores_ok_with_raw_trials_and_statistics() -> None:
     assert case.correct and len(case.trials) == 12 and len(case.ref_trials) == 12
     assert case.time_us == statistics.median(case.trials) > 0
     assert case.cv is not None and case.cv >= 0
-    assert case.wall_us >= sum(case.trials)
+    assert case.wall_us >= sum(case.trials)  # the window opens when the judge says "time"
     assert case.max_abs_err < 1e-5
     assert {"seccomp:on"} <= set(result.flags)
     assert result.case_results()[0].speedup == pytest.approx(case.ref_time_us / case.time_us)

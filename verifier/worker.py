@@ -530,8 +530,9 @@ class Judge:
             if self.hacks or failed or not job["do_timing"]:
                 chan.tell("stop")
             else:
+                told = time.perf_counter()  # the clock the channel stamps messages with
                 chan.tell("time")
-                self.timing_stage(chan, mark + timeouts["timing"])
+                self.timing_stage(chan, mark + timeouts["timing"], told)
                 self._stage(stage, mark)
         except SandboxError as e:
             self._stage(stage, mark)  # how long the stage ran before it was cut short
@@ -563,15 +564,20 @@ class Judge:
             else:
                 raise SandboxError("hacked", f"unexpected message {kind!r} in stage check")
 
-    def timing_stage(self, chan: Channel, deadline: float) -> None:
-        started: dict[str, float] = {}
+    def timing_stage(self, chan: Channel, deadline: float, told: float) -> None:
+        """Reads the timing reports. Each case's wall window runs from the moment the judge told
+        the waiting sandbox to time (`told`) to the arrival of its report: an upper bound of its
+        true duration however late a busy judge reads its messages, so an honest candidate is
+        never flagged (a window from the arrival of `timing_start` could shrink to nothing)."""
+        started: set[str] = set()
         while True:
             header, tensors, at = chan.next("timing", deadline)
             kind = header["kind"]
             if kind == "timing_start":
-                started[header["case"]] = at
+                started.add(header["case"])
             elif kind == "timing_done" and header.get("case") in started:
-                wall_us = (at - started.pop(header["case"])) * 1e6
+                started.discard(header["case"])
+                wall_us = (at - told) * 1e6
                 self.judge_timing(
                     header["case"], header.get("trials"), header.get("windows"), wall_us
                 )

@@ -1,0 +1,59 @@
+"""The evaluation budget: `--budget N` counts verifier evaluations, and duplicates cost nothing.
+
+A proposal is admitted by its normalised source hash before it goes anywhere near a compiler or
+a GPU. A hash already admitted (evaluated, or in flight) is a duplicate: free, and the caller
+reuses that evaluation. A new hash spends one unit when admitted, not when its result comes
+back, so evaluations in flight are counted and the budget can never be overrun whatever the
+order in which results arrive. Resuming a run passes the hashes the archive already evaluated.
+
+This is the one stateful object of the policy (a growing set of hashes): copying a frozen set
+on every admission would make a long run quadratic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class Admission(StrEnum):
+    evaluate = "evaluate"  # new code: one unit spent, send it to the verifier
+    duplicate = "duplicate"  # already evaluated or in flight: free, reuse that result
+    exhausted = "exhausted"  # new code, but the budget is spent: drop it
+
+
+class Budget:
+    """Counts verifier evaluations against a limit, by distinct source hash."""
+
+    def __init__(self, limit: int, evaluated: Iterable[str] = ()) -> None:
+        if limit < 0:
+            raise ValueError(f"budget must be >= 0, got {limit}")
+        self.limit = limit
+        self._seen: set[str] = set(evaluated)
+
+    @property
+    def spent(self) -> int:
+        return len(self._seen)
+
+    @property
+    def remaining(self) -> int:
+        return max(self.limit - self.spent, 0)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
+
+    def seen(self, source_hash: str) -> bool:
+        return source_hash in self._seen
+
+    def admit(self, source_hash: str) -> Admission:
+        """Decide one proposal; a duplicate is a duplicate even when the budget is spent."""
+        if source_hash in self._seen:
+            return Admission.duplicate
+        if self.exhausted:
+            return Admission.exhausted
+        self._seen.add(source_hash)
+        return Admission.evaluate
+
+    def __repr__(self) -> str:
+        return f"Budget(limit={self.limit}, spent={self.spent})"
