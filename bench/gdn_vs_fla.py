@@ -1,0 +1,618 @@
+"""Gated DeltaNet on one GPU: FLA, our PyTorch reference, our seeds and an evolved kernel, side by side.
+
+    python bench/gdn_vs_fla.py                                    # every timed case, < 7 min on an H200
+    python bench/gdn_vs_fla.py --cases qwen_tp1_short,decode_b1   # smoke run
+    python bench/gdn_vs_fla.py --candidate runs/x/best --candidate decode=runs/y/best
+    python bench/gdn_vs_fla.py --out gdn.json                     # also write every row as JSON
+
+Needs a CUDA GPU, FLA (`pip install fla-core`, pure Python over Triton) and nvcc. One process runs
+every row, so all share the device, the clocks and the inputs. Rows per task:
+- gated_delta_net (prefill): FLA chunk_gated_delta_rule (the baseline), FLA
+  fused_recurrent_gated_delta_rule, the task's PyTorch reference (Model, chunked, fp32), the seed
+  problems/gated_delta_net/seeds/chunked, and a candidate (--candidate) when given.
+- gated_delta_net_decode: FLA fused_recurrent_gated_delta_rule (the baseline), the reference, the
+  seed problems/gated_delta_net_decode/seeds/recurrent, and a candidate when given.
+FLA's backend dispatch is switched off (FLA_DISABLE_BACKEND_DISPATCH=1 unless set) so the FLA rows
+are FLA's own Triton kernels even where FlashQLA is installed. q, k are already L2-normalised, so
+FLA runs with use_qk_l2norm_in_kernel=False and scale K^-0.5, from the initial state, returning
+the final state.
+
+Protocol:
+- Before every trial a 512 MiB buffer is zeroed (more than the 50 MB L2) and the device is
+  synchronised, so a trial starts on an idle GPU with cold caches.
+- eager: start event, the call, torch.cuda.synchronize(), end event (the synchronise before the
+  end event is the anchor protocol of GDN.md: host launch overhead is part of the time).
+- graph: the call is captured in a torch.cuda.CUDAGraph after three warm-up calls on a side
+  stream (PyTorch's recipe); a trial is start event, replay, end event. A row whose capture fails
+  prints "graph: n/a (reason)". The PyTorch reference is not captured (slow, and not a kernel).
+- Median of --trials (default 30) trials per mode. A row whose call takes so long that the trials
+  would pass --row-budget-s (the reference on the large prefill cases) gets fewer, at least 3; the
+  notes under the table say which.
+- Decode rotates input sets (each with its own state, drawn from its own seed): enough sets that
+  their states span 256 MiB, at least 4 and at most 64 (decode_b1: 64 sets, 128 MiB; b32: 4 sets,
+  256 MiB; b256: 4 sets, 2 GiB), more than the 50 MB L2; trial i uses set i mod n, so no trial
+  finds its state in L2 even apart from the flush. Graph mode captures one graph per set (static
+  buffers are each graph's own inputs; nothing is copied inside or outside the timed region).
+- Correctness: every row's o and final state, from its first eager call and from a replay of its
+  graph, against the task's Model run in fp32 on the same inputs (q, k, v upcast, so o is not
+  rounded to bf16), as relative RMS error; the task's tolerance (rel_rms 5e-3) decides "ok".
+  Decode checks input set 0.
+- ratio: FLA baseline time / row time in the same mode (> 1: faster than FLA).
+- % roofline: the case's roofline bytes (task.toml) / time / 4.8 TB/s (H200 HBM3e).
+Tables go to stdout, progress to stderr. Exit status: 0 when every row that ran is within the
+tolerance, 1 when one is not, 2 without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from hipevolve.problems import get_task
+from hipevolve.reference import as_outputs, build_inputs, load_module
+from hipevolve.taskspec import TaskSpec
+
+PREFILL, DECODE = "gated_delta_net", "gated_delta_net_decode"
+TASK_ALIASES = {"prefill": PREFILL, "decode": DECODE, PREFILL: PREFILL, DECODE: DECODE}
+BASELINE = {PREFILL: "FLA chunk", DECODE: "FLA fused_recurrent"}
+HBM_BYTES_PER_S = 4.8e12  # H200 HBM3e
+FLUSH_BYTES = 512 << 20  # zeroed before every trial: over 10x the H200's 50 MB L2
+ROTATE_BYTES = 256 << 20  # decode input sets span at least this much state
+MIN_SETS, MAX_SETS = 4, 64
+MIN_TRIALS = 3
+GRAPH_WARMUP = 3  # side-stream calls before a capture (PyTorch's CUDA graph recipe)
+NO_CANDIDATE = "not run: no evolve run yet"
+
+Call = Callable[[list[Any]], Any]
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+
+@dataclass
+class Result:
+    """One row of one case. Times in microseconds; None where not measured."""
+
+    task: str
+    row: str
+    case: str
+    roofline_bytes: float = 0.0
+    eager_us: float | None = None
+    graph_us: float | None = None
+    eager_trials: int = 0
+    graph_trials: int = 0
+    err_o: float | None = None
+    err_state: float | None = None
+    ok: bool | None = None
+    x_fla_eager: float | None = None
+    x_fla_graph: float | None = None
+    graph_note: str = ""  # why there is no graph time
+    note: str = ""  # not run, error, fewer trials
+
+
+def parse_candidate(text: str) -> tuple[str, Path]:
+    """`[TASK=]PATH` -> (task name, folder); TASK is prefill, decode or a task name (default
+    prefill)."""
+    task, sep, path = text.partition("=")
+    if not sep:
+        return PREFILL, Path(text)
+    if task not in TASK_ALIASES:
+        raise ValueError(f"unknown task {task!r} in --candidate (use prefill or decode)")
+    if not path:
+        raise ValueError(f"--candidate {text!r} names no folder")
+    return TASK_ALIASES[task], Path(path)
+
+
+def select_cases(requested: Sequence[str], tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
+    """task -> its timed case names to run: all when nothing is requested, else those named
+    (names may be given comma-separated); an unknown name raises ValueError."""
+    timed = {t: [c.name for c in spec.timed_cases] for t, spec in tasks.items()}
+    names = [n.strip() for item in requested for n in item.split(",") if n.strip()]
+    if not names:
+        return timed
+    known = {n for ns in timed.values() for n in ns}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown case {', '.join(unknown)}; timed cases: {', '.join(sorted(known))}"
+        )
+    return {t: [n for n in ns if n in names] for t, ns in timed.items()}
+
+
+def roofline_pct(roofline_bytes: float, us: float | None, bandwidth: float = HBM_BYTES_PER_S):
+    """Share of the memory roofline reached, in percent: bytes / time / bandwidth."""
+    if us is None or us <= 0 or roofline_bytes <= 0:
+        return None
+    return 100.0 * roofline_bytes / (us * 1e-6) / bandwidth
+
+
+def speedup(baseline_us: float | None, us: float | None) -> float | None:
+    """baseline / row time: > 1 means the row is faster than the baseline."""
+    if baseline_us is None or us is None or us <= 0:
+        return None
+    return baseline_us / us
+
+
+def trials_for(call_s: float, trials: int, budget_s: float) -> int:
+    """Trials that fit `budget_s` at `call_s` per call, between MIN_TRIALS and `trials`."""
+    if call_s <= 0:
+        return trials
+    return max(min(trials, MIN_TRIALS), min(trials, int(budget_s / call_s)))
+
+
+def input_sets(state_bytes: int, target: int = ROTATE_BYTES) -> int:
+    """Decode input sets to rotate so their states span `target` bytes, within MIN/MAX_SETS."""
+    return max(MIN_SETS, min(MAX_SETS, math.ceil(target / max(state_bytes, 1))))
+
+
+def rel_rms(x: torch.Tensor, ref: torch.Tensor) -> float:
+    """||x - ref|| / ||ref|| in float64 (||x|| when ref is all zeros); nan/inf propagate."""
+    diff = (x.double() - ref.double()).norm()
+    scale = ref.double().norm()
+    return (diff / scale).item() if scale > 0 else diff.item()
+
+
+def worst(errors: Sequence[float]) -> float:
+    """The largest error; nan if any is nan (max() would drop a nan that is not first)."""
+    return math.nan if any(math.isnan(e) for e in errors) else max(errors)
+
+
+def add_ratios(results: list[Result]) -> None:
+    """Fills x_fla_* from the baseline row of the same task and case."""
+    base = {(r.task, r.case): r for r in results if r.row == BASELINE[r.task]}
+    for r in results:
+        b = base.get((r.task, r.case))
+        if b is not None:
+            r.x_fla_eager = speedup(b.eager_us, r.eager_us)
+            r.x_fla_graph = speedup(b.graph_us, r.graph_us)
+
+
+def as_json(r: Result) -> dict[str, Any]:
+    """A result with its roofline shares, for --out."""
+    return {
+        **asdict(r),
+        "roofline_pct_eager": roofline_pct(r.roofline_bytes, r.eager_us),
+        "roofline_pct_graph": roofline_pct(r.roofline_bytes, r.graph_us),
+    }
+
+
+def _num(x: float | None, spec: str) -> str:
+    return "-" if x is None or not math.isfinite(x) else format(x, spec)
+
+
+def _small(x: float | None, spec: str, floor: float) -> str:
+    """x in `spec`, or in scientific notation when below `floor` (so it does not read as 0)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return format(x, spec) if x >= floor else f"{x:.0e}"
+
+
+def _err(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1e}"
+
+
+COLUMNS = (
+    ("row", 21, "<"), ("case", 15, "<"), ("eager us", 10, ">"), ("graph us", 10, ">"),
+    ("xFLA eager", 10, ">"), ("xFLA graph", 10, ">"), ("%roof e/g", 11, ">"),
+    ("err o", 8, ">"), ("err state", 9, ">"), ("ok", 4, ">"),
+)  # fmt: skip
+
+
+def format_table(task: str, results: Sequence[Result], tolerance: float) -> str:
+    """One task's table, then notes (graph n/a reasons, fewer trials, rows not run)."""
+    lines = [
+        f"{task}: tolerance rel_rms {tolerance:g}; xFLA = {BASELINE[task]} time / row time "
+        f"(> 1: faster than FLA); %roof = roofline bytes / time / {HBM_BYTES_PER_S / 1e12:g} TB/s",
+        " ".join(f"{name:{align}{width}}" for name, width, align in COLUMNS),
+    ]
+    notes = []
+    for r in results:
+        if r.eager_us is None and r.graph_us is None and r.note:
+            lines.append(f"{r.row:<21} {r.case:<15} {r.note}")
+            continue
+        roof = (
+            roofline_pct(r.roofline_bytes, r.eager_us),
+            roofline_pct(r.roofline_bytes, r.graph_us),
+        )
+        ok = "-" if r.ok is None else ("yes" if r.ok else "NO")
+        cells = (
+            r.row, r.case, _num(r.eager_us, ".1f"), _num(r.graph_us, ".1f") if r.graph_us
+            else "n/a", _small(r.x_fla_eager, ".2f", 0.01), _small(r.x_fla_graph, ".2f", 0.01),
+            f"{_small(roof[0], '.1f', 0.1)}/{_small(roof[1], '.1f', 0.1)}", _err(r.err_o), _err(r.err_state), ok,
+        )  # fmt: skip
+        lines.append(" ".join(f"{c:{a}{w}}" for c, (_, w, a) in zip(cells, COLUMNS, strict=True)))
+        if r.graph_note:
+            notes.append(f"  {r.row}, {r.case}: graph: n/a ({r.graph_note})")
+        if r.note:
+            notes.append(f"  {r.row}, {r.case}: {r.note}")
+    return "\n".join(lines + notes)
+
+
+# ----------------------------------------------------------------------------- timing (GPU)
+
+
+class Timer:
+    """Median-of-trials timing with a cache flush and an idle device before every trial."""
+
+    def __init__(self) -> None:
+        self.flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def _cold(self) -> tuple[torch.cuda.Event, torch.cuda.Event]:
+        self.flush.zero_()
+        torch.cuda.synchronize()
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def eager(self, call: Call, sets: Sequence[list[Any]], trials: int) -> float:
+        times = []
+        for i in range(trials):
+            args = sets[i % len(sets)]
+            start, end = self._cold()
+            start.record()
+            call(args)
+            torch.cuda.synchronize()  # the anchor protocol: synchronise before the end event
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        return statistics.median(times)
+
+    def graph(self, graphs: Sequence[torch.cuda.CUDAGraph], trials: int) -> float:
+        times = []
+        for i in range(trials):
+            graph = graphs[i % len(graphs)]
+            start, end = self._cold()
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        return statistics.median(times)
+
+
+def capture(call: Call, sets: Sequence[list[Any]]) -> tuple[list[torch.cuda.CUDAGraph], list]:
+    """One graph per input set, after warm-up on a side stream; (graphs, their static outputs)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP):
+            call(sets[0])
+    torch.cuda.current_stream().wait_stream(side)
+    graphs, outputs = [], []
+    for args in sets:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = call(args)
+        graphs.append(graph)
+        outputs.append(out)
+    torch.cuda.synchronize()
+    return graphs, outputs
+
+
+def settle() -> None:
+    """Waits for the device after a failure; a sticky CUDA error surfaces in the next row."""
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:  # the failure is already recorded on the row
+        print(f"device error after a failed row: {first_line(e)}", file=sys.stderr)
+
+
+def first_line(e: BaseException, limit: int = 160) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:limit]
+
+
+def _wall(call: Call, args: list[Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = call(args)
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+@dataclass
+class Row:
+    name: str
+    call: Call | None
+    not_run: str = ""  # why call is None
+    graph_skip: str = ""  # why graph mode is not tried
+
+
+def fla_calls() -> dict[str, Call] | str:
+    """FLA's two entry points as row calls, or why FLA cannot be used."""
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")  # FLA's Triton, not FlashQLA
+    try:
+        from fla.ops.gated_delta_rule import (
+            chunk_gated_delta_rule,
+            fused_recurrent_gated_delta_rule,
+        )
+    except Exception as e:  # any import failure means: no FLA row
+        return f"not run: FLA not importable ({type(e).__name__}: {e})"
+
+    def chunk(args: list[Any]) -> Any:
+        q, k, v, g, beta, h0 = args
+        return chunk_gated_delta_rule(
+            q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
+            output_final_state=True, use_qk_l2norm_in_kernel=False,
+        )  # fmt: skip
+
+    def recurrent(args: list[Any]) -> Any:
+        q, k, v, g, beta, h0 = args
+        return fused_recurrent_gated_delta_rule(
+            q, k, v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
+            output_final_state=True, use_qk_l2norm_in_kernel=False,
+        )  # fmt: skip
+
+    return {"FLA chunk": chunk, "FLA fused_recurrent": recurrent}
+
+
+def import_model(folder: Path, tag: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"gdn_bench_{tag}", folder / "model.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {folder / 'model.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def native_models(folders: dict[str, Path], cache: Path) -> dict[str, torch.nn.Module | str]:
+    """name -> ModelNew of each native candidate folder (built in parallel), or why not.
+
+    model.py reaches its launchers through `from hipevolve.runtime import kernels`, one shared
+    object that holds one library at a time; each model module gets its own bound Kernels
+    instead, so the seeds and the candidate live side by side.
+    """
+    from hipevolve.runtime import Kernels
+    from hipevolve.verifier.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build import build_many
+
+    try:
+        compiler = compiler_for(gpu_backend() or "cuda")
+    except Exception as e:  # no compiler: every native row says why
+        return {name: f"not run: no compiler ({e})" for name in folders}
+    sources = {}
+    for name, folder in folders.items():
+        try:
+            sources[name] = (folder / "kernel.hip").read_text()
+        except OSError as e:
+            sources[name] = e
+    ready = {n: s for n, s in sources.items() if isinstance(s, str)}
+    built = dict(zip(ready, build_many(list(ready.values()), compiler, cache), strict=True))
+    models: dict[str, torch.nn.Module | str] = {}
+    for i, (name, folder) in enumerate(folders.items()):
+        if name not in built:
+            models[name] = f"not run: {sources[name]}"
+            continue
+        result = built[name]
+        if not result.ok:
+            first = (result.log.strip().splitlines() or ["compiler failed"])[0]
+            models[name] = f"not run: build failed ({first})"
+            continue
+        try:
+            module = import_model(folder, str(i))
+            if not isinstance(getattr(module, "kernels", None), Kernels):
+                raise ImportError("model.py does not import kernels from hipevolve.runtime")
+            module.kernels = Kernels()
+            module.kernels.bind(result.library, sources[name])
+            models[name] = module.ModelNew()
+        except Exception as e:  # a broken candidate is a row note, not a crash
+            models[name] = f"not run: {type(e).__name__}: {e}"
+    return models
+
+
+def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidate: str) -> list:
+    reference = load_module(task.reference).Model().cuda().eval()
+    seed = f"seed {task.seeds[0].name}"
+    fla_names = (
+        ["FLA chunk", "FLA fused_recurrent"] if task.name == PREFILL else ["FLA fused_recurrent"]
+    )
+    rows = [
+        Row(n, None, not_run=fla) if isinstance(fla, str) else Row(n, fla[n]) for n in fla_names
+    ]
+    rows.append(Row("PyTorch reference", lambda a: reference(*a), graph_skip="skipped: slow"))
+    for name in (seed, candidate):
+        model = natives.get(f"{task.name}:{name}", NO_CANDIDATE)
+        if isinstance(model, str):
+            rows.append(Row(name, None, not_run=model))
+        else:
+            rows.append(Row(name, lambda a, m=model: m(*a)))
+    return rows
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def check(outputs: Any, ref: list[torch.Tensor]) -> tuple[float, float]:
+    got = as_outputs(outputs)
+    if len(got) != 2 or any(g.shape != r.shape for g, r in zip(got, ref, strict=False)):
+        shapes = [tuple(g.shape) for g in got]
+        raise ValueError(f"outputs {shapes}, expected {[tuple(r.shape) for r in ref]}")
+    return rel_rms(got[0], ref[0]), rel_rms(got[1], ref[1])
+
+
+def run_row(
+    row: Row, res: Result, sets: list, ref: list, timer: Timer, opts: argparse.Namespace
+) -> None:
+    """Times and checks one row on one case, filling `res`."""
+    out, first_s = _wall(row.call, sets[0])
+    errs = [check(out, ref)]
+    del out
+    call_s = first_s
+    # The first call may include JIT compiling and autotuning: time the calls after it.
+    for i in range(max(opts.warmup, 1) if first_s < 1.0 else 1):
+        _, call_s = _wall(row.call, sets[(i + 1) % len(sets)])
+    n = trials_for(call_s, opts.trials, opts.row_budget_s)
+    res.eager_us, res.eager_trials = timer.eager(row.call, sets, n), n
+    if n < opts.trials:
+        res.note = f"{n} trials (a call takes {call_s:.2f} s)"
+    if row.graph_skip or opts.no_graph:
+        res.graph_note = row.graph_skip or "skipped: --no-graph"
+    else:
+        try:
+            graphs, outputs = capture(row.call, sets)
+            res.graph_us, res.graph_trials = timer.graph(graphs, n), n
+            graphs[0].replay()  # its static outputs now hold set 0's result again
+            torch.cuda.synchronize()
+            errs.append(check(outputs[0], ref))
+            del graphs, outputs
+        except Exception as e:  # a capture failure is reported, not fatal
+            res.graph_note = f"{type(e).__name__}: {first_line(e)}"
+            settle()
+    res.err_o, res.err_state = worst([e[0] for e in errs]), worst([e[1] for e in errs])
+    res.ok = res.err_o <= opts.tolerance[res.task] and res.err_state <= opts.tolerance[res.task]
+
+
+def case_inputs(task: TaskSpec, case_name: str) -> tuple[list, list[torch.Tensor]]:
+    """(input sets, fp32 reference outputs of set 0) for one case."""
+    module = load_module(task.reference)
+    inputs = task.case(case_name).inputs
+    first = build_inputs(module, inputs, "cuda", seed=0, draw_on_device=True)
+    count = input_sets(first[5].numel() * first[5].element_size()) if task.name == DECODE else 1
+    sets = [first] + [
+        build_inputs(module, inputs, "cuda", seed=s, draw_on_device=True) for s in range(1, count)
+    ]
+    q, k, v, g, beta, h = first
+    with torch.no_grad():  # upcast q, k, v (exact) so the reference's o stays fp32
+        ref = as_outputs(module.Model().cuda()(q.float(), k.float(), v.float(), g, beta, h))
+    torch.cuda.synchronize()
+    return sets, [r.float() for r in ref]
+
+
+def run_task(task: TaskSpec, cases: list[str], rows: list[Row], timer: Timer, opts, log) -> list:
+    results = []
+    for case_name in cases:
+        case = task.case(case_name)
+        sets, ref = case_inputs(task, case_name)
+        log(f"{task.name} {case_name}: {len(sets)} input set(s), reference ready")
+        for row in rows:
+            res = Result(
+                task.name, row.name, case_name, case.roofline.bytes if case.roofline else 0
+            )
+            if row.call is None:
+                res.note = row.not_run
+            else:
+                try:
+                    with torch.no_grad():
+                        run_row(row, res, sets, ref, timer, opts)
+                except Exception as e:  # one failing row must not end the bench
+                    res.note = f"error: {type(e).__name__}: {first_line(e)}"
+                    settle()
+            log(f"  {row.name}: eager {_num(res.eager_us, '.1f')} us, graph "
+                f"{_num(res.graph_us, '.1f')} us {res.graph_note or res.note}")  # fmt: skip
+            results.append(res)
+            torch.cuda.empty_cache()
+        del sets, ref
+        torch.cuda.empty_cache()
+    return results
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--cases",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="timed cases to run, comma-separated or repeated (default: all of both tasks)",
+    )
+    p.add_argument("--trials", type=int, default=30, help="timed trials per row and mode (30)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=3,
+        help="untimed calls after the first, before the trials (3; at least 1)",
+    )
+    p.add_argument(
+        "--row-budget-s",
+        type=float,
+        default=8.0,
+        help="seconds of trials per row and mode before trials are cut, to >= 3 (8)",
+    )
+    p.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        metavar="[TASK=]PATH",
+        help="a native candidate folder (kernel.hip, model.py); TASK prefill (default) "
+        "or decode; repeatable",
+    )
+    p.add_argument("--no-graph", action="store_true", help="skip CUDA-graph mode")
+    p.add_argument(
+        "--build-cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "hipevolve-gdn-bench",
+        help="compiled-library cache (default: $TMPDIR/hipevolve-gdn-bench)",
+    )
+    p.add_argument("--out", type=Path, help="also write every row as JSON here")
+    opts = p.parse_args(argv)
+    if opts.trials < 1 or opts.warmup < 0:
+        p.error("--trials must be >= 1 and --warmup >= 0")
+    tasks = {PREFILL: get_task(PREFILL), DECODE: get_task(DECODE)}
+    try:
+        opts.selected = select_cases(opts.cases, tasks)
+        opts.candidates = dict(parse_candidate(c) for c in opts.candidate)
+    except ValueError as e:
+        p.error(str(e))
+    for task, folder in opts.candidates.items():
+        missing = [f for f in ("kernel.hip", "model.py") if not (folder / f).is_file()]
+        if missing:
+            p.error(f"--candidate {folder} ({task}) has no {' or '.join(missing)}")
+    opts.tasks = tasks
+    opts.tolerance = {t: spec.tolerance.max_rel_rms for t, spec in tasks.items()}
+    return opts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a GPU: torch.cuda.is_available() is False", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    folders = {f"{t}:seed {spec.seeds[0].name}": spec.seeds[0] for t, spec in opts.tasks.items()}
+    folders.update({f"{t}:candidate": path for t, path in opts.candidates.items()})
+    natives = native_models(folders, opts.build_cache)
+    built = [f"{n}: {m if isinstance(m, str) else 'ok'}" for n, m in natives.items()]
+    log(f"native builds: {'; '.join(built)}")
+    fla = fla_calls()
+    fla_version = (
+        "-" if isinstance(fla, str) else getattr(sys.modules.get("fla"), "__version__", "?")
+    )
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, FLA {fla_version}, "
+          f"FLA_DISABLE_BACKEND_DISPATCH={os.environ.get('FLA_DISABLE_BACKEND_DISPATCH')}")  # fmt: skip
+    timer, results = Timer(), []
+    for name, spec in opts.tasks.items():
+        cases = opts.selected[name]
+        if not cases:
+            continue
+        rows = rows_for(spec, fla, natives, "candidate")
+        task_results = run_task(spec, cases, rows, timer, opts, log)
+        add_ratios(task_results)
+        print("\n" + format_table(name, task_results, opts.tolerance[name]), flush=True)
+        results += task_results
+    log("done")
+    if opts.out:
+        report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                  "fla": fla_version, "results": [as_json(r) for r in results]}  # fmt: skip
+        opts.out.write_text(json.dumps(report, indent=1))
+    return 0 if all(r.ok is not False for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""bench/gdn_vs_fla.py: its pure helpers on the CPU (case and candidate parsing, roofline share,
+ratios, trial budget, decode buffer rotation, error folding, the table), its command line without
+a GPU, and (marked gpu) one decode case end to end with the seed and the reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hipevolve.problems import get_task
+
+BENCH_FILE = Path(__file__).resolve().parents[1] / "bench" / "gdn_vs_fla.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gdn_vs_fla_under_test", BENCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load()
+TASKS = {bench.PREFILL: get_task(bench.PREFILL), bench.DECODE: get_task(bench.DECODE)}
+L2_BYTES = 50 << 20
+
+
+def test_roofline_pct_is_100_at_the_memory_bound_and_halves_at_twice_the_time():
+    case = TASKS[bench.PREFILL].case("qwen_tp1_short")
+    bound_us = case.roofline.bytes / bench.HBM_BYTES_PER_S * 1e6  # about 22 us (GDN.md)
+    assert 21.5 < bound_us < 22.5
+    assert bench.roofline_pct(case.roofline.bytes, bound_us) == pytest.approx(100.0)
+    assert bench.roofline_pct(case.roofline.bytes, 2 * bound_us) == pytest.approx(50.0)
+    assert bench.roofline_pct(case.roofline.bytes, None) is None
+
+
+def test_speedup_above_one_means_faster_than_the_baseline():
+    assert bench.speedup(890.0, 445.0) == pytest.approx(2.0)
+    assert bench.speedup(890.0, 1780.0) == pytest.approx(0.5)
+    assert bench.speedup(None, 10.0) is None and bench.speedup(10.0, None) is None
+
+
+def test_trials_are_kept_when_they_fit_the_budget_and_cut_to_three_when_not():
+    assert bench.trials_for(0.001, 30, 8.0) == 30
+    assert bench.trials_for(0.5, 30, 8.0) == 16
+    assert bench.trials_for(5.4, 30, 8.0) == 3  # the token loop on long_32 (GDN.md)
+    assert bench.trials_for(5.4, 2, 8.0) == 2  # never more than asked
+
+
+def test_decode_rotation_spans_more_than_the_l2_on_every_timed_case():
+    for case in TASKS[bench.DECODE].timed_cases:
+        i = case.inputs
+        state_bytes = i["B"] * i["HV"] * i["K"] * i["V"] * 4
+        sets = bench.input_sets(state_bytes)
+        assert bench.MIN_SETS <= sets <= bench.MAX_SETS
+        assert sets * state_bytes > 2 * L2_BYTES, case.name
+
+
+def test_select_cases_defaults_to_every_timed_case_of_both_tasks():
+    chosen = bench.select_cases([], TASKS)
+    assert chosen[bench.PREFILL] == ["qwen_tp1_short", "qwen_tp1_batch", "mha_16", "long_32"]
+    assert chosen[bench.DECODE] == ["decode_b1", "decode_b32", "decode_b256"]
+    picked = bench.select_cases(["long_32,decode_b1", "mha_16"], TASKS)
+    assert picked == {bench.PREFILL: ["mha_16", "long_32"], bench.DECODE: ["decode_b1"]}
+
+
+def test_select_cases_rejects_an_unknown_or_untimed_case():
+    with pytest.raises(ValueError, match="unknown case small_gva_state"):
+        bench.select_cases(["small_gva_state"], TASKS)
+
+
+def test_parse_candidate_reads_an_optional_task_prefix():
+    assert bench.parse_candidate("runs/a/best") == (bench.PREFILL, Path("runs/a/best"))
+    assert bench.parse_candidate("decode=runs/b") == (bench.DECODE, Path("runs/b"))
+    assert bench.parse_candidate("gated_delta_net_decode=x") == (bench.DECODE, Path("x"))
+    with pytest.raises(ValueError, match="unknown task"):
+        bench.parse_candidate("softmax=x")
+    with pytest.raises(ValueError, match="names no folder"):
+        bench.parse_candidate("decode=")
+
+
+def test_rel_rms_measures_relative_error_and_worst_keeps_a_nan():
+    ref = torch.ones(1000, dtype=torch.float64)
+    assert bench.rel_rms(ref * 1.004, ref) == pytest.approx(4e-3)
+    assert bench.rel_rms(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert math.isnan(bench.worst([1e-3, math.nan]))  # max() would return 1e-3 here
+    assert bench.worst([1e-3, 2e-3]) == 2e-3
+
+
+def _results():
+    r = bench.Result
+    return [
+        r(bench.PREFILL, "FLA chunk", "mha_16", 278921216, 720.0, 180.0, 30, 30, 3.8e-3, 3e-3, True),
+        r(bench.PREFILL, "PyTorch reference", "mha_16", 278921216, 763000.0, None, 3, 0, 1e-3,
+          1e-7, True, graph_note="skipped: slow", note="3 trials (a call takes 0.76 s)"),
+        r(bench.PREFILL, "seed chunked", "mha_16", 278921216, 360.0, 60.0, 30, 30, math.nan,
+          1e-3, False),
+        r(bench.PREFILL, "candidate", "mha_16", note=bench.NO_CANDIDATE),
+    ]  # fmt: skip
+
+
+def test_table_shows_ratios_roofline_errors_and_why_rows_did_not_run():
+    results = _results()
+    bench.add_ratios(results)
+    assert results[2].x_fla_eager == pytest.approx(2.0)
+    assert results[2].x_fla_graph == pytest.approx(3.0)
+    text = bench.format_table(bench.PREFILL, results, 5e-3)
+    lines = text.splitlines()
+    for column in ("eager us", "graph us", "xFLA eager", "xFLA graph", "%roof", "err o", "ok"):
+        assert column in lines[1]
+    seed = next(ln for ln in lines if ln.startswith("seed chunked"))
+    assert "360.0" in seed and "60.0" in seed and "2.00" in seed and "3.00" in seed
+    assert "NO" in seed and "nan" in seed
+    assert "96.8" in seed  # 278.9 MB in 60 us is 96.8% of 4.8 TB/s
+    reference = next(ln for ln in lines if ln.startswith("PyTorch reference"))
+    assert "n/a" in reference and "9e-04" in reference  # a tiny ratio does not print as 0.00
+    assert "candidate             mha_16          not run: no evolve run yet" in lines
+    assert "  PyTorch reference, mha_16: graph: n/a (skipped: slow)" in lines
+    assert "  PyTorch reference, mha_16: 3 trials (a call takes 0.76 s)" in lines
+
+
+def test_json_rows_carry_the_roofline_shares():
+    row = bench.as_json(_results()[0])
+    assert row["roofline_pct_graph"] == pytest.approx(278921216 / 180e-6 / 4.8e12 * 100)
+    json.dumps(row)
+
+
+def test_command_line_rejects_bad_cases_and_candidate_folders(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(["--cases", "nope"])
+    assert exit_info.value.code == 2
+    assert "unknown case nope" in capsys.readouterr().err
+    (tmp_path / "kernel.hip").write_text("")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--candidate", f"decode={tmp_path}"])
+    assert "has no model.py" in capsys.readouterr().err
+    (tmp_path / "model.py").write_text("")
+    opts = bench.parse_args(["--candidate", f"decode={tmp_path}", "--cases", "decode_b1"])
+    assert opts.candidates == {bench.DECODE: tmp_path}
+    assert opts.selected == {bench.PREFILL: [], bench.DECODE: ["decode_b1"]}
+    assert opts.tolerance[bench.DECODE] == 5e-3
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
+def test_main_without_a_gpu_says_so_and_exits_2(capsys):
+    assert bench.main(["--cases", "decode_b1"]) == 2
+    assert "needs a GPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_decode_b1_end_to_end_seed_and_reference_pass_and_are_timed(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLA_DISABLE_BACKEND_DISPATCH", "1")  # main sets it; keep it scoped
+    out = tmp_path / "gdn.json"
+    args = ["--cases", "decode_b1", "--trials", "5", "--out", str(out)]
+    args += ["--build-cache", str(tmp_path / "cache")]
+    bench.main(args)
+    rows = {r["row"]: r for r in json.loads(out.read_text())["results"]}
+    for name in ("seed recurrent", "PyTorch reference"):
+        assert rows[name]["ok"] is True, rows[name]
+        assert rows[name]["eager_us"] > 0 and rows[name]["eager_trials"] == 5
+    assert rows["seed recurrent"]["graph_us"] > 0, rows["seed recurrent"]["graph_note"]
+    assert rows["candidate"]["note"] == bench.NO_CANDIDATE
