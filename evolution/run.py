@@ -1,0 +1,475 @@
+"""The evolution run loop: plan, propose, deduplicate, admit, evaluate, record, insert, repeat.
+
+Generation 0 seeds every island with the task's seed kernels. Each later generation asks
+selection.plan for proposals, lets the offline policy (evolution/offline.py) write one child per
+proposal, drops code the run has already seen, admits the rest against the budget, evaluates the
+batch through the injected evaluator (in production the verifier pipeline, pipeline_evaluator),
+records each result in the archive before anything else happens (write-through), and inserts the
+ok ones into their islands. The loop stops when the budget is spent, when nothing unseen is one
+edit from any elite (the reachable space is exhausted), or when should_stop() says so (Ctrl-C:
+the batch in flight is finished first and the run is marked interrupted).
+
+Resume and determinism. A generation is a pure function of the islands before it, the source
+hashes of earlier generations and an rng seeded by (seed, generation, evaluations so far). Its
+end is checkpointed as one `generation` event holding the islands. Resuming reopens the run,
+restores the islands of the last checkpoint and replays the unfinished generation: the same
+children come out, those the archive already holds keep their ids, those already evaluated are
+not evaluated again, and the ones that were in flight (re-queued by Archive.resume) are
+evaluated first, counting toward the budget. A resumed run therefore evaluates exactly what an
+uninterrupted run with the same seed would have.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hipevolve.archive.store import Archive, canonical_json, evaluation_key
+from hipevolve.config import VerifierSettings
+from hipevolve.errors import UserError
+from hipevolve.evolution.budget import Admission, Budget
+from hipevolve.evolution.descriptors import cell_key, cell_of
+from hipevolve.evolution.islands import (
+    Elite,
+    EvolutionSettings,
+    Island,
+    best,
+    insert,
+)
+from hipevolve.evolution.migration import Move
+from hipevolve.evolution.offline import Child, propose, rescue
+from hipevolve.evolution.selection import PolicyState, empty_islands, plan
+from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.taskspec import TaskSpec
+from hipevolve.verifier.candidate import Candidate, load_candidate
+from hipevolve.verifier.evaluation import Evaluation
+
+StopReason = Literal["budget", "exhausted", "stopped", "no_seed"]
+CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
+
+
+class Evaluator(Protocol):
+    """Scores a batch of candidates, results in the order given.
+
+    `settings_key` (canonical JSON naming the task, its cases and the verifier settings) and
+    `toolchain` (compiler, runtime and device) make the archive's idempotency key: an
+    evaluation with the same key is never run twice, not even by another run.
+    """
+
+    settings_key: str
+    toolchain: str
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Progress(Frozen):
+    """What a progress line shows after each generation."""
+
+    run: int
+    generation: int = Field(description="generations completed, seeding (generation 0) included")
+    evaluations: int = Field(description="candidates of this run with an evaluation")
+    budget: int
+    valid_rate: float = Field(description="fraction of evaluations with status ok")
+    best_fitness: float = Field(
+        description="geometric-mean speedup of the islands' best; 0 if none"
+    )
+    best_candidate: int | None
+    best_speedups: dict[str, float] = Field(default_factory=dict, description="case -> speedup")
+    evaluations_per_minute: float = Field(description="this session's evaluations per minute")
+
+
+class RunSummary(Frozen):
+    run: int
+    status: Literal["finished", "interrupted"]
+    reason: StopReason
+    message: str = Field(description="one line: why the run stopped, and how to resume it")
+    progress: Progress
+    resume: str | None = Field(default=None, description="how to continue an interrupted run")
+
+
+class PipelineEvaluator:
+    """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task."""
+
+    def __init__(self, task: TaskSpec, settings: VerifierSettings, backend: str) -> None:
+        self.task, self.settings, self.backend = task, settings, backend
+        # Where the cache lives and how many cores compile do not change a result.
+        verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs"})
+        self.settings_key = canonical_json(
+            {
+                "task": task.name,
+                "cases": [c.model_dump(mode="json") for c in task.cases],
+                "tolerance": task.tolerance.model_dump(mode="json"),
+                "verifier": verifier | {"backend": backend},
+            }
+        )
+        self.toolchain = _toolchain(backend)
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        from hipevolve.verifier.pipeline import evaluate_many
+
+        return evaluate_many(list(candidates), self.task, self.settings, self.backend)
+
+
+def pipeline_evaluator(
+    task: TaskSpec, verifier_settings: VerifierSettings, backend: str
+) -> PipelineEvaluator:
+    """An Evaluator over the verifier pipeline; backend "auto" resolves to rocm, cuda or static."""
+    from hipevolve.verifier.backends import resolve_backend
+
+    return PipelineEvaluator(task, verifier_settings, resolve_backend(backend))
+
+
+def _toolchain(backend: str) -> str:
+    import torch
+
+    if backend in ("cuda", "rocm"):
+        from hipevolve.verifier.backends import compiler_for
+
+        # The compiler command names the device architecture (sm_90, gfx942) without
+        # creating a GPU context in the controller.
+        compiler = compiler_for(backend)
+        compiler_id = f"{compiler.toolchain.strip()} | {' '.join(compiler.argv)}"
+    elif backend == "static":
+        from hipevolve.verifier.amd_static import find_toolchain
+
+        tc = find_toolchain()
+        compiler_id = f"{tc.version} {','.join(tc.targets)}" if tc else "no AMD toolchain"
+    else:
+        compiler_id = "no compiler"
+    return f"{backend} | {compiler_id} | torch {torch.__version__}"
+
+
+# ------------------------------------------------------------------------------------ the loop
+
+
+def run_evolution(
+    task: TaskSpec,
+    archive: Archive,
+    settings: EvolutionSettings,
+    evaluate: Evaluator,
+    *,
+    budget: int,
+    seed: int,
+    run_id: int | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> RunSummary:
+    """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions."""
+    search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
+    generation, islands = search.restore()
+    reason: StopReason | None = None
+    while reason is None:
+        seen = search.seen_before(generation)
+        if len(seen) >= budget:
+            reason = "budget"
+            break
+        rng = random.Random(f"hipevolve:{seed}:{generation}:{len(seen)}")
+        moves: Sequence[Move] = ()
+        if generation == 0:
+            children = search.seed_children()
+        elif not any(island.grid for island in islands):
+            reason = "no_seed"
+            break
+        else:
+            planned = plan(PolicyState(islands=islands, generation=generation - 1), settings, rng)
+            islands, moves = planned.islands, planned.moves
+            children = search.children(planned.proposals, islands, rng, seen)
+        if not children:
+            reason = "exhausted"
+            break
+        results = search.settle(generation, children, Budget(budget, seen))
+        islands = search.insert(islands, results, everywhere=generation == 0)
+        search.checkpoint(generation, islands, moves)
+        generation += 1
+        if on_progress is not None:
+            on_progress(search.progress(generation, islands))
+        if (
+            should_stop is not None
+            and should_stop()
+            and len(search.seen_before(generation)) < budget
+        ):
+            reason = "stopped"
+    return search.finish(reason, generation, islands)
+
+
+class _Search:
+    """The loop's state and its archive work, one method per step."""
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        archive: Archive,
+        settings: EvolutionSettings,
+        evaluate: Evaluator,
+        budget: int,
+        seed: int,
+        run_id: int | None,
+    ) -> None:
+        if budget < 1:
+            raise UserError(
+                f"budget {budget}: at least one evaluation is needed", "pass --budget 1 or more"
+            )
+        if not task.seeds:
+            raise UserError(
+                f"task {task.name} has no seed kernels to start from",
+                'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
+            )
+        self.task, self.archive, self.settings = task, archive, settings
+        self.evaluate, self.budget, self.seed = evaluate, budget, seed
+        self.sources: dict[int, Candidate] = {}
+        self.started = time.monotonic()
+        self.evaluated_here = 0
+        self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
+        self.resumed = run_id is not None
+        self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
+
+    # -------------------------------------------------------------------- resume
+
+    def restore(self) -> tuple[int, tuple[Island, ...]]:
+        """(next generation, its islands): fresh, or from the last checkpoint of a resumed run."""
+        if not self.resumed:
+            return 0, empty_islands(self.settings)
+        info = self.archive.run(self.run)
+        if info.task != self.task.name:
+            raise UserError(
+                f"run {self.run} searched task {info.task}, not {self.task.name}",
+                f"pass --task {info.task} to resume it",
+            )
+        wanted = json.loads(canonical_json(self.settings))
+        if info.seed != self.seed or info.settings != wanted:
+            raise UserError(
+                f"run {self.run} was started with another seed or other settings",
+                f"resume it with seed {info.seed} and the settings it recorded",
+            )
+        resumed = self.archive.resume(self.run)
+        self.archive.log_event(
+            self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}
+        )
+        self.written = {(e.island, e.cell): e.candidate_id for e in self.archive.elites(self.run)}
+        checkpoints = self.archive.events(self.run, CHECKPOINT)
+        if not checkpoints:
+            return 0, empty_islands(self.settings)
+        last = checkpoints[-1].data
+        islands = tuple(Island.model_validate(i) for i in last["islands"])
+        return last["generation"] + 1, islands
+
+    def seen_before(self, generation: int) -> frozenset[str]:
+        """Source hashes of this run's candidates from generations before `generation`."""
+        rows = self.archive.db.execute(
+            "SELECT source_hash FROM candidates WHERE run = ? AND generation < ?",
+            [self.run, generation],
+        ).fetchall()
+        return frozenset(r[0] for r in rows)
+
+    # -------------------------------------------------------------------- proposing
+
+    def source(self, candidate_id: int) -> Candidate:
+        if candidate_id not in self.sources:
+            self.sources[candidate_id] = self.archive.candidate(candidate_id).candidate
+        return self.sources[candidate_id]
+
+    def seed_children(self) -> list[Child]:
+        seeds = {}
+        for path in self.task.seeds:
+            candidate = load_candidate(path)
+            seeds.setdefault(candidate.source_hash, candidate)
+        return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
+
+    def children(self, proposals, islands, rng: random.Random, seen: frozenset[str]) -> list[Child]:
+        """One unseen child per proposal where possible; a rescue child when none is."""
+        for elite in (e for island in islands for e in island.elites):
+            self.source(elite.candidate_id)
+        taken = set(seen)
+        found: list[Child] = []
+        for proposal in proposals:
+            child = propose(proposal, self.sources, rng, taken)
+            if child is not None:
+                taken.add(child.candidate.source_hash)
+                found.append(child)
+        if not found:
+            child = rescue(islands, self.sources, taken)
+            found = [child] if child is not None else []
+        return found
+
+    # -------------------------------------------------------------------- evaluating
+
+    def settle(
+        self, generation: int, children: Sequence[Child], budget: Budget
+    ) -> list[tuple[int, int, Evaluation]]:
+        """Stores, admits and evaluates the children; (candidate, island, evaluation) of each."""
+        ids: list[tuple[int, int]] = []
+        for child in children:
+            admission = budget.admit(child.candidate.source_hash)
+            if admission is Admission.exhausted:
+                break
+            cid = self.archive.add_candidate(
+                self.run, child.candidate, parents=child.parents, kind=child.kind,
+                inspirations=child.inspirations, agent=child.agent, island=child.island,
+                generation=generation,
+            )  # fmt: skip
+            self.sources[cid] = child.candidate
+            ids.append((cid, child.island))
+        ids += self._orphans({cid for cid, _ in ids}, budget)
+        ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
+        done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
+        pending = self._from_cache([cid for cid, _ in ids if done[cid] is None], done)
+        for cid in pending:
+            self.archive.enqueue(cid)
+        for cid in pending:
+            self.archive.mark_in_flight(cid)
+        if pending:
+            results = self.evaluate([self.sources[cid] for cid in pending])
+            if len(results) != len(pending):
+                raise RuntimeError(f"evaluator returned {len(results)} results for {len(pending)}")
+            for cid, evaluation in zip(pending, results, strict=True):
+                done[cid] = self._record(cid, evaluation)
+            self.evaluated_here += len(pending)
+        return [(cid, island, done[cid]) for cid, island in ids]
+
+    def _orphans(self, planned: set[int], budget: Budget) -> list[tuple[int, int]]:
+        """Queued candidates the replayed generation did not propose again (a run written by
+        another version of the policy): evaluated all the same, since the budget counted them."""
+        found = []
+        for cid in self.archive.queued(self.run):
+            if cid not in planned:
+                record = self.archive.candidate(cid)
+                budget.admit(record.source_hash)
+                self.sources[cid] = record.candidate
+                found.append((cid, record.island))
+        return found
+
+    def _record(self, cid: int, evaluation: Evaluation) -> Evaluation:
+        return self.archive.record_evaluation(
+            cid, evaluation, self.evaluate.settings_key, self.evaluate.toolchain
+        )
+
+    def _from_cache(self, ids: list[int], done: dict[int, Evaluation | None]) -> list[int]:
+        """Records evaluations another run already made with the same key; returns the rest."""
+        rest = []
+        for cid in ids:
+            key = evaluation_key(
+                self.sources[cid].source_hash, self.evaluate.settings_key, self.evaluate.toolchain
+            )
+            cached = self.archive.evaluated(key)
+            if cached is None:
+                rest.append(cid)
+            else:
+                done[cid] = self._record(cid, cached)
+        return rest
+
+    # -------------------------------------------------------------------- islands
+
+    def insert(
+        self, islands: tuple[Island, ...], results, *, everywhere: bool
+    ) -> tuple[Island, ...]:
+        """Islands with the ok results inserted: seeds into every island, children into theirs."""
+        updated = list(islands)
+        for cid, island_id, evaluation in results:
+            if not evaluation.ok:
+                continue
+            elite = Elite(
+                candidate_id=cid,
+                fitness=evaluation.fitness,
+                source_hash=self.sources[cid].source_hash,
+                cell=cell_of(evaluation.static, _configuration(self.sources[cid])),
+            )
+            for i, island in enumerate(updated):
+                if everywhere or island.id == island_id:
+                    updated[i] = insert(island, elite)
+        return tuple(updated)
+
+    def checkpoint(self, generation: int, islands: tuple[Island, ...], moves: Sequence) -> None:
+        """Mirrors the grids into the elites table, then records the generation as complete."""
+        for island in islands:
+            for elite in island.elites:
+                if self.written.get((island.id, cell_key(elite.cell))) != elite.candidate_id:
+                    self.archive.set_elite(
+                        self.run, island.id, cell_key(elite.cell), elite.candidate_id, elite.fitness
+                    )
+                    self.written[(island.id, cell_key(elite.cell))] = elite.candidate_id
+        self.archive.log_event(
+            self.run,
+            CHECKPOINT,
+            {
+                "generation": generation,
+                "islands": [i.model_dump(mode="json") for i in islands],
+                "moves": [m.model_dump(mode="json") for m in moves],
+            },
+        )
+
+    # -------------------------------------------------------------------- reporting
+
+    def progress(self, generation: int, islands: tuple[Island, ...]) -> Progress:
+        total, ok = self.archive.db.execute(
+            "SELECT count(*), coalesce(sum(e.status = 'ok'), 0) FROM candidates c"
+            " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ?",
+            [self.run],
+        ).fetchone()
+        tops = [b for b in (best(i) for i in islands) if b is not None]
+        top = max(tops, key=lambda e: (e.fitness, -e.candidate_id), default=None)
+        speedups: dict[str, float] = {}
+        if top is not None:
+            evaluation = self.archive.evaluation_of(top.candidate_id)
+            cases = evaluation.cases if evaluation else ()
+            speedups = {c.case: c.speedup for c in cases if c.speedup is not None}
+        minutes = max(time.monotonic() - self.started, 1e-9) / 60
+        return Progress(
+            run=self.run,
+            generation=generation,
+            evaluations=total,
+            budget=self.budget,
+            valid_rate=ok / total if total else 0.0,
+            best_fitness=top.fitness if top else 0.0,
+            best_candidate=top.candidate_id if top else None,
+            best_speedups=speedups,
+            evaluations_per_minute=self.evaluated_here / minutes,
+        )
+
+    def finish(
+        self, reason: StopReason, generation: int, islands: tuple[Island, ...]
+    ) -> RunSummary:
+        progress = self.progress(generation, islands)
+        done = f"{progress.evaluations} of {self.budget} evaluations"
+        messages = {
+            "budget": f"budget spent: {done}",
+            "exhausted": f"search space exhausted after {done}: every kernel one edit (a "
+            "tunable value or a transform) from every elite has been evaluated",
+            "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
+            "nothing to evolve from",
+            "stopped": f"stopped after {done}; the batch in flight was finished and recorded",
+        }
+        interrupted = reason == "stopped"
+        resume = (
+            f"resume run {self.run} with the same task, settings and seed (run_id={self.run})"
+            if interrupted
+            else None
+        )
+        self.archive.log_event(self.run, "stop", {"reason": reason, "generation": generation})
+        self.archive.finish_run(self.run, "interrupted" if interrupted else "finished")
+        message = messages[reason] + (f"; {resume}" if resume else "")
+        return RunSummary(
+            run=self.run,
+            status="interrupted" if interrupted else "finished",
+            reason=reason,
+            message=message,
+            progress=progress,
+            resume=resume,
+        )
+
+
+def _configuration(candidate: Candidate) -> dict[str, str]:
+    if candidate.format != "native" or candidate.hip_source is None:
+        return {}
+    try:
+        return current_configuration(parse_tunables(candidate.hip_source))
+    except TunableError:
+        return {}

@@ -1,0 +1,372 @@
+"""The evolution run loop (evolution/run.py) against a real SQLite archive.
+
+`StandIn` stands in for the GPU worker, which this machine does not have: it scores a native
+candidate by its declared tunable values (a known table, so the optimum of the small space is
+known), returns real Evaluation objects (ok with per-case results, or incorrect for one corner of
+the space) and logs every candidate it finished. The verifier pipeline behind the production
+evaluator (run.pipeline_evaluator) is exercised by the gpu-marked test at the bottom.
+
+The SIGKILL test runs the loop in a child process with a slow stand-in, kills it with -9 after a
+few evaluations, and resumes in this process (FAULTS 30 and 34).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hipevolve.archive.lineage import lineage_graph
+from hipevolve.archive.store import Archive, canonical_json
+from hipevolve.errors import UserError
+from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.run import Progress, run_evolution
+from hipevolve.evolution.tunables import current_configuration, parse_tunables
+from hipevolve.problems import BUILTIN_DIR, load_task_folder
+from hipevolve.taskspec import TaskSpec
+from hipevolve.verifier.candidate import Candidate
+from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
+
+TESTS = Path(__file__).resolve().parent
+GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"
+
+# The stand-in's score is the product of one factor per tunable: optimum BLOCK=256, UNROLL=4,
+# VEC=4, where the score is 1.4 * 1.5 * 1.6.
+FACTORS = {
+    "BLOCK": {"32": 0.5, "64": 0.8, "128": 1.0, "256": 1.4, "512": 1.2},
+    "UNROLL": {"1": 1.0, "2": 1.2, "4": 1.5, "8": 1.3},
+    "VEC": {"1": 1.0, "2": 1.3, "4": 1.6},
+    "BV": {"16": 0.7, "32": 1.0, "64": 1.3, "128": 1.1},  # the GDN decode seed's one tunable
+}
+OPTIMUM = 1.4 * 1.5 * 1.6
+
+# Written so that no catalogue transform applies except widen_vector (a tunable change): the
+# space is exactly the 5 * 4 * 3 = 60 tunable configurations.
+KERNEL = """\
+#include <hip/hip_runtime.h>
+
+// @tunable BLOCK: 32, 64, 128, 256, 512
+#define BLOCK 128
+// @tunable UNROLL: 1, 2, 4, 8
+#define UNROLL 1
+// @tunable VEC: 1, 2, 4
+#define VEC 1
+
+__global__ void __launch_bounds__(BLOCK)
+scale_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = (blockIdx.x * BLOCK + threadIdx.x) * UNROLL * VEC;
+#pragma unroll
+    for (int u = 0; u < UNROLL * VEC; ++u) {
+        if (i + u < n) y[i + u] = 2.0f * x[i + u];
+    }
+}
+
+extern "C" hipError_t scale(const float* x, float* y, int n, hipStream_t stream) {
+    int per_block = BLOCK * UNROLL * VEC;
+    hipLaunchKernelGGL(scale_kernel, dim3((n + per_block - 1) / per_block), dim3(BLOCK), 0,
+                       stream, x, y, n);
+    return hipGetLastError();
+}
+"""
+
+MODEL = """\
+import torch
+import torch.nn as nn
+
+from hipevolve.runtime import kernels
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        kernels.scale(x, y, x.numel())
+        return y
+"""
+
+
+class StandIn:
+    """Scores native candidates by their tunables; appends each finished source hash to `log`."""
+
+    settings_key = canonical_json({"task": "stand-in", "cases": ["a", "b"]})
+    toolchain = "stand-in"
+
+    def __init__(self, log: Path, delay_s: float = 0.0) -> None:
+        self.log = log
+        self.delay_s = delay_s
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        results = []
+        for candidate in candidates:
+            time.sleep(self.delay_s)
+            results.append(score(candidate))
+            with self.log.open("a") as f:
+                f.write(candidate.source_hash + "\n")
+        return results
+
+
+def score(candidate: Candidate) -> Evaluation:
+    config = current_configuration(parse_tunables(candidate.hip_source or ""))
+    if config.get("BLOCK") == "512" and config.get("UNROLL") == "8":
+        return Evaluation(
+            status=Status.incorrect,
+            task="stand-in",
+            cases=(CaseResult(case="a", correct=False, message="max abs error 3.1"),),
+            message="wrong result in case a",
+        )
+    fitness = 1.0
+    for name, value in config.items():
+        fitness *= FACTORS[name][value]
+    # Two cases whose geometric mean is the score, so per-case speedups differ from fitness.
+    cases = (
+        CaseResult(case="a", correct=True, time_us=100.0 / (fitness * 1.1), ref_time_us=100.0),
+        CaseResult(case="b", correct=True, time_us=100.0 * 1.1 / fitness, ref_time_us=100.0),
+    )
+    return Evaluation(status=Status.ok, task="stand-in", backend="stand-in", cases=cases)
+
+
+def make_task(root: Path) -> TaskSpec:
+    """The GDN decode task with the three-tunable test kernel as its only seed."""
+    seed = root / "seed"
+    seed.mkdir(parents=True, exist_ok=True)
+    (seed / "kernel.hip").write_text(KERNEL)
+    (seed / "model.py").write_text(MODEL)
+    task = load_task_folder(GDN_DECODE, "builtin")
+    return task.model_copy(update={"seeds": (seed,)})
+
+
+def evaluated_hashes(path: Path, run: int = 1) -> list[str]:
+    """Source hashes of the run's evaluated candidates, in the order they were recorded."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT c.source_hash FROM evaluations e JOIN candidates c ON c.id = e.candidate"
+            " WHERE c.run = ? ORDER BY e.id",
+            [run],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def logged(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def search(tmp_path: Path, name: str, budget: int, seed: int = 7, **kwargs):
+    log = tmp_path / f"{name}.log"
+    path = tmp_path / f"{name}.db"
+    with Archive.open(path) as archive:
+        summary = run_evolution(
+            make_task(tmp_path),
+            archive,
+            EvolutionSettings(),
+            StandIn(log),
+            budget=budget,
+            seed=seed,
+            **kwargs,
+        )
+    return summary, path, log
+
+
+# ---------------------------------------------------------------------------------- the loop
+
+
+def test_budget_is_never_exceeded_and_no_candidate_is_evaluated_twice(tmp_path):
+    seen: list[Progress] = []
+    summary, path, log = search(tmp_path, "a", budget=23, on_progress=seen.append)
+    assert summary.reason == "budget" and summary.status == "finished"
+    assert all(p.evaluations <= 23 for p in seen)
+    assert summary.progress.evaluations == 23
+    sent = logged(log)
+    assert len(sent) == 23 and len(set(sent)) == 23
+    assert sorted(evaluated_hashes(path)) == sorted(sent)
+    with Archive.open(path) as archive:
+        assert archive.count_evaluations(1) == 23
+        assert archive.queued(1) == [] and archive.queued(1, "in_flight") == []
+        assert archive.run(1).status == "finished"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_fitness_never_decreases_and_reaches_the_known_optimum(tmp_path, seed):
+    seen: list[Progress] = []
+    summary, path, _ = search(tmp_path, "a", budget=40, seed=seed, on_progress=seen.append)
+    bests = [p.best_fitness for p in seen]
+    assert bests == sorted(bests)
+    assert summary.progress.best_fitness == pytest.approx(OPTIMUM)
+    assert summary.progress.best_speedups == pytest.approx({"a": OPTIMUM * 1.1, "b": OPTIMUM / 1.1})
+    assert 0 < summary.progress.valid_rate <= 1
+    with Archive.open(path) as archive:
+        top = archive.best(1)
+        assert top is not None and top.fitness == pytest.approx(OPTIMUM)
+        assert top.candidate_id == summary.progress.best_candidate
+        kernel = archive.candidate(top.candidate_id).candidate.hip_source or ""
+        config = current_configuration(parse_tunables(kernel))
+        assert config == {"BLOCK": "256", "UNROLL": "4", "VEC": "4"}
+        # The elites table mirrors the islands' grids.
+        assert max(e.fitness for e in archive.elites(1)) == pytest.approx(OPTIMUM)
+
+
+def test_same_seed_evaluates_the_same_sequence_of_hashes(tmp_path):
+    first = search(tmp_path, "a", budget=20, seed=3)[1]
+    second = search(tmp_path, "b", budget=20, seed=3)[1]
+    other = search(tmp_path, "c", budget=20, seed=4)[1]
+    assert evaluated_hashes(first) == evaluated_hashes(second)
+    assert evaluated_hashes(first) != evaluated_hashes(other)
+
+
+def test_exhausted_space_stops_before_the_budget_and_says_so(tmp_path):
+    # The GDN decode seed declares one tunable (BV: 16, 32, 64, 128) and no catalogue transform
+    # applies to it: four kernels in all.
+    task = load_task_folder(GDN_DECODE, "builtin")
+    log = tmp_path / "gdn.log"
+    with Archive.open(tmp_path / "gdn.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(), StandIn(log), budget=50,
+                                seed=1)  # fmt: skip
+    assert summary.reason == "exhausted" and summary.status == "finished"
+    assert "exhausted" in summary.message
+    assert len(logged(log)) == 4 == summary.progress.evaluations
+    assert summary.progress.best_fitness == pytest.approx(1.3)  # BV = 64
+
+
+def test_resume_refuses_another_seed(tmp_path):
+    summary, path, log = search(tmp_path, "a", budget=8, should_stop=lambda: True)
+    with Archive.open(path) as archive, pytest.raises(UserError, match="another seed"):
+        run_evolution(make_task(tmp_path), archive, EvolutionSettings(), StandIn(log),
+                      budget=8, seed=8, run_id=summary.run)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------- stopping
+
+
+def test_should_stop_finishes_the_batch_in_flight_and_the_run_resumes(tmp_path):
+    progress: list[Progress] = []
+    summary, path, log = search(
+        tmp_path, "stop", budget=30, on_progress=progress.append,
+        should_stop=lambda: len(progress) >= 3,
+    )  # fmt: skip
+    assert summary.status == "interrupted" and summary.reason == "stopped"
+    assert summary.resume is not None and f"run_id={summary.run}" in summary.message
+    before = logged(log)
+    assert len(before) == progress[-1].evaluations < 30
+    with Archive.open(path) as archive:
+        assert archive.run(summary.run).status == "interrupted"
+        assert archive.queued(summary.run) == archive.queued(summary.run, "in_flight") == []
+        resumed = run_evolution(make_task(tmp_path), archive, EvolutionSettings(),
+                                StandIn(log), budget=30, seed=7, run_id=summary.run)  # fmt: skip
+        assert resumed.reason == "budget" and archive.count_evaluations(summary.run) == 30
+    after = logged(log)
+    assert len(after) == len(set(after)) == 30
+    uninterrupted = search(tmp_path, "whole", budget=30)[1]
+    assert evaluated_hashes(path) == evaluated_hashes(uninterrupted)
+
+
+CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from test_run_loop import StandIn, make_task
+from hipevolve.archive.store import Archive
+from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.run import run_evolution
+
+root = Path(sys.argv[2])
+with Archive.open(root / "run.db") as archive:
+    run_evolution(make_task(root), archive, EvolutionSettings(),
+                  StandIn(root / "child.log", delay_s=0.1), budget=int(sys.argv[3]), seed=11)
+"""
+
+
+def _nodes_and_edges(graph):
+    nodes = {n: dict(graph.nodes[n]) for n in graph.nodes}
+    edges = {(a, b): graph.edges[a, b]["kind"] for a, b in graph.edges}
+    return nodes, edges
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_path):
+    budget = 24
+    task = make_task(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(TESTS), str(tmp_path), str(budget)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    db = tmp_path / "run.db"
+    # Batches are 1 seed, then 4 children a generation. When the stand-in has finished 10, 9 are
+    # recorded and the fourth batch is in the evaluator with 3 x 0.1 s to go: kill it there.
+    deadline = time.monotonic() + 30
+    while len(logged(tmp_path / "child.log")) < 10:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the child made no progress"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    recorded = set(evaluated_hashes(db))
+    assert len(recorded) == 9
+    with Archive.open(db) as archive:
+        nodes_before, edges_before = _nodes_and_edges(lineage_graph(archive, 1))
+        in_flight = archive.queued(1, "in_flight")
+    assert in_flight, "the kill was meant to land while a batch was in flight"
+
+    log = tmp_path / "resume.log"
+    with Archive.open(db) as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(), StandIn(log),
+                                budget=budget, seed=11, run_id=1)  # fmt: skip
+        assert summary.reason == "budget"
+        assert archive.count_evaluations(1) == budget
+        nodes_after, edges_after = _nodes_and_edges(lineage_graph(archive, 1))
+        requeued = archive.events(1, "resume")[0].data["requeued"]
+    assert requeued == in_flight
+    hashes = evaluated_hashes(db)
+    assert len(hashes) == len(set(hashes)) == budget
+    assert not recorded & set(logged(log)), "an evaluation completed before the kill was redone"
+    # The resumed run evaluated the in-flight candidates first.
+    in_flight_hashes = hashes[len(recorded) : len(recorded) + len(in_flight)]
+    with Archive.open(db) as archive:
+        assert in_flight_hashes == [archive.candidate(c).source_hash for c in in_flight]
+    # Lineage: what existed before the kill is a subgraph, identical where it was completed.
+    assert set(edges_before.items()) <= set(edges_after.items())
+    for node, attrs in nodes_before.items():
+        if attrs["status"] != "pending":
+            assert nodes_after[node] == attrs
+        else:
+            assert node in nodes_after
+    # And the run is the one an uninterrupted search with the same seed makes.
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    with Archive.open(whole / "run.db") as archive:
+        run_evolution(make_task(whole), archive, EvolutionSettings(),
+                      StandIn(whole / "log"), budget=budget, seed=11)  # fmt: skip
+        assert _nodes_and_edges(lineage_graph(archive, 1))[1] == edges_after
+    assert hashes == evaluated_hashes(whole / "run.db")
+
+
+# ---------------------------------------------------------------------------------- the GPU
+
+
+@pytest.mark.gpu
+def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path):
+    from hipevolve.config import VerifierSettings
+    from hipevolve.evolution.run import pipeline_evaluator
+
+    task = load_task_folder(GDN_DECODE, "builtin")
+    evaluator = pipeline_evaluator(
+        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto"
+    )
+    with Archive.open(tmp_path / "gpu.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2), evaluator,
+                                budget=3, seed=0)  # fmt: skip
+        assert summary.progress.evaluations == 3
+        statuses = [
+            archive.evaluation_of(cid).status
+            for cid in archive.candidate_ids(summary.run)
+            if archive.evaluation_of(cid) is not None
+        ]
+    assert statuses.count(Status.ok) >= 1, statuses
+    assert summary.progress.best_fitness > 0
+    assert set(summary.progress.best_speedups) == {c.name for c in task.timed_cases}
+    assert json.loads(evaluator.settings_key)["task"] == task.name
