@@ -1,0 +1,108 @@
+"""What the archive returns: frozen records, and the canonical forms it keys and stores by.
+
+Kept apart from store.py so the table access (tables.py) and the store share them without a
+cycle; store.py re-exports every name here, so `from hipevolve.archive.store import ...` works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from hipevolve.verifier.candidate import Candidate
+from hipevolve.verifier.evaluation import Evaluation
+
+RunStatus = Literal["running", "finished", "interrupted"]
+QueueState = Literal["queued", "in_flight", "done"]
+EdgeKind = Literal["mutation", "crossover", "inspiration", "migration"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RunInfo(Record):
+    id: int
+    task: str
+    settings: dict[str, Any]
+    seed: int
+    budget: int | None
+    status: RunStatus
+    started: str
+    finished: str | None
+    writer_pid: int | None = None
+    writer_host: str | None = None
+
+
+class Resumed(Record):
+    run: RunInfo
+    requeued: tuple[int, ...]  # candidates that were in flight when the run stopped
+    queued: tuple[int, ...]  # everything now waiting, requeued included, oldest first
+
+
+class CandidateRecord(Record):
+    id: int
+    run: int
+    source_hash: str
+    agent: str
+    model: str
+    prompt_hash: str
+    island: int
+    generation: int
+    created: str
+    fitness: float | None
+    candidate: Candidate
+
+
+class Scored(Record):
+    candidate_id: int
+    island: int
+    fitness: float
+    evaluation: Evaluation
+
+
+class Elite(Record):
+    run: int
+    island: int
+    cell: str
+    candidate_id: int
+    fitness: float
+
+
+class LlmUsage(Record):
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+
+
+class Event(Record):
+    id: int
+    run: int
+    kind: str
+    data: dict[str, Any]
+    created: str
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def canonical_json(value: BaseModel | Mapping[str, Any]) -> str:
+    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def evaluation_key(source_hash: str, settings_key: str, toolchain: str) -> str:
+    """The idempotency key of an evaluation: same source, settings and toolchain, same result.
+
+    `settings_key` is the evaluation settings as canonical JSON; it must name the task and
+    its cases (so one kernel on two tasks never shares a key). `toolchain` is the compiler and
+    runtime versions and the device.
+    """
+    return hashlib.sha256("\0".join((source_hash, settings_key, toolchain)).encode()).hexdigest()
