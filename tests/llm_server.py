@@ -1,0 +1,226 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for testing the LLM client.
+
+Each POST to /v1/chat/completions (or /chat/completions) takes the next Step of the script and
+answers as it says: a completion, or one of the faults a real provider shows (429 with
+Retry-After, 500/503, a stall past the client's timeout, 400, a context-length error, malformed
+JSON, an empty reply). The server counts and keeps every request, so a test can assert how many
+attempts reached it and when. A request past the end of the script gets a 418, which no client
+retries, so a test that under-scripts fails loudly instead of hanging.
+
+    with ScriptedLLMServer([Step.rate_limit(retry_after=1), Step.ok("hi")]) as server:
+        client = LLMClient("openai/test-model", api_base=server.api_base, ...)
+
+Loopback only: the server binds 127.0.0.1 on a free port.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+StepKind = Literal[
+    "ok", "rate_limit", "server_error", "stall", "bad_request", "context_overflow", "malformed"
+]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted answer. Build with the class methods; `kind` says which fault, if any."""
+
+    kind: StepKind
+    text: str | None = ""
+    status: int = 200
+    retry_after: str | None = None
+    stall_s: float = 0.0
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+
+    @classmethod
+    def ok(cls, text: str | None, prompt_tokens: int = 11, completion_tokens: int = 7) -> Step:
+        """A completion; `text` "" or None is an empty reply (content "" or null)."""
+        return cls("ok", text, 200, None, 0.0, prompt_tokens, completion_tokens)
+
+    @classmethod
+    def rate_limit(cls, retry_after: float | str | None = None) -> Step:
+        return cls(
+            "rate_limit", status=429, retry_after=None if retry_after is None else str(retry_after)
+        )
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> Step:
+        return cls("server_error", status=status)
+
+    @classmethod
+    def stall(cls, seconds: float, text: str = "late") -> Step:
+        """Holds the request `seconds` before answering (a client with a shorter timeout gives up)."""
+        return cls("stall", text=text, stall_s=seconds)
+
+    @classmethod
+    def bad_request(cls) -> Step:
+        return cls("bad_request", status=400)
+
+    @classmethod
+    def context_overflow(cls) -> Step:
+        return cls("context_overflow", status=400)
+
+    @classmethod
+    def malformed(cls) -> Step:
+        """A 200 whose body is not JSON."""
+        return cls("malformed")
+
+
+@dataclass
+class Request:
+    """One request as the server saw it."""
+
+    at: float  # time.monotonic() on arrival
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class ScriptedLLMServer:
+    """The server; a context manager that starts it in a thread and stops it on exit."""
+
+    def __init__(self, script: list[Step]) -> None:
+        self._script = list(script)
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self.requests: list[Request] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True  # a stalled handler must not keep the tests alive
+        # A short poll keeps shutdown (once per test) quick.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closing.set()  # wakes stalled handlers
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def _next(self, request: Request) -> Step | None:
+        with self._lock:
+            self.requests.append(request)
+            return self._script.pop(0) if self._script else None
+
+
+def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+        def do_GET(self) -> None:  # /v1/models: what a preflight may probe
+            self._send(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                body = {"_unparsed": raw.decode(errors="replace")}
+            request = Request(time.monotonic(), self.path, body, dict(self.headers.items()))
+            step = server._next(request)
+            if step is None:
+                self._send(
+                    418, _error("script exhausted: the test sent more requests than it scripted")
+                )
+                return
+            self._answer(step, body)
+
+        def _answer(self, step: Step, body: dict[str, Any]) -> None:
+            model = body.get("model", "test-model")
+            if step.kind in ("ok", "stall"):
+                if step.stall_s and server._closing.wait(step.stall_s):
+                    return
+                self._send(200, _completion(model, step))
+            elif step.kind == "rate_limit":
+                headers = {"Retry-After": step.retry_after} if step.retry_after else {}
+                self._send(
+                    429, _error("Rate limit reached, slow down", "rate_limit_exceeded"), headers
+                )
+            elif step.kind == "server_error":
+                self._send(step.status, _error(f"upstream failure {step.status}", "server_error"))
+            elif step.kind == "bad_request":
+                self._send(400, _error("Invalid value for 'temperature'", "invalid_request_error"))
+            elif step.kind == "context_overflow":
+                message = (
+                    "This model's maximum context length is 8192 tokens. However, your messages "
+                    "resulted in 9100 tokens. Please reduce the length of the messages."
+                )
+                self._send(400, _error(message, "invalid_request_error", "context_length_exceeded"))
+            elif step.kind == "malformed":
+                self._send_raw(200, b'{"id": "chatcmpl-x", "choices": [ {"mess', "application/json")
+
+        def _send(
+            self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+        def _send_raw(
+            self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
+        ) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a stall past its timeout): nothing to answer
+
+    return Handler
+
+
+def _completion(model: str, step: Step) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": step.text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": step.prompt_tokens,
+            "completion_tokens": step.completion_tokens,
+            "total_tokens": step.prompt_tokens + step.completion_tokens,
+        },
+    }
+
+
+def _error(
+    message: str, type_: str = "invalid_request_error", code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
