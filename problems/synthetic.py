@@ -88,6 +88,7 @@ def admit(candidate: Candidate, out_dir: Path, seen: dict[str, str]) -> KeptTask
     staging.mkdir(parents=True)
     (staging / "reference.py").write_text(candidate.source)
     cases = []
+    case = {"name": "(module)"}  # named in the message if the module itself does not build
     try:
         module = module_from_source(candidate.source, candidate.name)
         for case in candidate.cases:
