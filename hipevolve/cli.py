@@ -3,6 +3,7 @@
     evolve tasks list [--tasks-dir DIR]          # the task library
     evolve tasks show gated_delta_net            # cases, tolerance, roofline, anchors, reference
     evolve tasks check --tasks-dir kb/level1     # run references on their small cases
+    evolve tasks generate --n 50 --seed 0        # synthetic, verified tasks
     evolve verify prompts/examples/softmax_native --task softmax
     evolve doctor                                # which backends and toolchains work here
 """
@@ -79,6 +80,42 @@ def tasks_check(
     for r in failed:
         err_console.print(f"[red]error:[/red] task {r.task}: {r.error}")
     raise typer.Exit(1 if failed else 0)
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    n: Annotated[int, typer.Option("--n", min=1, help="Candidate tasks to propose.")] = 50,
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same tasks.")] = 0,
+    from_tasks: Annotated[list[str] | None, typer.Option(
+        "--from", help="Tasks to mutate (repeatable; default: every task with a small case).",
+        show_default=False)] = None,
+    mode: Annotated[list[str] | None, typer.Option(
+        help="mutate, compose or constrain (repeatable; default: all three in turn).",
+        show_default=False)] = None,
+    out: Annotated[Path, typer.Option(help="Folder the verified tasks are written to.")] = Path(
+        "synthetic_tasks"),
+    tasks_dir: TasksDir = None,
+) -> None:
+    """Generate new verified tasks (KernelBench format with task.toml) by mutation,
+    composition and constraints; duplicates (same torch.fx graph and shapes) are dropped."""
+    from hipevolve.problems import get_task
+    from hipevolve.problems.synthetic import MODES, generate_tasks
+
+    dirs = _settings(tasks_dir).tasks.dirs
+    sources = [get_task(name, dirs) for name in from_tasks or ()]
+    for m in mode or ():
+        if m not in MODES:
+            raise UserError(f"unknown mode {m!r}", f"use {', '.join(MODES)}")
+
+    def show(item) -> None:
+        kept = hasattr(item, "folder")
+        mark = "[green]kept[/green]" if kept else "[yellow]rejected[/yellow]"
+        console.print(f"{mark} {item.name}: {item.description if kept else item.reason}",
+                      soft_wrap=True, highlight=False)
+
+    report = generate_tasks(n, seed, tuple(mode or MODES), sources, out, progress=show)
+    console.print(f"{report.summary()}; written to {out} "
+                  f"(list them with `evolve tasks list --tasks-dir {out}`)")
 
 
 @app.command()

@@ -78,3 +78,20 @@ def test_doctor_reports_every_piece_with_a_fix_for_missing_ones():
     assert "Traceback" not in out.stderr, out.stderr
     for piece in ("Python", "GPU", "hipcc", "nvcc", "AMD static compiler"):
         assert piece in out.stdout
+
+
+def test_tasks_generate_writes_tasks_that_list_and_run(tmp_path):
+    out = tmp_path / "gen"
+    made = evolve("tasks", "generate", "--n", "3", "--seed", "1", "--mode", "compose",
+                  "--mode", "constrain", "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    assert "kept" in made.stdout and "Traceback" not in made.stderr
+    names = [p.name for p in out.iterdir() if (p / "task.toml").is_file()]
+    assert names
+    checked = evolve("tasks", "check", "--tasks-dir", str(out))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_tasks_generate_unknown_mode_is_one_line(tmp_path):
+    out = evolve("tasks", "generate", "--mode", "fuse", "--out", str(tmp_path / "g"))
+    assert out.returncode == 2 and "unknown mode 'fuse'" in out.stderr
