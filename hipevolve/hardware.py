@@ -14,21 +14,15 @@ class Gpu(BaseModel):
     hbm_bytes_per_s: float = Field(description="peak HBM bandwidth, bytes per second")
     bf16_flops_per_s: float = Field(description="peak dense bf16 matrix rate, FLOP per second")
     fp32_flops_per_s: float = Field(description="peak fp32 vector rate, FLOP per second")
-    wavefront: int = Field(description="threads per wavefront (warp)")
-    lds_bytes_per_workgroup: int = Field(description="shared memory (LDS) one block may use")
 
 
 H200 = Gpu(
     name="H200", arch="sm_90", hbm_bytes_per_s=4.8e12, bf16_flops_per_s=990e12,
-    fp32_flops_per_s=67e12, wavefront=32, lds_bytes_per_workgroup=227 * 1024,
+    fp32_flops_per_s=67e12,
 )
 MI300X = Gpu(
     name="MI300X", arch="gfx942", hbm_bytes_per_s=5.3e12, bf16_flops_per_s=1307e12,
-    fp32_flops_per_s=163.4e12, wavefront=64, lds_bytes_per_workgroup=64 * 1024,
-)
-MI355X = Gpu(
-    name="MI355X", arch="gfx950", hbm_bytes_per_s=8.0e12, bf16_flops_per_s=2500e12,
-    fp32_flops_per_s=157.3e12, wavefront=64, lds_bytes_per_workgroup=160 * 1024,
+    fp32_flops_per_s=163.4e12,
 )
 
 ROOFLINE_GPUS = (H200, MI300X)

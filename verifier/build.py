@@ -147,6 +147,7 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
 def build_many(sources: Sequence[str], compiler: Compiler, cache_dir: Path, jobs: int = 0,
                **limits: float) -> list[BuildResult]:
     """Compiles in parallel on all CPU cores (or `jobs`); results in the order given."""
+    remove_stale_builds(cache_dir)
     workers = jobs or os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(lambda s: build(s, compiler, cache_dir, **limits), sources))
