@@ -9,8 +9,8 @@ previous evaluation.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from hipevolve.config import VerifierSettings
 from hipevolve.hardware import H200, MI300X
 from hipevolve.taskspec import Case, TaskSpec
-from hipevolve.verifier.build import BuildResult, build_many, trim_log
+from hipevolve.verifier.build import BuildResult, build_many, cache_key, trim_log
 from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import Evaluation, StaticFacts, Status
 from hipevolve.verifier.static_checks import screen
@@ -51,7 +51,7 @@ def static_analysis(source: str, settings: VerifierSettings) -> StaticResult:
     for target in settings.amd_targets:
         if target not in tc.targets:
             continue
-        key = hashlib.sha256(f"{source}\0{target}\0{tc.version}".encode()).hexdigest()
+        key = cache_key(source, (target,), tc.version)
         cached = settings.cache_dir / "static" / f"{key}.json"
         if cached.exists():
             facts += [StaticFacts.model_validate(f) for f in json.loads(cached.read_text())]
@@ -67,9 +67,11 @@ def static_analysis(source: str, settings: VerifierSettings) -> StaticResult:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_text(json.dumps([f.model_dump() for f in found]))
-        tmp.replace(cached)
+        # a temp name of its own: two threads may analyse the same source at once
+        fd, tmp = tempfile.mkstemp(dir=cached.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps([fact.model_dump() for fact in found]))
+        os.replace(tmp, cached)
         facts += found
     return StaticResult(facts=tuple(facts))
 
