@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.verifier import compare, wire
+from hipevolve.verifier import compare, ipc, wire
 from hipevolve.verifier.evaluation import Status
 from hipevolve.verifier.isolate import PeakRates, StandbyPool, Timeouts, run_worker
 from hipevolve.verifier.worker import Judge
@@ -190,6 +190,56 @@ def _raw(header: dict, payload: bytes = b"") -> io.BytesIO:
 def test_wire_rejects_malformed_headers(header: dict, why: str) -> None:
     with pytest.raises(wire.WireError, match=why):
         wire.read_message(_raw(header, b"\0" * 8))
+
+
+def _shared_spec(**changes) -> dict:
+    shared = {
+        "device": 0,
+        "handle": "ab" * 64,
+        "storage_bytes": 4096,
+        "storage_offset_bytes": 512,
+        "stride": [32, 1],
+        "offset": 16,
+    } | changes
+    return {"kind": "outputs", "tensors": [{"dtype": "float32", "shape": [8, 32],
+                                             "shared": shared}]}
+
+
+def test_wire_reads_a_shared_tensor_as_a_description_without_payload() -> None:
+    header, tensors = wire.read_message(_raw(_shared_spec()))
+    assert header == {"kind": "outputs"}
+    (s,) = tensors
+    assert isinstance(s, ipc.Shared)
+    assert (s.shape, s.stride, s.offset, s.storage_offset_bytes) == ((8, 32), (32, 1), 16, 512)
+    assert s.handle == bytes.fromhex("ab" * 64)
+    _, (versioned,) = wire.read_message(_raw(_shared_spec(handle="0363" + "ab" * 64)))
+    assert versioned.handle[:2] == b"\x03c"  # torch's [version]['c'][handle] form
+
+
+@pytest.mark.parametrize(
+    "changes,why",
+    [
+        ({"handle": "ab" * 10}, "handle of 10 bytes"),
+        ({"handle": "0365" + "ab" * 64}, "not a cudaMalloc block"),  # an expandable segment's
+        ({"handle": "not hex"}, "not hex"),
+        ({"storage_bytes": 1000}, "past the storage"),  # (16 + 255 + 1) * 4 bytes needed
+        ({"offset": -1}, "non-negative"),
+        ({"stride": [32]}, "expected 2 integers"),
+        ({"stride": [32, -1]}, "non-negative"),
+        ({"device": "0"}, "non-negative"),
+    ],
+)
+def test_wire_rejects_shared_tensors_that_do_not_fit_or_are_malformed(changes, why) -> None:
+    with pytest.raises(wire.WireError, match=why):
+        wire.read_message(_raw(_shared_spec(**changes)))
+
+
+def test_cpu_tensors_are_never_shared_and_travel_by_value() -> None:
+    buf = io.BytesIO()
+    counters = wire.write_message(buf, "outputs", [torch.ones(4)], share=True)
+    buf.seek(0)
+    _, tensors = wire.read_message(buf)
+    assert counters == [] and torch.equal(tensors[0], torch.ones(4))
 
 
 def test_wire_rejects_a_huge_header_and_a_truncated_payload() -> None:

@@ -34,6 +34,9 @@ class StaticResult(BaseModel):
     note: str = ""  # the analysis itself failed (a tool, not the candidate)
 
 
+STANDBY_JUDGES = 3  # judges kept warm while a batch is evaluated
+
+
 def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
     """Public seeds 0..n-2, then one drawn fresh per evaluation that no agent ever sees."""
     n = settings.check_seeds or task.check_seeds
@@ -161,7 +164,10 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
 
         if backend == "cpu" and any(candidates[i].format == "native" for i in pending):
             raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
-        with StandbyPool(size=1, device=_device(backend)) as standby:
+        # A judge takes seconds to start (torch import, two device contexts) and an evaluation
+        # about as long: a few kept warm make the start-up overlap the evaluations before.
+        warm = max(1, min(STANDBY_JUDGES, len(pending) - 1))
+        with StandbyPool(size=warm, device=_device(backend)) as standby:
             for i in pending:
                 workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
                 try:

@@ -38,7 +38,7 @@ class Sandbox:
         import torch
 
         from hipevolve import reference
-        from hipevolve.verifier import timing, wire
+        from hipevolve.verifier import ipc, timing, wire
 
         self.torch, self.reference, self.timing, self.wire = torch, reference, timing, wire
         self.job = job
@@ -47,6 +47,10 @@ class Sandbox:
         # Captured before the candidate exists: it may patch any of these later.
         self.clock = timing.Clock(self.device, job["flush_bytes"])
         self.write_message = wire.write_message
+        self.readline = sys.stdin.readline
+        self.release = ipc.release
+        # Outputs go to the judge by IPC on the GPU (ipc.py); on the CPU as bytes.
+        self.share = self.device.startswith("cuda")
         self.active_count = threading.active_count
         self.clone = torch.Tensor.clone
         self.ref_module = reference.load_module(job["reference"])
@@ -171,9 +175,11 @@ class Sandbox:
         broken = [i for i, g in enumerate(tensor_guards) if g is not None and not self.intact(g)]
         values = [o for o, m in zip(outs, metas, strict=True) if m["exact"]]
         tensor_args = [a for a in args if type(a) is torch.Tensor] if send_inputs else []
-        self.send(
+        shared = self.write_message(
+            self.out,
             "outputs",
             values + tensor_args,
+            share=self.share,
             case=case["name"],
             seed=seed,
             run=run,
@@ -183,6 +189,11 @@ class Sandbox:
             threads_before=before,
             threads_after=after,
         )
+        if shared:
+            # The judge reads shared memory in place: nothing here may be freed before its ack.
+            if self.readline().strip() != "ack":
+                raise RuntimeError("the judge did not acknowledge shared outputs")
+            self.release(shared)
         return outs
 
     def check(self) -> None:

@@ -7,12 +7,16 @@ Nothing that crosses a process boundary is ever unpickled: the candidate process
     header    UTF-8 JSON: {"kind": str, ..., "tensors": [{"dtype", "shape", "nbytes"}]}
     payload   each tensor's bytes, C-contiguous, in header order
 
+A CUDA tensor may instead travel by IPC (`share=True`, see ipc.py): its spec carries "shared"
+(the allocation's IPC handle and the view's place in it) and no payload; the reader returns an
+ipc.Shared description for the judge to open, and the sender waits for the judge's "ack".
+
 The reader validates every field (dtype from an allowlist, nbytes equal to the shape's size) and
 caps sizes, so a malformed or hostile message raises WireError instead of doing anything else.
 Only tensor *values* travel; what the sender says about a tensor (its strides, type, device) is
 metadata in the header, to be judged, never trusted.
 
-Imports torch and the standard library only (the judge and the sandbox both use it).
+Imports torch, the standard library and ipc.py only (the judge and the sandbox both use it).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import struct
 from typing import Any, BinaryIO
 
 import torch
+
+from hipevolve.verifier import ipc
 
 MAX_HEADER = 4 << 20  # a header is metadata only; 4 MiB is generous
 MAX_PAYLOAD = 64 << 30  # the sum of one message's tensors
@@ -65,12 +71,28 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
 
 
 def write_message(
-    stream: BinaryIO, kind: str, tensors: list[torch.Tensor] = (), **fields: Any
-) -> None:
-    """Sends one message; `fields` must be JSON-serialisable."""
+    stream: BinaryIO,
+    kind: str,
+    tensors: list[torch.Tensor] = (),
+    share: bool = False,
+    **fields: Any,
+) -> list[ipc.Counter]:
+    """Sends one message; `fields` must be JSON-serialisable. With `share`, CUDA tensors go by
+    IPC where they can; the counters of those that did are returned: wait for the receiver's
+    "ack", then ipc.release them."""
     specs = []
     payloads = []
+    counters = []
     for t in tensors:
+        shared = ipc.share(t) if share else "not asked"
+        if isinstance(shared, str):
+            if share and t.device.type == "cuda" and t.numel() and "not_shared" not in fields:
+                fields["not_shared"] = shared  # the first reason, for the judge's flags
+        else:
+            spec, counter = shared
+            specs.append({"dtype": dtype_name(t.dtype), "shape": list(t.shape), "shared": spec})
+            counters.append(counter)
+            continue
         data = _tensor_bytes(t)
         specs.append({"dtype": dtype_name(t.dtype), "shape": list(t.shape), "nbytes": len(data)})
         payloads.append(data)
@@ -80,6 +102,7 @@ def write_message(
     for data in payloads:
         stream.write(data)
     stream.flush()
+    return counters
 
 
 def _read_exact(stream: BinaryIO, n: int) -> bytearray:
@@ -94,8 +117,11 @@ def _read_exact(stream: BinaryIO, n: int) -> bytearray:
     return buf
 
 
-def _tensor_from(spec: Any, stream: BinaryIO, budget: list[int]) -> torch.Tensor:
-    if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "nbytes"}:
+def _tensor_from(spec: Any, stream: BinaryIO, budget: list[int]) -> torch.Tensor | ipc.Shared:
+    if not isinstance(spec, dict) or set(spec) not in (
+        {"dtype", "shape", "nbytes"},
+        {"dtype", "shape", "shared"},
+    ):
         raise WireError("bad tensor spec")
     dtype = DTYPES.get(spec["dtype"]) if isinstance(spec["dtype"], str) else None
     shape = spec["shape"]
@@ -103,6 +129,13 @@ def _tensor_from(spec: Any, stream: BinaryIO, budget: list[int]) -> torch.Tensor
         raise WireError(f"dtype {spec['dtype']!r} not allowed")
     if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
         raise WireError("bad shape")
+    if "shared" in spec:
+        if not isinstance(spec["shared"], dict):
+            raise WireError("bad shared tensor spec")
+        try:
+            return ipc.parse(spec["shared"], dtype, shape)
+        except ValueError as e:
+            raise WireError(f"bad shared tensor: {e}") from None
     itemsize = torch.empty((), dtype=dtype).element_size()
     nbytes = math.prod(shape) * itemsize
     if spec["nbytes"] != nbytes:
@@ -116,8 +149,9 @@ def _tensor_from(spec: Any, stream: BinaryIO, budget: list[int]) -> torch.Tensor
     return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
 
 
-def read_message(stream: BinaryIO) -> tuple[dict[str, Any], list[torch.Tensor]]:
-    """Reads one message: (header without "tensors", tensors on the CPU). Raises WireError."""
+def read_message(stream: BinaryIO) -> tuple[dict[str, Any], list[torch.Tensor | ipc.Shared]]:
+    """Reads one message: (header without "tensors", tensors on the CPU or ipc.Shared
+    descriptions of shared ones). Raises WireError."""
     (length,) = struct.unpack(">Q", bytes(_read_exact(stream, 8)))
     if length > MAX_HEADER:
         raise WireError(f"header of {length} bytes is too large")

@@ -53,7 +53,7 @@ What it does not protect against:
 The running sandbox, its pipe and drained output, and the group kill live in channel.py.
 
 Imports torch, numpy, the standard library, hipevolve.reference and
-hipevolve.verifier.{channel,compare,confine,timing,wire} only (no pydantic).
+hipevolve.verifier.{channel,compare,confine,ipc,timing,wire} only (no pydantic).
 """
 
 from __future__ import annotations
@@ -78,11 +78,13 @@ class Judge:
         import torch
 
         from hipevolve import reference
-        from hipevolve.verifier import compare, timing
+        from hipevolve.verifier import compare, ipc, timing
 
         self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
         self.job = job
         self.device = job["device"]
+        self.ipc = ipc
+        self.counter = ipc.JudgeCounter() if self.device.startswith("cuda") else None
         self.seconds: dict[str, float] = {}
         self.flags: list[str] = []
         self.hacks: list[str] = []
@@ -155,6 +157,32 @@ class Judge:
             out["message"] = message[:300]
             if mismatch and not self.mismatch:
                 self.mismatch = mismatch
+
+    def receive_outputs(self, header: dict, items: list) -> None:
+        """Judges one `outputs` message; shared tensors are opened in place, released, and
+        acknowledged, so the sandbox may go on (ipc.py)."""
+        shared = any(isinstance(t, self.ipc.Shared) for t in items)
+        why = header.get("not_shared")
+        if isinstance(why, str) and not any(f.startswith("outputs:bytes") for f in self.flags):
+            self.flags.append(f"outputs:bytes ({why[:120]})")
+        if shared:
+            if self.counter is None:
+                raise SandboxError("hacked", "shared GPU memory sent to a judge on the CPU")
+            try:
+                items = [
+                    self.counter.open(t) if isinstance(t, self.ipc.Shared) else t for t in items
+                ]
+            except RuntimeError as e:
+                raise SandboxError(
+                    "runtime_error", f"could not open the candidate's shared outputs: {e}"[:300]
+                ) from None
+            if "outputs:ipc" not in self.flags:
+                self.flags.append("outputs:ipc")
+        self.judge_outputs(header, items)
+        if shared:
+            del items
+            self.torch.cuda.synchronize()  # comparisons done before the sandbox may free
+            self.chan.tell("ack")
 
     def judge_outputs(self, header: dict, tensors: list) -> None:
         name, seed, run = header["case"], header["seed"], header["run"]
@@ -301,6 +329,8 @@ class Judge:
             killed = kill_group_except_self()
             if killed:
                 self.flags.append(f"killed:{len(killed)}")
+            if self.counter is not None:
+                self.counter.close()
         return self.result(status, message)
 
     def sandbox_job(self) -> dict:
@@ -366,7 +396,7 @@ class Judge:
             header, tensors, _ = chan.next("check", deadline)
             kind = header["kind"]
             if kind == "outputs":
-                self.judge_outputs(header, tensors)
+                self.receive_outputs(header, tensors)
             elif kind == "case_checked":
                 reuse = header.get("reuse") or []
                 if reuse:
@@ -399,7 +429,7 @@ class Judge:
                 if header.get("threads", 0) > 1:
                     self.hacks.append(f"{header['case']}: a thread is still running after timing")
             elif kind == "outputs" and header.get("run") == "post":
-                self.judge_outputs(header, tensors)
+                self.receive_outputs(header, tensors)
             elif kind == "done":
                 missing = [
                     n

@@ -226,7 +226,7 @@ def test_patched_timers_do_not_change_the_reported_time() -> None:
 # --- GPU attacks: native candidates (kernel.hip + model.py), compiled by the project's backend -----
 GPU_CASE = CaseJob(name="bf16_8k", inputs={"rows": 8192, "cols": 4096, "dtype": "bfloat16"})
 HEALTHY_NATIVE = HERE.parent / "data" / "candidates" / "healthy_native_softmax"
-GPU_CHECK_TIMEOUT = 20.0  # 6 calls moving 64 MB outputs and inputs through the wire
+GPU_CHECK_TIMEOUT = 20.0  # 6 checked calls of 64 MB outputs
 
 
 def gpu_job(folder: Path, tmp_path: Path, **fields) -> WorkerJob:
@@ -286,6 +286,21 @@ def test_gpu_attack_is_caught_and_next_candidate_is_healthy(name: str, tmp_path:
 
 
 @pytest.mark.gpu
+def test_gpu_outputs_reach_the_judge_by_ipc_not_through_the_pipe(tmp_path: Path) -> None:
+    result = assert_healthy_native_next(tmp_path)
+    assert "outputs:ipc" in result.flags, result.flags
+
+
+@pytest.mark.gpu
+def test_gpu_forged_ipc_handle_never_passes(tmp_path: Path) -> None:
+    result = evaluate("dyn_ipc_forged_handle", device="cuda")
+    assert result.status is Status.runtime_error, f"{result.status}: {result.message}"
+    assert "shared outputs" in result.message, result.message
+    assert_gone(result.sandbox_pid)
+    assert_healthy_native_next(tmp_path)
+
+
+@pytest.mark.gpu
 def test_gpu_kernel_hang_is_killed_within_timeout(tmp_path: Path) -> None:
     result = run_worker(gpu_job(HERE / "dyn_gpu_hang", tmp_path))
     assert result.status is Status.timeout, result.message
@@ -300,7 +315,7 @@ def test_gpu_kernel_hang_is_killed_within_timeout(tmp_path: Path) -> None:
 def test_gpu_work_on_a_side_stream_is_caught(tmp_path: Path) -> None:
     # large enough that the escaped kernel (about 120 us) stands out of the synchronise round trip
     big = CaseJob(name="bf16_64k", inputs={"rows": 65536, "cols": 4096, "dtype": "bfloat16"})
-    slow = Timeouts(startup=120, load=60, check=120, timing=120)  # 512 MB moves through the wire
+    slow = Timeouts(startup=120, load=60, check=120, timing=120)  # 512 MB outputs per call
     result = run_worker(
         gpu_job(HERE / "dyn_gpu_side_stream", tmp_path, cases=(big,), timeouts=slow)
     )

@@ -1,0 +1,32 @@
+"""Hack: forge the IPC description of the outputs the sandbox sends, so the judge opens GPU memory
+the candidate chose instead of the outputs (a random handle here). FAULTS.md 12 and 19.
+
+Expected: runtime_error: the judge cannot open a handle that names no exported allocation, and a
+description it cannot open is never a pass.
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+
+from hipevolve.verifier import ipc
+
+_share = ipc.share
+
+
+def _forged(t):
+    got = _share(t)
+    if got is None:
+        return None
+    spec, counter = got
+    spec["handle"] = os.urandom(len(spec["handle"]) // 2).hex()
+    return spec, counter
+
+
+ipc.share = _forged
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
