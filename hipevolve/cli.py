@@ -1,34 +1,149 @@
 """The `evolve` command line.
 
+    evolve --task softmax --budget 200           # the main job: search, then print the best kernel
+    evolve --task softmax --budget 8 --archive /tmp/smoke.db    # a tiny smoke run
+    evolve --task softmax --archive hipevolve.db --resume 1     # continue an interrupted run
     evolve tasks list [--tasks-dir DIR]          # the task library
     evolve tasks show gated_delta_net            # cases, tolerance, roofline, anchors, reference
     evolve tasks check --tasks-dir kb/level1     # run references on their small cases
     evolve tasks generate --n 50 --seed 0        # synthetic, verified tasks
     evolve verify prompts/examples/softmax_native --task softmax
     evolve doctor                                # which backends and toolchains work here
+
+`evolve --help` and `evolve COMMAND --help` list the options.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from hipevolve.errors import UserError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Evolve fast, verified HIP kernels for PyTorch operators.")
+if TYPE_CHECKING:
+    from hipevolve.run_job import EvaluatorFactory
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Evolve fast, verified HIP kernels for PyTorch operators.\n\n"
+    "The main job, `evolve --task T --budget N`, searches for the fastest correct kernel of task T "
+    "in N verifier evaluations, shows its progress, and prints the best kernel at the end; Ctrl-C "
+    "stops after the evaluations in flight and prints the command that resumes the run.",
+)
+SEARCH = "Search (the main job)"
 tasks_app = typer.Typer(no_args_is_help=True, help="The task library.")
 app.add_typer(tasks_app, name="tasks")
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
-TasksDir = Annotated[list[Path] | None, typer.Option(
-    "--tasks-dir", help="Extra task folder or KernelBench file (repeatable); also HIPEVOLVE_TASKS.",
-    show_default=False)]
+TasksDir = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--tasks-dir",
+        help="Extra task folder or KernelBench file (repeatable); also HIPEVOLVE_TASKS.",
+        show_default=False,
+    ),
+]
+
+
+@app.callback(invoke_without_command=True)
+def search(
+    ctx: typer.Context,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="Task to search (see `evolve tasks list`).",
+            show_default=False,
+            rich_help_panel=SEARCH,
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            help="Verifier evaluations to spend (a resumed run keeps its own unless given).",
+            show_default=False,
+            rich_help_panel=SEARCH,
+        ),
+    ] = None,
+    islands: Annotated[
+        int | None,
+        typer.Option(
+            help="Independent MAP-Elites islands.", show_default="4", rich_help_panel=SEARCH
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Random seed: the same seed makes the same search.",
+            show_default="0",
+            rich_help_panel=SEARCH,
+        ),
+    ] = None,
+    archive: Annotated[
+        Path,
+        typer.Option(
+            help="SQLite archive the run is written to (created if missing).",
+            rich_help_panel=SEARCH,
+        ),
+    ] = Path("hipevolve.db"),
+    resume: Annotated[
+        int | None,
+        typer.Option(
+            help="Continue this interrupted run of the archive (its seed, islands and budget).",
+            show_default=False,
+            rich_help_panel=SEARCH,
+        ),
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="auto (the GPU here), cuda or rocm.", show_default="auto", rich_help_panel=SEARCH
+        ),
+    ] = None,
+    tasks_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--tasks-dir",
+            help="Extra task folder or KernelBench file (repeatable); also HIPEVOLVE_TASKS.",
+            show_default=False,
+            rich_help_panel=SEARCH,
+        ),
+    ] = None,
+) -> None:
+    """The main job (its help is the app's); a subcommand given instead runs on its own."""
+    given = [task, budget, islands, seed, resume, backend, tasks_dir]
+    if ctx.invoked_subcommand is not None:
+        if any(v is not None for v in given) or archive != Path("hipevolve.db"):
+            raise UserError(
+                f"the search options start a search and take no command (got "
+                f"`{ctx.invoked_subcommand}` after them)",
+                f"`evolve {ctx.invoked_subcommand} --help` lists that command's options",
+            )
+        return
+    if task is None:
+        raise UserError("--task is required", "`evolve tasks list` shows the tasks")
+    if backend is not None and backend not in ("auto", "cuda", "rocm", "static"):
+        raise UserError(f"unknown backend {backend!r}", "use auto, cuda or rocm")
+    from hipevolve.run_job import JobOptions, gpu_evaluator, run_job
+
+    options = JobOptions(
+        task=task,
+        budget=budget,
+        islands=islands,
+        seed=seed,
+        archive=archive,
+        resume=resume,
+        backend=backend,
+        tasks_dirs=tuple(tasks_dir or ()),
+    )
+    outcome = run_job(options, ctx.obj or gpu_evaluator, console, err_console)
+    raise typer.Exit(outcome.exit_code)
 
 
 def _settings(tasks_dir: list[Path] | None):
@@ -48,8 +163,9 @@ def tasks_list(tasks_dir: TasksDir = None) -> None:
 
 
 @tasks_app.command("show")
-def tasks_show(task: Annotated[str, typer.Argument(help="Task name.")],
-               tasks_dir: TasksDir = None) -> None:
+def tasks_show(
+    task: Annotated[str, typer.Argument(help="Task name.")], tasks_dir: TasksDir = None
+) -> None:
     """Show a task's cases, tolerance, roofline bounds, anchors and reference source."""
     from hipevolve.problems import get_task
     from hipevolve.views import print_task
@@ -59,8 +175,9 @@ def tasks_show(task: Annotated[str, typer.Argument(help="Task name.")],
 
 @tasks_app.command("check")
 def tasks_check(
-    names: Annotated[list[str] | None, typer.Argument(help="Tasks to check (default: all).",
-                                                      show_default=False)] = None,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Tasks to check (default: all).", show_default=False)
+    ] = None,
     tasks_dir: TasksDir = None,
     device: Annotated[str, typer.Option(help="Where references run: cpu or cuda.")] = "cpu",
 ) -> None:
@@ -85,15 +202,27 @@ def tasks_check(
 @tasks_app.command("generate")
 def tasks_generate(
     n: Annotated[int, typer.Option("--n", min=1, help="Candidate tasks to propose.")] = 50,
-    seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same tasks.")] = 0,
-    from_tasks: Annotated[list[str] | None, typer.Option(
-        "--from", help="Tasks to mutate (repeatable; default: every task with a small case).",
-        show_default=False)] = None,
-    mode: Annotated[list[str] | None, typer.Option(
-        help="mutate, compose or constrain (repeatable; default: all three in turn).",
-        show_default=False)] = None,
+    seed: Annotated[
+        int, typer.Option(help="Random seed: the same seed writes the same tasks.")
+    ] = 0,
+    from_tasks: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            help="Tasks to mutate (repeatable; default: every task with a small case).",
+            show_default=False,
+        ),
+    ] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="mutate, compose or constrain (repeatable; default: all three in turn).",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder the verified tasks are written to.")] = Path(
-        "synthetic_tasks"),
+        "synthetic_tasks"
+    ),
     tasks_dir: TasksDir = None,
 ) -> None:
     """Generate new verified tasks (KernelBench format with task.toml) by mutation,
@@ -110,21 +239,34 @@ def tasks_generate(
     def show(item) -> None:
         kept = hasattr(item, "folder")
         mark = "[green]kept[/green]" if kept else "[yellow]rejected[/yellow]"
-        console.print(f"{mark} {item.name}: {item.description if kept else item.reason}",
-                      soft_wrap=True, highlight=False)
+        console.print(
+            f"{mark} {item.name}: {item.description if kept else item.reason}",
+            soft_wrap=True,
+            highlight=False,
+        )
 
     report = generate_tasks(n, seed, tuple(mode or MODES), sources, out, progress=show)
-    console.print(f"{report.summary()}; written to {out} "
-                  f"(list them with `evolve tasks list --tasks-dir {out}`)")
+    console.print(
+        f"{report.summary()}; written to {out} "
+        f"(list them with `evolve tasks list --tasks-dir {out}`)"
+    )
 
 
 @app.command()
 def verify(
-    candidate: Annotated[Path, typer.Argument(
-        help="A native candidate folder (kernel.hip + model.py) or a KernelBench .py file.")],
+    candidate: Annotated[
+        Path,
+        typer.Argument(
+            help="A native candidate folder (kernel.hip + model.py) or a KernelBench .py file."
+        ),
+    ],
     task: Annotated[str, typer.Option(help="Task to score against.")],
-    backend: Annotated[str, typer.Option(
-        help="auto (the GPU here, else static), cuda, rocm or static (AMD compile only).")] = "auto",
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="auto (the GPU here, else static), cuda, rocm or static (AMD compile only)."
+        ),
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the Evaluation as JSON.")] = False,
     tasks_dir: TasksDir = None,
 ) -> None:
@@ -156,9 +298,11 @@ def doctor() -> None:
     raise typer.Exit(print_report(console, run_checks()))
 
 
-def main() -> None:
+def main(evaluators: EvaluatorFactory | None = None) -> None:
+    """The `evolve` entry point. `evaluators` replaces the GPU evaluator of the main job (tests
+    pass a stand-in, since the evaluator is the only part that needs a GPU)."""
     try:
-        app()
+        app(obj=evaluators)
     except UserError as e:
         err_console.print(f"[red]error:[/red] {e.line()}")
         sys.exit(2)

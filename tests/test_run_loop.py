@@ -15,145 +15,31 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from standin import (
+    GDN_DECODE,
+    OPTIMUM,
+    StandIn,
+    evaluated_hashes,
+    logged,
+    make_task,
+)
 
 from hipevolve.archive.lineage import lineage_graph
-from hipevolve.archive.store import Archive, canonical_json
+from hipevolve.archive.store import Archive
 from hipevolve.errors import UserError
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import Progress, run_evolution
 from hipevolve.evolution.tunables import current_configuration, parse_tunables
-from hipevolve.problems import BUILTIN_DIR, load_task_folder
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
+from hipevolve.problems import load_task_folder
+from hipevolve.verifier.evaluation import Status
 
 TESTS = Path(__file__).resolve().parent
-GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"
-
-# The stand-in's score is the product of one factor per tunable: optimum BLOCK=256, UNROLL=4,
-# VEC=4, where the score is 1.4 * 1.5 * 1.6.
-FACTORS = {
-    "BLOCK": {"32": 0.5, "64": 0.8, "128": 1.0, "256": 1.4, "512": 1.2},
-    "UNROLL": {"1": 1.0, "2": 1.2, "4": 1.5, "8": 1.3},
-    "VEC": {"1": 1.0, "2": 1.3, "4": 1.6},
-    "BV": {"16": 0.7, "32": 1.0, "64": 1.3, "128": 1.1},  # the GDN decode seed's one tunable
-}
-OPTIMUM = 1.4 * 1.5 * 1.6
-
-# Written so that no catalogue transform applies except widen_vector (a tunable change): the
-# space is exactly the 5 * 4 * 3 = 60 tunable configurations.
-KERNEL = """\
-#include <hip/hip_runtime.h>
-
-// @tunable BLOCK: 32, 64, 128, 256, 512
-#define BLOCK 128
-// @tunable UNROLL: 1, 2, 4, 8
-#define UNROLL 1
-// @tunable VEC: 1, 2, 4
-#define VEC 1
-
-__global__ void __launch_bounds__(BLOCK)
-scale_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {
-    int i = (blockIdx.x * BLOCK + threadIdx.x) * UNROLL * VEC;
-#pragma unroll
-    for (int u = 0; u < UNROLL * VEC; ++u) {
-        if (i + u < n) y[i + u] = 2.0f * x[i + u];
-    }
-}
-
-extern "C" hipError_t scale(const float* x, float* y, int n, hipStream_t stream) {
-    int per_block = BLOCK * UNROLL * VEC;
-    hipLaunchKernelGGL(scale_kernel, dim3((n + per_block - 1) / per_block), dim3(BLOCK), 0,
-                       stream, x, y, n);
-    return hipGetLastError();
-}
-"""
-
-MODEL = """\
-import torch
-import torch.nn as nn
-
-from hipevolve.runtime import kernels
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        kernels.scale(x, y, x.numel())
-        return y
-"""
-
-
-class StandIn:
-    """Scores native candidates by their tunables; appends each finished source hash to `log`."""
-
-    settings_key = canonical_json({"task": "stand-in", "cases": ["a", "b"]})
-    toolchain = "stand-in"
-
-    def __init__(self, log: Path, delay_s: float = 0.0) -> None:
-        self.log = log
-        self.delay_s = delay_s
-
-    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
-        results = []
-        for candidate in candidates:
-            time.sleep(self.delay_s)
-            results.append(score(candidate))
-            with self.log.open("a") as f:
-                f.write(candidate.source_hash + "\n")
-        return results
-
-
-def score(candidate: Candidate) -> Evaluation:
-    config = current_configuration(parse_tunables(candidate.hip_source or ""))
-    if config.get("BLOCK") == "512" and config.get("UNROLL") == "8":
-        return Evaluation(
-            status=Status.incorrect,
-            task="stand-in",
-            cases=(CaseResult(case="a", correct=False, message="max abs error 3.1"),),
-            message="wrong result in case a",
-        )
-    fitness = 1.0
-    for name, value in config.items():
-        fitness *= FACTORS[name][value]
-    # Two cases whose geometric mean is the score, so per-case speedups differ from fitness.
-    cases = (
-        CaseResult(case="a", correct=True, time_us=100.0 / (fitness * 1.1), ref_time_us=100.0),
-        CaseResult(case="b", correct=True, time_us=100.0 * 1.1 / fitness, ref_time_us=100.0),
-    )
-    return Evaluation(status=Status.ok, task="stand-in", backend="stand-in", cases=cases)
-
-
-def make_task(root: Path) -> TaskSpec:
-    """The GDN decode task with the three-tunable test kernel as its only seed."""
-    seed = root / "seed"
-    seed.mkdir(parents=True, exist_ok=True)
-    (seed / "kernel.hip").write_text(KERNEL)
-    (seed / "model.py").write_text(MODEL)
-    task = load_task_folder(GDN_DECODE, "builtin")
-    return task.model_copy(update={"seeds": (seed,)})
-
-
-def evaluated_hashes(path: Path, run: int = 1) -> list[str]:
-    """Source hashes of the run's evaluated candidates, in the order they were recorded."""
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT c.source_hash FROM evaluations e JOIN candidates c ON c.id = e.candidate"
-            " WHERE c.run = ? ORDER BY e.id",
-            [run],
-        ).fetchall()
-    return [r[0] for r in rows]
-
-
-def logged(log: Path) -> list[str]:
-    return log.read_text().split() if log.exists() else []
 
 
 def search(tmp_path: Path, name: str, budget: int, seed: int = 7, **kwargs):
