@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from hipevolve.cli_export import register as register_export_commands
 from hipevolve.errors import UserError
 
 if TYPE_CHECKING:
@@ -37,8 +39,10 @@ app = typer.Typer(
     "stops after the evaluations in flight and prints the command that resumes the run.",
 )
 SEARCH = "Search (the main job)"
+MODELS = "Models (optional: without --model the offline policies run)"
 tasks_app = typer.Typer(no_args_is_help=True, help="The task library.")
 app.add_typer(tasks_app, name="tasks")
+register_export_commands(app)  # evolve export, evolve report
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -115,9 +119,38 @@ def search(
             rich_help_panel=SEARCH,
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="LLM behind the agents, any litellm model string (anthropic/claude-sonnet-4-5, "
+            "openai/gpt-4.1, openai/<name> with --api-base); also HIPEVOLVE_MODEL.",
+            show_default="none: the offline policies",
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    api_base: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a local OpenAI-compatible server (vLLM, SGLang, Ollama), e.g. "
+            "http://127.0.0.1:8000/v1.",
+            show_default=False,
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    token_budget: Annotated[
+        int | None,
+        typer.Option(help="LLM tokens (prompt + reply) the run may spend.",
+                     show_default="no limit", rich_help_panel=MODELS),
+    ] = None,
+    cost_budget: Annotated[
+        float | None,
+        typer.Option(help="LLM dollars the run may spend (priced models only).",
+                     show_default="no limit", rich_help_panel=MODELS),
+    ] = None,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""
-    given = [task, budget, islands, seed, resume, backend, tasks_dir]
+    given = [task, budget, islands, seed, resume, backend, tasks_dir, model, api_base,
+             token_budget, cost_budget]  # fmt: skip
     if ctx.invoked_subcommand is not None:
         if any(v is not None for v in given) or archive != Path("hipevolve.db"):
             raise UserError(
@@ -141,6 +174,11 @@ def search(
         resume=resume,
         backend=backend,
         tasks_dirs=tuple(tasks_dir or ()),
+        # HIPEVOLVE_MODEL is documented in hipevolve/config.py; --model wins over it.
+        model=model or os.environ.get("HIPEVOLVE_MODEL") or None,
+        api_base=api_base,
+        token_budget=token_budget,
+        cost_budget_usd=cost_budget,
     )
     outcome = run_job(options, ctx.obj or gpu_evaluator, console, err_console)
     raise typer.Exit(outcome.exit_code)

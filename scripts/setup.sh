@@ -32,4 +32,18 @@ if ! $py -c "import torch" 2>/dev/null; then
 fi
 $py -m pip install -q "setuptools>=69" wheel
 $py -m pip install -q -e ".${extras}"
+# ---- begin: headless Chromium for the `evolve report` test (tests/test_report.py), --dev only
+# playwright (a dev extra) drives a Chromium: Debian's own package where apt has a real one, else
+# the build playwright downloads (Ubuntu's chromium package is only a snap stub). The test skips
+# itself, saying why, when no Chromium is found.
+if [ -n "$extras" ] && ! command -v chromium >/dev/null; then
+  if . /etc/os-release && [ "${ID:-}" = "debian" ]; then
+    $sudo_cmd apt-get update -q
+    $sudo_cmd apt-get install -y -q chromium
+  else
+    $py -m playwright install --with-deps chromium
+  fi
+fi
+# ---- end: headless Chromium for the `evolve report` test
+
 echo "hipevolve is installed in .venv: run .venv/bin/evolve doctor"
