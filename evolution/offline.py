@@ -47,6 +47,8 @@ class Child(BaseModel):
     kind: str = Field(default="mutation", description="lineage edge kind: mutation or crossover")
     inspirations: tuple[int, ...] = Field(default=(), description="elites shown, not ancestors")
     agent: str = AGENT
+    model: str = Field(default="", description="the model that wrote it; empty: no model")
+    prompt_hash: str = Field(default="", description="hash of the prompt that asked for it")
 
 
 def _safe(make: Callable[[], Candidate | None]) -> Candidate | None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,13 +44,13 @@ from hipevolve.evolution.islands import (
 )
 from hipevolve.evolution.migration import Move
 from hipevolve.evolution.offline import Child, propose, rescue
-from hipevolve.evolution.selection import PolicyState, empty_islands, plan
+from hipevolve.evolution.selection import PolicyState, Proposal, empty_islands, plan
 from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.taskspec import TaskSpec
 from hipevolve.verifier.candidate import Candidate, load_candidate
 from hipevolve.verifier.evaluation import Evaluation
 
-StopReason = Literal["budget", "exhausted", "stopped", "no_seed"]
+StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
 
 
@@ -65,6 +66,21 @@ class Evaluator(Protocol):
     toolchain: str
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+
+class ProposalPolicy(Protocol):
+    """Writes a generation's children instead of the offline mutator (the agents, with a model).
+
+    It may evaluate children itself through the Workshop (to repair them, or re-check a
+    winner) and returns every child it had evaluated; the loop records nothing twice.
+    `stop_reason` is set once the policy can write no more (its token or dollar budget).
+    """
+
+    def children(
+        self, proposals: Sequence[Proposal], workshop: Workshop, rng: random.Random
+    ) -> list[Child]: ...
+
+    def stop_reason(self) -> str | None: ...
 
 
 class Frozen(BaseModel):
@@ -162,9 +178,14 @@ def run_evolution(
     run_id: int | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    policy: ProposalPolicy | None = None,
 ) -> RunSummary:
-    """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions."""
+    """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions.
+
+    `policy` (the agents over a model) writes the children; None: the offline mutator.
+    """
     search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
+    search.policy = policy
     generation, islands = search.restore()
     reason: StopReason | None = None
     while reason is None:
@@ -172,8 +193,12 @@ def run_evolution(
         if len(seen) >= budget:
             reason = "budget"
             break
+        if policy is not None and policy.stop_reason() is not None:
+            reason = "llm_budget"
+            break
         rng = random.Random(f"hipevolve:{seed}:{generation}:{len(seen)}")
         moves: Sequence[Move] = ()
+        admitted = Budget(budget, seen)
         if generation == 0:
             children = search.seed_children()
         elif not any(island.grid for island in islands):
@@ -182,11 +207,11 @@ def run_evolution(
         else:
             planned = plan(PolicyState(islands=islands, generation=generation - 1), settings, rng)
             islands, moves = planned.islands, planned.moves
-            children = search.children(planned.proposals, islands, rng, seen)
+            children = search.children(planned.proposals, islands, rng, seen, generation, admitted)
         if not children:
             reason = "exhausted"
             break
-        results = search.settle(generation, children, Budget(budget, seen))
+        results = search.settle(generation, children, admitted)
         islands = search.insert(islands, results, everywhere=generation == 0)
         search.checkpoint(generation, islands, moves)
         generation += 1
@@ -231,6 +256,7 @@ class _Search:
         self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
+        self.policy: ProposalPolicy | None = None
 
     # -------------------------------------------------------------------- resume
 
@@ -284,12 +310,28 @@ class _Search:
             seeds.setdefault(candidate.source_hash, candidate)
         return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
 
-    def children(self, proposals, islands, rng: random.Random, seen: frozenset[str]) -> list[Child]:
+    def children(
+        self,
+        proposals,
+        islands,
+        rng: random.Random,
+        seen: frozenset[str],
+        generation: int,
+        admitted: Budget,
+    ) -> list[Child]:
         """One unseen child per proposal where possible; a rescue child when none is."""
         for elite in (e for island in islands for e in island.elites):
             self.source(elite.candidate_id)
+        if self.policy is not None:
+            workshop = Workshop(self, generation, admitted)
+            found = self.policy.children(proposals, workshop, rng)
+            if found or self.policy.stop_reason() is not None:
+                return found
+            # The models wrote nothing that could be evaluated this generation (every reply
+            # malformed): the offline mutator writes it, so the search goes on.
+            self.archive.log_event(self.run, "offline_fallback", {"generation": generation})
         taken = set(seen)
-        found: list[Child] = []
+        found = []
         for proposal in proposals:
             child = propose(proposal, self.sources, rng, taken)
             if child is not None:
@@ -313,8 +355,8 @@ class _Search:
                 break
             cid = self.archive.add_candidate(
                 self.run, child.candidate, parents=child.parents, kind=child.kind,
-                inspirations=child.inspirations, agent=child.agent, island=child.island,
-                generation=generation,
+                inspirations=child.inspirations, agent=child.agent, model=child.model,
+                prompt_hash=child.prompt_hash, island=child.island, generation=generation,
             )  # fmt: skip
             self.sources[cid] = child.candidate
             ids.append((cid, child.island))
@@ -446,6 +488,8 @@ class _Search:
             "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
             "nothing to evolve from",
             "stopped": f"stopped after {done}; the batch in flight was finished and recorded",
+            "llm_budget": f"LLM budget exhausted after {done}: "
+            f"{self.policy.stop_reason() if self.policy else ''}",
         }
         interrupted = reason == "stopped"
         resume = (
@@ -464,6 +508,81 @@ class _Search:
             progress=progress,
             resume=resume,
         )
+
+
+class Workshop:
+    """What a proposal policy may ask of the run while it writes one generation; thread-safe.
+
+    Children are admitted against the run's evaluation budget (the same Budget the loop then
+    settles the generation with), stored with their lineage and evaluated one at a time (one
+    GPU slot), so agents waiting on a model overlap with the evaluation in progress.
+    """
+
+    RECHECK = "audit-recheck"  # settings-key suffix of a failed hidden-seed re-check
+
+    def __init__(self, search: _Search, generation: int, budget: Budget) -> None:
+        self._search, self.generation, self._budget = search, generation, budget
+        self.task, self.archive, self.run = search.task, search.archive, search.run
+        self._lock = threading.Lock()  # admission and the sources map
+        self._gpu = threading.Lock()  # one evaluation at a time
+
+    @property
+    def sources(self) -> Mapping[int, Candidate]:
+        return self._search.sources
+
+    def source(self, candidate_id: int) -> Candidate:
+        with self._lock:
+            return self._search.source(candidate_id)
+
+    def evaluation_of(self, candidate_id: int) -> Evaluation | None:
+        return self.archive.evaluation_of(candidate_id)
+
+    def seen(self) -> frozenset[str]:
+        """Source hashes admitted so far (earlier generations and this one)."""
+        with self._lock:
+            return frozenset(self._budget._seen)
+
+    def room(self) -> int:
+        with self._lock:
+            return self._budget.remaining
+
+    def evaluate(self, child: Child) -> tuple[int, Evaluation] | None:
+        """Stores and evaluates a child; (candidate id, evaluation), or None: budget spent."""
+        with self._lock:
+            if self._budget.admit(child.candidate.source_hash) is Admission.exhausted:
+                return None
+            cid = self.archive.add_candidate(
+                self.run, child.candidate, parents=child.parents, kind=child.kind,
+                inspirations=child.inspirations, agent=child.agent, model=child.model,
+                prompt_hash=child.prompt_hash, island=child.island, generation=self.generation,
+            )  # fmt: skip
+            self._search.sources[cid] = child.candidate
+        with self._gpu:
+            done = self.archive.evaluation_of(cid)
+            if done is not None:  # a duplicate of this generation: reuse its result
+                return cid, done
+            pending = self._search._from_cache([cid], {})
+            if not pending:
+                return cid, self.archive.evaluation_of(cid)  # type: ignore[return-value]
+            self.archive.enqueue(cid)
+            self.archive.mark_in_flight(cid)
+            (evaluation,) = self._search.evaluate([child.candidate])
+            self._search.evaluated_here += 1
+            return cid, self._search._record(cid, evaluation)
+
+    def recheck(self, candidate_id: int) -> Evaluation:
+        """One more evaluation of a stored candidate, bypassing the archive's cache: the
+        verifier draws a fresh hidden check seed for every evaluation. A failed re-check
+        becomes the candidate's standing evaluation, so it is never crowned."""
+        with self._gpu:
+            (evaluation,) = self._search.evaluate([self.source(candidate_id)])
+            self._search.evaluated_here += 1
+        if not evaluation.ok:
+            self.archive.record_evaluation(
+                candidate_id, evaluation, f"{self._search.evaluate.settings_key}|{self.RECHECK}",
+                self._search.evaluate.toolchain,
+            )  # fmt: skip
+        return evaluation
 
 
 def _configuration(candidate: Candidate) -> dict[str, str]:

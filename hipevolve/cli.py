@@ -139,13 +139,19 @@ def search(
     ] = None,
     token_budget: Annotated[
         int | None,
-        typer.Option(help="LLM tokens (prompt + reply) the run may spend.",
-                     show_default="no limit", rich_help_panel=MODELS),
+        typer.Option(
+            help="LLM tokens (prompt + reply) the run may spend.",
+            show_default="no limit",
+            rich_help_panel=MODELS,
+        ),
     ] = None,
     cost_budget: Annotated[
         float | None,
-        typer.Option(help="LLM dollars the run may spend (priced models only).",
-                     show_default="no limit", rich_help_panel=MODELS),
+        typer.Option(
+            help="LLM dollars the run may spend (priced models only).",
+            show_default="no limit",
+            rich_help_panel=MODELS,
+        ),
     ] = None,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""

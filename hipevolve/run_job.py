@@ -59,6 +59,10 @@ class JobOptions(BaseModel):
     resume: int | None = Field(default=None, description="id of the run to continue")
     backend: Literal["auto", "cuda", "rocm", "static"] | None = None
     tasks_dirs: tuple[Path, ...] = ()
+    model: str | None = Field(default=None, description="litellm model string; None: offline")
+    api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
+    token_budget: int | None = Field(default=None, description="LLM tokens (in+out) per run")
+    cost_budget_usd: float | None = Field(default=None, description="LLM dollars per run")
 
 
 EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
@@ -147,6 +151,12 @@ def run_job(
     if options.backend:
         flags["verifier"] = {"backend": options.backend}
     settings = load_settings(flags)
+    if options.api_base and not options.model:
+        raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
+    if options.model:
+        from hipevolve.agents.llm import check_model
+
+        check_model(options.model, options.api_base)  # one line before anything is written
 
     from hipevolve.problems import get_task
 
@@ -224,6 +234,7 @@ def _drive(
                 summary = run_evolution(
                     task, archive, plan.settings, evaluate, budget=plan.budget, seed=plan.seed,
                     run_id=plan.run, on_progress=display.update, should_stop=ctrl_c.stop.is_set,
+                    policy=_policy(options, archive, plan.run),
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
@@ -248,6 +259,23 @@ def _drive(
             )  # fmt: skip
         print_outcome(console, outcome)
     return outcome
+
+
+def _policy(options: JobOptions, archive: Archive, run: int | None):
+    """The agents over the model (None: the offline mutator). A resumed run's LLM spending
+    counts against its budgets."""
+    if not options.model:
+        return None
+    from hipevolve.agents.ensemble import Ensemble, ModelSettings
+    from hipevolve.agents.llm import spent_in
+    from hipevolve.agents.policy import AgentPolicy
+
+    models = ModelSettings.for_model(
+        options.model, api_base=options.api_base, token_budget=options.token_budget,
+        cost_budget_usd=options.cost_budget_usd,
+    )  # fmt: skip
+    spent = spent_in(archive, run) if run is not None else None
+    return AgentPolicy(Ensemble(models, spent=spent))
 
 
 def _exit_code(summary: RunSummary) -> int:

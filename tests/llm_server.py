@@ -38,11 +38,19 @@ class Step:
     stall_s: float = 0.0
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    expect: str | None = None  # text the request's last message must contain, else 418
 
     @classmethod
-    def ok(cls, text: str | None, prompt_tokens: int = 11, completion_tokens: int = 7) -> Step:
-        """A completion; `text` "" or None is an empty reply (content "" or null)."""
-        return cls("ok", text, 200, None, 0.0, prompt_tokens, completion_tokens)
+    def ok(
+        cls,
+        text: str | None,
+        prompt_tokens: int = 11,
+        completion_tokens: int = 7,
+        expect: str | None = None,
+    ) -> Step:
+        """A completion; `text` "" or None is an empty reply (content "" or null). With `expect`,
+        a request whose last message lacks that text gets a 418 (a replay out of step)."""
+        return cls("ok", text, 200, None, 0.0, prompt_tokens, completion_tokens, expect)
 
     @classmethod
     def rate_limit(cls, retry_after: float | str | None = None) -> Step:
@@ -151,6 +159,10 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                     418, _error("script exhausted: the test sent more requests than it scripted")
                 )
                 return
+            if step.expect is not None and step.expect not in _last_message(body):
+                self._send(418, _error(f"replay out of step: expected a request with "
+                                       f"{step.expect!r}"))  # fmt: skip
+                return
             self._answer(step, body)
 
         def _answer(self, step: Step, body: dict[str, Any]) -> None:
@@ -197,6 +209,12 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (a stall past its timeout): nothing to answer
 
     return Handler
+
+
+def _last_message(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or [{}]
+    content = messages[-1].get("content", "")
+    return content if isinstance(content, str) else json.dumps(content)
 
 
 def _completion(model: str, step: Step) -> dict[str, Any]:

@@ -1,0 +1,44 @@
+"""What every node may use besides the state: the task, the run, the models and the limits."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+
+from hipevolve.agents.ensemble import Ensemble
+from hipevolve.agents.llm import LLMCall, record_call
+from hipevolve.agents.state import AgentLimits
+from hipevolve.evolution.run import Workshop
+from hipevolve.prompts.render import system_prompt
+from hipevolve.taskspec import TaskSpec
+
+
+@dataclass
+class AgentContext:
+    task: TaskSpec
+    workshop: Workshop
+    limits: AgentLimits
+    ensemble: Ensemble | None  # None: every role runs its offline policy
+    rng: random.Random
+    rng_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def uses_model(self, role: str) -> bool:
+        return self.ensemble is not None and self.ensemble.has(role)
+
+    def ask(self, role: str, prompt: str) -> LLMCall:
+        """One model call for `role` (system prompt + this prompt), recorded in the archive."""
+        assert self.ensemble is not None
+        messages = [
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": prompt},
+        ]
+        call = self.ensemble.complete(role, messages)
+        record_call(self.workshop.archive, self.workshop.run, call)
+        return call
+
+    def log(self, kind: str, data: dict) -> None:
+        self.workshop.archive.log_event(self.workshop.run, kind, data)
+
+    def reference_source(self) -> str:
+        return self.task.reference.read_text() if self.task.reference.exists() else ""

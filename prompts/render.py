@@ -1,0 +1,59 @@
+"""Renders the prompt templates of this folder (`$name` placeholders, string.Template).
+
+Templates are files so prompts can be read and reviewed as text; this module only fills them.
+A placeholder without a value raises KeyError: a prompt is never sent half-filled.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache
+from pathlib import Path
+from string import Template
+
+from pydantic import BaseModel
+
+from hipevolve.verifier.candidate import load_candidate
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE / "examples" / "softmax_native"
+
+
+@cache
+def template(name: str) -> Template:
+    """prompts/<name>.md as a Template."""
+    return Template((HERE / f"{name}.md").read_text())
+
+
+def render(name: str, **fields: str) -> str:
+    """The template filled with `fields`; every placeholder must be given."""
+    return template(name).substitute(fields)
+
+
+def block(text: str | None) -> str:
+    """Text ready to sit between fences: ends with exactly one newline."""
+    return (text or "").rstrip("\n") + "\n"
+
+
+@cache
+def system_prompt() -> str:
+    """The shared system prompt, with the worked softmax candidate as its few-shot example."""
+    example = load_candidate(EXAMPLE)
+    return render(
+        "system",
+        example_kernel=block(example.hip_source),
+        example_model=block(example.python_source),
+    )
+
+
+def schema_text(schema: type[BaseModel], json_reply: bool) -> str:
+    """What the model is told about the reply: the schema's docstring, and for JSON replies one
+    line per field with its description (the same text pydantic validates against)."""
+    doc = inspect.cleandoc(schema.__doc__ or "")
+    if not json_reply:
+        return f"## Your reply\n{doc}\n"
+    lines = [f"## Your reply\n{doc}\n", "Reply with one JSON object and nothing else:"]
+    for name, field in schema.model_fields.items():
+        kind = getattr(field.annotation, "__name__", str(field.annotation))
+        lines.append(f'- "{name}" ({kind}): {field.description or ""}'.rstrip())
+    return "\n".join(lines) + "\n"

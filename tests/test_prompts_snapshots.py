@@ -1,0 +1,92 @@
+"""Every prompt the agents build, pinned to an expected file under tests/snapshots/.
+
+A difference fails the test. After an intended change, regenerate and review the diff:
+    HIPEVOLVE_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_prompts_snapshots.py
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from hipevolve.agents import auditor, mutator, optimizer, profiler_reader, repairer, translator
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.state import AgentLimits, Failure
+from hipevolve.evolution.selection import Proposal
+from hipevolve.problems import get_task
+from hipevolve.prompts.render import render, schema_text, system_prompt
+from hipevolve.verifier.candidate import load_candidate
+from hipevolve.verifier.evaluation import CaseResult, Evaluation, StaticFacts, Status
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+REPO = Path(__file__).resolve().parents[1]
+PARENT = load_candidate(REPO / "prompts" / "examples" / "softmax_native")
+FACTS = StaticFacts(kernel="softmax_cached", target="gfx942", vgprs=48, sgprs=24, lds_bytes=128,
+                    occupancy=8, global_loads={"dwordx4": 4}, lds_ops=6)  # fmt: skip
+EVALUATION = Evaluation(
+    status=Status.ok, task="softmax", backend="rocm", static=(FACTS,),
+    cases=(CaseResult(case="attn_scores_4k", correct=True, time_us=180.0, ref_time_us=270.0,
+                      roofline_fraction=0.55),),
+)  # fmt: skip
+
+
+def context() -> AgentContext:
+    # Prompts read only the task and the limits; no run is needed to build them.
+    return AgentContext(task=get_task("softmax"), workshop=None, limits=AgentLimits(),  # type: ignore[arg-type]
+                        ensemble=None, rng=random.Random(0))  # fmt: skip
+
+
+def state(**extra) -> dict:
+    return {"proposal": Proposal(island=0, parent=None), "parent": PARENT,
+            "parent_evaluation": EVALUATION, "diagnosis": "memory: 55% of the roofline.",
+            "idea": "Keep rows in LDS for one pass.", **extra}  # fmt: skip
+
+
+def prompts() -> dict[str, str]:
+    ctx = context()
+    inspirations = optimizer.inspirations_text([(7, PARENT, 1.4)])
+    compile_failure = Failure(kind="compile_error", message="does not compile",
+                              detail="kernel.hip(12): error: identifier \"x\" is undefined")  # fmt: skip
+    return {
+        "system": system_prompt(),
+        "profiler_reader": profiler_reader.prompt(ctx, state()),
+        "optimizer": optimizer.prompt(ctx, state(), inspirations),
+        "mutator": mutator.prompt(ctx, state(), inspirations),
+        "repairer": repairer.prompt(ctx, state(candidate=PARENT, failure=compile_failure)),
+        "translator": translator.prompt(ctx),
+        "auditor": auditor.prompt(ctx, state(candidate=PARENT, evaluation=EVALUATION)),
+        "task_generator": render("task_generator", task_name="softmax",
+                                 task_description=ctx.task.description,
+                                 reference=ctx.reference_source(),
+                                 schema=schema_text(auditor.Verdict, json_reply=True)),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(prompts()))
+def test_prompt_matches_its_snapshot(name):
+    text = prompts()[name]
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("HIPEVOLVE_UPDATE_SNAPSHOTS"):
+        path.write_text(text)
+    assert path.exists(), f"no snapshot {path}; run HIPEVOLVE_UPDATE_SNAPSHOTS=1 pytest {__file__}"
+    assert text == path.read_text(), (
+        f"prompt {name} differs from {path}; if intended: "
+        f"HIPEVOLVE_UPDATE_SNAPSHOTS=1 python -m pytest {__file__}"
+    )
+
+
+def test_system_prompt_carries_cdna_facts_and_a_valid_example():
+    text = system_prompt()
+    for fact in ("64 lanes", "64 KB per workgroup on gfx942", "160 KB on gfx950", "MFMA",
+                 "buffer_load", "XCD", 'extern "C" hipError_t'):  # fmt: skip
+        assert fact in text, fact
+    assert PARENT.hip_source.strip() in text and PARENT.python_source.strip() in text
+
+
+def test_every_role_prompt_names_its_role_for_the_replay_server():
+    for name, text in prompts().items():
+        if name != "system":
+            assert text.startswith(f"# Role: {name}\n"), name
