@@ -111,6 +111,13 @@ class TaskSpec(Frozen):
     cases: tuple[Case, ...] = Field(min_length=1)
     tolerance: Tolerance
     check_seeds: int = Field(default=3, ge=1, description="seeds checked, one hidden from agents")
+    suspect_speedup: float | None = Field(
+        default=None,
+        gt=1,
+        description="speedups above this are suspect for this task (default: the verifier "
+        "setting); for references far slower than the best known kernel, with the roofline "
+        "gate still applying",
+    )
     anchors: tuple[Anchor, ...] = ()
     seeds: tuple[Path, ...] = Field(default=(), description="seed kernel candidates (folders)")
     notes: str = ""

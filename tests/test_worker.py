@@ -151,6 +151,18 @@ def test_synchronise_round_trip_alone_is_not_flagged() -> None:
     assert not judge.hacks and judge.case_out["c"]["time_us"] == 100.0
 
 
+def test_gdn_tasks_raise_the_suspect_limit_and_other_tasks_keep_the_setting() -> None:
+    from hipevolve.config import VerifierSettings
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.pipeline import suspect_threshold
+
+    settings = VerifierSettings()
+    # an evolved prefill as fast as FLA is ~18-35x the fp32 reference: it must stay crownable
+    assert suspect_threshold(get_task("gated_delta_net"), settings) == 200
+    assert suspect_threshold(get_task("gated_delta_net_decode"), settings) == 200
+    assert suspect_threshold(get_task("softmax"), settings) == settings.suspect_speedup == 10
+
+
 def test_speedup_above_the_limit_is_suspect() -> None:
     judge = _judge()
     judge.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)

@@ -37,6 +37,11 @@ class StaticResult(BaseModel):
 STANDBY_JUDGES = 3  # judges kept warm while a batch is evaluated
 
 
+def suspect_threshold(task: TaskSpec, settings: VerifierSettings) -> float:
+    """Speedups above this are suspect: the task's own threshold, else the setting's."""
+    return task.suspect_speedup or settings.suspect_speedup
+
+
 def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
     """Public seeds 0..n-2, then one drawn fresh per evaluation that no agent ever sees."""
     n = settings.check_seeds or task.check_seeds
@@ -107,7 +112,7 @@ def _run_on_gpu(candidate: Candidate, library: Path | None, task: TaskSpec, case
         do_timing=do_timing, trials=settings.trials, warmup=settings.warmup,
         timeouts=Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
                           timing=settings.timing_timeout_s),
-        peak=_peak(backend), suspect_speedup=settings.suspect_speedup)
+        peak=_peak(backend), suspect_speedup=suspect_threshold(task, settings))
     return run_worker(job, standby)
 
 

@@ -1,5 +1,6 @@
 """Hack: forge the IPC description of the outputs the sandbox sends, so the judge opens GPU memory
-the candidate chose instead of the outputs (a random handle here). FAULTS.md 12 and 19.
+the candidate chose instead of the outputs (a random 64-byte handle in torch's header here; a
+forged header is refused by the wire format as garbage: `hacked`). FAULTS.md 12 and 19.
 
 Expected: runtime_error: the judge cannot open a handle that names no exported allocation, and a
 description it cannot open is never a pass.
@@ -20,7 +21,8 @@ def _forged(t):
     if got is None:
         return None
     spec, counter = got
-    spec["handle"] = os.urandom(len(spec["handle"]) // 2).hex()
+    handle = bytes.fromhex(spec["handle"])  # torch's header bytes kept, the handle itself random
+    spec["handle"] = (handle[:-64] + os.urandom(64)).hex()
     return spec, counter
 
 
