@@ -47,6 +47,7 @@ from hipevolve.evolution.offline import Child, propose, rescue
 from hipevolve.evolution.selection import PolicyState, Proposal, empty_islands, plan
 from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.taskspec import TaskSpec
+from hipevolve.verifier.backends import device_name
 from hipevolve.verifier.candidate import Candidate, load_candidate
 from hipevolve.verifier.evaluation import Evaluation
 
@@ -128,6 +129,7 @@ class PipelineEvaluator:
             }
         )
         self.toolchain = _toolchain(backend)
+        self.device = device_name(backend)
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
         from hipevolve.verifier.pipeline import evaluate_many
@@ -187,6 +189,11 @@ def run_evolution(
     search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
     search.policy = policy
     generation, islands = search.restore()
+    # Where this session's numbers come from (a resumed run may move to another machine).
+    environment = {"toolchain": evaluate.toolchain}
+    if getattr(evaluate, "device", None):
+        environment["device"] = evaluate.device
+    archive.log_event(search.run, "environment", environment)
     reason: StopReason | None = None
     while reason is None:
         seen = search.seen_before(generation)

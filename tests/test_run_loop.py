@@ -76,6 +76,13 @@ def test_budget_is_never_exceeded_and_no_candidate_is_evaluated_twice(tmp_path):
         assert archive.run(1).status == "finished"
 
 
+def test_each_session_records_the_toolchain_its_numbers_come_from(tmp_path):
+    _, path, _ = search(tmp_path, "a", budget=3)
+    with Archive.open(path) as archive:
+        (event,) = archive.events(1, "environment")
+    assert event.data == {"toolchain": "stand-in"}  # the stand-in names no device
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_best_fitness_never_decreases_and_reaches_the_known_optimum(tmp_path, seed):
     seen: list[Progress] = []

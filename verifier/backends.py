@@ -76,6 +76,17 @@ def _rocm_arch() -> str:
     return torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
 
 
+@cache
+def device_name(backend: str) -> str:
+    """The GPU a backend runs on, for the records; creates no device context."""
+    if backend == "cuda":
+        out = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines()
+        return out[0].strip() if out else "an NVIDIA GPU"
+    if backend == "rocm":
+        return f"an AMD GPU ({_rocm_arch()})"
+    return "no GPU"
+
+
 def _layer_digest() -> str:
     from hipevolve.verifier.nvidia_layer import include_dir
 
