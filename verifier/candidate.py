@@ -13,6 +13,7 @@ or executed here: Python is only parsed.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import os
@@ -63,12 +64,14 @@ class Candidate(BaseModel):
         Two candidates that differ only in comments, docstrings or spacing hash alike, so the
         search never spends a compile or a GPU slot on a duplicate.
         """
-        parts = [
-            self.format,
-            normalize_hip(self.hip_source or ""),
-            normalize_python(self.python_source),
-        ]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+        return _source_hash(self.format, self.hip_source or "", self.python_source)
+
+
+@functools.lru_cache(maxsize=8192)
+def _source_hash(fmt: str, hip: str, python: str) -> str:
+    # Normalising parses both sources (~12 ms); the search asks for every child's hash often.
+    parts = [fmt, normalize_hip(hip), normalize_python(python)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 # ----------------------------------------------------------------------------- normalisation
