@@ -42,6 +42,31 @@ def test_healthy_candidate_scores_ok_with_raw_trials_and_statistics() -> None:
     assert_gone(result.judge_pid)
 
 
+def test_timed_model_with_random_parameters_passes_the_check_after_timing() -> None:
+    # The post-timing check compares the timed model with the reference of one seed: the model
+    # must be built from that seed, or a weight drawn at construction differs (rmsnorm).
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.isolate import CandidateJob, CaseJob, WorkerJob
+
+    task = get_task("rmsnorm")
+    small = next(c for c in task.cases if c.name == "small")
+    case = CaseJob(name="small", init=small.init, inputs=small.inputs, timed=True)
+    job = WorkerJob(
+        task=task.name,
+        reference=task.reference,
+        tolerance=task.tolerance.model_dump(),
+        candidate=CandidateJob(format="kernelbench", model=DATA / "rmsnorm_with_weight.py"),
+        device="cpu",
+        cases=(case,),
+        seeds=(0, 1, 2),
+        trials=5,
+        warmup=1,
+        timeouts=Timeouts(startup=60, load=20, check=20, timing=30),
+    )
+    result = run_worker(job)
+    assert result.status is Status.ok, f"{result.status}: {result.message}"
+
+
 def test_candidate_beating_the_roofline_is_suspect_not_ok() -> None:
     job = cpu_job(HEALTHY)
     case = job.cases[0].model_copy(update={"roofline": {"bytes": 524288.0, "flops": 0.0}})

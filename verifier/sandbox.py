@@ -214,7 +214,10 @@ class Sandbox:
         for case in self.job["cases"]:
             if not case["timed"]:
                 continue
-            model = self.build_model(case, self.job["seeds"][0])
+            # Built from the seed the post-timing check compares with: a task's random
+            # parameters (a norm's weight) are drawn from it, on both sides.
+            seed = self.job["seeds"][-1]
+            model = self.build_model(case, seed)
             sets = [
                 self.inputs(case, self.job["timing_seed"] + i) for i in range(case["timing_sets"])
             ]
@@ -232,7 +235,6 @@ class Sandbox:
             )
             del sets
             # Detecting the warm-up to cut work afterwards shows here: one more checked call.
-            seed = self.job["seeds"][-1]
             self.check_call(case, seed, model, self.inputs(case, seed), "post", False)
         self.send("done", threads=self.active_count())
 

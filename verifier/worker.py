@@ -129,8 +129,8 @@ class Judge:
         for case in self.job["cases"]:
             if not case["timed"]:
                 continue
-            model = self.reference.build_model(
-                self.module, case["init"], self.device, self.job["seeds"][0]
+            model = self.reference.build_model(  # the seed the sandbox times its model with
+                self.module, case["init"], self.device, self.job["seeds"][-1]
             )
             sets = [
                 self.reference.build_inputs(
