@@ -29,6 +29,10 @@ class AgentPolicy:
     def stop_reason(self) -> str | None:
         return self.ensemble.stop_reason() if self.ensemble else None
 
+    def translates(self) -> bool:
+        """A model is behind the translator: a task without seeds starts from its candidate."""
+        return self.ensemble is not None and self.ensemble.has("translator")
+
     def children(
         self, proposals: Sequence[Proposal], workshop: Workshop, rng: random.Random
     ) -> list[Child]:

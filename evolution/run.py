@@ -1,13 +1,15 @@
 """The evolution run loop: plan, propose, deduplicate, admit, evaluate, record, insert, repeat.
 
-Generation 0 seeds every island with the task's seed kernels. Each later generation asks
-selection.plan for proposals, lets the offline policy (evolution/offline.py) write one child per
-proposal, drops code the run has already seen, admits the rest against the budget, evaluates the
-batch through the injected evaluator (in production the verifier pipeline, pipeline_evaluator),
-records each result in the archive before anything else happens (write-through), and inserts the
-ok ones into their islands. The loop stops when the budget is spent, when nothing unseen is one
-edit from any elite (the reachable space is exhausted), or when should_stop() says so (Ctrl-C:
-the batch in flight is finished first and the run is marked interrupted).
+Generation 0 seeds every island with the task's seed kernels (a task without any: the proposal
+policy's translations of its reference, where a model is behind the translator). Each later
+generation asks selection.plan for proposals, lets the offline policy (evolution/offline.py)
+write one child per proposal, drops code the run has already seen, admits the rest against the
+budget, evaluates the batch through the injected evaluator (in production the verifier pipeline,
+pipeline_evaluator), records each result in the archive before anything else happens
+(write-through), and inserts the ok ones into their islands. The loop stops when the budget is
+spent, when nothing unseen is one edit from any elite (the reachable space is exhausted), or
+when should_stop() says so (Ctrl-C: the batch in flight is finished first and the run is marked
+interrupted).
 
 Resume and determinism. A generation is a pure function of the islands before it, the source
 hashes of earlier generations and an rng seeded by (seed, generation, evaluations so far). Its
@@ -82,6 +84,10 @@ class ProposalPolicy(Protocol):
     ) -> list[Child]: ...
 
     def stop_reason(self) -> str | None: ...
+
+    def translates(self) -> bool:
+        """Whether it can write a first candidate from the reference (a task without seeds)."""
+        ...
 
 
 class Frozen(BaseModel):
@@ -186,6 +192,11 @@ def run_evolution(
 
     `policy` (the agents over a model) writes the children; None: the offline mutator.
     """
+    if not task.seeds and (policy is None or not policy.translates()):
+        raise UserError(
+            f"task {task.name} has no seed kernels to start from",
+            'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
+        )
     search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
     search.policy = policy
     generation, islands = search.restore()
@@ -207,7 +218,7 @@ def run_evolution(
         moves: Sequence[Move] = ()
         admitted = Budget(budget, seen)
         if generation == 0:
-            children = search.seed_children()
+            children = search.first_children(rng, admitted)
         elif not any(island.grid for island in islands):
             reason = "no_seed"
             break
@@ -216,7 +227,7 @@ def run_evolution(
             islands, moves = planned.islands, planned.moves
             children = search.children(planned.proposals, islands, rng, seen, generation, admitted)
         if not children:
-            reason = "exhausted"
+            reason = "no_seed" if generation == 0 else "exhausted"
             break
         results = search.settle(generation, children, admitted)
         islands = search.insert(islands, results, everywhere=generation == 0)
@@ -249,11 +260,6 @@ class _Search:
         if budget < 1:
             raise UserError(
                 f"budget {budget}: at least one evaluation is needed", "pass --budget 1 or more"
-            )
-        if not task.seeds:
-            raise UserError(
-                f"task {task.name} has no seed kernels to start from",
-                'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
             )
         self.task, self.archive, self.settings = task, archive, settings
         self.evaluate, self.budget, self.seed = evaluate, budget, seed
@@ -309,6 +315,15 @@ class _Search:
         if candidate_id not in self.sources:
             self.sources[candidate_id] = self.archive.candidate(candidate_id).candidate
         return self.sources[candidate_id]
+
+    def first_children(self, rng: random.Random, admitted: Budget) -> list[Child]:
+        """Generation 0: the task's seed kernels; a task without any starts from the policy's
+        translations of its reference, one proposal per island (run_evolution refuses a task
+        without seeds unless the policy translates)."""
+        if self.task.seeds or self.policy is None:
+            return self.seed_children()
+        proposals = [Proposal(island=i, parent=None) for i in range(self.settings.islands)]
+        return list(self.policy.children(proposals, Workshop(self, 0, admitted), rng))
 
     def seed_children(self) -> list[Child]:
         seeds = {}

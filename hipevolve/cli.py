@@ -268,17 +268,43 @@ def tasks_generate(
         "synthetic_tasks"
     ),
     tasks_dir: TasksDir = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="LLM that writes the tasks (any litellm model string; also HIPEVOLVE_MODEL); "
+            "each call is logged to OUT/llm_calls.jsonl.",
+            show_default="none: the synthetic templates",
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
+    api_base: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a local OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.",
+            show_default=False,
+            rich_help_panel=MODELS,
+        ),
+    ] = None,
 ) -> None:
     """Generate new verified tasks (KernelBench format with task.toml) by mutation,
-    composition and constraints; duplicates (same torch.fx graph and shapes) are dropped."""
-    from hipevolve.problems import get_task
-    from hipevolve.problems.synthetic import MODES, generate_tasks
+    composition and constraints; duplicates (same torch.fx graph and shapes) are dropped.
+    With --model the model writes each task, verified and deduplicated the same way."""
+    from hipevolve.problems.synthetic import MODES
 
-    dirs = _settings(tasks_dir).tasks.dirs
-    sources = [get_task(name, dirs) for name in from_tasks or ()]
     for m in mode or ():
         if m not in MODES:
             raise UserError(f"unknown mode {m!r}", f"use {', '.join(MODES)}")
+    model = model or os.environ.get("HIPEVOLVE_MODEL") or None
+    if api_base and not model:
+        raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
+    if model:
+        from hipevolve.agents.llm import check_model
+
+        check_model(model, api_base)  # one line before anything is written
+    from hipevolve.problems import discover, get_task
+
+    dirs = _settings(tasks_dir).tasks.dirs
+    sources = [get_task(name, dirs) for name in from_tasks or ()]
 
     def show(item) -> None:
         kept = hasattr(item, "folder")
@@ -288,6 +314,21 @@ def tasks_generate(
             soft_wrap=True,
             highlight=False,
         )
+
+    if model:
+        from hipevolve.agents.ensemble import Ensemble, ModelSettings
+        from hipevolve.agents.task_generator import CALL_LOG, generate_with_model
+
+        library = list(discover(dirs).values())
+        usable = sources or [t for t in library if t.small_cases]
+        ensemble = Ensemble(ModelSettings(roles={"task_generator": (model,)}, api_base=api_base))
+        report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
+                                     ensemble, progress=show)  # fmt: skip
+        stopped = ensemble.stop_reason()
+        console.print(f"{report.summary()}; written to {out}, model calls in {out / CALL_LOG}"
+                      + (f"; stopped early: {stopped}" if stopped else ""))  # fmt: skip
+        return
+    from hipevolve.problems.synthetic import generate_tasks
 
     report = generate_tasks(n, seed, tuple(mode or MODES), sources, out, progress=show)
     console.print(

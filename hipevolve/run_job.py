@@ -162,10 +162,11 @@ def run_job(
 
     task = get_task(options.task, settings.tasks.dirs)
     evaluate = evaluators(task, settings, settings.verifier.backend)
-    if not task.seeds:
+    if not task.seeds and not options.model:  # with a model, the translator writes the first
         raise UserError(
             f"task {task.name} has no seed kernels to start from",
-            'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"]',
+            'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
+            "or pass --model so the translator writes a first kernel",
         )
     # A resume never creates an archive: a mistyped path should not leave an empty file behind.
     with Archive.open(options.archive, create=options.resume is None) as archive:

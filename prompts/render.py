@@ -53,7 +53,13 @@ def schema_text(schema: type[BaseModel], json_reply: bool) -> str:
     if not json_reply:
         return f"## Your reply\n{doc}\n"
     lines = [f"## Your reply\n{doc}\n", "Reply with one JSON object and nothing else:"]
+    return "\n".join(lines + field_lines(schema)) + "\n"
+
+
+def field_lines(schema: type[BaseModel]) -> list[str]:
+    """One line per field of `schema`: its JSON name, type and description."""
+    lines = []
     for name, field in schema.model_fields.items():
         kind = getattr(field.annotation, "__name__", str(field.annotation))
         lines.append(f'- "{name}" ({kind}): {field.description or ""}'.rstrip())
-    return "\n".join(lines) + "\n"
+    return lines

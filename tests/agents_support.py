@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from llm_server import Step
 
 from hipevolve.agents.ensemble import Ensemble, ModelSettings
@@ -14,11 +17,13 @@ from hipevolve.archive.store import Archive, canonical_json
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import RunSummary, run_evolution
 from hipevolve.evolution.tunables import current_configuration, parse_tunables
+from hipevolve.taskspec import TaskSpec
 from hipevolve.verifier.build import Compiler, build_many
 from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
 
-TRANSCRIPT = Path(__file__).resolve().parent / "transcripts" / "softmax_run.json"
+TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
+TRANSCRIPT = TRANSCRIPTS / "softmax_run.json"
 MODEL = "openai/test-model"
 # The transcript's run: one island, two proposals a generation, one graph run at a time (so the
 # requests come in the transcript's order), 8 evaluations (the seed and 7 children).
@@ -26,13 +31,14 @@ SETTINGS = EvolutionSettings(islands=1, proposals_per_island=2)
 BUDGET = 8
 
 
-def transcript() -> list[dict[str, str]]:
-    return json.loads(TRANSCRIPT.read_text())
+def transcript(name: str = "softmax_run") -> list[dict[str, str]]:
+    return json.loads((TRANSCRIPTS / f"{name}.json").read_text())
 
 
-def replay_steps() -> list[Step]:
+def replay_steps(name: str = "softmax_run", delay_s: float = 0.0) -> list[Step]:
     return [Step.ok(s["reply"], prompt_tokens=900, completion_tokens=300,
-                    expect=f"# Role: {s['role']}") for s in transcript()]  # fmt: skip
+                    expect=f"# Role: {s['role']}", delay_s=delay_s)
+            for s in transcript(name)]  # fmt: skip
 
 
 def nvcc_compiler() -> Compiler:
@@ -54,47 +60,100 @@ FACTORS = {
 }
 
 
+WRONG_MARK = "0.5f / s"  # the halved normaliser of the one wrong-result kernel
+
+
+def halved_softmax_mismatch() -> tuple[str, CaseResult]:
+    """What the verifier reports for the wrong-result kernel: its bug (every output halved)
+    replayed in torch on the small case, compared by the verifier's own compare_values."""
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.compare import compare_values
+
+    x = torch.linspace(-4.0, 4.0, 64 * 1024).reshape(64, 1024)
+    ref = torch.softmax(x, dim=-1)
+    tolerance = get_task("softmax").tolerance.model_dump()
+    ok, max_abs, rel_rms, summary = compare_values(0, ref * 0.5, ref, tolerance)
+    assert not ok
+    case = CaseResult(case="small", correct=False, max_abs_err=max_abs, rel_rms_err=rel_rms,
+                      message="wrong values (seed 0 run 0)")  # fmt: skip
+    return f"case small seed 0 run 0: {summary}", case
+
+
 class CompilingStandIn:
     """Compiles each candidate with the real nvcc (cuda backend, sm_90, cached in cache_dir) and,
     when it builds, scores it by its tunables times `boost`; a failed build is a compile_error
-    with nvcc's trimmed log, as the pipeline reports it. Counts its evaluations."""
+    with nvcc's trimmed log, as the pipeline reports it. A kernel carrying WRONG_MARK (it halves
+    every output) is `incorrect` with the mismatch summary the verifier's comparison writes for
+    that bug. `build=False` skips nvcc (every kernel builds); `seconds` holds each evaluation
+    that long (a GPU's time), and `on_evaluate` is called as each starts and as it ends. Counts
+    evaluations."""
 
     settings_key = canonical_json({"task": "softmax", "stand-in": "compiling"})
     toolchain = "stand-in nvcc"
 
-    def __init__(self, cache_dir: Path, boost: float = 1.0) -> None:
-        self.cache_dir, self.boost = cache_dir, boost
+    def __init__(
+        self,
+        cache_dir: Path,
+        boost: float = 1.0,
+        *,
+        task: str = "softmax",
+        build: bool = True,
+        seconds: float = 0.0,
+        on_evaluate: Callable[[Candidate], None] | None = None,
+    ) -> None:
+        self.cache_dir, self.boost, self.task = cache_dir, boost, task
+        self.build, self.seconds, self.on_evaluate = build, seconds, on_evaluate
         self.calls: list[str] = []
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
-        built = build_many([c.hip_source for c in candidates], nvcc_compiler(), self.cache_dir)
+        sources = [c.hip_source for c in candidates]
+        built = build_many(sources, nvcc_compiler(), self.cache_dir) if self.build else None
         out = []
-        for candidate, build in zip(candidates, built, strict=True):
+        for i, candidate in enumerate(candidates):
             self.calls.append(candidate.source_hash)
-            if not build.ok:
-                out.append(Evaluation(status=Status.compile_error, task="softmax",
-                                      message="does not compile", compile_log=build.log))  # fmt: skip
+            if self.on_evaluate is not None:
+                self.on_evaluate(candidate)
+            time.sleep(self.seconds)
+            if self.on_evaluate is not None:
+                self.on_evaluate(candidate)
+            if built is not None and not built[i].ok:
+                out.append(Evaluation(status=Status.compile_error, task=self.task,
+                                      message="does not compile", compile_log=built[i].log))  # fmt: skip
+                continue
+            if WRONG_MARK in (candidate.hip_source or ""):
+                mismatch, case = halved_softmax_mismatch()
+                out.append(Evaluation(status=Status.incorrect, task=self.task, backend="stand-in",
+                                      cases=(case,), message=f"case small: {case.message}",
+                                      mismatch=mismatch))  # fmt: skip
                 continue
             fitness = self.boost
             for name, value in current_configuration(parse_tunables(candidate.hip_source)).items():
                 fitness *= FACTORS[name][value]
             cases = (CaseResult(case="attn_scores_4k", correct=True, time_us=100 / fitness,
                                 ref_time_us=100.0),)  # fmt: skip
-            out.append(Evaluation(status=Status.ok, task="softmax", backend="stand-in",
+            out.append(Evaluation(status=Status.ok, task=self.task, backend="stand-in",
                                   cases=cases))  # fmt: skip
         return out
 
 
 def replayed_run(
-    archive: Archive, evaluate, api_base: str, *, budget: int = BUDGET, **models
+    archive: Archive,
+    evaluate,
+    api_base: str,
+    *,
+    budget: int = BUDGET,
+    task: TaskSpec | None = None,
+    settings: EvolutionSettings = SETTINGS,
+    concurrency: int = 1,
+    **models,
 ) -> RunSummary:
     from hipevolve.problems import get_task
 
-    settings = ModelSettings.for_model(MODEL, api_base=api_base, max_retries=0, timeout_s=30,
-                                       **models)  # fmt: skip
-    policy = AgentPolicy(Ensemble(settings), AgentLimits(concurrency=1))
-    return run_evolution(get_task("softmax"), archive, SETTINGS, evaluate, budget=budget, seed=0,
-                         policy=policy)  # fmt: skip
+    models_settings = ModelSettings.for_model(MODEL, api_base=api_base, max_retries=0,
+                                              timeout_s=30, **models)  # fmt: skip
+    policy = AgentPolicy(Ensemble(models_settings), AgentLimits(concurrency=concurrency))
+    return run_evolution(task or get_task("softmax"), archive, settings, evaluate, budget=budget,
+                         seed=0, policy=policy)  # fmt: skip
 
 
 BROKEN_MARK = "undeclared_scale"  # the identifier that breaks the one broken kernel

@@ -4,7 +4,9 @@ Each POST to /v1/chat/completions (or /chat/completions) takes the next Step of 
 answers as it says: a completion, or one of the faults a real provider shows (429 with
 Retry-After, 500/503, a stall past the client's timeout, 400, a context-length error, malformed
 JSON, an empty reply). The server counts and keeps every request, so a test can assert how many
-attempts reached it and when. A request past the end of the script gets a 418, which no client
+attempts reached it and when, and how many were in flight at once (max_in_flight). With
+any_order=True a request takes the first remaining step meant for it (its `expect`), so
+concurrent callers replay a transcript whatever order their requests arrive in. A request past the end of the script gets a 418, which no client
 retries, so a test that under-scripts fails loudly instead of hanging.
 
     with ScriptedLLMServer([Step.rate_limit(retry_after=1), Step.ok("hi")]) as server:
@@ -47,10 +49,12 @@ class Step:
         prompt_tokens: int = 11,
         completion_tokens: int = 7,
         expect: str | None = None,
+        delay_s: float = 0.0,
     ) -> Step:
         """A completion; `text` "" or None is an empty reply (content "" or null). With `expect`,
-        a request whose last message lacks that text gets a 418 (a replay out of step)."""
-        return cls("ok", text, 200, None, 0.0, prompt_tokens, completion_tokens, expect)
+        a request whose last message lacks that text gets a 418 (a replay out of step).
+        `delay_s` holds the answer that long (a model's latency)."""
+        return cls("ok", text, 200, None, delay_s, prompt_tokens, completion_tokens, expect)
 
     @classmethod
     def rate_limit(cls, retry_after: float | str | None = None) -> Step:
@@ -94,11 +98,16 @@ class Request:
 class ScriptedLLMServer:
     """The server; a context manager that starts it in a thread and stops it on exit."""
 
-    def __init__(self, script: list[Step]) -> None:
+    def __init__(self, script: list[Step], *, any_order: bool = False) -> None:
+        """`any_order`: each request takes the first remaining step whose `expect` it matches
+        (concurrent callers, whose requests arrive in no fixed order); else strictly in turn."""
         self._script = list(script)
+        self._any_order = any_order
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.requests: list[Request] = []
+        self.in_flight = 0  # requests received and not yet answered
+        self.max_in_flight = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True  # a stalled handler must not keep the tests alive
         # A short poll keeps shutdown (once per test) quick.
@@ -132,7 +141,19 @@ class ScriptedLLMServer:
     def _next(self, request: Request) -> Step | None:
         with self._lock:
             self.requests.append(request)
-            return self._script.pop(0) if self._script else None
+            if not self._script:
+                return None
+            if self._any_order:
+                last = _last_message(request.body)
+                for i, step in enumerate(self._script):
+                    if step.expect is None or step.expect in last:
+                        return self._script.pop(i)
+            return self._script.pop(0)
+
+    def _arrived(self, delta: int) -> None:
+        with self._lock:
+            self.in_flight += delta
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
 
 def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
@@ -146,6 +167,13 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
 
         def do_POST(self) -> None:
+            server._arrived(+1)
+            try:
+                self._post()
+            finally:
+                server._arrived(-1)
+
+        def _post(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             try:

@@ -1,0 +1,64 @@
+"""Repair after a wrong result, over real HTTP: the stand-in verifier scores a kernel that halves
+its outputs `incorrect` with the comparison's mismatch summary; the repairer's prompt quotes it
+(pinned to tests/snapshots/repairer_incorrect.txt) and the repaired child descends from it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from agents_support import (
+    WRONG_MARK,
+    CompilingStandIn,
+    halved_softmax_mismatch,
+    replay_steps,
+    replayed_run,
+    transcript,
+)
+from llm_server import ScriptedLLMServer
+
+from hipevolve.archive.store import Archive
+from hipevolve.verifier.evaluation import Status
+
+REPLIES = "softmax_wrong_result"
+SNAPSHOT = Path(__file__).resolve().parent / "snapshots" / "repairer_incorrect.txt"
+
+
+@pytest.fixture(autouse=True)
+def _no_real_keys(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def test_repairer_is_shown_the_mismatch_summary_and_its_fix_descends_from_the_wrong_kernel(
+    tmp_path,
+):
+    evaluate = CompilingStandIn(tmp_path / "cache")
+    with ScriptedLLMServer(replay_steps(REPLIES)) as server, \
+            Archive.open(tmp_path / "a.db") as archive:  # fmt: skip
+        summary = replayed_run(archive, evaluate, server.api_base, budget=3)
+        requests = list(server.requests)
+        ids = archive.candidate_ids(summary.run)
+        records = [archive.candidate(c) for c in ids]
+        evaluations = [archive.evaluation_of(c) for c in ids]
+        edges = archive.db.execute(
+            "SELECT parent FROM lineage WHERE child = ? AND kind = 'mutation'", [ids[2]]
+        ).fetchall()
+    assert summary.reason == "budget", summary.message
+    assert len(requests) == len(transcript(REPLIES)) == 4
+    assert [e.status for e in evaluations] == [Status.ok, Status.incorrect, Status.ok]
+    wrong, repaired = records[1], records[2]
+    assert WRONG_MARK in wrong.candidate.hip_source and wrong.agent == "mutator"
+    mismatch, _ = halved_softmax_mismatch()
+    assert evaluations[1].mismatch == mismatch and "elements outside atol" in mismatch
+    # The repairer's request: the failure, the mismatch summary, the wrong kernel it must fix.
+    prompt = requests[3].body["messages"][-1]["content"]
+    assert prompt.startswith("# Role: repairer\n")
+    assert "failed (incorrect)" in prompt and mismatch in prompt and WRONG_MARK in prompt
+    if os.environ.get("HIPEVOLVE_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(prompt)
+    assert prompt == SNAPSHOT.read_text(), f"repairer prompt differs from {SNAPSHOT}"
+    # The fix descends from the wrong kernel, not from the seed it was mutated from.
+    assert repaired.agent == "repairer" and edges == [(ids[1],)]
+    assert WRONG_MARK not in repaired.candidate.hip_source
+    assert summary.progress.best_fitness == pytest.approx(1.2)
