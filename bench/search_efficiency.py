@@ -51,8 +51,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from hipevolve.archive.store import Archive, canonical_json
+from hipevolve.evolution.evaluators import Evaluator
 from hipevolve.evolution.islands import EvolutionSettings
-from hipevolve.evolution.run import Evaluator, run_evolution
+from hipevolve.evolution.run import run_evolution
 from hipevolve.evolution.tunables import (
     Configuration,
     configuration_key,
@@ -155,7 +156,7 @@ def measure(
     `deadline_s`: start no batch that would end past it (by the last batch's time); `verifier`:
     settings to override (trials, suspect_speedup); None keeps the configured one."""
     from hipevolve.config import load_settings
-    from hipevolve.evolution.run import pipeline_evaluator
+    from hipevolve.evolution.evaluators import pipeline_evaluator
 
     settings = load_settings().verifier
     settings = settings.model_copy(update={k: v for k, v in verifier.items() if v is not None})

@@ -5,7 +5,7 @@ policy's translations of its reference, where a model is behind the translator).
 generation asks selection.plan for proposals, lets the offline policy (evolution/offline.py)
 write one child per proposal, drops code the run has already seen, admits the rest against the
 budget, evaluates the batch through the injected evaluator (in production the verifier pipeline,
-pipeline_evaluator), records each result in the archive before anything else happens
+evaluators.pipeline_evaluator), records each result in the archive before anything else happens
 (write-through), and inserts the ok ones into their islands. The loop stops when the budget is
 spent, when nothing unseen is one edit from any elite (the reachable space is exhausted), or
 when should_stop() says so (Ctrl-C: the batch in flight is finished first and the run is marked
@@ -33,10 +33,10 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.archive.store import Archive, canonical_json, evaluation_key
-from hipevolve.config import VerifierSettings
 from hipevolve.errors import UserError
 from hipevolve.evolution.budget import Admission, Budget
 from hipevolve.evolution.descriptors import cell_key, cell_of
+from hipevolve.evolution.evaluators import Evaluator
 from hipevolve.evolution.islands import (
     Elite,
     EvolutionSettings,
@@ -49,26 +49,11 @@ from hipevolve.evolution.offline import Child, propose, rescue
 from hipevolve.evolution.selection import PolicyState, Proposal, empty_islands, plan
 from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.backends import device_name
 from hipevolve.verifier.candidate import Candidate, load_candidate
 from hipevolve.verifier.evaluation import Evaluation
 
 StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
-
-
-class Evaluator(Protocol):
-    """Scores a batch of candidates, results in the order given.
-
-    `settings_key` (canonical JSON naming the task, its cases and the verifier settings) and
-    `toolchain` (compiler, runtime and device) make the archive's idempotency key: an
-    evaluation with the same key is never run twice, not even by another run.
-    """
-
-    settings_key: str
-    toolchain: str
-
-    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
 
 
 class ProposalPolicy(Protocol):
@@ -117,59 +102,6 @@ class RunSummary(Frozen):
     message: str = Field(description="one line: why the run stopped, and how to resume it")
     progress: Progress
     resume: str | None = Field(default=None, description="how to continue an interrupted run")
-
-
-class PipelineEvaluator:
-    """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task."""
-
-    def __init__(self, task: TaskSpec, settings: VerifierSettings, backend: str) -> None:
-        self.task, self.settings, self.backend = task, settings, backend
-        # Where the cache lives and how many cores compile do not change a result.
-        verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs"})
-        self.settings_key = canonical_json(
-            {
-                "task": task.name,
-                "cases": [c.model_dump(mode="json") for c in task.cases],
-                "tolerance": task.tolerance.model_dump(mode="json"),
-                "verifier": verifier | {"backend": backend},
-            }
-        )
-        self.toolchain = _toolchain(backend)
-        self.device = device_name(backend)
-
-    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
-        from hipevolve.verifier.pipeline import evaluate_many
-
-        return evaluate_many(list(candidates), self.task, self.settings, self.backend)
-
-
-def pipeline_evaluator(
-    task: TaskSpec, verifier_settings: VerifierSettings, backend: str
-) -> PipelineEvaluator:
-    """An Evaluator over the verifier pipeline; backend "auto" resolves to rocm, cuda or static."""
-    from hipevolve.verifier.backends import resolve_backend
-
-    return PipelineEvaluator(task, verifier_settings, resolve_backend(backend))
-
-
-def _toolchain(backend: str) -> str:
-    import torch
-
-    if backend in ("cuda", "rocm"):
-        from hipevolve.verifier.backends import compiler_for
-
-        # The compiler command names the device architecture (sm_90, gfx942) without
-        # creating a GPU context in the controller.
-        compiler = compiler_for(backend)
-        compiler_id = f"{compiler.toolchain.strip()} | {' '.join(compiler.argv)}"
-    elif backend == "static":
-        from hipevolve.verifier.amd_static import find_toolchain
-
-        tc = find_toolchain()
-        compiler_id = f"{tc.version} {','.join(tc.targets)}" if tc else "no AMD toolchain"
-    else:
-        compiler_id = "no compiler"
-    return f"{backend} | {compiler_id} | torch {torch.__version__}"
 
 
 # ------------------------------------------------------------------------------------ the loop

@@ -28,8 +28,9 @@ from rich.console import Console
 from hipevolve.archive.store import Archive
 from hipevolve.config import Settings, load_settings
 from hipevolve.errors import UserError
+from hipevolve.evolution.evaluators import Evaluator, PipelineEvaluator
 from hipevolve.evolution.islands import EvolutionSettings
-from hipevolve.evolution.run import Evaluator, PipelineEvaluator, RunSummary, run_evolution
+from hipevolve.evolution.run import RunSummary, run_evolution
 from hipevolve.run_display import (
     BestKernel,
     Outcome,

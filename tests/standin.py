@@ -3,7 +3,7 @@
 `StandIn` scores a native candidate by its declared tunable values (a known table, so the optimum
 of the small space is known), returns real Evaluation objects (ok with per-case results, or
 incorrect for one corner of the space) and appends every candidate it finished to a log file.
-This machine has no GPU; the production evaluator (hipevolve.evolution.run.pipeline_evaluator)
+This machine has no GPU; the production evaluator (hipevolve.evolution.evaluators.pipeline_evaluator)
 is exercised by the gpu-marked tests.
 """
 

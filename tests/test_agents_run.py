@@ -119,7 +119,7 @@ def test_token_budget_stops_the_run_cleanly_and_says_so(tmp_path, cache_dir):
 @pytest.mark.gpu
 def test_replayed_run_evolves_softmax_on_the_gpu_with_every_call_in_the_archive(tmp_path):
     from hipevolve.config import VerifierSettings
-    from hipevolve.evolution.run import pipeline_evaluator
+    from hipevolve.evolution.evaluators import pipeline_evaluator
     from hipevolve.problems import get_task
 
     evaluate = pipeline_evaluator(

@@ -4,7 +4,7 @@
 candidate by its declared tunable values (a known table, so the optimum of the small space is
 known), returns real Evaluation objects (ok with per-case results, or incorrect for one corner of
 the space) and logs every candidate it finished. The verifier pipeline behind the production
-evaluator (run.pipeline_evaluator) is exercised by the gpu-marked test at the bottom.
+evaluator (evaluators.pipeline_evaluator) is exercised by the gpu-marked test at the bottom.
 
 The SIGKILL test runs the loop in a child process with a slow stand-in, kills it with -9 after a
 few evaluations, and resumes in this process (FAULTS 30 and 34).
@@ -244,7 +244,7 @@ def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_p
 @pytest.mark.gpu
 def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path):
     from hipevolve.config import VerifierSettings
-    from hipevolve.evolution.run import pipeline_evaluator
+    from hipevolve.evolution.evaluators import pipeline_evaluator
 
     task = load_task_folder(GDN_DECODE, "builtin")
     evaluator = pipeline_evaluator(

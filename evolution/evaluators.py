@@ -1,0 +1,80 @@
+"""What scores candidates for the run loop: the Evaluator protocol and the production evaluator
+over the verifier pipeline (tests and benches bring their own Evaluators)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from hipevolve.archive.store import canonical_json
+from hipevolve.config import VerifierSettings
+from hipevolve.taskspec import TaskSpec
+from hipevolve.verifier.backends import device_name
+from hipevolve.verifier.candidate import Candidate
+from hipevolve.verifier.evaluation import Evaluation
+
+
+class Evaluator(Protocol):
+    """Scores a batch of candidates, results in the order given.
+
+    `settings_key` (canonical JSON naming the task, its cases and the verifier settings) and
+    `toolchain` (compiler, runtime and device) make the archive's idempotency key: an
+    evaluation with the same key is never run twice, not even by another run.
+    """
+
+    settings_key: str
+    toolchain: str
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+
+class PipelineEvaluator:
+    """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task."""
+
+    def __init__(self, task: TaskSpec, settings: VerifierSettings, backend: str) -> None:
+        self.task, self.settings, self.backend = task, settings, backend
+        # Where the cache lives and how many cores compile do not change a result.
+        verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs"})
+        self.settings_key = canonical_json(
+            {
+                "task": task.name,
+                "cases": [c.model_dump(mode="json") for c in task.cases],
+                "tolerance": task.tolerance.model_dump(mode="json"),
+                "verifier": verifier | {"backend": backend},
+            }
+        )
+        self.toolchain = _toolchain(backend)
+        self.device = device_name(backend)
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        from hipevolve.verifier.pipeline import evaluate_many
+
+        return evaluate_many(list(candidates), self.task, self.settings, self.backend)
+
+
+def pipeline_evaluator(
+    task: TaskSpec, verifier_settings: VerifierSettings, backend: str
+) -> PipelineEvaluator:
+    """An Evaluator over the verifier pipeline; backend "auto" resolves to rocm, cuda or static."""
+    from hipevolve.verifier.backends import resolve_backend
+
+    return PipelineEvaluator(task, verifier_settings, resolve_backend(backend))
+
+
+def _toolchain(backend: str) -> str:
+    import torch
+
+    if backend in ("cuda", "rocm"):
+        from hipevolve.verifier.backends import compiler_for
+
+        # The compiler command names the device architecture (sm_90, gfx942) without
+        # creating a GPU context in the controller.
+        compiler = compiler_for(backend)
+        compiler_id = f"{compiler.toolchain.strip()} | {' '.join(compiler.argv)}"
+    elif backend == "static":
+        from hipevolve.verifier.amd_static import find_toolchain
+
+        tc = find_toolchain()
+        compiler_id = f"{tc.version} {','.join(tc.targets)}" if tc else "no AMD toolchain"
+    else:
+        compiler_id = "no compiler"
+    return f"{backend} | {compiler_id} | torch {torch.__version__}"
