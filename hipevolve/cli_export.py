@@ -87,7 +87,7 @@ def export(
     if task is None:
         if not runs:
             raise UserError("--task is required with --out", "or pass the --run to export")
-        from hipevolve.export import find_run, open_archive
+        from hipevolve.export_runs import find_run, open_archive
 
         with open_archive(archive) as opened:
             task = find_run(opened, runs[0]).task

@@ -20,15 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.archive.store import Archive
 from hipevolve.errors import UserError
-from hipevolve.export import (
-    check_output,
-    describe_runs,
-    find_run,
-    open_archive,
-    publish,
-    render,
-    staging_folder,
-)
+from hipevolve.export_folders import check_output, publish, render, staging_folder
+from hipevolve.export_runs import describe_runs, find_run, open_archive
 from hipevolve.verifier.evaluation import Evaluation, StaticFacts
 
 SCHEMA_VERSION = 1

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.archive.lineage import ancestors_of_best, lineage_graph
 from hipevolve.archive.store import Archive, RunInfo
 from hipevolve.evolution.descriptors import AXES, BINS, cell_from_key
-from hipevolve.export import find_run, open_archive, render, run_environment
+from hipevolve.export_folders import render
+from hipevolve.export_runs import find_run, open_archive, run_environment
 
 STATUS_COLORS = {
     "ok": "#2e8b57", "incorrect": "#e08a1e", "compile_error": "#c0392b", "runtime_error": "#8e44ad",

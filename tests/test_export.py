@@ -27,13 +27,10 @@ from hipevolve.cli_export import register
 from hipevolve.errors import UserError
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
-from hipevolve.export import (
-    MARKER,
-    ExportManifest,
-    export_package,
-    op_signature,
-    rewrite_runtime_import,
-)
+from hipevolve.export import export_package, rewrite_runtime_import
+from hipevolve.export_folders import MARKER
+from hipevolve.export_manifest import ExportManifest
+from hipevolve.export_signature import op_signature
 from hipevolve.problems import get_task, load_task_folder
 from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
