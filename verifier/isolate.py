@@ -273,6 +273,10 @@ class Standby:
             with contextlib.suppress(OSError):
                 closer()
         shutil.rmtree(self.workdir, ignore_errors=True)
+        # A GPU judge's IPC counter file (ipc.JudgeCounter, named by its pid) outlives a judge
+        # killed before its own cleanup ran.
+        with contextlib.suppress(OSError):
+            os.unlink(f"/dev/shm/hipevolve_ipc_{self.proc.pid}")
 
 
 def _kill_group(pgid: int) -> list[int]:
