@@ -4,6 +4,7 @@ the task's shipped seed kernels (offline), or from CUDA source (agents/cuda_tran
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -15,6 +16,9 @@ from hipevolve.prompts.render import block, render, schema_text
 from hipevolve.taskspec import TaskSpec
 from hipevolve.verifier.candidate import Candidate, load_candidate
 
+if TYPE_CHECKING:
+    from hipevolve.agents.lowering import Unlowered
+
 ROLE = "translator"
 
 
@@ -24,12 +28,30 @@ class TranslationReply(BaseModel):
 
 
 def offline(task: TaskSpec, seen: frozenset[str]) -> Candidate | None:
-    """The first of the task's shipped seed kernels not yet seen."""
+    """The first of the task's shipped seed kernels not yet seen; after them (or for a task
+    without any), the reference lowered to HIP (agents/lowering.py), where it lowers."""
     for folder in task.seeds:
         candidate = load_candidate(folder)
         if candidate.source_hash not in seen:
             return candidate
+    found = lowered(task)
+    if isinstance(found, Candidate) and found.source_hash not in seen:
+        return found
     return None
+
+
+def lowered(task: TaskSpec) -> Candidate | Unlowered:
+    """The task's reference lowered to a native candidate, or Unlowered (one line: why not);
+    computed once per task, reference file and modification time (tracing takes a second)."""
+    from hipevolve.agents.lowering import lower  # torch.fx: imported only when lowering
+
+    key = (task.name, task.reference, task.reference.stat().st_mtime)
+    if key not in _LOWERED:
+        _LOWERED[key] = lower(task)
+    return _LOWERED[key]
+
+
+_LOWERED: dict[tuple, Candidate | Unlowered] = {}
 
 
 def prompt(ctx: AgentContext) -> str:

@@ -79,7 +79,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class ArchiveFull(UserError):
-    """The disk (or the archive's size limit) filled up during a write; nothing half-written."""
+    """The disk (or the archive's size limit) filled up during a write, or refused it (a quota
+    or file-size limit); the write was rolled back, nothing half-written."""
 
 
 def _storage_error(path: Path, e: sqlite3.Error) -> UserError | None:
@@ -88,6 +89,15 @@ def _storage_error(path: Path, e: sqlite3.Error) -> UserError | None:
         return ArchiveFull(
             f"archive {path}: the disk is full, the last write was rolled back ({e})",
             "free space on that disk, then resume the run; everything committed is kept",
+        )
+    if name == "SQLITE_IOERR_WRITE":
+        # SQLite reports only ENOSPC as SQLITE_FULL: a quota (EDQUOT) or a file-size limit
+        # (EFBIG, `ulimit -f`) comes back as a failed write, and is a full disk to the user.
+        return ArchiveFull(
+            f"archive {path}: the disk refused a write ({e}: out of quota, over the file-size"
+            " limit, or failing); the last write was rolled back",
+            "free space or quota there, or raise `ulimit -f`, then resume the run;"
+            " everything committed is kept",
         )
     if name.startswith("SQLITE_BUSY") or "database is locked" in str(e):
         return UserError(

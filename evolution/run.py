@@ -125,10 +125,13 @@ def run_evolution(
     `policy` (the agents over a model) writes the children; None: the offline mutator.
     """
     if not task.seeds and (policy is None or not policy.translates()):
-        raise UserError(
-            f"task {task.name} has no seed kernels to start from",
-            'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
-        )
+        lowered = _lowered(task)
+        if not isinstance(lowered, Candidate):
+            raise UserError(
+                f"task {task.name} has no seed kernels to start from, and its reference does "
+                f"not lower offline ({lowered.reason})",
+                'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
+            )
     search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
     search.policy = policy
     generation, islands = search.restore()
@@ -174,6 +177,13 @@ def run_evolution(
         ):
             reason = "stopped"
     return search.finish(reason, generation, islands)
+
+
+def _lowered(task: TaskSpec):
+    """The offline translator's lowering of the task's reference (Candidate or Unlowered)."""
+    from hipevolve.agents.translator import lowered
+
+    return lowered(task)
 
 
 class _Search:
@@ -262,6 +272,10 @@ class _Search:
         for path in self.task.seeds:
             candidate = load_candidate(path)
             seeds.setdefault(candidate.source_hash, candidate)
+        if not seeds:  # offline, no seeds: the translator's lowering of the reference
+            lowered = _lowered(self.task)
+            if isinstance(lowered, Candidate):
+                return [Child(candidate=lowered, island=0, agent="translator")]
         return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
 
     def children(

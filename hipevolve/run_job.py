@@ -164,11 +164,16 @@ def run_job(
     task = get_task(options.task, settings.tasks.dirs)
     evaluate = evaluators(task, settings, settings.verifier.backend)
     if not task.seeds and not options.model:  # with a model, the translator writes the first
-        raise UserError(
-            f"task {task.name} has no seed kernels to start from",
-            'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
-            "or pass --model so the translator writes a first kernel",
-        )
+        from hipevolve.agents.translator import lowered
+
+        found = lowered(task)  # offline, the translator lowers the reference where it can
+        if not hasattr(found, "hip_source"):
+            raise UserError(
+                f"task {task.name} has no seed kernels to start from, and its reference does "
+                f"not lower offline ({found.reason})",
+                'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
+                "or pass --model so the translator writes a first kernel",
+            )
     # A resume never creates an archive: a mistyped path should not leave an empty file behind.
     with Archive.open(options.archive, create=options.resume is None) as archive:
         plan = _plan(options, archive, task)

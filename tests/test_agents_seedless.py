@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tomllib
+from pathlib import Path
 
 import pytest
 from agents_support import MODEL, CompilingStandIn, replay_steps, replayed_run, transcript
@@ -18,6 +19,7 @@ from hipevolve.problems import get_task, load_task_folder
 from hipevolve.verifier.evaluation import Status
 
 REPLIES = "softmax_translate"
+LOWERING = Path(__file__).parent / "data" / "lowering"
 
 
 @pytest.fixture(autouse=True)
@@ -72,13 +74,17 @@ def test_seedless_task_with_a_model_starts_from_the_translators_candidate(tmp_pa
     assert summary.progress.best_fitness == pytest.approx(1.2)  # BLOCK 512 over the seed's 1.0
 
 
-def test_seedless_task_without_a_model_is_refused_in_one_line_before_a_run(tmp_path, seedless):
-    evaluate = CompilingStandIn(tmp_path / "cache", task=seedless.name, build=False)
+def test_seedless_task_that_does_not_lower_is_refused_offline_in_one_line_before_a_run(tmp_path):
+    # A matmul does not lower offline (the lowering covers pointwise and row reductions), and
+    # without a model nothing else can write a first kernel.
+    task = load_task_folder(LOWERING / "l2_matmul_relu", "user")
+    evaluate = CompilingStandIn(tmp_path / "cache", task=task.name, build=False)
     with Archive.open(tmp_path / "a.db") as archive:
         with pytest.raises(UserError) as refused:
-            run_evolution(seedless, archive, EvolutionSettings(islands=1), evaluate, budget=2,
+            run_evolution(task, archive, EvolutionSettings(islands=1), evaluate, budget=2,
                           seed=0)  # fmt: skip
         runs = archive.runs()
     line = refused.value.line()
-    assert "task softmax_seedless has no seed kernels to start from" in line and "\n" not in line
+    assert f"task {task.name} has no seed kernels to start from" in line and "\n" not in line
+    assert "does not lower" in line
     assert runs == []

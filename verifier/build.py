@@ -11,10 +11,13 @@ Design (FAULTS.md 22-25):
   the compiler and a check on the result), address space of the compiler.
 - The command line is ours alone: candidates cannot add flags, defines or include paths (their
   #includes are screened by verifier.static_checks).
+- A full disk (FAULTS.md 26) is not the candidate's fault: it raises BuildDiskFull, a one-line
+  UserError that pauses the run, instead of recording a compile_error against the candidate.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -30,9 +33,36 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from hipevolve.errors import UserError
+
 MAX_LOG_CHARS = 2400
 COMPILER_MEMORY_BYTES = 16 << 30
 SOURCE_NAME = "kernel.hip"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class BuildDiskFull(UserError):
+    """The disk under the build cache (or the temporary folder) filled up during a compile."""
+
+
+def _disk_full(cache_dir: Path, detail: str) -> BuildDiskFull:
+    return BuildDiskFull(
+        f"build cache {cache_dir}: the disk is full; {detail}",
+        "free space on that disk, then resume the run; no candidate was marked as failing",
+    )
+
+
+def _free_bytes(*folders: Path) -> int:
+    free = []
+    for folder in folders:
+        try:
+            stat = os.statvfs(folder)
+        except OSError:
+            continue
+        free.append(stat.f_bavail * stat.f_frsize)
+    return min(free, default=0)
+
+
 
 
 class BuildResult(BaseModel):
@@ -120,11 +150,21 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
     if target.exists():
         return BuildResult(ok=True, library=target, cached=True, key=key,
                            seconds=time.monotonic() - start)
-    (cache_dir / "build").mkdir(parents=True, exist_ok=True)
-    build_dir = Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=cache_dir / "build"))
     try:
-        (build_dir / SOURCE_NAME).write_text(source)
-        result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
+        (cache_dir / "build").mkdir(parents=True, exist_ok=True)
+        build_dir = Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=cache_dir / "build"))
+    except OSError as e:
+        if e.errno in _NO_SPACE:
+            raise _disk_full(cache_dir, f"no room for a build folder: {e.strerror}") from None
+        raise
+    try:
+        try:
+            (build_dir / SOURCE_NAME).write_text(source)
+            result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
+        except OSError as e:
+            if e.errno in _NO_SPACE:
+                raise _disk_full(cache_dir, f"writing the source: {e.strerror}") from None
+            raise
         log = trim_log(result.output, build_dir)
         seconds = time.monotonic() - start
         if result.returncode is None:
@@ -132,6 +172,14 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
                                log=f"compile killed after {timeout_s:.0f} s\n{log}")
         produced = build_dir / "lib.so"
         if result.returncode != 0 or not produced.exists():
+            # Why it failed cannot be read from its output: on a full disk the output file
+            # (in the build folder) loses the linker's "No space left on device" too, and a
+            # candidate could print those words itself. The disk's free space is the evidence:
+            # less than one compile may write (its file-size limit) means it is full.
+            free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
+            if free < 2 * max_object_bytes:
+                raise _disk_full(cache_dir, f"a compile failed with {free} bytes free, less than"
+                                            f" the {2 * max_object_bytes} one compile may write")
             return BuildResult(ok=False, key=key, seconds=seconds, log=log or "compiler failed")
         size = produced.stat().st_size
         if size > max_object_bytes:

@@ -274,8 +274,11 @@ def _import_path(path: str):  # noqa: ANN202
 
 
 def _error_fields(e: BaseException, torch) -> dict:  # noqa: ANN001
-    oom = isinstance(e, MemoryError) or (
-        torch is not None and isinstance(e, torch.cuda.OutOfMemoryError)
+    # torch's CPU allocator raises a plain RuntimeError when the address space limit is hit.
+    oom = (
+        isinstance(e, MemoryError)
+        or (torch is not None and isinstance(e, torch.cuda.OutOfMemoryError))
+        or (isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
     )
     line = _first_line(e)
     return {"message": f"resource exhaustion: {line}" if oom else line, "oom": oom}
