@@ -164,10 +164,11 @@ def run_job(
     task = get_task(options.task, settings.tasks.dirs)
     evaluate = evaluators(task, settings, settings.verifier.backend)
     if not task.seeds and not options.model:  # with a model, the translator writes the first
+        from hipevolve.agents.lowering import Unlowered
         from hipevolve.agents.translator import lowered
 
         found = lowered(task)  # offline, the translator lowers the reference where it can
-        if not hasattr(found, "hip_source"):
+        if isinstance(found, Unlowered):
             raise UserError(
                 f"task {task.name} has no seed kernels to start from, and its reference does "
                 f"not lower offline ({found.reason})",
