@@ -47,6 +47,9 @@ What it does not protect against:
 - work moved off the timed stream is flagged only when the device stays busy at least 50 us and
   twice the timed time past the timed stream; a smaller escape shows as a speedup, which the
   roofline and 10x gates catch when it is large;
+- outputs come by CUDA IPC (ipc.py): a forged description naming more memory than the
+  allocation holds makes the judge read out of bounds; its own context faults and the
+  evaluation ends as a runtime error, never a pass;
 - GPU side effects beyond the process: another process's device memory is protected by the
   driver, not by us; a kernel that hangs the GPU itself (not just its context) needs a reset.
 
