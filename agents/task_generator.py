@@ -146,14 +146,7 @@ def generate_with_model(
                             outcome.model_dump(mode="json")},
             }) + "\n")  # fmt: skip
             log.flush()
-            counts = report.per_mode[mode]
-            counts.proposed += 1
-            if isinstance(outcome, KeptTask):
-                counts.kept += 1
-                report.kept.append(outcome)
-            else:
-                counts.rejected += 1
-                report.rejected.append(outcome)
+            report.count(mode, outcome)
             if progress:
                 progress(outcome)
     staging = out_dir / STAGING

@@ -67,6 +67,17 @@ class GenerationReport(BaseModel):
     rejected: list[Rejection] = Field(default_factory=list)
     per_mode: dict[str, ModeCounts] = Field(default_factory=dict)
 
+    def count(self, mode: str, outcome: KeptTask | Rejection) -> None:
+        """Tallies one proposal of `mode` as kept or rejected."""
+        counts = self.per_mode[mode]
+        counts.proposed += 1
+        if isinstance(outcome, KeptTask):
+            counts.kept += 1
+            self.kept.append(outcome)
+        else:
+            counts.rejected += 1
+            self.rejected.append(outcome)
+
     def summary(self) -> str:
         modes = ", ".join(f"{m} {c.kept}/{c.proposed}" for m, c in self.per_mode.items())
         return f"kept {len(self.kept)}, rejected {len(self.rejected)} ({modes})"
@@ -188,14 +199,7 @@ def generate_tasks(
                 mode=mode,
                 reason="generator error: " + traceback.format_exception_only(e)[-1].strip(),
             )
-        counts = report.per_mode[mode]
-        counts.proposed += 1
-        if isinstance(outcome, KeptTask):
-            counts.kept += 1
-            report.kept.append(outcome)
-        else:
-            counts.rejected += 1
-            report.rejected.append(outcome)
+        report.count(mode, outcome)
         if progress:
             progress(outcome)
     staging = out_dir / STAGING

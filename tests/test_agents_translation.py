@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from agents_support import nvcc_compiler
+from standin import MODEL  # a ModelNew calling kernels.scale(x, y, n)
 
 from hipevolve.agents.cuda_translation import from_cuda
 from hipevolve.errors import UserError
@@ -23,20 +24,6 @@ extern "C" cudaError_t scale(const float* x, float* y, int n, cudaStream_t strea
     scale_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n);
     return cudaGetLastError();
 }
-"""
-
-MODEL = """\
-import torch
-import torch.nn as nn
-
-from hipevolve.runtime import kernels
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        kernels.scale(x, y, x.numel())
-        return y
 """
 
 
