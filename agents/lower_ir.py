@@ -331,6 +331,57 @@ class _Builder:
             y = V("bin", ("add", y, b), x.shape, "float32")
         return (y, mean, rstd)
 
+    # -- views and matrix products (lower_gemm emits the products; lower_chain splits around them)
+
+    def op_view(self, node) -> V:
+        """A reshape that keeps the last dimension is the same contiguous data, read with the
+        same (row, column) at every flat index: lowered as a relabelled shape."""
+        src = self.arg(node.args[0])
+        shape = tuple(node.meta["val"].shape)
+        if numel(shape) != numel(src.shape) or shape[-1:] != src.shape[-1:]:
+            raise Unsupported(f"{_name(node)} from {src.shape} to {shape} (the last dimension "
+                              "must stay)")  # fmt: skip
+        return src if shape == src.shape else V("view", (src,), shape, src.dtype)
+
+    op__unsafe_view = op_reshape = op_view
+
+    def op_t(self, node) -> V:
+        src = self.arg(node.args[0])
+        if len(src.shape) != 2:
+            raise Unsupported(f"{_name(node)} of a rank-{len(src.shape)} tensor")
+        return V("t", (src,), (src.shape[1], src.shape[0]), src.dtype)
+
+    def op_transpose(self, node) -> V:
+        src = self.arg(node.args[0])
+        dims = sorted(_rank_dim(d, len(src.shape)) for d in node.args[1:3])
+        if len(src.shape) != 2 or dims != [0, 1]:
+            raise Unsupported(f"{_name(node)} other than the transpose of a matrix")
+        return V("t", (src,), (src.shape[1], src.shape[0]), src.dtype)
+
+    def _product(self, node, a, b) -> V:
+        a, b = self.arg(a), self.arg(b)
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+            raise Unsupported(f"{_name(node)} of shapes {a.shape} and {b.shape}")
+        # fp32 accumulation; the product is rounded (to a 16-bit dtype) only where PyTorch
+        # rounds it: after mm, or after addmm's bias add.
+        return V("mm", (a, b), (a.shape[0], b.shape[1]), "float32")
+
+    def op_mm(self, node) -> V:
+        y, out = self._product(node, *node.args[:2]), _dtype(node)
+        return V("round", (out, y), y.shape, out) if out != "float32" else y
+
+    def op_addmm(self, node) -> V:
+        bias, a, b = node.args[:3]
+        beta = node.kwargs.get("beta", 1)
+        alpha = node.kwargs.get("alpha", 1)
+        y = self._product(node, a, b)
+        if alpha != 1:
+            y = V("bin", ("mul", y, self.scalar(alpha)), y.shape, "float32")
+        c = self.arg(bias)
+        if beta != 1:
+            c = V("bin", ("mul", c, self.scalar(beta)), c.shape, "float32")
+        return _rounded(V("bin", ("add", y, c), y.shape, _dtype(node)))
+
 
 def _retype(v: V, dtype: str) -> V:
     return V(v.op, v.args, v.shape, dtype)
@@ -497,6 +548,13 @@ class Emitter:
             return self.value(src, at) if access(v.shape, ctx.shape) == "FULL" else _bad(v, ctx)
         if op == "reduce":
             raise Unsupported("a reduction inside a pointwise kernel")
+        if op == "view":  # same data, same (row, column) at each flat index
+            src = v.args[0]
+            return self.value(src, Ctx(ctx.flat, ctx.r, ctx.c, ctx.cols, src.shape))
+        if op == "mm":
+            raise Unsupported("a matrix product inside an element-wise kernel")
+        if op == "t":
+            raise Unsupported("a transpose outside a matrix product's operand")
         operands = v.args[1:] if op in ("un", "bin", "round") else v.args
         args = [self.value(a, self.moved(a, ctx)) for a in operands]
         if op == "un":

@@ -18,12 +18,13 @@ from fractions import Fraction
 
 from pydantic import BaseModel, ConfigDict
 
-from hipevolve.agents import lower_pointwise, lower_rowreduce
+from hipevolve.agents import lower_chain, lower_gemm, lower_pointwise, lower_rowreduce
 from hipevolve.agents.fx_trace import TracedCase, TraceError, trace_task
 from hipevolve.agents.lower_ir import (
     DEVICE_HELPERS,
     F16_HELPERS,
     FLOAT_DTYPES,
+    Emitter,
     Graph,
     Unsupported,
     build_graph,
@@ -42,18 +43,32 @@ class Unlowered(BaseModel):
     reason: str
 
 
-class _Variant(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+class _Launch(BaseModel):
+    """One kernel launch of a variant, with its arguments as Python expressions."""
 
-    key: tuple[str, ...]  # dtypes of the inputs then the parameters
+    model_config = ConfigDict(frozen=True)
+
     launcher: str
     kernel: str
     pattern: str
-    out_shapes: tuple[tuple[str, ...], ...]  # each output dim as a Python expression
-    out_dtypes: tuple[str, ...]
-    tensors: tuple[str, ...]  # Python expressions of the pointers, in launcher order
-    sizes: tuple[str, ...]  # Python expressions of the int64 arguments after the pointers
+    tensors: tuple[str, ...]  # the pointers read, in launcher order
+    dests: tuple[str, ...]  # the tensors written ("out0", "buf1"), in launcher order
+    sizes: tuple[str, ...]  # the int64 arguments after the pointers
     floats: tuple[str, ...]
+    checks: tuple[str, ...] = ()  # lines of forward that refuse inputs the kernel cannot take
+
+
+class _Variant(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: tuple[str, ...]  # dtypes of the inputs then the parameters
+    launches: tuple[_Launch, ...]
+    buffers: tuple[tuple[str, tuple[str, ...], str], ...]  # (name, shape, dtype) of intermediates
+    outputs: tuple[tuple[str, tuple[str, ...], str], ...]  # (variable, shape, dtype), in order
+
+    @property
+    def kernel(self) -> str:
+        return "".join(launch.kernel for launch in self.launches)
 
 
 def lower(task: TaskSpec) -> Candidate | Unlowered:
@@ -85,53 +100,100 @@ def _variants(task: TaskSpec, graphs: list[Graph]) -> list[_Variant]:
     return [_variant(f"{stem}_v{k}", key, gs) for k, (key, gs) in enumerate(groups.items())]
 
 
-def _variant(launcher: str, key: tuple[str, ...], graphs: list[Graph]) -> _Variant:
+_MODULES = {"lower_gemm": lower_gemm, "lower_rowreduce": lower_rowreduce,
+            "lower_pointwise": lower_pointwise}  # fmt: skip
+
+
+def _emit(g: Graph, launcher: str) -> tuple[lower_chain.Plan, list[tuple[str, Emitter]]]:
+    """The graph's kernels: (source, emitter) per segment of its plan."""
+    chain = lower_chain.plan(g)
+    single = len(chain.segments) == 1
     emitted = []
-    for g in graphs:
-        pointers = {ph: f"in{j}" for j, ph in enumerate(g.used)}
-        module = lower_rowreduce if any(reductions(o) for o in g.outputs) else lower_pointwise
-        source, emitter = module.emit_kernel(g, launcher, pointers)
-        emitted.append((source, emitter, module))
-    if len({s for s, _, _ in emitted}) != 1:
+    for j, seg in enumerate(chain.segments):
+        pointers = {ph: f"in{i}" for i, ph in enumerate(seg.graph.used)}
+        name = launcher if single else f"{launcher}_s{j}"
+        emitted.append(_MODULES[seg.pattern].emit_kernel(seg.graph, name, pointers))
+    return chain, emitted
+
+
+def _size_factors(seg: lower_chain.Segment) -> list[list[int]]:
+    """The launcher's leading int64 sizes, each as the factors whose product it is."""
+    g = seg.graph
+    if seg.pattern == "lower_gemm":
+        return lower_gemm.size_factors(g)
+    if seg.pattern == "lower_rowreduce":
+        rows_shape = next(r.args[1].shape for o in g.outputs for r in reductions(o))
+        return [list(rows_shape[:-1]), [rows_shape[-1]]]
+    shape = g.outputs[0].shape
+    return [list(shape), [shape[-1]] if shape else []]
+
+
+def _variant(launcher: str, key: tuple[str, ...], graphs: list[Graph]) -> _Variant:
+    planned = [_emit(g, launcher) for g in graphs]
+    if len({"".join(src for src, _ in emitted) for _, emitted in planned}) != 1:
         names = ", ".join(g.case.case.name for g in graphs)
         raise Unsupported(f"the cases {names} (same dtypes) trace to different graphs")
-    source, emitter, module = emitted[0]
     first = graphs[0]
     dims = _dim_sources(first)
     fit = lambda values: _fit(values, graphs, dims)  # noqa: E731
-    out_shapes = tuple(
-        tuple(fit([g.outputs[j].shape[d] for g in graphs]) for d in range(len(o.shape)))
-        for j, o in enumerate(first.outputs)
-    )
-    if module is lower_rowreduce:
-        rows_shape = next(r.args[1].shape for o in first.outputs for r in reductions(o))
-        cols = fit([next(r.args[1].shape[-1] for o in g.outputs for r in reductions(o))
-                    for g in graphs])  # fmt: skip
-        outer = [fit([next(r.args[1].shape[d] for o in g.outputs for r in reductions(o))
-                      for g in graphs]) for d in range(len(rows_shape) - 1)]  # fmt: skip
-        sizes = [" * ".join(f"({d})" for d in outer) or "1", cols]
-    else:
-        shape = out_shapes[0]
-        sizes = [" * ".join(f"({d})" for d in shape) or "1", shape[-1] if shape else "1"]
-    per_case = [_emitter_ints(g, launcher) for g in graphs]
-    for name in emitter.ints:
-        sizes.append(fit([ints[name] for ints in per_case]))
-    tensors = tuple(_tensor_expr(first.case.placeholders[ph]) for ph in first.used)
-    return _Variant(
-        key=key, launcher=launcher, kernel=source, pattern=module.__name__.rsplit(".", 1)[-1],
-        out_shapes=out_shapes, out_dtypes=tuple(o.dtype for o in first.outputs),
-        tensors=tensors, sizes=tuple(sizes),
-        floats=tuple(f"float(self.{f.removeprefix('s_')})" for f in emitter.floats),
+
+    def product(factors: list[list[int]]) -> str:
+        if len({len(f) for f in factors}) != 1:
+            raise Unsupported("cases of different ranks share a kernel")
+        return " * ".join(f"({fit(list(col))})" for col in zip(*factors, strict=True)) or "1"
+
+    chain, emitted = planned[0]
+    placeholders = chain.segments[0].graph.case.placeholders
+    launches = []
+    for j, (seg, (source, emitter)) in enumerate(zip(chain.segments, emitted, strict=True)):
+        per_graph = [plan.segments[j] for plan, _ in planned]
+        per_ints = [em[j][1].ints for _, em in planned]
+        counts = range(len(_size_factors(seg)))
+        sizes = [product([_size_factors(s)[d] for s in per_graph]) for d in counts]
+        # the row length (and N, K) as the bare expression, as before chains
+        sizes[1:] = [x[1:-1] if x.count("(") == 1 and x.startswith("(") and x.endswith(")")
+                     else x for x in sizes[1:]]  # fmt: skip
+        sizes += [fit([ints[name] for ints in per_ints]) for name in emitter.ints]
+        tensors = tuple(_tensor_expr(placeholders[ph]) for ph in seg.graph.used)
+        launches.append(_Launch(
+            launcher=launcher if len(chain.segments) == 1 else f"{launcher}_s{j}",
+            kernel=source, pattern=seg.pattern, tensors=tensors, dests=tuple(seg.dests),
+            sizes=tuple(sizes),
+            floats=tuple(f"float(self.{f.removeprefix('s_')})" for f in emitter.floats),
+            checks=_gemm_checks(seg, placeholders) if seg.pattern == "lower_gemm" else (),
+        ))  # fmt: skip
+    shape_of = lambda values: tuple(fit(list(d)) for d in zip(*values, strict=True))  # noqa: E731
+    buffers = tuple(
+        (name, shape_of([p.segments[0].graph.case.placeholders[name].shape for p, _ in planned]),
+         FLOAT_DTYPES[placeholders[name].dtype])
+        for name in chain.buffers
     )  # fmt: skip
+    outputs = []
+    for j, var in enumerate(chain.returns):
+        if var.startswith("buf"):
+            outputs.append((var, (), ""))
+        else:
+            shape = shape_of([g.outputs[j].shape for g in graphs])
+            outputs.append((var, shape, first.outputs[j].dtype))
+    return _Variant(key=key, launches=tuple(launches), buffers=buffers, outputs=tuple(outputs))
 
 
-def _emitter_ints(g: Graph, launcher: str) -> dict[str, int]:
-    pointers = {ph: f"in{j}" for j, ph in enumerate(g.used)}
-    module = lower_rowreduce if any(reductions(o) for o in g.outputs) else lower_pointwise
-    return module.emit_kernel(g, launcher, pointers)[1].ints
+def _gemm_checks(seg: lower_chain.Segment, placeholders) -> tuple[str, ...]:
+    """forward refuses operands whose inner dimensions differ before the GEMM reads past them."""
+    a, b, transposed = lower_gemm.operands(lower_gemm.product(seg.graph))
+    pa, pb = placeholders[a.args[0]], placeholders[b.args[0]]
+    if "buffer" in (pa.role, pb.role):
+        return ()
+    ea, eb = _tensor_expr(pa), _tensor_expr(pb)
+    kb = f"{eb}.shape[{len(pb.shape) - 1 if transposed else 0}]"
+    return (f"        if {ea}.shape[-1] != {kb}:",
+            f'            raise ValueError(f"matrix product of inner sizes {{{ea}.shape[-1]}} '
+            f'and {{{kb}}}")')  # fmt: skip
 
 
 def _tensor_expr(p) -> str:
+    if p.role == "buffer":
+        return p.key  # a local variable of the variant's method
     return f"x{p.key}" if p.role == "input" else f"self.{p.key}"
 
 
@@ -172,22 +234,36 @@ def _fit(values: list[int], graphs: list[Graph], dims: list[tuple[str, int]]) ->
 # ------------------------------------------------------------------------------ sources
 
 
+_DESCRIBE = {
+    "lower_pointwise": "pointwise (1-D grid, vectorised)",
+    "lower_rowreduce": "last-dimension reduction (one group of threads per row)",
+    "lower_gemm": "tiled GEMM with a pointwise epilogue (mma.sync / MFMA / FMA paths)",
+}
+
+
 def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]) -> str:
-    patterns = {v.pattern for v in variants}
-    f16 = any("float16" in v.key or "float16" in v.out_dtypes for v in variants)
-    row = "lower_rowreduce" in patterns
-    tunables = lower_rowreduce.TUNABLES if row else lower_pointwise.TUNABLES
-    if row and "lower_pointwise" in patterns:
-        raise Unsupported("cases that lower to different patterns")
+    patterns = [launch.pattern for v in variants for launch in v.launches]
+    kernels = "".join(v.kernel for v in variants)
+    f16 = re.search(r"\b(f16_to_float|float_to_f16|round_f16|DT_F16)\b", kernels) is not None
+    row, pointwise = "lower_rowreduce" in patterns, "lower_pointwise" in patterns
+    gemm = "lower_gemm" in patterns
+    tunables = []
+    if row:
+        tunables.append(lower_rowreduce.TUNABLES)
+        if pointwise:  # the pointwise kernels' own parameter, next to the shared BLOCK and VEC
+            pw = lower_pointwise.TUNABLES
+            tunables.append(pw[pw.index("// Vectors per thread") :])
+    elif pointwise:
+        tunables.append(lower_pointwise.TUNABLES)
+    if gemm:
+        tunables.append(lower_gemm.TUNABLES)
+    described = [_DESCRIBE[p] for p in dict.fromkeys(patterns)]
+    launches = max(len(v.launches) for v in variants)
     head = [
         f"// {task.name}: lowered from its PyTorch reference by hipevolve's offline translator.",
         "// fp32 math; values PyTorch holds in bfloat16/float16 are rounded where it rounds them.",
-        "// Pattern: "
-        + (
-            "last-dimension reduction (one group of threads per row)"
-            if row
-            else "pointwise (1-D grid, vectorised)"
-        ),  # fmt: skip
+        "// Pattern: " + ", then ".join(described)
+        + (f" ({launches} kernels in order, intermediates in buffers)" if launches > 1 else ""),
         "// Kernels read warpSize (32 on NVIDIA, 64 on CDNA); nothing assumes a warp width.",
         "//",
         "// Tunable parameters: a comment `// @tunable NAME: v1, v2, ...` lists the values the",
@@ -196,14 +272,20 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
         *(["#include <hip/hip_fp16.h>"] if f16 else []),
         "#include <cstdint>",
         "",
-        tunables,
+        *tunables,
         DEVICE_HELPERS,
         *([F16_HELPERS] if f16 else []),
-        "// VEC elements that move as one load or store (the alignment makes them one access).",
-        "template <typename T>\nstruct alignas(sizeof(T) * VEC) Pack {\n    T v[VEC];\n};",
-        *([lower_rowreduce.HELPERS] if row else []),
-    ]
-    return "\n".join(head) + "".join(v.kernel for v in variants)
+    ]  # fmt: skip
+    if row or pointwise:
+        head += [
+            "// VEC elements that move as one load or store (the alignment makes them one access).",
+            "template <typename T>\nstruct alignas(sizeof(T) * VEC) Pack {\n    T v[VEC];\n};",
+        ]
+    if row:
+        head.append(lower_rowreduce.HELPERS)
+    if gemm:
+        head += [lower_gemm.HELPERS, *([lower_gemm.F16_ELEM] if f16 else [])]
+    return "\n".join(head) + kernels
 
 
 def _init_source(task: TaskSpec) -> tuple[list[str], str]:
@@ -296,19 +378,27 @@ def _model_source(task: TaskSpec, case: TracedCase, variants: list[_Variant]) ->
         out += [f"        if key == ({wanted_key},):",
                 f"            return self._v{k}({', '.join(args)})"]  # fmt: skip
     out.append('        raise ValueError(f"no kernel for the dtypes {key}")')
+    device = f"{args[0] if args else 'self.weight'}.device"
     for k, v in enumerate(variants):
         out += ["", f"    def _v{k}(self, {', '.join(args)}):"]
-        names = []
-        for j, (shape, dtype) in enumerate(zip(v.out_shapes, v.out_dtypes, strict=True)):
+        for launch in v.launches:
+            out += list(launch.checks)
+        allocated = [(n, shape, dt) for n, shape, dt in v.outputs if dt] + list(v.buffers)
+        for name, shape, dtype in allocated:
             dims = ", ".join(shape) + ("," if len(shape) == 1 else "")
-            out.append(f"        out{j} = torch.empty(({dims}), dtype=torch.{dtype}, "
-                       f"device={args[0] if args else 'self.weight'}.device)")  # fmt: skip
-            names.append(f"out{j}")
-        out.append(f"        vec_ok = _ready([{', '.join(v.tensors + tuple(names))}])")
-        call = [*v.tensors, *names, *v.sizes, *v.floats, "vec_ok"]
-        out.append(f"        kernels.{v.launcher}({', '.join(call)})")
-        returns_tuple = case.returns_tuple
-        out.append(f"        return {', '.join(names)}" + ("," if returns_tuple and
+            out.append(f"        {name} = torch.empty(({dims}), dtype=torch.{dtype}, "
+                       f"device={device})")  # fmt: skip
+        for launch in v.launches:
+            touched = ", ".join(launch.tensors + launch.dests)
+            call = [*launch.tensors, *launch.dests, *launch.sizes, *launch.floats]
+            if launch.pattern == "lower_gemm":  # no vector flag: the GEMM stages through LDS
+                out.append(f"        _ready([{touched}])")
+            else:
+                out.append(f"        vec_ok = _ready([{touched}])")
+                call.append("vec_ok")
+            out.append(f"        kernels.{launch.launcher}({', '.join(call)})")
+        names = [n for n, _, _ in v.outputs]
+        out.append(f"        return {', '.join(names)}" + ("," if case.returns_tuple and
                                                            len(names) == 1 else ""))  # fmt: skip
     return "\n".join(out) + "\n"
 

@@ -50,7 +50,7 @@ TEST_TASKS = ROOT / "tests" / "data" / "lowering"
 BUILTIN = ("gelu", "silu_and_mul", "softmax", "log_softmax", "layernorm", "rmsnorm",
            "fused_add_rmsnorm")  # fmt: skip
 FAMILIES = {"elementwise": "pointwise", "pointwise": "pointwise", "reduction": "reduction",
-            "fusion": "fusion", "matmul": "gemm"}  # fmt: skip
+            "fusion": "fusion", "matmul": "gemm", "gemm": "gemm"}  # fmt: skip
 INPUT_BUDGET = 1 << 30  # bytes of timing input sets, as the verifier's default
 
 

@@ -28,27 +28,56 @@ class Evaluator(Protocol):
 
 
 class PipelineEvaluator:
-    """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task."""
+    """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task, on one
+    worker slot per visible GPU (verifier/slots.py), kept for the evaluator's life so judges
+    started during one batch serve the next. `close()` stops them."""
 
     def __init__(self, task: TaskSpec, settings: VerifierSettings, backend: str) -> None:
         self.task, self.settings, self.backend = task, settings, backend
-        # Where the cache lives and how many cores compile do not change a result.
-        verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs"})
-        self.settings_key = canonical_json(
-            {
-                "task": task.name,
-                "cases": [c.model_dump(mode="json") for c in task.cases],
-                "tolerance": task.tolerance.model_dump(mode="json"),
-                "verifier": verifier | {"backend": backend},
-            }
-        )
-        self.toolchain = _toolchain(backend)
+        self.settings_key = settings_key(task, settings, backend)
+        self.toolchain = toolchain_of(backend)
         self.device = device_name(backend)
+        self._slots = None
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """The GPUs it runs on (ids as CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES take them)."""
+        from hipevolve.verifier.slots import visible_gpus
+
+        return visible_gpus(self.backend)
+
+    @property
+    def parallelism(self) -> int:
+        """Evaluations it runs at once: one per GPU."""
+        return max(1, len(self.gpus))
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
         from hipevolve.verifier.pipeline import evaluate_many
+        from hipevolve.verifier.slots import Slots
 
-        return evaluate_many(list(candidates), self.task, self.settings, self.backend)
+        if self._slots is None and self.backend != "static":
+            self._slots = Slots(self.backend, self.gpus)
+        return evaluate_many(list(candidates), self.task, self.settings, self.backend,
+                             slots=self._slots)  # fmt: skip
+
+    def close(self) -> None:
+        if self._slots is not None:
+            self._slots.close()
+            self._slots = None
+
+
+def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> str:
+    """Canonical JSON of what decides an evaluation's result: the task, its cases, the settings."""
+    # Where the cache lives, how many cores compile and where the work runs do not change one.
+    verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs", "ray"})
+    return canonical_json(
+        {
+            "task": task.name,
+            "cases": [c.model_dump(mode="json") for c in task.cases],
+            "tolerance": task.tolerance.model_dump(mode="json"),
+            "verifier": verifier | {"backend": backend},
+        }
+    )
 
 
 def pipeline_evaluator(
@@ -60,7 +89,8 @@ def pipeline_evaluator(
     return PipelineEvaluator(task, verifier_settings, resolve_backend(backend))
 
 
-def _toolchain(backend: str) -> str:
+def toolchain_of(backend: str) -> str:
+    """Compiler, runtime and PyTorch of a backend on this machine, for the idempotency key."""
     import torch
 
     if backend in ("cuda", "rocm"):

@@ -119,6 +119,15 @@ def search(
             rich_help_panel=SEARCH,
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="Evaluate on a Ray cluster: auto (the one this machine belongs to, else a new "
+            "one here) or its address (HOST:6379); one worker per GPU of the cluster.",
+            show_default="this machine: one worker per visible GPU",
+            rich_help_panel=SEARCH,
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -155,7 +164,7 @@ def search(
     ] = None,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""
-    given = [task, budget, islands, seed, resume, backend, tasks_dir, model, api_base,
+    given = [task, budget, islands, seed, resume, backend, tasks_dir, ray, model, api_base,
              token_budget, cost_budget]  # fmt: skip
     if ctx.invoked_subcommand is not None:
         if any(v is not None for v in given) or archive != Path("hipevolve.db"):
@@ -180,6 +189,7 @@ def search(
         resume=resume,
         backend=backend,
         tasks_dirs=tuple(tasks_dir or ()),
+        ray=ray,
         # HIPEVOLVE_MODEL is documented in hipevolve/config.py; --model wins over it.
         model=model or os.environ.get("HIPEVOLVE_MODEL") or None,
         api_base=api_base,

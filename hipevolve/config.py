@@ -44,6 +44,9 @@ class VerifierSettings(Section):
     trials: int = Field(default=30, ge=5, description="timed trials per case (median reported)")
     warmup: int = Field(default=5, ge=1, description="untimed calls before the trials")
     suspect_speedup: float = Field(default=10.0, gt=1, description="speedups above this: suspect")
+    ray: str | None = Field(
+        default=None,
+        description="run on a Ray cluster: its address, or auto; unset: this machine's GPUs")
 
 
 class Settings(Section):

@@ -203,7 +203,12 @@ def print_outcome(console: Console, outcome: Outcome) -> None:
 
 
 def resume_command(
-    task: str, archive: Path, run: int, tasks_dirs: Sequence[Path], backend: str | None
+    task: str,
+    archive: Path,
+    run: int,
+    tasks_dirs: Sequence[Path],
+    backend: str | None,
+    ray: str | None = None,
 ) -> str:
     """The exact `evolve` line that continues `run` (seed, islands and budget come from it)."""
     argv: list[str | Path] = ["evolve", "--task", task, "--archive", archive, "--resume", str(run)]
@@ -211,4 +216,6 @@ def resume_command(
         argv += ["--tasks-dir", d]
     if backend:
         argv += ["--backend", backend]
+    if ray:
+        argv += ["--ray", ray]
     return command(*argv)

@@ -14,6 +14,7 @@ re-queued by the resume.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
@@ -60,6 +61,7 @@ class JobOptions(BaseModel):
     resume: int | None = Field(default=None, description="id of the run to continue")
     backend: Literal["auto", "cuda", "rocm", "static"] | None = None
     tasks_dirs: tuple[Path, ...] = ()
+    ray: str | None = Field(default=None, description="Ray cluster: auto or an address")
     model: str | None = Field(default=None, description="litellm model string; None: offline")
     api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
     token_budget: int | None = Field(default=None, description="LLM tokens (in+out) per run")
@@ -121,11 +123,37 @@ def require_gpu(requested: str) -> str:
 
 
 def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
-    """The production evaluator: the verifier pipeline on this machine's GPU.
+    """The production evaluator: the verifier pipeline on this machine's GPUs (one worker slot
+    per visible GPU), or on a Ray cluster's when settings.verifier.ray names one.
 
     Raises UserError when there is no usable GPU or its compiler is missing.
     """
+    if settings.verifier.ray:
+        return ray_evaluator(task, settings, backend)
     return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+
+
+def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
+    """Workers on the cluster's GPUs; the GPU backend is the workers', this machine may have none."""
+    try:
+        from hipevolve.evolution.ray_evaluator import RayEvaluator
+    except ImportError:
+        raise UserError(
+            "--ray needs Ray, which is not installed here",
+            "run scripts/setup.sh, or pip install 'hipevolve[ray]'",
+        ) from None
+    if backend == "static":
+        require_gpu(backend)  # the one-line refusal: a static backend cannot search
+    if backend == "auto":
+        backend = _cluster_backend()
+    return RayEvaluator(task, settings.verifier, backend, settings.verifier.ray or "auto")
+
+
+def _cluster_backend() -> str:
+    """rocm when this machine runs ROCm's PyTorch, else cuda (a cluster runs one kind of GPU)."""
+    import torch
+
+    return "rocm" if torch.version.hip else "cuda"
 
 
 # ------------------------------------------------------------------------------ the job
@@ -149,8 +177,9 @@ def run_job(
     flags: dict = {}
     if options.tasks_dirs:
         flags["tasks"] = {"dirs": options.tasks_dirs}
-    if options.backend:
-        flags["verifier"] = {"backend": options.backend}
+    verifier = {"backend": options.backend, "ray": options.ray}
+    if any(verifier.values()):
+        flags["verifier"] = {k: v for k, v in verifier.items() if v}
     settings = load_settings(flags)
     if options.api_base and not options.model:
         raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
@@ -162,7 +191,6 @@ def run_job(
     from hipevolve.problems import get_task
 
     task = get_task(options.task, settings.tasks.dirs)
-    evaluate = evaluators(task, settings, settings.verifier.backend)
     if not task.seeds and not options.model:  # with a model, the translator writes the first
         from hipevolve.agents.lowering import Unlowered
         from hipevolve.agents.translator import lowered
@@ -175,15 +203,26 @@ def run_job(
                 'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
                 "or pass --model so the translator writes a first kernel",
             )
-    # A resume never creates an archive: a mistyped path should not leave an empty file behind.
-    with Archive.open(options.archive, create=options.resume is None) as archive:
-        plan = _plan(options, archive, task)
-        return _drive(options, task, archive, plan, evaluate, console, err_console)
+    evaluate = evaluators(task, settings, settings.verifier.backend)
+    try:
+        # A resume never creates an archive: a mistyped path should not leave an empty file.
+        with Archive.open(options.archive, create=options.resume is None) as archive:
+            plan = _plan(options, archive, task, getattr(evaluate, "parallelism", 1))
+            return _drive(options, task, archive, plan, evaluate, console, err_console)
+    finally:
+        close = getattr(evaluate, "close", None)
+        if close is not None:  # the worker slots' judges, or the Ray workers
+            close()
 
 
-def _plan(options: JobOptions, archive: Archive, task: TaskSpec) -> _Plan:
+def _plan(options: JobOptions, archive: Archive, task: TaskSpec, parallelism: int = 1) -> _Plan:
+    """A fresh run's plan, or the resumed run's own. `parallelism`: evaluations the evaluator
+    runs at once (its GPUs); a generation proposes at least that many children."""
     if options.resume is None:
-        settings = EvolutionSettings(islands=options.islands or EvolutionSettings().islands)
+        islands = options.islands or EvolutionSettings().islands
+        settings = EvolutionSettings(
+            islands=islands, proposals_per_island=max(1, math.ceil(parallelism / islands))
+        )
         return _Plan(run=None, budget=options.budget or 0, seed=options.seed or 0,
                      settings=settings)  # fmt: skip
     runs = archive.runs()
@@ -257,7 +296,7 @@ def _drive(
             if run is None:  # refused before the run was ours (a live writer holds it, ...)
                 raise
             resume = resume_command(task.name, options.archive, run, options.tasks_dirs,
-                                    options.backend)  # fmt: skip
+                                    options.backend, options.ray)  # fmt: skip
             raise UserError(e.problem, f"{e.fix}; then: {resume}" if e.fix else resume) from None
         else:
             best = _save_best(archive, summary.run, task)
@@ -311,7 +350,7 @@ def _outcome(
     resume = export = verify = None
     if run is not None and exit_code == INTERRUPTED:
         resume = resume_command(task.name, options.archive, run, options.tasks_dirs,
-                                options.backend)  # fmt: skip
+                                options.backend, options.ray)  # fmt: skip
     if run is not None and best is not None:
         out = archive.path.parent / EXPORT_DIR / f"{task.name}-run{run}"
         export = command("evolve", "export", "--task", task.name, "--run", str(run),

@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+extras="[ray]"
+[ "${1:-}" = "--dev" ] && extras="[ray,dev]"
 
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
@@ -36,7 +36,7 @@ $py -m pip install -q -e ".${extras}"
 # playwright (a dev extra) drives a Chromium: Debian's own package where apt has a real one, else
 # the build playwright downloads (Ubuntu's chromium package is only a snap stub). The test skips
 # itself, saying why, when no Chromium is found.
-if [ -n "$extras" ] && ! command -v chromium >/dev/null; then
+if [ "${1:-}" = "--dev" ] && ! command -v chromium >/dev/null; then
   if . /etc/os-release && [ "${ID:-}" = "debian" ]; then
     $sudo_cmd apt-get update -q
     $sudo_cmd apt-get install -y -q chromium

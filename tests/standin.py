@@ -9,12 +9,15 @@ is exercised by the gpu-marked tests.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from hipevolve.archive.store import canonical_json
-from hipevolve.config import Settings
+from hipevolve.config import Settings, VerifierSettings
 from hipevolve.evolution.tunables import current_configuration, parse_tunables
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
 from hipevolve.taskspec import TaskSpec
@@ -206,3 +209,64 @@ class StandInEvaluators:
 
     def __call__(self, task: TaskSpec, settings: Settings, backend: str) -> StandIn:
         return StandIn(self.log, self.delay_s)
+
+
+class Ticket(BaseModel):
+    """What StandInStages.prepare hands a worker: nothing is finished on the CPU side."""
+
+    candidate: Candidate
+    done: Evaluation | None = None
+
+
+class StandInStages:
+    """The stand-in as the Stages of a Ray evaluator (hipevolve.evolution.ray_evaluator): the
+    worker actor scores as StandIn does. With `die_on` (tunable values), the worker process
+    exits in the middle of that candidate's evaluation, the first `deaths` times it is asked
+    for it (counted in files under `marks`, which every worker sees)."""
+
+    def __init__(self, marks: Path, die_on: dict[str, str] | None = None, deaths: int = 1):
+        self.marks, self.die_on, self.deaths = marks, die_on, deaths
+
+    def prepare(self, candidate: Candidate) -> Ticket:
+        return Ticket(candidate=candidate)
+
+    def open(self) -> None:
+        return None
+
+    def run(self, ticket: Ticket, state: None) -> Evaluation:
+        config = current_configuration(parse_tunables(ticket.candidate.hip_source or ""))
+        if self.die_on is not None and all(config.get(k) == v for k, v in self.die_on.items()):
+            died = len(list(self.marks.glob("death-*")))
+            if died < self.deaths:
+                (self.marks / f"death-{died}").write_text(str(os.getpid()))
+                os._exit(1)  # the worker process is gone, as when its machine is lost
+        return score(ticket.candidate)
+
+    def describe(self) -> dict[str, str]:
+        return {"backend": "stand-in", "toolchain": StandIn.toolchain, "device": "stand-in"}
+
+
+class JudgedOnCpu:
+    """The pipeline's worker stage (PipelineStages.run: a judge and its sandbox) on the cpu
+    backend, for Ray workers on machines without a GPU. `prepare` skips the static screen,
+    which refuses the pure-PyTorch candidates a CPU can run; the screen has tests of its own."""
+
+    def __init__(self, task: TaskSpec, settings: VerifierSettings) -> None:
+        from hipevolve.evolution.ray_evaluator import PipelineStages
+
+        self.stages = PipelineStages(task, settings, "cpu")
+
+    def prepare(self, candidate: Candidate):
+        from hipevolve.evolution.ray_evaluator import Shipment
+        from hipevolve.verifier.pipeline import Prepared
+
+        return Shipment(prepared=Prepared(candidate=candidate))
+
+    def open(self):
+        return self.stages.open()
+
+    def run(self, shipment, slots) -> Evaluation:
+        return self.stages.run(shipment, slots)
+
+    def describe(self) -> dict[str, str]:
+        return self.stages.describe()

@@ -74,10 +74,40 @@ def test_seedless_task_with_a_model_starts_from_the_translators_candidate(tmp_pa
     assert summary.progress.best_fitness == pytest.approx(1.2)  # BLOCK 512 over the seed's 1.0
 
 
+CONV_REFERENCE = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(1, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def test_seedless_task_that_does_not_lower_is_refused_offline_in_one_line_before_a_run(tmp_path):
-    # A matmul does not lower offline (the lowering covers pointwise and row reductions), and
-    # without a model nothing else can write a first kernel.
-    task = load_task_folder(LOWERING / "l2_matmul_relu", "user")
+    # A convolution does not lower offline (pointwise, row reductions, GEMMs and their chains
+    # do), and without a model nothing else can write a first kernel.
+    folder = tmp_path / "conv_relu"
+    folder.mkdir()
+    (folder / "reference.py").write_text(CONV_REFERENCE)
+    (folder / "task.toml").write_text(
+        'name = "conv_relu"\ndescription = "relu(conv2d(x))"\nfamily = "fusion"\n'
+        '[tolerance]\nkind = "kernelbench"\n[[cases]]\nname = "a"\nsmall = true\n'
+    )
+    task = load_task_folder(folder, "user")
     evaluate = CompilingStandIn(tmp_path / "cache", task=task.name, build=False)
     with Archive.open(tmp_path / "a.db") as archive:
         with pytest.raises(UserError) as refused:

@@ -114,4 +114,4 @@ def test_default_suite_is_the_builtins_and_every_lowering_test_task_and_all_reso
     assert names == [*osu.BUILTIN, *folders]
     tasks = [osu.resolve_task(n) for n in names]
     assert [t.name for t in tasks] == names
-    assert {osu.family_of(t.family) for t in tasks} == {"pointwise", "reduction", "fusion"}
+    assert {osu.family_of(t.family) for t in tasks} == {"pointwise", "reduction", "fusion", "gemm"}

@@ -2,9 +2,12 @@
 
     screen (static checks) -> compile (cached, parallel) -> static AMD analysis -> GPU worker
 
-`evaluate_many` compiles and analyses every candidate on all CPU cores first, then runs the GPU
-workers one after another with a warm standby judge, so a fresh worker's start-up overlaps the
-previous evaluation.
+`prepare` runs the CPU stages of one candidate and `run_prepared` its GPU stage in a warm judge.
+`evaluate_many` compiles and analyses the candidates on all CPU cores and hands each to a free
+worker slot (verifier/slots.py: one per visible GPU) as soon as it is compiled, so compiles
+overlap evaluations, and warm standby judges make a fresh judge's start-up overlap the
+evaluations before it. The Ray evaluator (evolution/ray_evaluator.py) runs the same two stages
+as Ray tasks and actors.
 """
 
 from __future__ import annotations
@@ -14,15 +17,21 @@ import os
 import random
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.config import VerifierSettings
 from hipevolve.hardware import H200, MI300X
 from hipevolve.taskspec import Case, TaskSpec
-from hipevolve.verifier.build import BuildResult, build_many, cache_key, trim_log
+from hipevolve.verifier.build import (
+    BuildResult,
+    build,
+    cache_key,
+    remove_stale_builds,
+    trim_log,
+)
 from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import Evaluation, StaticFacts, Status
 from hipevolve.verifier.static_checks import screen
@@ -32,9 +41,6 @@ class StaticResult(BaseModel):
     facts: tuple[StaticFacts, ...] = ()
     error: str = ""  # trimmed compiler log when the source does not compile for a target
     note: str = ""  # the analysis itself failed (a tool, not the candidate)
-
-
-STANDBY_JUDGES = 3  # judges kept warm while a batch is evaluated
 
 
 def suspect_threshold(task: TaskSpec, settings: VerifierSettings) -> float:
@@ -96,97 +102,131 @@ def _peak(backend: str):
     return PeakRates(bytes_per_s=gpu.hbm_bytes_per_s, flops_per_s=gpu.bf16_flops_per_s)
 
 
-def _run_on_gpu(candidate: Candidate, library: Path | None, task: TaskSpec, cases, backend: str,
-                settings: VerifierSettings, do_timing: bool, standby, workdir: Path):
+class Prepared(BaseModel):
+    """A candidate after the CPU stages: finished there (`done`), or ready for a GPU worker."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidate: Candidate
+    done: Evaluation | None = None
+    library: Path | None = Field(default=None, description="the compiled .so (native, GPU)")
+    static: tuple[StaticFacts, ...] = ()
+    flags: tuple[str, ...] = ()
+
+
+def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
+            backend: str) -> Prepared:
+    """The CPU stages for one candidate: static screen, compile (cached), AMD analysis."""
+    checked = screen(candidate)
+    flags = tuple(checked.flags)
+    finished = lambda status, message, **more: Prepared(  # noqa: E731
+        candidate=candidate, flags=flags,
+        done=Evaluation(status=status, task=task.name, backend=backend, message=message,
+                        flags=more.pop("flags", flags), **more))  # fmt: skip
+    if not checked.passed:
+        return finished(Status.rejected, checked.message)
+    if candidate.format != "native":
+        if backend == "static":  # a KernelBench candidate has no HIP source to analyse
+            return finished(Status.compiled, "KernelBench format: no static AMD analysis; not run")
+        if backend != "cpu" and backend not in ("cuda", "rocm"):
+            raise ValueError(f"unknown backend {backend}")
+        return Prepared(candidate=candidate, flags=flags)
+    if backend == "cpu":
+        raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
+    built: BuildResult | None = None
+    if backend in ("cuda", "rocm"):
+        from hipevolve.verifier.backends import compiler_for
+
+        built = build(candidate.hip_source, compiler_for(backend), settings.cache_dir,
+                      timeout_s=settings.compile_timeout_s,
+                      max_object_bytes=settings.max_object_bytes)  # fmt: skip
+    static = static_analysis(candidate.hip_source, settings)
+    if built is not None and not built.ok:
+        return finished(Status.compile_error, "does not compile", compile_log=built.log,
+                        static=static.facts)
+    if static.error:
+        return finished(Status.compile_error, "does not compile for AMD",
+                        compile_log=static.error)
+    if backend == "static":
+        return finished(Status.compiled, "compiles; analysed for AMD, not run (no GPU)",
+                        static=static.facts,
+                        flags=(*flags, static.note) if static.note else flags)
+    return Prepared(candidate=candidate, library=built.library if built else None,
+                    static=static.facts, flags=flags)
+
+
+def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings, backend: str,
+                 judge, *, cases: tuple[Case, ...] | None = None,
+                 do_timing: bool = True) -> Evaluation:
+    """The GPU stage: the candidate runs in `judge` (a warm Standby), checked and timed."""
     from hipevolve.verifier.candidate import write_candidate
     from hipevolve.verifier.isolate import CandidateJob, Timeouts, WorkerJob, run_worker
 
-    written = write_candidate(candidate, workdir / "candidate")
-    if candidate.format == "native":
-        job_candidate = CandidateJob(format="native", model=written / "model.py",
-                                     library=library, source=written / "kernel.hip")
-    else:
-        job_candidate = CandidateJob(format="kernelbench", model=written)
-    job = WorkerJob.for_task(
-        task, job_candidate, device=_device(backend), cases=cases, seeds=check_seeds(task, settings),
-        do_timing=do_timing, trials=settings.trials, warmup=settings.warmup,
-        timeouts=Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
-                          timing=settings.timing_timeout_s),
-        peak=_peak(backend), suspect_speedup=suspect_threshold(task, settings))
-    return run_worker(job, standby)
+    workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
+    try:
+        written = write_candidate(prepared.candidate, workdir / "candidate")
+        if prepared.candidate.format == "native":
+            job_candidate = CandidateJob(format="native", model=written / "model.py",
+                                         library=prepared.library,
+                                         source=written / "kernel.hip")  # fmt: skip
+        else:
+            job_candidate = CandidateJob(format="kernelbench", model=written)
+        job = WorkerJob.for_task(
+            task, job_candidate, device=_device(backend), cases=cases,
+            seeds=check_seeds(task, settings), do_timing=do_timing, trials=settings.trials,
+            warmup=settings.warmup,
+            timeouts=Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
+                              timing=settings.timing_timeout_s),
+            peak=_peak(backend), suspect_speedup=suspect_threshold(task, settings))  # fmt: skip
+        worker = run_worker(job, judge)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return Evaluation(
+        status=worker.status, task=task.name, backend=backend, cases=worker.case_results(),
+        static=prepared.static, message=worker.message, mismatch=worker.mismatch,
+        flags=(*prepared.flags, *worker.flags, *worker.hacks), seconds=worker.seconds)
 
 
 def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: VerifierSettings,
                   backend: str, *, cases: tuple[Case, ...] | None = None,
-                  do_timing: bool = True) -> list[Evaluation]:
+                  do_timing: bool = True, slots=None) -> list[Evaluation]:
     """Evaluations in the order of `candidates`.
 
     backend: cuda, rocm or static; cpu runs KernelBench-format Python candidates on the CPU (the
     verifier's own tests use it to exercise isolation and checks where no GPU exists).
+    slots: the worker slots (verifier.slots.Slots) to run on; None: one slot per visible GPU,
+    started for this call and closed after it.
     """
+    from hipevolve.verifier.slots import STANDBY_JUDGES, Slots, visible_gpus
+
+    remove_stale_builds(settings.cache_dir)
     results: list[Evaluation | None] = [None] * len(candidates)
-    screens = [screen(c) for c in candidates]
-    for i, s in enumerate(screens):
-        if not s.passed:
-            results[i] = Evaluation(status=Status.rejected, task=task.name, backend=backend,
-                                    message=s.message, flags=s.flags)
-    native = [i for i, c in enumerate(candidates) if results[i] is None and c.format == "native"]
-    builds: dict[int, BuildResult] = {}
-    if backend in ("cuda", "rocm") and native:
-        from hipevolve.verifier.backends import compiler_for
-
-        built = build_many([candidates[i].hip_source for i in native], compiler_for(backend),
-                           settings.cache_dir, jobs=settings.compile_jobs,
-                           timeout_s=settings.compile_timeout_s,
-                           max_object_bytes=settings.max_object_bytes)
-        builds = dict(zip(native, built, strict=True))
-    with ThreadPoolExecutor(max_workers=settings.compile_jobs or None) as pool:
-        statics = dict(zip(native, pool.map(
-            lambda i: static_analysis(candidates[i].hip_source, settings), native), strict=True))
-    for i in native:
-        flags = screens[i].flags
-        if i in builds and not builds[i].ok:
-            results[i] = Evaluation(status=Status.compile_error, task=task.name, backend=backend,
-                                    message="does not compile", compile_log=builds[i].log,
-                                    flags=flags, static=statics[i].facts)
-        elif statics[i].error:
-            results[i] = Evaluation(status=Status.compile_error, task=task.name, backend=backend,
-                                    message="does not compile for AMD",
-                                    compile_log=statics[i].error, flags=flags)
-        elif backend == "static":
-            results[i] = Evaluation(status=Status.compiled, task=task.name, backend=backend,
-                                    message="compiles; analysed for AMD, not run (no GPU)",
-                                    static=statics[i].facts,
-                                    flags=(*flags, statics[i].note) if statics[i].note else flags)
-    pending = [i for i in range(len(candidates)) if results[i] is None]
-    if pending and backend == "static":
-        for i in pending:  # a KernelBench candidate has no HIP source to analyse statically
-            results[i] = Evaluation(status=Status.compiled, task=task.name, backend=backend,
-                                    message="KernelBench format: no static AMD analysis; not run")
-        pending = []
-    if pending:
-        from hipevolve.verifier.isolate import StandbyPool
-
-        if backend == "cpu" and any(candidates[i].format == "native" for i in pending):
-            raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
+    owned = None
+    if slots is None and backend != "static":
         # A judge takes seconds to start (torch import, two device contexts) and an evaluation
         # about as long: a few kept warm make the start-up overlap the evaluations before.
-        warm = max(1, min(STANDBY_JUDGES, len(pending) - 1))
-        with StandbyPool(size=warm, device=_device(backend)) as standby:
-            for i in pending:
-                workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
-                try:
-                    worker = _run_on_gpu(candidates[i], builds[i].library if i in builds else None,
-                                         task, cases, backend, settings, do_timing, standby.take(),
-                                         workdir)
-                finally:
-                    shutil.rmtree(workdir, ignore_errors=True)
-                results[i] = Evaluation(
-                    status=worker.status, task=task.name, backend=backend,
-                    cases=worker.case_results(), static=statics.get(i, StaticResult()).facts,
-                    message=worker.message, mismatch=worker.mismatch,
-                    flags=(*screens[i].flags, *worker.flags, *worker.hacks),
-                    seconds=worker.seconds)
+        owned = slots = Slots(backend, visible_gpus(backend),
+                              standby=max(1, min(STANDBY_JUDGES, len(candidates) - 1)))
+    try:
+        with ThreadPoolExecutor(max_workers=settings.compile_jobs or None) as cpu:
+            stages = {cpu.submit(prepare, c, task, settings, backend): i
+                      for i, c in enumerate(candidates)}  # fmt: skip
+            on_gpu = {}
+            # Each candidate goes to a free slot as soon as it is compiled, while others compile.
+            for stage in as_completed(stages):
+                i, prepared = stages[stage], stage.result()
+                if prepared.done is not None:
+                    results[i] = prepared.done
+                else:
+                    on_gpu[i] = slots.submit(
+                        lambda slot, p=prepared: run_prepared(
+                            p, task, settings, backend, slot.take(), cases=cases,
+                            do_timing=do_timing))  # fmt: skip
+            for i, running in on_gpu.items():
+                results[i] = running.result()
+    finally:
+        if owned is not None:
+            owned.close()
     return [r for r in results if r is not None]
 
 

@@ -1,0 +1,477 @@
+"""A matrix product with a pointwise epilogue -> one tiled HIP GEMM kernel per dtype variant.
+
+C = A @ B with A [M, K] row-major (leading dimensions of a batched input flattened into M) and B
+either [K, N] row-major (mm, matmul) or the transpose of an [N, K] row-major matrix (linear:
+x @ W^T). Each block computes a BM x BN tile of C, stepping through K by BK: both tiles are staged
+in LDS (zero outside the matrix, so M, N and K need not be multiples of the tile), then
+multiplied by one of three paths, chosen at compile time in the same source:
+- NVIDIA (sm_80+), bf16 x bf16 or f16 x f16: tensor cores through inline PTX mma.sync m16n8k16
+  (the HIP layer offers no <mma.h>; the static screen allows only hip/ and standard headers);
+- AMD gfx942 / gfx950, the same dtypes: MFMA v_mfma_f32_16x16x16 (bf16_1k / f16);
+- anything else (fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN micro-tile
+  per thread.
+All accumulate in fp32. The epilogue (bias, activation, scale, residual, casts: any expression
+lower_ir can emit) is applied to each accumulator in registers before the single store, with the
+output rounded to its dtype as PyTorch rounds it.
+"""
+
+from __future__ import annotations
+
+from hipevolve.agents.lower_ir import (
+    C_TYPES,
+    FLOAT_DTYPES,
+    STORE,
+    Ctx,
+    Emitter,
+    Graph,
+    Unsupported,
+    V,
+    _walk,
+    numel,
+)
+
+TUNABLES = """// Rows of C per block tile.
+// @tunable BM: 32, 64, 128
+#define BM 128
+// Columns of C per block tile.
+// @tunable BN: 32, 64, 128
+#define BN 128
+// K step: the depth of the A and B tiles staged in LDS per iteration.
+// @tunable BK: 16, 32
+#define BK 32
+// Threads per block: 4 or 8 NVIDIA warps, 2 or 4 CDNA waves; the FMA path's micro-tile is
+// (BM * BN / GEMM_THREADS) accumulators per thread.
+// @tunable GEMM_THREADS: 128, 256
+#define GEMM_THREADS 256
+"""
+
+_DT = {"float32": "DT_F32", "bfloat16": "DT_BF16", "float16": "DT_F16"}
+
+HELPERS = r"""
+// ---------------------------------------------------------------------------- GEMM template
+constexpr int DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2;
+template <int D> struct GemmElem;
+template <> struct GemmElem<DT_F32> {
+    typedef float T;
+    static __device__ __forceinline__ float get(float v) { return v; }
+};
+template <> struct GemmElem<DT_BF16> {
+    typedef uint16_t T;
+    static __device__ __forceinline__ float get(uint16_t v) { return bf16_to_float(v); }
+};
+
+// Which matrix cores this compile pass has (0: none, the FMA path). Device passes only: the
+// host pass of nvcc and hipcc sees 0, which changes nothing the host uses.
+#if defined(__HIP_PLATFORM_NVIDIA__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define GEMM_MATRIX_CORES 1
+#elif defined(__gfx942__) || defined(__gfx950__)
+#define GEMM_MATRIX_CORES 2
+#else
+#define GEMM_MATRIX_CORES 0
+#endif
+
+// One LDS tile, 16-byte aligned (the matrix-core paths read it 4 or 8 bytes at a time).
+template <typename S, int ROWS_, int LD_>
+struct alignas(16) GemmTile {
+    S v[ROWS_][LD_];
+};
+
+// 16 bytes of a row, moved as one access.
+template <typename T>
+struct alignas(16) GemmChunk {
+    T v[16 / sizeof(T)];
+};
+
+// Whether the tiles may be staged 16 bytes at a time: both operands 16-byte aligned and every
+// chunk inside or outside the matrix as a whole (K, or N for a [K, N] B, a multiple of it).
+template <int DA, int DB, bool BT>
+inline int gemm_vector_ok(const void* A, const void* B, int64_t N, int64_t K) {
+    constexpr int64_t EA = 16 / sizeof(typename GemmElem<DA>::T);
+    constexpr int64_t EB = 16 / sizeof(typename GemmElem<DB>::T);
+    const bool aligned = reinterpret_cast<uintptr_t>(A) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(B) % 16 == 0;
+    return aligned && K % EA == 0 && (BT ? K % EB : N % EB) == 0;
+}
+
+template <int D, bool RAW, typename S>
+__device__ __forceinline__ S gemm_value(typename GemmElem<D>::T v) {
+    if constexpr (RAW) {
+        return v;
+    } else {
+        return GemmElem<D>::get(v);
+    }
+}
+
+// Stages A[m0:m0+BM, k0:k0+BK] into As[row][k] and B's matching tile into Bs[col][k] (k
+// contiguous for both), zero outside the matrices. RAW keeps the 16-bit bits (matrix cores);
+// otherwise values are converted to float (the FMA path). vec (the same for the whole grid):
+// 16-byte loads; else one element per load.
+template <int DA, int DB, bool BT, bool RAW, typename S, int LD>
+__device__ __forceinline__ void gemm_stage(const typename GemmElem<DA>::T* __restrict__ A,
+                                           const typename GemmElem<DB>::T* __restrict__ B,
+                                           int64_t M, int64_t N, int64_t K, int64_t m0,
+                                           int64_t n0, int64_t k0, GemmTile<S, BM, LD>& As,
+                                           GemmTile<S, BN, LD>& Bs, bool vec) {
+    typedef typename GemmElem<DA>::T TA;
+    typedef typename GemmElem<DB>::T TB;
+    constexpr int EA = 16 / sizeof(TA), EB = 16 / sizeof(TB);
+    if (vec) {
+        for (int idx = threadIdx.x; idx < BM * BK / EA; idx += GEMM_THREADS) {
+            const int r = idx / (BK / EA), k = idx % (BK / EA) * EA;
+            const int64_t gr = m0 + r, gk = k0 + k;
+            GemmChunk<TA> c;
+            if (gr < M && gk < K) {
+                c = *reinterpret_cast<const GemmChunk<TA>*>(A + gr * K + gk);
+            } else {
+#pragma unroll
+                for (int e = 0; e < EA; ++e) c.v[e] = TA(0);
+            }
+#pragma unroll
+            for (int e = 0; e < EA; ++e) As.v[r][k + e] = gemm_value<DA, RAW, S>(c.v[e]);
+        }
+        for (int idx = threadIdx.x; idx < BN * BK / EB; idx += GEMM_THREADS) {
+            // B^T ([N, K] in memory): chunks along k; B ([K, N]): chunks along n.
+            const int n = BT ? idx / (BK / EB) : idx % (BN / EB) * EB;
+            const int k = BT ? idx % (BK / EB) * EB : idx / (BN / EB);
+            const int64_t gn = n0 + n, gk = k0 + k;
+            GemmChunk<TB> c;
+            if (gn < N && gk < K) {
+                c = *reinterpret_cast<const GemmChunk<TB>*>(B + (BT ? gn * K + gk : gk * N + gn));
+            } else {
+#pragma unroll
+                for (int e = 0; e < EB; ++e) c.v[e] = TB(0);
+            }
+#pragma unroll
+            for (int e = 0; e < EB; ++e) {
+                if (BT) {
+                    Bs.v[n][k + e] = gemm_value<DB, RAW, S>(c.v[e]);
+                } else {
+                    Bs.v[n + e][k] = gemm_value<DB, RAW, S>(c.v[e]);
+                }
+            }
+        }
+        return;
+    }
+    for (int idx = threadIdx.x; idx < BM * BK; idx += GEMM_THREADS) {
+        const int r = idx / BK, k = idx % BK;
+        const int64_t gr = m0 + r, gk = k0 + k;
+        As.v[r][k] = gr < M && gk < K ? gemm_value<DA, RAW, S>(A[gr * K + gk]) : S(0);
+    }
+    for (int idx = threadIdx.x; idx < BN * BK; idx += GEMM_THREADS) {
+        // Either way neighbouring threads read neighbouring addresses.
+        const int n = BT ? idx / BK : idx % BN, k = BT ? idx % BK : idx / BN;
+        const int64_t gn = n0 + n, gk = k0 + k;
+        const int64_t at = BT ? gn * K + gk : gk * N + gn;
+        Bs.v[n][k] = gn < N && gk < K ? gemm_value<DB, RAW, S>(B[at]) : S(0);
+    }
+}
+
+// The portable path: thread (ty, tx) owns rows ty + i * TY and columns tx + j * TX of the tile
+// (strided, so neighbouring threads store neighbouring columns).
+template <int DA, int DB, bool BT, class Epi>
+__device__ __forceinline__ void gemm_fma(const typename GemmElem<DA>::T* __restrict__ A,
+                                         const typename GemmElem<DB>::T* __restrict__ B,
+                                         int64_t M, int64_t N, int64_t K, int64_t m0, int64_t n0,
+                                         bool vec, Epi& epi) {
+    constexpr int TX = 16, TY = GEMM_THREADS / TX, TM = BM / TY, TN = BN / TX;
+    static_assert(GEMM_THREADS % TX == 0 && BM % TY == 0 && BN % TX == 0, "FMA thread layout");
+    __shared__ GemmTile<float, BM, BK + 1> As;  // +1: column reads hit distinct banks
+    __shared__ GemmTile<float, BN, BK + 1> Bs;
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        gemm_stage<DA, DB, BT, false, float, BK + 1>(A, B, M, N, K, m0, n0, k0, As, Bs, vec);
+        __syncthreads();
+#pragma unroll 4
+        for (int k = 0; k < BK; ++k) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As.v[ty + i * TY][k];
+#pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs.v[tx + j * TX][k];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int64_t r = m0 + ty + i * TY, c = n0 + tx + j * TX;
+            if (r < M && c < N) epi(r, c, acc[i][j]);
+        }
+}
+
+#if GEMM_MATRIX_CORES == 1
+// NVIDIA tensor cores: mma.sync m16n8k16, fp32 accumulate. Fragment layout (PTX ISA, "Matrix
+// Fragments for mma.m16n8k16"): g = lane / 4, t = lane % 4; A regs hold (row g or g + 8,
+// k 2t..2t+1 or 2t+8..2t+9), B regs (k 2t..2t+1 or 2t+8.., column g), C (row g or g + 8,
+// column 2t..2t+1).
+template <int D>
+__device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[2]) {
+    if constexpr (D == DT_BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+}
+
+template <int D, bool BT, class Epi>
+__device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
+                                        const uint16_t* __restrict__ B, int64_t M, int64_t N,
+                                        int64_t K, int64_t m0, int64_t n0, bool vec,
+                                        Epi& epi) {
+    constexpr int NW = GEMM_THREADS / 32, WARPS_M = 2, WARPS_N = NW / WARPS_M;
+    constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 8;
+    constexpr int LD = BK + 8;  // 8 halves of padding: the fragment reads hit distinct banks
+    static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0, "mma warp tiling");
+    __shared__ GemmTile<uint16_t, BM, LD> As;
+    __shared__ GemmTile<uint16_t, BN, LD> Bs;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    float acc[FM][FN][4];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        gemm_stage<D, D, BT, true, uint16_t, LD>(A, B, M, N, K, m0, n0, k0, As, Bs, vec);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            uint32_t a[FM][4], b[FN][2];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {
+                const int row = wm * WTM + i * 16 + g;
+                a[i][0] = *reinterpret_cast<const uint32_t*>(&As.v[row][kk + 2 * t]);
+                a[i][1] = *reinterpret_cast<const uint32_t*>(&As.v[row + 8][kk + 2 * t]);
+                a[i][2] = *reinterpret_cast<const uint32_t*>(&As.v[row][kk + 2 * t + 8]);
+                a[i][3] = *reinterpret_cast<const uint32_t*>(&As.v[row + 8][kk + 2 * t + 8]);
+            }
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int col = wn * WTN + j * 8 + g;
+                b[j][0] = *reinterpret_cast<const uint32_t*>(&Bs.v[col][kk + 2 * t]);
+                b[j][1] = *reinterpret_cast<const uint32_t*>(&Bs.v[col][kk + 2 * t + 8]);
+            }
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) gemm_mma16816<D>(acc[i][j], a[i], b[j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int64_t r = m0 + wm * WTM + i * 16 + g + (q >> 1) * 8;
+                const int64_t c = n0 + wn * WTN + j * 8 + 2 * t + (q & 1);
+                if (r < M && c < N) epi(r, c, acc[i][j][q]);
+            }
+}
+#elif GEMM_MATRIX_CORES == 2
+// CDNA3/CDNA4 matrix cores: v_mfma_f32_16x16x16{bf16_1k,f16}, one 16x16 tile per wave of 64.
+// Lane l holds A[l % 16][4 * (l / 16) + 0..3], B[4 * (l / 16) + 0..3][l % 16] and
+// C[4 * (l / 16) + 0..3][l % 16] (AMD's matrix instruction layout).
+typedef short gemm_bf16x4 __attribute__((ext_vector_type(4)));
+typedef _Float16 gemm_f16x4 __attribute__((ext_vector_type(4)));
+typedef float gemm_f32x4 __attribute__((ext_vector_type(4)));
+
+template <int D>
+__device__ __forceinline__ gemm_f32x4 gemm_mfma16(const uint16_t* a, const uint16_t* b,
+                                                 gemm_f32x4 c) {
+    if constexpr (D == DT_BF16) {
+        return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(
+            *reinterpret_cast<const gemm_bf16x4*>(a), *reinterpret_cast<const gemm_bf16x4*>(b),
+            c, 0, 0, 0);
+    } else {
+        return __builtin_amdgcn_mfma_f32_16x16x16f16(*reinterpret_cast<const gemm_f16x4*>(a),
+                                                     *reinterpret_cast<const gemm_f16x4*>(b),
+                                                     c, 0, 0, 0);
+    }
+}
+
+template <int D, bool BT, class Epi>
+__device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
+                                        const uint16_t* __restrict__ B, int64_t M, int64_t N,
+                                        int64_t K, int64_t m0, int64_t n0, bool vec,
+                                        Epi& epi) {
+    constexpr int NW = GEMM_THREADS / 64, WARPS_M = NW >= 4 ? 2 : 1, WARPS_N = NW / WARPS_M;
+    constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 16;
+    constexpr int LD = BK + 8;  // rows stay 16-byte aligned; fragment reads spread over banks
+    static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "MFMA wave tiling");
+    __shared__ GemmTile<uint16_t, BM, LD> As;
+    __shared__ GemmTile<uint16_t, BN, LD> Bs;
+    const int wave = threadIdx.x / 64, lane = threadIdx.x % 64, l16 = lane % 16, lq = lane / 16;
+    const int wm = wave / WARPS_N, wn = wave % WARPS_N;
+    gemm_f32x4 acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) acc[i][j] = gemm_f32x4{0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        gemm_stage<D, D, BT, true, uint16_t, LD>(A, B, M, N, K, m0, n0, k0, As, Bs, vec);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    acc[i][j] = gemm_mfma16<D>(&As.v[wm * WTM + i * 16 + l16][kk + lq * 4],
+                                               &Bs.v[wn * WTN + j * 16 + l16][kk + lq * 4],
+                                               acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int64_t r = m0 + wm * WTM + i * 16 + lq * 4 + q;
+                const int64_t c = n0 + wn * WTN + j * 16 + l16;
+                if (r < M && c < N) epi(r, c, acc[i][j][q]);
+            }
+}
+#endif
+
+// C = A @ B (B transposed in memory when BT) for this block's tile; epi(r, c, value) for every
+// element inside the matrix.
+template <int DA, int DB, bool BT, class Epi>
+__device__ __forceinline__ void gemm_block(const typename GemmElem<DA>::T* __restrict__ A,
+                                           const typename GemmElem<DB>::T* __restrict__ B,
+                                           int64_t M, int64_t N, int64_t K, bool vec,
+                                           Epi epi) {
+    const int64_t m0 = static_cast<int64_t>(blockIdx.y) * BM;
+    const int64_t n0 = static_cast<int64_t>(blockIdx.x) * BN;
+#if GEMM_MATRIX_CORES
+    if constexpr (DA == DB && DA != DT_F32) {
+        gemm_mc<DA, BT>(A, B, M, N, K, m0, n0, vec, epi);
+    } else {
+        gemm_fma<DA, DB, BT>(A, B, M, N, K, m0, n0, vec, epi);
+    }
+#else
+    gemm_fma<DA, DB, BT>(A, B, M, N, K, m0, n0, vec, epi);
+#endif
+}
+"""
+
+F16_ELEM = r"""
+template <> struct GemmElem<DT_F16> {
+    typedef uint16_t T;
+    static __device__ __forceinline__ float get(uint16_t v) { return f16_to_float(v); }
+};
+"""
+
+
+def _strip_views(v: V) -> V:
+    while v.op == "view":
+        v = v.args[0]
+    return v
+
+
+def product(graph: Graph) -> V:
+    """The graph's one matrix product (Unsupported when there is none or more than one)."""
+    found = {id(x): x for o in graph.outputs for x in _walk(o) if x.op == "mm"}
+    if len(found) != 1:
+        raise Unsupported(f"{len(found)} matrix products in one GEMM kernel")
+    return next(iter(found.values()))
+
+
+def operands(mm: V) -> tuple[V, V, bool]:
+    """(A's load, B's load, whether B is stored transposed): the product's operands must be
+    tensors in memory (a placeholder or a buffer, through views and one transpose of B)."""
+    a, b = _strip_views(mm.args[0]), _strip_views(mm.args[1])
+    transposed = b.op == "t"
+    if transposed:
+        b = _strip_views(b.args[0])
+    if a.op == "t":
+        raise Unsupported("a transposed left operand of a matrix product")
+    if a.op != "load" or b.op != "load":
+        raise Unsupported("a matrix product of computed operands (materialise them first)")
+    return a, b, transposed
+
+
+def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str, Emitter]:
+    """The __global__ kernel and its launcher for one variant (sizes M, N, K, then the
+    epilogue's runtime arguments)."""
+    mm = product(graph)
+    a, b, transposed = operands(mm)
+    m, n = mm.shape
+    for o in graph.outputs:
+        if numel(o.shape) != m * n or o.shape[-1:] != (n,):
+            raise Unsupported(f"a GEMM output of shape {o.shape} from a product of {mm.shape}")
+    top = Emitter(graph, pointers, bound={mm: "acc"})
+    root = Ctx("i", "r", "c", "cols", graph.outputs[0].shape)
+    epi = top.scope("e")
+    values = [epi.value(o, root) for o in graph.outputs]
+    stores = [f"out{j}[i] = {STORE[o.dtype].format(values[j])};"
+              for j, o in enumerate(graph.outputs)]  # fmt: skip
+    ins = [(ph, pointers[ph]) for ph in graph.used]
+    params = [f"const {_ctype(graph, ph)}* __restrict__ {p}" for ph, p in ins]
+    params += [f"{C_TYPES[o.dtype]}* __restrict__ out{j}" for j, o in enumerate(graph.outputs)]
+    params += ["int64_t M", "int64_t N", "int64_t K"] + [f"int64_t {k}" for k in top.ints]
+    params += [f"float {f}" for f in top.floats]
+    names = [p.split()[-1] for p in params]
+    da, db, bt = _DT[a.dtype], _DT[b.dtype], "true" if transposed else "false"
+    body = "\n            ".join(epi.lines + stores)
+    return (
+        f"""
+__global__ void __launch_bounds__(GEMM_THREADS)
+{name}_kernel({", ".join(params)}, int gemm_vec) {{
+    const int64_t cols = N;
+    gemm_block<{da}, {db}, {bt}>(
+        {pointers[a.args[0]]}, {pointers[b.args[0]]}, M, N, K, gemm_vec != 0,
+        [&](int64_t r, int64_t c, float acc) {{
+            const int64_t i = r * cols + c;
+            {body}
+        }});
+}}
+
+extern "C" hipError_t {name}({", ".join(params)}, hipStream_t stream) {{
+    if (M <= 0 || N <= 0) return hipSuccess;
+    const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    if (tiles_m > 65535 || tiles_n > 2147483647) return hipErrorInvalidValue;
+    const int gemm_vec = gemm_vector_ok<{da}, {db}, {bt}>({pointers[a.args[0]]}, {pointers[b.args[0]]}, N, K);
+    hipLaunchKernelGGL({name}_kernel, dim3(static_cast<unsigned>(tiles_n),
+                       static_cast<unsigned>(tiles_m)), dim3(GEMM_THREADS), 0, stream,
+                       {", ".join(names)}, gemm_vec);
+    return hipGetLastError();
+}}
+""",
+        top,
+    )
+
+
+def size_factors(graph: Graph) -> list[list[int]]:
+    """M (as the factors of A's leading dimensions), N and K, for the launcher's int64 sizes."""
+    mm = product(graph)
+    a, _, _ = operands(mm)
+    return [list(a.shape[:-1]) or [1], [mm.shape[1]], [a.shape[-1]]]
+
+
+def _ctype(graph: Graph, ph: str) -> str:
+    return C_TYPES[FLOAT_DTYPES[graph.case.placeholders[ph].dtype]]

@@ -1,0 +1,202 @@
+"""Scaling over the GPUs of one machine: the same candidates on 1 GPU and on 2, in one run.
+
+    python bench/scaling.py                                # 32 softmax configurations
+    python bench/scaling.py --candidates 8 --gpus 1 2      # smoke run
+    python bench/scaling.py --ray --out scaling.json       # also Ray workers, and JSON
+
+The candidates are the first --candidates configurations of the task's tunable seed, in a fixed
+shuffled order (seed 0). Each phase evaluates all of them through the production path
+(hipevolve.verifier.pipeline.evaluate_many on persistent worker slots, one per GPU, as
+`evolve` does), in batches of --batch (default 4: one generation of the default 4 islands), and
+reports evaluations per minute over the phase's wall time:
+
+- warm: the compile cache already holds every candidate (compiled once, untimed, before the
+  first phase), so a phase measures the GPU stage and its judges: the part more GPUs add;
+- cold: each phase starts from an empty compile cache, so compiles (on the CPU cores, while
+  other candidates run) are in the time, as in a search where every child is new.
+
+With --ray the warm phase also runs on Ray GPU workers on this machine (`evolve --ray auto`).
+Every phase must give the same statuses; the ratios are to the 1-GPU phase of the same kind.
+Goal: at least 1.8x from 1 to 2 GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from hipevolve.config import VerifierSettings, load_settings
+from hipevolve.evolution.tunables import configurations, parse_tunables, with_values
+from hipevolve.problems import get_task
+from hipevolve.taskspec import TaskSpec
+from hipevolve.verifier.candidate import Candidate, load_candidate
+from hipevolve.verifier.evaluation import Evaluation
+
+GOAL = 1.8
+
+
+class Phase(BaseModel):
+    label: str
+    gpus: int
+    cache: str  # warm or cold
+    evaluations: int
+    wall_s: float
+    statuses: list[str]
+    standby: int = Field(description="warm judges per worker slot")
+    stages: dict[str, float] = Field(description="mean seconds per evaluation stage (judges')")
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * self.evaluations / self.wall_s
+
+
+def candidates_for(task: TaskSpec, n: int) -> list[Candidate]:
+    seed = load_candidate(task.seeds[0])
+    space = list(configurations(parse_tunables(seed.hip_source or "")))
+    random.Random(0).shuffle(space)
+    return [seed.model_copy(update={"hip_source": with_values(seed.hip_source or "", config)})
+            for config in space[:n]]  # fmt: skip
+
+
+def in_batches(evaluate, candidates: list[Candidate], batch: int) -> list[Evaluation]:
+    results: list[Evaluation] = []
+    for start in range(0, len(candidates), batch):
+        results += evaluate(candidates[start : start + batch])
+    return results
+
+
+def stage_means(results: list[Evaluation]) -> dict[str, float]:
+    keys = sorted({k for r in results for k in r.seconds})
+    return {k: round(sum(r.seconds.get(k, 0.0) for r in results) / len(results), 3) for k in keys}
+
+
+def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[str, ...],
+                candidates, batch: int, cache: str, standby: int) -> Phase:  # fmt: skip
+    from hipevolve.verifier.pipeline import evaluate_many
+    from hipevolve.verifier.slots import Slots
+
+    with Slots(backend, devices, standby=standby) as slots:
+        time.sleep(10)  # every slot's standby judges are up, as during a run
+        started = time.monotonic()
+        results = in_batches(
+            lambda cs: evaluate_many(cs, task, settings, backend, slots=slots), candidates, batch
+        )
+        wall = time.monotonic() - started
+    label = f"local, {len(devices)} GPU{'s' if len(devices) > 1 else ''}"
+    return Phase(label=label, gpus=len(devices), cache=cache, evaluations=len(results),
+                 wall_s=wall, statuses=[r.status.value for r in results], standby=standby,
+                 stages=stage_means(results))  # fmt: skip
+
+
+def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candidates,
+              batch: int) -> Phase:  # fmt: skip
+    from hipevolve.evolution.ray_evaluator import RayEvaluator
+
+    evaluator = RayEvaluator(task, settings, backend, "auto", workers=gpus)
+    try:
+        time.sleep(10)
+        started = time.monotonic()
+        results = in_batches(evaluator, candidates, batch)
+        wall = time.monotonic() - started
+    finally:
+        evaluator.close()
+    from hipevolve.verifier.slots import STANDBY_JUDGES
+
+    return Phase(label=f"ray, {gpus} GPU workers", gpus=gpus, cache="warm",
+                 evaluations=len(results), wall_s=wall,
+                 statuses=[r.status.value for r in results], standby=STANDBY_JUDGES,
+                 stages=stage_means(results))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="softmax")
+    parser.add_argument("--candidates", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--standby", type=int, default=None,
+                        help="warm judges per slot (default: verifier.slots.STANDBY_JUDGES)")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold-cache phases")
+    parser.add_argument("--ray", action="store_true", help="also Ray GPU workers (warm)")
+    parser.add_argument("--out", type=Path, help="write the phases as JSON")
+    args = parser.parse_args(argv)
+
+    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.verifier.pipeline import prepare
+    from hipevolve.verifier.slots import STANDBY_JUDGES, visible_gpus
+
+    backend = gpu_backend()
+    if backend is None:
+        raise SystemExit("scaling runs kernels: no GPU here")
+    devices = visible_gpus(backend)
+    if max(args.gpus) > len(devices):
+        raise SystemExit(f"--gpus {max(args.gpus)}: only {len(devices)} GPU(s) visible")
+    standby = args.standby or STANDBY_JUDGES
+    task = get_task(args.task)
+    candidates = candidates_for(task, args.candidates)
+    base = load_settings().verifier
+    warm_cache = Path(tempfile.mkdtemp(prefix="scaling-warm-"))
+    warm = base.model_copy(update={"cache_dir": warm_cache})
+    print(f"{task.name}: {len(candidates)} candidates, batches of {args.batch}, "
+          f"{len(devices)} GPUs visible ({backend})", flush=True)  # fmt: skip
+    started = time.monotonic()
+    for c in candidates:  # fill the warm cache, untimed
+        prepare(c, task, warm, backend)
+    print(f"compiled {len(candidates)} in {time.monotonic() - started:.0f} s", flush=True)
+
+    phases: list[Phase] = []
+    for n in args.gpus:
+        phases.append(local_phase(task, warm, backend, devices[:n], candidates, args.batch,
+                                  "warm", standby))  # fmt: skip
+        print(f"  {phases[-1].label}, warm: {phases[-1].per_minute:.1f}/min", flush=True)
+    if not args.no_cold:
+        for n in args.gpus:
+            cold = base.model_copy(
+                update={"cache_dir": Path(tempfile.mkdtemp(prefix="scaling-cold-"))}
+            )
+            phases.append(local_phase(task, cold, backend, devices[:n], candidates, args.batch,
+                                      "cold", standby))  # fmt: skip
+            shutil.rmtree(cold.cache_dir, ignore_errors=True)
+            print(f"  {phases[-1].label}, cold: {phases[-1].per_minute:.1f}/min", flush=True)
+    if args.ray:
+        for n in args.gpus:
+            phases.append(ray_phase(task, warm, backend, n, candidates, args.batch))
+            print(f"  {phases[-1].label}: {phases[-1].per_minute:.1f}/min", flush=True)
+    shutil.rmtree(warm_cache, ignore_errors=True)
+
+    print()
+    print(f"{'phase':<22}{'cache':<7}{'evals':>6}{'wall s':>9}{'per min':>9}{'vs 1 GPU':>10}")
+    for p in phases:
+        one = next(q for q in phases if q.cache == p.cache and q.gpus == min(args.gpus)
+                   and q.label.split(",")[0] == p.label.split(",")[0])  # fmt: skip
+        print(f"{p.label:<22}{p.cache:<7}{p.evaluations:>6}{p.wall_s:>9.1f}"
+              f"{p.per_minute:>9.1f}{p.per_minute / one.per_minute:>9.2f}x")  # fmt: skip
+    print(f"mean seconds per evaluation by stage, as the judges measured them "
+          f"({standby} warm judges per slot):")  # fmt: skip
+    for p in phases:
+        print(f"  {p.label} {p.cache}: " + ", ".join(f"{k} {v:.2f}" for k, v in p.stages.items()))
+    statuses = {tuple(p.statuses) for p in phases}
+    print(f"statuses agree across phases: {'yes' if len(statuses) == 1 else 'NO'} "
+          f"({', '.join(f'{s} {list(phases[0].statuses).count(s)}' for s in sorted(set(phases[0].statuses)))})")  # noqa: E501
+    if 1 in args.gpus and 2 in args.gpus:
+        for cache in ("warm", "cold"):
+            pair = [p for p in phases if p.cache == cache and p.label.startswith("local")]
+            if len(pair) >= 2:
+                ratio = pair[1].per_minute / pair[0].per_minute
+                verdict = "met" if ratio >= GOAL else "NOT met"
+                print(f"goal {GOAL}x from 1 to 2 GPUs, {cache} cache: {ratio:.2f}x ({verdict})")
+    if args.out:
+        args.out.write_text(json.dumps([p.model_dump() | {"per_minute": p.per_minute}
+                                        for p in phases], indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,456 @@
+"""The offline translator's GEMM lowering (agents/lower_gemm.py) and chained Level-2 graphs
+(agents/lower_chain.py), on the test tasks of tests/data/lowering/.
+
+Without a GPU:
+- each GEMM and chain task lowers, passes the static screen (its only warning: the PTX mma.sync
+  under the NVIDIA guard is inline asm) and declares the GEMM tunables; chains launch one kernel
+  per segment, with the GEMM's pointwise epilogue fused into it;
+- every configuration of l1_matmul (fp32: the FMA path; bf16: the matrix-core paths) and a sample
+  for the other tasks compile for gfx942 without spills, with MFMA instructions in the ISA exactly
+  for the 16-bit variants; a sample of every task compiles with nvcc for sm_90 through the HIP
+  layer, with mma.sync in the PTX exactly for 16-bit operands;
+- lowered kernel + model.py compute the reference on CPU threads (test_lowering's shim) on every
+  small case: the FMA path as written, and the two matrix-core paths with their one instruction
+  emulated per documented lane layout (PTX ISA mma.m16n8k16 fragments; AMD's
+  v_mfma_f32_16x16x16 layout), so their staging, fragment indexing and epilogue run for real;
+- unsupported graphs come back as one line naming the op; model.py refuses operands whose inner
+  sizes differ.
+With a GPU (marked): each lowered candidate, and a sample of GEMM configurations, is `ok`
+through verifier.pipeline.evaluate_many.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from test_lowering import CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
+
+import hipevolve.runtime as runtime
+from hipevolve.agents.lowering import Unlowered, lower
+from hipevolve.evolution.tunables import (
+    configuration_key,
+    configurations,
+    parse_tunables,
+    with_values,
+)
+from hipevolve.problems import load_task_folder
+from hipevolve.reference import build_inputs, build_model, load_module
+from hipevolve.runtime import Kernels
+from hipevolve.verifier.candidate import Candidate
+
+GEMM = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual",
+        "l2_matmul_relu")  # fmt: skip
+CHAINS = {  # task -> its kernels in launch order
+    "l2_gemm_softmax": ["lower_gemm", "lower_rowreduce"],
+    "l2_gemm_relu_layernorm": ["lower_gemm", "lower_rowreduce"],
+    "l2_relu_layernorm_linear": ["lower_rowreduce", "lower_gemm"],
+}
+TASKS = GEMM + tuple(CHAINS)
+SIXTEEN_BIT = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual")
+GEMM_TUNABLES = {"BM": ("32", "64", "128"), "BN": ("32", "64", "128"), "BK": ("16", "32"),
+                 "GEMM_THREADS": ("128", "256")}  # fmt: skip
+
+
+def candidate(name: str) -> Candidate:
+    got = lowered(name)
+    assert isinstance(got, Candidate), got
+    return got
+
+
+# ----------------------------------------------------------------------------- lowering
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_gemm_task_lowers_and_passes_the_static_screen_with_only_the_ptx_asm_noted(name):
+    from hipevolve.verifier.static_checks import screen
+
+    got = candidate(name)
+    assert got.format == "native" and "from hipevolve.runtime import kernels" in got.python_source
+    screening = screen(got)
+    assert screening.passed, screening.flags
+    assert {f.check for f in screening.warnings} <= {"inline-asm"}
+    lines = got.hip_source.splitlines()
+    for f in screening.warnings:  # the asm is the mma.sync, inside the NVIDIA-only block
+        before = "\n".join(lines[: f.line])
+        assert "mma.sync" in "\n".join(lines[f.line - 1 : f.line + 2])
+        assert before.rfind("#if GEMM_MATRIX_CORES == 1") > before.rfind("#elif")
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_lowered_gemm_declares_tile_and_thread_tunables(name):
+    tunables = {t.name: t.values for t in parse_tunables(candidate(name).hip_source)}
+    assert {k: tunables[k] for k in GEMM_TUNABLES} == GEMM_TUNABLES
+    chain = name in CHAINS
+    assert ("ROWS" in tunables) == chain  # the row kernels of a chain keep their own tunables
+
+
+def launchers(c: Candidate) -> list[str]:
+    return re.findall(r'extern "C" hipError_t (\w+)\(', c.hip_source)
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_launches_one_kernel_per_segment_in_order_with_the_epilogue_fused(name):
+    c = candidate(name)
+    names = launchers(c)
+    assert names == [f"lowered_{name}_v0_s{j}" for j in range(len(CHAINS[name]))]
+    calls = re.findall(r"kernels\.(\w+)\(", c.python_source)
+    assert calls == names
+    kernels = re.split(r'extern "C"', c.hip_source)
+    for launcher, pattern in zip(names, CHAINS[name], strict=True):
+        body = next(k for k in kernels if f"{launcher}_kernel(" in k)
+        assert ("gemm_block<" in body) == (pattern == "lower_gemm")
+    if name == "l2_gemm_relu_layernorm":  # bias and relu happen in the GEMM's registers
+        gemm = next(k for k in kernels if f"{names[0]}_kernel(" in k)
+        assert "fmaxf(" in gemm and "in1[c]" in gemm
+    assert "buf0 = torch.empty(" in c.python_source
+
+
+def test_single_gemm_tasks_are_one_kernel_per_dtype_variant():
+    assert launchers(candidate("l1_matmul")) == ["lowered_l1_matmul_v0", "lowered_l1_matmul_v1"]
+    for name in GEMM[1:]:
+        assert launchers(candidate(name)) == [f"lowered_{name}_v0"]
+
+
+def test_linear_reads_the_weight_transposed_and_matmul_reads_it_as_stored():
+    assert "gemm_block<DT_BF16, DT_BF16, true>" in candidate("l1_linear_bias").hip_source
+    source = candidate("l1_matmul").hip_source
+    assert "gemm_block<DT_F32, DT_F32, false>" in source
+    assert "gemm_block<DT_BF16, DT_BF16, false>" in source
+
+
+def write_task(folder: Path, forward: str, init: str = "", inputs: str = "[torch.randn(4, 8)]"):
+    folder.mkdir()
+    (folder / "reference.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        f"    def __init__(self):\n        super().__init__()\n{init}\n"
+        f"    def forward(self, x):\n        return {forward}\n\n\n"
+        f"def get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    (folder / "task.toml").write_text(
+        f'name = "{folder.name}"\ndescription = "t"\nfamily = "gemm"\n'
+        '[tolerance]\nkind = "kernelbench"\n[[cases]]\nname = "a"\nsmall = true\n'
+    )
+    return load_task_folder(folder, "user")
+
+
+@pytest.mark.parametrize(
+    "forward,init,inputs,op",
+    [
+        ("self.conv(x)", "        self.conv = nn.Conv2d(3, 4, 3)\n", "[torch.randn(1, 3, 8, 8)]",
+         "convolution"),
+        ("torch.bmm(x, x)", "", "[torch.randn(2, 4, 4)]", "bmm"),
+    ],
+)  # fmt: skip
+def test_unsupported_graph_is_still_refused_in_one_line_naming_the_op(
+    forward, init, inputs, op, tmp_path
+):
+    got = lower(write_task(tmp_path / "t", forward, init, inputs))
+    assert isinstance(got, Unlowered) and op in got.reason and "\n" not in got.reason
+
+
+def test_model_refuses_operands_with_different_inner_sizes_before_any_launch(tmp_path):
+    task = task_named("l2_gemm_bias_gelu")
+    module = import_model(candidate("l2_gemm_bias_gelu"), tmp_path)
+    reference = load_module(task.reference)
+    case = task.small_cases[0]
+    torch.manual_seed(0)
+    model = module.ModelNew(*reference.get_init_inputs(**case.init))
+    x = torch.zeros(4, case.init["k"] + 1, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="inner sizes"):
+        model(x)
+
+
+# ----------------------------------------------------------------------------- compiles
+
+
+def grid(name: str) -> list[dict[str, str]]:
+    return list(configurations(parse_tunables(candidate(name).hip_source)))
+
+
+def sources(full: tuple[str, ...], sampled: tuple[str, ...], k: int = 3) -> dict[str, str]:
+    """Every GEMM configuration of the `full` tasks; for the others their own configuration and
+    k random GEMM configurations (fixed), with the other tunables as written."""
+    out = {}
+    for name in full + sampled:
+        source = candidate(name).hip_source
+        if name in full:
+            chosen = grid(name)
+        else:
+            gemm = [dict(zip(GEMM_TUNABLES, v, strict=True)) for v in _product()]
+            chosen = [{}] + random.Random(name).sample(gemm, k)
+        for config in chosen:
+            out[f"{name}@{configuration_key(config) if config else 'own'}"] = with_values(
+                source, config
+            )
+    return out
+
+
+def _product():
+    import itertools
+
+    return itertools.product(*GEMM_TUNABLES.values())
+
+
+FULL = ("l1_matmul",)  # fp32 and bf16 variants: every path at all 36 configurations
+SAMPLED = tuple(n for n in TASKS if n not in FULL)
+
+
+def test_a_sample_of_gemm_configurations_of_every_task_compiles_with_nvcc(tmp_path):
+    """Each task at its own configuration and three sampled GEMM tiles (nvcc has no spill test
+    here: the full grid goes through the gfx942 compile below)."""
+    from test_tunable_seeds import assert_all_compile, nvcc_compiler
+
+    assert_all_compile(sources((), TASKS), nvcc_compiler(), tmp_path)
+
+
+def test_sixteen_bit_gemm_uses_mma_sync_in_the_nvidia_ptx_and_fp32_does_not(tmp_path):
+    """The device pass for sm_90 takes the tensor-core path for bf16/f16 operands only."""
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvcc = nvidia_layer.find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    include = Path(nvidia_layer.__file__).parent / "hip_nvidia" / "include"
+    for name in ("l1_matmul", "l2_gemm_scale_residual", "l2_gemm_softmax"):
+        (tmp_path / "kernel.hip").write_text(candidate(name).hip_source)
+        argv = [str(nvcc), "-x", "cu", "-ptx", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
+                "-arch=sm_90", f"-I{include}", "-D__HIP_PLATFORM_NVIDIA__", "kernel.hip",
+                "-o", "kernel.ptx"]  # fmt: skip
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        ptx = (tmp_path / "kernel.ptx").read_text()
+        entries = re.split(r"\.visible \.entry ", ptx)[1:]
+        for entry in entries:
+            sixteen = "PKt" in entry.split("(")[0]  # uint16_t operands: bf16 or f16
+            assert ("mma.sync.aligned.m16n8k16" in entry) == sixteen, (name, entry[:80])
+
+
+@pytest.mark.amd_static
+def test_every_l1_matmul_configuration_and_a_sample_compile_for_gfx942_without_spills(tmp_path):
+    from test_tunable_seeds import assert_gfx942_clean
+
+    assert_gfx942_clean(sources(FULL, SAMPLED, k=2), tmp_path)
+
+
+@pytest.mark.amd_static
+@pytest.mark.parametrize("name", TASKS)
+def test_mfma_is_in_the_gfx942_isa_exactly_for_sixteen_bit_operands(name, tmp_path):
+    from hipevolve.config import VerifierSettings
+    from hipevolve.verifier.amd_static import find_toolchain
+    from hipevolve.verifier.pipeline import static_analysis
+
+    toolchain = find_toolchain()
+    if toolchain is None or "gfx942" not in toolchain.targets:
+        pytest.skip("no AMD static toolchain for gfx942 (scripts/install_amd_toolchain.sh)")
+    source = candidate(name).hip_source
+    expected = {}  # kernel -> whether it multiplies 16-bit operands on matrix cores
+    for chunk in source.split("__global__ void __launch_bounds__(")[1:]:
+        kernel = re.search(r"\n(\w+_kernel)\(", chunk)[1]
+        expected[kernel] = bool(re.search(r"gemm_block<(DT_BF16, DT_BF16|DT_F16, DT_F16)", chunk))
+    settings = VerifierSettings(cache_dir=tmp_path, amd_targets=("gfx942",))
+    result = static_analysis(source, settings)
+    assert not result.error and result.facts, result.error or result.note
+    found = {f.kernel.split("(")[0]: f.mfma for f in result.facts}
+    assert set(found) == set(expected)
+    for kernel, mfma in found.items():
+        assert (mfma > 0) == expected[kernel], (kernel, mfma)
+    assert any(expected.values()) == (name in SIXTEEN_BIT)
+
+
+# ----------------------------------------------------------------------------- CPU threads
+
+# The one matrix instruction of each matrix-core path, computed on CPU threads from the lane
+# layout the vendors document; everything around it (staging, fragment addressing, the
+# epilogue) is the lowered kernel's own code. A warp (wave) publishes its fragments between two
+# barriers, as every thread of the block reaches every matrix instruction together.
+EMULATED_MMA = r"""
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+static uint32_t emu_a[1024][4], emu_b[1024][2];
+static float emu_half(int d, uint32_t h) {
+    if (d == 1) return __uint_as_float((h & 0xffffu) << 16);
+    return __half2float(__ushort_as_half(static_cast<uint16_t>(h)));
+}
+"""
+# PTX ISA, mma.m16n8k16 with .bf16/.f16: g = lane / 4, t = lane % 4; a0..a3 hold (row g | g + 8,
+# k 2t, 2t + 1 | 2t + 8, 2t + 9) in the order (g, k), (g + 8, k), (g, k + 8), (g + 8, k + 8);
+# b0, b1 hold (k 2t, 2t + 1 | 2t + 8, 2t + 9, column g); c0..c3 (row g | g + 8, column 2t, 2t + 1).
+EMULATED_MMA_FN = r"""
+template <int D>
+__device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[2]) {
+    const unsigned tid = threadIdx.x, base = tid - tid % 32, g = tid % 32 / 4, t = tid % 4;
+    for (int i = 0; i < 4; ++i) emu_a[tid][i] = a[i];
+    emu_b[tid][0] = b[0];
+    emu_b[tid][1] = b[1];
+    __syncthreads();
+    for (int q = 0; q < 4; ++q) {
+        const unsigned row = g + (q >> 1) * 8, col = 2 * t + (q & 1);
+        float s = d[q];
+        for (int k = 0; k < 16; ++k) {
+            const uint32_t ra = emu_a[base + (row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)];
+            const uint32_t rb = emu_b[base + col * 4 + (k % 8) / 2][k / 8];
+            s += emu_half(D, (k & 1) ? ra >> 16 : ra) * emu_half(D, (k & 1) ? rb >> 16 : rb);
+        }
+        d[q] = s;
+    }
+    __syncthreads();
+}
+"""
+# AMD v_mfma_f32_16x16x16{bf16_1k,f16}, wave64: lane l holds A[l % 16][4 (l / 16) + i],
+# B[4 (l / 16) + i][l % 16], and C[4 (l / 16) + i][l % 16], i = 0..3.
+EMULATED_MFMA = r"""
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#define __builtin_amdgcn_mfma_f32_16x16x16bf16_1k emu_mfma<1>
+#define __builtin_amdgcn_mfma_f32_16x16x16f16 emu_mfma<2>
+static float emu_a[1024][4], emu_b[1024][4];
+template <int D, class X> static float emu_value(X x) {
+    if constexpr (D == 1) return __uint_as_float(static_cast<uint32_t>(static_cast<uint16_t>(x)) << 16);
+    else return static_cast<float>(x);
+}
+template <int D, class X, class C> C emu_mfma(X a, X b, C c, int, int, int) {
+    const unsigned tid = threadIdx.x, base = tid - tid % 64, lane = tid % 64;
+    for (int i = 0; i < 4; ++i) {
+        emu_a[tid][i] = emu_value<D>(a[i]);
+        emu_b[tid][i] = emu_value<D>(b[i]);
+    }
+    __syncthreads();
+    C out = c;
+    for (int q = 0; q < 4; ++q) {
+        const unsigned row = 4 * (lane / 16) + q, col = lane % 16;
+        float s = c[q];
+        for (int k = 0; k < 16; ++k)
+            s += emu_a[base + row + 16 * (k / 4)][k % 4] * emu_b[base + col + 16 * (k / 4)][k % 4];
+        out[q] = s;
+    }
+    __syncthreads();
+    return out;
+}
+"""
+
+
+def build_cpu(source: str, folder: Path, warp: int, path: str) -> Path:
+    """kernel.hip on CPU threads (test_tunable_seeds' shim): path "fma" as written (g++),
+    "mma" with the NVIDIA path enabled and mma.sync emulated (g++), "mfma" with the gfx942
+    path enabled and the MFMA builtins emulated (clang++: the path uses clang's vector types)."""
+    from test_tunable_seeds import CPU_HIP_RUNTIME
+
+    prelude = SHIM_EXTRAS
+    if path == "mma":
+        prelude += "#define __HIP_PLATFORM_NVIDIA__ 1\n#define __CUDA_ARCH__ 900\n" + EMULATED_MMA
+        start = source.index("template <int D>\n__device__ __forceinline__ void gemm_mma16816(")
+        end = source.index("\n}\n", start) + 3
+        source = source[:start] + EMULATED_MMA_FN + source[end:]
+    elif path == "mfma":
+        prelude += "#define __gfx942__ 1\n" + EMULATED_MFMA
+    compiler = shutil.which("clang++-19" if path == "mfma" else "g++")
+    if compiler is None:
+        pytest.skip(f"no C++ compiler for the {path} path on CPU threads")
+    (folder / "hip").mkdir(parents=True, exist_ok=True)
+    (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
+    (folder / "hip" / "hip_fp16.h").write_text(CPU_FP16)
+    (folder / "kernel.cpp").write_text(prelude + source)
+    argv = [compiler, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w"]
+    argv += ["-fno-gnu-unique"] if path != "mfma" else []
+    argv += [f"-DCPU_WARP={warp}", f"-I{folder}", "kernel.cpp", "-o", "lib.so"]
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder / "lib.so"
+
+
+def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
+    """model.py as written over the CPU-built kernel, on every small case and two seeds, against
+    the reference within the task's tolerance."""
+    task, c = task_named(name), candidate(name)
+    source = with_values(c.hip_source, config)
+    bound = Kernels()
+    bound.bind(build_cpu(source, folder / "build", warp, path), source)
+    monkeypatch.setattr(runtime, "kernels", bound)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"cuda_stream": 0}))
+    module = import_model(c, folder)
+    monkeypatch.setattr(module, "kernels", bound)
+    ready = module._ready  # the CPU stands in for the GPU: the device check is the one skipped
+    monkeypatch.setattr(module, "_ready", lambda ts: ready([_OnGpu(t) for t in ts]))
+    reference = load_module(task.reference)
+    assert task.small_cases
+    for case in task.small_cases:
+        for seed in (0, 1):
+            want_model = build_model(reference, case.init, "cpu", seed)
+            torch.manual_seed(seed)
+            mine = module.ModelNew(*reference.get_init_inputs(**case.init))
+            args = build_inputs(reference, case.inputs, "cpu", seed)
+            with torch.no_grad():
+                want, got = want_model(*args), mine(*args)
+            assert got.shape == want.shape and got.dtype == want.dtype, case.name
+            atol, rtol = task.tolerance.for_dtype(str(want.dtype).removeprefix("torch."))
+            torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol,
+                                       msg=lambda m, c=case.name: f"{name} {c}: {m}")  # fmt: skip
+
+
+SMALL_TILES = {"BM": "32", "BN": "32", "BK": "16", "GEMM_THREADS": "128"}
+MIXED_TILES = {"BM": "64", "BN": "32", "BK": "16", "GEMM_THREADS": "256"}
+CPU_FMA = [(n, {}, 32) for n in TASKS] + [(n, SMALL_TILES, 32) for n in GEMM[:2]]
+CPU_FMA += [(n, {**MIXED_TILES, "ROWS": "2", "BLOCK": "64"}, 64) for n in CHAINS]
+
+
+@pytest.mark.parametrize("name,config,warp", CPU_FMA,
+                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CPU_FMA)])  # fmt: skip
+def test_fma_path_matches_the_reference_on_cpu_threads(name, config, warp, tmp_path,
+                                                       monkeypatch):  # fmt: skip
+    check_on_cpu(name, config, warp, "fma", tmp_path, monkeypatch)
+
+
+MATRIX_CORE_RUNS = [(n, {}) for n in SIXTEEN_BIT] + [("l2_gemm_bias_gelu", SMALL_TILES),
+                                                     ("l1_linear_bias", MIXED_TILES)]  # fmt: skip
+
+
+@pytest.mark.parametrize("path,warp", [("mma", 32), ("mfma", 64)])
+@pytest.mark.parametrize("name,config", MATRIX_CORE_RUNS,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(MATRIX_CORE_RUNS)])  # fmt: skip
+def test_matrix_core_path_with_its_instruction_emulated_matches_the_reference(
+    name, config, path, warp, tmp_path, monkeypatch
+):
+    check_on_cpu(name, config, warp, path, tmp_path, monkeypatch)
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TASKS)
+def test_lowered_gemm_candidate_is_ok_through_the_verifier_pipeline(name, tmp_path):
+    from hipevolve.config import VerifierSettings
+    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.verifier.pipeline import evaluate_many
+
+    settings = VerifierSettings(cache_dir=tmp_path, trials=10)
+    [evaluation] = evaluate_many([candidate(name)], task_named(name), settings, gpu_backend())
+    assert evaluation.ok, (evaluation.status, evaluation.message, evaluation.mismatch,
+                           evaluation.compile_log)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["l1_matmul", "l2_gemm_scale_residual"])
+def test_sampled_gemm_configurations_are_ok_through_the_verifier_pipeline(name, tmp_path):
+    from hipevolve.config import VerifierSettings
+    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.verifier.pipeline import evaluate_many
+
+    c = candidate(name)
+    every = grid(name)
+    chosen = [every[0], every[-1], *random.Random(name).sample(every[1:-1], 2)]
+    candidates = [c.model_copy(update={"hip_source": with_values(c.hip_source, config),
+                                       "name": configuration_key(config), "origin": None})
+                  for config in chosen]  # fmt: skip
+    settings = VerifierSettings(cache_dir=tmp_path, trials=10)
+    for config, evaluation in zip(
+        chosen, evaluate_many(candidates, task_named(name), settings, gpu_backend()), strict=True
+    ):
+        assert evaluation.ok, (configuration_key(config), evaluation.status, evaluation.message,
+                               evaluation.mismatch)  # fmt: skip
