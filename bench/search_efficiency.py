@@ -37,6 +37,7 @@ table) when that is the cause.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -88,6 +89,11 @@ class Measured(BaseModel):
 class TaskTable(BaseModel):
     task: str
     seed_hash: str = Field(description="source hash of the seed measured (its own configuration)")
+    seed_files: str = Field(
+        default="",
+        description="sha256 of the seed's kernel.hip and model.py bytes; the normalised source "
+        "hash above depends on the Python version (ast), this does not",
+    )
     space: int = Field(description="configurations the seed declares")
     rows: dict[str, Measured] = Field(default_factory=dict, description="configuration key -> row")
     wall_s: float = Field(default=0.0, description="wall seconds spent measuring this task")
@@ -123,6 +129,22 @@ def seed_candidate(task: TaskSpec) -> Candidate:
     if not task.seeds:
         raise SystemExit(f"task {task.name} has no seed kernel to measure")
     return load_candidate(task.seeds[0])
+
+
+def seed_files(task: TaskSpec) -> str:
+    """sha256 over the seed folder's kernel.hip and model.py, byte for byte."""
+    digest = hashlib.sha256()
+    for name in ("kernel.hip", "model.py"):
+        digest.update((task.seeds[0] / name).read_bytes())
+    return digest.hexdigest()
+
+
+def seed_changed(task: TaskSpec, entry: TaskTable) -> bool:
+    """Whether the seed differs from the one measured: by its files where the table recorded
+    them, else by the normalised source hash (which can differ across Python versions)."""
+    if entry.seed_files:
+        return seed_files(task) != entry.seed_files
+    return seed_candidate(task).source_hash != entry.seed_hash
 
 
 def space_of(seed: Candidate) -> list[Configuration]:
@@ -208,9 +230,11 @@ def measure_task(
     seed = seed_candidate(task)
     space = space_of(seed)
     entry = table.tasks.setdefault(
-        task.name, TaskTable(task=task.name, seed_hash=seed.source_hash, space=len(space))
+        task.name,
+        TaskTable(task=task.name, seed_hash=seed.source_hash, seed_files=seed_files(task),
+                  space=len(space)),  # fmt: skip
     )
-    if entry.seed_hash != seed.source_hash:
+    if seed_changed(task, entry):
         raise SystemExit(
             f"{out}: the {task.name} seed changed since it was measured: use another --out"
         )
@@ -431,7 +455,7 @@ def search_table(table: Table, names: Sequence[str], seeds: Sequence[int]) -> li
             )
             continue
         task = get_task(name)
-        if seed_candidate(task).source_hash != entry.seed_hash:
+        if seed_changed(task, entry):
             print(
                 f"{name}: note: the seed changed since the table was measured; the table's "
                 "values are for the seed as it was"
