@@ -13,6 +13,7 @@ dimension and pointwise ops here; lower_rowreduce emits the reductions.
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -439,6 +440,11 @@ __device__ __forceinline__ float mish_f(float x) {
     return x * tanhf(sp);
 }
 __device__ __forceinline__ float sign_f(float x) { return (x > 0.0f) - (x < 0.0f); }
+// a / b for 0 <= a, 0 < b: in 32 bits when the kernel found its sizes below 2^31 (`narrow`), since
+// a 64-bit division costs several times the instructions of a 32-bit one on either vendor.
+__device__ __forceinline__ int64_t index_div(int64_t a, int64_t b, bool narrow) {
+    return narrow ? static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b)) : a / b;
+}
 """
 
 F16_HELPERS = r"""
@@ -470,34 +476,51 @@ class Ctx:
 class Emitter:
     """C statements for Vs at contexts, each computed once (memoised per value and context).
 
-    `pointers` maps a placeholder to its kernel parameter; `packed(name, ctx)` says whether a
-    load at that context is the current vector element (`pk_<param>.v[k]`); `bound` holds values
-    already in registers (the reductions of a row kernel); `ints` collects the runtime sizes
-    each case must pass (slice starts and widths, suffix sizes), with this case's values.
+    `pointers` maps a placeholder to its kernel parameter; `packed(load, index)` gives the C
+    expression of the element a loop already holds in a register for that load at that index
+    (`pk_<param>.v[k]`), or None to read `param[index]`; `bound` holds values already in
+    registers (the reductions of a row kernel); `ints` collects the runtime sizes each case must
+    pass (slice starts and widths, suffix sizes), with this case's values. With `outer`, values
+    at a context `invariant` accepts (the same for every element of the loop: per-row and scalar
+    values) are computed by `outer`, whose lines the kernel places before the loop.
     """
 
-    def __init__(self, graph: Graph, pointers: dict[str, str], packed=None, bound=None):
+    def __init__(self, graph: Graph, pointers: dict[str, str], packed=None, bound=None,
+                 outer: Emitter | None = None, invariant=None):  # fmt: skip
         self.graph = graph
         self.pointers = pointers
-        self.packed = packed or (lambda name, ctx: False)
+        self.packed = packed or (lambda load, index: None)
         self.bound: dict[V, str] = dict(bound or {})
+        self.outer = outer
+        self.invariant = invariant or (lambda ctx: False)
         self.memo: dict[tuple[V, Ctx], str] = {}
         self.lines: list[str] = []
+        self.taken = 0
         self.ints: dict[str, int] = {}
         self.floats: list[str] = []
         self.slices: dict[tuple[V, int], int] = {}
+        self.inners: dict[tuple[int, ...], int] = {}  # suffix shape -> its runtime sizes' number
         self.prefix = "v"
 
-    def scope(self, prefix: str, packed=None) -> Emitter:
-        """A fresh block of statements (a loop body) sharing the runtime arguments found."""
-        inner = Emitter(self.graph, self.pointers, packed, self.bound)
-        inner.ints, inner.floats, inner.slices, inner.prefix = (
-            self.ints, self.floats, self.slices, prefix)  # fmt: skip
+    def scope(self, prefix: str, packed=None, outer: Emitter | None = None,
+              invariant=None) -> Emitter:  # fmt: skip
+        """A fresh block of statements (a loop body) sharing the runtime arguments found and the
+        values bound (a row kernel binds each reduction once it is emitted)."""
+        inner = Emitter(self.graph, self.pointers, packed, None, outer, invariant)
+        inner.bound, inner.ints, inner.floats, inner.slices, inner.inners, inner.prefix = (
+            self.bound, self.ints, self.floats, self.slices, self.inners, prefix)  # fmt: skip
         return inner
+
+    def take(self) -> list[str]:
+        """The statements emitted since the last take (an outer scope is placed in parts)."""
+        new, self.taken = self.lines[self.taken :], len(self.lines)
+        return new
 
     def value(self, v: V, ctx: Ctx) -> str:
         if v in self.bound:
             return self.bound[v]
+        if self.outer is not None and self.invariant(ctx):
+            return self.outer.value(v, ctx)
         key = (v, ctx)
         if key not in self.memo:
             expr = self._expr(v, ctx)
@@ -517,7 +540,16 @@ class Emitter:
             return Ctx(ctx.c, "0", ctx.c, ctx.cols, v.shape)
         if kind == "ROW":
             return Ctx(ctx.r, ctx.r, "0", "1", v.shape)
-        raise Unsupported(f"a computed value of shape {v.shape} broadcast to {ctx.shape}")
+        # INNER: a suffix [..., C] of the shape, repeating every m rows: read at row r modulo m,
+        # which holds where ctx.cols is the shape's last dimension (every context but a squeezed
+        # row output's, whose cols is 1).
+        if ctx.cols == "1" and ctx.shape[-1:] != (1,):
+            raise Unsupported(f"a value of shape {v.shape} broadcast to {ctx.shape} per row")
+        k = self.inners.setdefault(strip(v.shape), len(self.inners))
+        rows = f"inner{k}_rows"
+        self.ints[rows] = numel(v.shape) // v.shape[-1]
+        at = f"(({ctx.r}) % {rows})"
+        return Ctx(inner_index(ctx, rows), at, ctx.c, ctx.cols, v.shape)
 
     def _expr(self, v: V, ctx: Ctx) -> str:
         op = v.op
@@ -571,16 +603,33 @@ class Emitter:
     def _load(self, v: V, ctx: Ctx) -> str:
         name = v.args[0]
         param = self.pointers[name]
-        conv = _LOAD[v.dtype]
-        if self.packed(name, ctx):
-            return conv.format(f"pk_{param}.v[k]")
         kind = access(v.shape, ctx.shape)
-        index = {"FULL": ctx.flat, "SCALAR": "0", "COL": ctx.c, "ROW": ctx.r}.get(kind)
-        if kind == "INNER":
-            size = f"n_{param}"
-            self.ints[size] = numel(v.shape)
-            index = f"(({ctx.flat}) % {size})"
-        return conv.format(f"{param}[{index}]")
+        if kind == "INNER":  # the same read as any value of that shape
+            return self._load(v, self.moved(v, ctx))
+        index = {"FULL": ctx.flat, "SCALAR": "0", "COL": ctx.c, "ROW": ctx.r}[kind]
+        held = self.packed(v, index)
+        return _LOAD[v.dtype].format(held if held is not None else f"{param}[{index}]")
+
+
+def inner_index(ctx: Ctx, rows: str) -> str:
+    """The flat index of a suffix-shaped value (INNER) of `rows` rows read at ctx."""
+    return f"((({ctx.r}) % {rows}) * {ctx.cols} + ({ctx.c}))"
+
+
+_INNER = re.compile(r"\(\(\((.+)\) % (inner\d+_rows)\) \* (.+) \+ \((.+)\)\)")
+
+
+def inner_rows(index: str, ctx: Ctx) -> str | None:
+    """The row count of the suffix `index` reads, when it is inner_index(ctx, rows), else None."""
+    found = _INNER.fullmatch(index)
+    rows = found.group(2) if found else None
+    return rows if rows is not None and index == inner_index(ctx, rows) else None
+
+
+def per_row(r: str):
+    """The contexts whose values are the same at every element of row `r`: the row's own
+    ([..., 1] broadcasts, reductions) and scalars; what an element loop can hoist."""
+    return lambda ctx: ctx.c == "0" and ctx.flat in ("0", r)
 
 
 def _bad(v: V, ctx: Ctx) -> str:

@@ -5,12 +5,16 @@ Layout: ROWS rows per block, a group of GROUP = BLOCK / ROWS threads per row. Re
 grouped by depth (a reduction whose input needs another's result comes one pass later); each
 pass re-reads the row (largely from L2) and merges its partials across the group (warp shuffles,
 then LDS across the group's warps; warpSize is read, never assumed). A last pass writes the
-outputs of full row shape; per-row outputs are written by the group's first thread. Full-shape
-inputs move VEC elements per load when every pointer is on a 32-byte boundary and the row
-length is a multiple of VEC; otherwise the scalar loop covers the row.
+outputs of full row shape; per-row outputs are written by the group's first thread. Full-shape,
+per-column ([C]) and suffix-shaped inputs move VEC elements per load when every pointer is on a
+32-byte boundary and the row length is a multiple of VEC; otherwise the scalar loop covers the
+row. Per-row values (a reduction's mean, a [..., 1] input, rstd) and scalars are computed once
+per row, before the loops that read them.
 """
 
 from __future__ import annotations
+
+import re
 
 from hipevolve.agents.lower_ir import (
     C_TYPES,
@@ -21,7 +25,8 @@ from hipevolve.agents.lower_ir import (
     Graph,
     Unsupported,
     V,
-    access,
+    inner_rows,
+    per_row,
     reductions,
     strip,
 )
@@ -104,15 +109,16 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
     shape = shapes.pop()
     root = Ctx("i", "r", "c", "cols", shape)
     top = Emitter(graph, pointers)
+    row = top.scope("h")  # per-row values, each computed once before the first loop reading it
     lines: list[str] = []
-    packs_used: set[str] = set()
     for level in range(1, max(depth.values()) + 1):
         group = [r for r in depth if depth[r] == level]
         accs = {r: f"acc{len(top.bound) + j}" for j, r in enumerate(group)}
         lines += [f"float {a} = {_OPS[r.args[0]]}::init();" for r, a in accs.items()]
-        lines += _loops(top, graph, root, f"p{level}", packs_used,
-                        [(r.args[1], f"{a} = {_OPS[r.args[0]]}::apply({a}, {{}});")
-                         for r, a in accs.items()])  # fmt: skip
+        loops = _loops(top, row, root, f"p{level}",
+                       [(r.args[1], f"{a} = {_OPS[r.args[0]]}::apply({a}, {{}});")
+                        for r, a in accs.items()])  # fmt: skip
+        lines += row.take() + loops
         for r, a in accs.items():
             lines.append(f"{a} = group_reduce<{_OPS[r.args[0]]}>({a}, lds);")
             top.bound[r] = a
@@ -122,15 +128,15 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
         if o.shape not in (shape[:-1] + (1,), shape[:-1]):
             raise Unsupported(f"an output of shape {o.shape} from rows of shape {shape}")
     if elem:
-        lines += _loops(top, graph, root, "w", packs_used,
-                        [(o, f"out{j}[i] = {STORE[o.dtype].format('{}')};") for j, o in elem],
-                        vector_outs=elem)  # fmt: skip
+        loops = _loops(top, row, root, "w",
+                       [(o, f"out{j}[i] = {STORE[o.dtype].format('{}')};") for j, o in elem],
+                       vector_outs=elem)  # fmt: skip
+        lines += row.take() + loops
     if rows:
-        scope = top.scope("q")
         at = {j: Ctx("r", "r", "0", "1", o.shape) for j, o in rows}  # [..., 1] or squeezed
-        stores = [f"out{j}[r] = {STORE[o.dtype].format(scope.value(o, at[j]))};"
+        stores = [f"out{j}[r] = {STORE[o.dtype].format(row.value(o, at[j]))};"
                   for j, o in rows]  # fmt: skip
-        lines += ["if (lane == 0 && row < rows) {", *scope.lines, *stores, "}"]
+        lines += [*row.take(), "if (lane == 0 && row < rows) {", *["    " + x for x in stores], "}"]
     ins = [(ph, pointers[ph]) for ph in graph.used]
     params = [f"const {_ctype(graph, ph)}* __restrict__ {p}" for ph, p in ins]
     params += [f"{C_TYPES[o.dtype]}* __restrict__ out{j}" for j, o in enumerate(graph.outputs)]
@@ -167,54 +173,66 @@ extern "C" hipError_t {name}({", ".join(params)}, hipStream_t stream) {{
 
 def _loops(
     top: Emitter,
-    graph: Graph,
+    row: Emitter,
     root: Ctx,
     tag: str,
-    packs_used: set[str],
     work: list[tuple[V, str]],
     vector_outs=(),
 ) -> list[str]:
     """A vector loop and a scalar tail over the row, doing `work` (value, statement) at each
-    element."""
-    packs: set[str] = set()
+    element; the per-row values they read go to `row`, which the caller places first."""
+    packs: dict[str, str] = {}  # Pack variable -> the statement that loads it
 
-    def packed(ph: str, ctx: Ctx) -> bool:
-        if ctx == root and access(graph.case.placeholders[ph].shape, root.shape) == "FULL":
-            packs.add(ph)
-            return True
-        return False
+    def packed(load: V, index: str) -> str | None:
+        param, ctype = top.pointers[load.args[0]], C_TYPES[load.dtype]
+        if index == root.flat:  # full shape: this row's pack
+            var, at = f"pk_{param}", f"{param} + r * cols)[cv]"
+        elif index == root.c:  # per column: the same pack for every row
+            var, at = f"pk_{param}_col", f"{param})[cv]"
+        elif rows := inner_rows(index, root):  # a suffix [..., C]: its row r % rows
+            var, at = f"pk_{param}_inner", f"{param} + r % {rows} * cols)[cv]"
+        else:
+            return None
+        packs[var] = f"const Pack<{ctype}> {var} = reinterpret_cast<const Pack<{ctype}>*>({at};"
+        return f"{var}.v[k]"
 
-    vec = top.scope(f"{tag}a", packed)
+    hoist = per_row(root.r)
+    vec = top.scope(f"{tag}a", packed, outer=row, invariant=hoist)
     vec_work = [stmt.format(vec.value(v, root)) for v, stmt in work]
-    scalar = top.scope(f"{tag}b")
+    scalar = top.scope(f"{tag}b", outer=row, invariant=hoist)
     scalar_work = [stmt.format(scalar.value(v, root)) for v, stmt in work]
-    packs_used |= packs
-    loads = [f"const Pack<{_ctype(graph, ph)}> pk_{top.pointers[ph]} = reinterpret_cast<const "
-             f"Pack<{_ctype(graph, ph)}>*>({top.pointers[ph]} + r * cols)[cv];"
-             for ph in sorted(packs)]  # fmt: skip
+    loads = list(packs.values())
     if vector_outs:  # outputs go out a vector at a time too
         loads += [f"Pack<{C_TYPES[o.dtype]}> po{j};" for j, o in vector_outs]
         vec_work = [s.replace(f"out{j}[i] = ", f"po{j}.v[k] = ", 1)
                     for s, (j, _) in zip(vec_work, vector_outs, strict=True)]  # fmt: skip
     writes = [f"reinterpret_cast<Pack<{C_TYPES[o.dtype]}>*>(out{j} + r * cols)[cv] = po{j};"
               for j, o in vector_outs]  # fmt: skip
+    elem = vec.lines + vec_work
+    heads = (["const int64_t c = cv * VEC + k;"] if _uses(elem, "c", "i") else []) + (
+        ["const int64_t i = r * cols + c;"] if _uses(elem, "i") else [])  # fmt: skip
+    tail = scalar.lines + scalar_work
     pad = "\n" + " " * 12
     return [
         "for (int64_t cv = lane; cv < nvec; cv += GROUP) {",
-        "    " + "\n        ".join(loads),
+        *["    " + t for t in loads],
         "#pragma unroll",
         "    for (int k = 0; k < VEC; ++k) {",
-        "        const int64_t c = cv * VEC + k;",
-        "        const int64_t i = r * cols + c;",
-        "        " + pad.join(vec.lines + vec_work),
+        "        " + pad.join(heads + elem),
         "    }",
-        "    " + "\n        ".join(writes),
+        *["    " + t for t in writes],
         "}",
         "for (int64_t c = nvec * VEC + lane; c < n; c += GROUP) {",
-        "    const int64_t i = r * cols + c;",
-        "    " + "\n        ".join(scalar.lines + scalar_work),
+        *(["    const int64_t i = r * cols + c;"] if _uses(tail, "i") else []),
+        *["    " + t for t in tail],
         "}",
     ]
+
+
+def _uses(lines: list[str], *names: str) -> bool:
+    """Whether the emitted lines read any of the loop's index variables (whole words of C)."""
+    word = re.compile(r"\b(" + "|".join(names) + r")\b")
+    return any(word.search(t) for t in lines)
 
 
 def _ctype(graph: Graph, ph: str) -> str:

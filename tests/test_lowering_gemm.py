@@ -5,14 +5,16 @@ Without a GPU:
 - each GEMM and chain task lowers, passes the static screen (its only warning: the PTX mma.sync
   under the NVIDIA guard is inline asm) and declares the GEMM tunables; chains launch one kernel
   per segment, with the GEMM's pointwise epilogue fused into it;
-- every configuration of l1_matmul (fp32: the FMA path; bf16: the matrix-core paths) and a sample
-  for the other tasks compile for gfx942 without spills, with MFMA instructions in the ISA exactly
-  for the 16-bit variants; a sample of every task compiles with nvcc for sm_90 through the HIP
-  layer, with mma.sync in the PTX exactly for 16-bit operands;
+- l1_matmul at every tile (fp32: the FMA path; bf16: the matrix-core paths) and a sample for the
+  other tasks compile for gfx942 without spills, with MFMA instructions in the ISA exactly for
+  the 16-bit variants; a sample of every task compiles with nvcc for sm_90 through the HIP
+  layer, with cp.async, ldmatrix and mma.sync in the PTX exactly for 16-bit operands, and
+  ptxas reports no spills for the tensor-core kernels;
 - lowered kernel + model.py compute the reference on CPU threads (test_lowering's shim) on every
-  small case: the FMA path as written, and the two matrix-core paths with their one instruction
-  emulated per documented lane layout (PTX ISA mma.m16n8k16 fragments; AMD's
-  v_mfma_f32_16x16x16 layout), so their staging, fragment indexing and epilogue run for real;
+  small case: the FMA path as written, and the two matrix-core paths with their instructions
+  emulated per documented semantics (PTX ISA mma.m16n8k16 fragments, ldmatrix, cp.async groups,
+  CUDA's dynamic shared memory limit; AMD's v_mfma_f32_16x16x16 layout), so their pipeline,
+  swizzled staging, fragment indexing and epilogue run for real;
 - unsupported graphs come back as one line naming the op; model.py refuses operands whose inner
   sizes differ.
 With a GPU (marked): each lowered candidate, and a sample of GEMM configurations, is `ok`
@@ -53,8 +55,9 @@ CHAINS = {  # task -> its kernels in launch order
 }
 TASKS = GEMM + tuple(CHAINS)
 SIXTEEN_BIT = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual")
-GEMM_TUNABLES = {"BM": ("32", "64", "128"), "BN": ("32", "64", "128"), "BK": ("16", "32"),
-                 "GEMM_THREADS": ("128", "256")}  # fmt: skip
+GEMM_TUNABLES = {"BM": ("32", "64", "128"), "BN": ("32", "64", "128"), "BK": ("16", "32", "64"),
+                 "GEMM_THREADS": ("128", "256"), "GEMM_STAGES": ("2", "3", "4")}  # fmt: skip
+PTX = ("mma.sync", "ldmatrix", "cp.async")  # the inline PTX of the NVIDIA tensor-core path
 
 
 def candidate(name: str) -> Candidate:
@@ -76,10 +79,11 @@ def test_gemm_task_lowers_and_passes_the_static_screen_with_only_the_ptx_asm_not
     assert screening.passed, screening.flags
     assert {f.check for f in screening.warnings} <= {"inline-asm"}
     lines = got.hip_source.splitlines()
-    for f in screening.warnings:  # the asm is the mma.sync, inside the NVIDIA-only block
+    for f in screening.warnings:  # the asm is PTX, among the primitives of the NVIDIA block
         before = "\n".join(lines[: f.line])
-        assert "mma.sync" in "\n".join(lines[f.line - 1 : f.line + 2])
+        assert any(op in "\n".join(lines[f.line - 1 : f.line + 2]) for op in PTX)
         assert before.rfind("#if GEMM_MATRIX_CORES == 1") > before.rfind("#elif")
+        assert before.rfind(PRIMITIVES[0]) > before.rfind(PRIMITIVES[1])
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -173,14 +177,31 @@ def grid(name: str) -> list[dict[str, str]]:
     return list(configurations(parse_tunables(candidate(name).hip_source)))
 
 
+NVIDIA_ONLY = ("GEMM_STAGES",)  # tunables that only the NVIDIA tensor-core path reads
+
+
+def amd_grid(name: str) -> list[dict[str, str]]:
+    """Every tile and thread count at the deepest BK (the most LDS and the longest unrolled
+    MFMA sequence), the NVIDIA-only tunables as written (the AMD code is the same text at each
+    of their values)."""
+    deepest = max(GEMM_TUNABLES["BK"], key=int)
+    return [c for c in grid(name) if c["BK"] == deepest
+            and all(c[t] == default(name, t) for t in NVIDIA_ONLY)]  # fmt: skip
+
+
+def default(name: str, tunable: str) -> str:
+    return re.search(rf"^#define {tunable} (\w+)$", candidate(name).hip_source, re.M)[1]
+
+
 def sources(full: tuple[str, ...], sampled: tuple[str, ...], k: int = 3) -> dict[str, str]:
-    """Every GEMM configuration of the `full` tasks; for the others their own configuration and
-    k random GEMM configurations (fixed), with the other tunables as written."""
+    """amd_grid of the `full` tasks; for the others their own
+    configuration and k random GEMM configurations (fixed), with the other tunables as
+    written."""
     out = {}
     for name in full + sampled:
         source = candidate(name).hip_source
         if name in full:
-            chosen = grid(name)
+            chosen = amd_grid(name)
         else:
             gemm = [dict(zip(GEMM_TUNABLES, v, strict=True)) for v in _product()]
             chosen = [{}] + random.Random(name).sample(gemm, k)
@@ -197,20 +218,77 @@ def _product():
     return itertools.product(*GEMM_TUNABLES.values())
 
 
-FULL = ("l1_matmul",)  # fp32 and bf16 variants: every path at all 36 configurations
+FULL = ("l1_matmul",)  # fp32 and bf16 variants: every path at each of 18 tiles, BK 64
 SAMPLED = tuple(n for n in TASKS if n not in FULL)
 
 
+def test_nvidia_only_tunables_appear_only_in_the_nvidia_code():
+    """What lets the gfx942 sweep below hold GEMM_STAGES fixed: outside its definition it is
+    read only under the NVIDIA platform guard (the tensor-core path and the launch size)."""
+    source = candidate("l1_matmul").hip_source
+    lines = source.splitlines()
+    for tunable in NVIDIA_ONLY:
+        uses = [i for i, line in enumerate(lines) if re.search(rf"\b{tunable}\b", line)
+                and not line.lstrip().startswith(("#define", "//"))]  # fmt: skip
+        assert uses
+        for i in uses:
+            before = "\n".join(lines[:i])
+            nvidia = max(before.rfind("#if GEMM_MATRIX_CORES == 1"),
+                         before.rfind("#if defined(__HIP_PLATFORM_NVIDIA__)"))  # fmt: skip
+            assert nvidia > max(before.rfind("#elif"), before.rfind("#else"),
+                                before.rfind("#endif")), lines[i]  # fmt: skip
+
+
 def test_a_sample_of_gemm_configurations_of_every_task_compiles_with_nvcc(tmp_path):
-    """Each task at its own configuration and three sampled GEMM tiles (nvcc has no spill test
-    here: the full grid goes through the gfx942 compile below)."""
+    """Each task at its own configuration and two sampled GEMM configurations."""
     from test_tunable_seeds import assert_all_compile, nvcc_compiler
 
-    assert_all_compile(sources((), TASKS), nvcc_compiler(), tmp_path)
+    assert_all_compile(sources((), TASKS, k=2), nvcc_compiler(), tmp_path)
+
+
+def ptxas_report(source: str, folder: Path) -> dict[str, dict[str, int]]:
+    """kernel -> registers, spill bytes, stack bytes, from nvcc -Xptxas -v for sm_90."""
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvcc = nvidia_layer.find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    include = Path(nvidia_layer.__file__).parent / "hip_nvidia" / "include"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.hip").write_text(source)
+    argv = [str(nvcc), "-x", "cu", "-cubin", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
+            "-gencode=arch=compute_90,code=sm_90", f"-I{include}", "-D__HIP_PLATFORM_NVIDIA__",
+            "-Xptxas", "-v", "kernel.hip", "-o", "kernel.cubin"]  # fmt: skip
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = {}
+    for kernel, stack, stores, loads, registers in re.findall(
+        r"Function properties for (\w+)\s+(\d+) bytes stack frame, (\d+) bytes spill stores, "
+        r"(\d+) bytes spill loads\s+ptxas info\s+: Used (\d+) registers",
+        done.stderr,
+    ):
+        report[kernel] = {"stack": int(stack), "spills": int(stores) + int(loads),
+                          "registers": int(registers)}  # fmt: skip
+    assert report, done.stderr[-2000:]
+    return report
+
+
+NVCC_SPILL_SAMPLE = [{}, {"BK": "64", "GEMM_STAGES": "3"}, {"GEMM_THREADS": "256"},
+                     {"BM": "64", "BN": "128", "BK": "64", "GEMM_THREADS": "128"}]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SIXTEEN_BIT)
+def test_tensor_core_kernels_assemble_for_sm90_without_spills(name, tmp_path):
+    """ptxas for sm_90 at the default configuration and a few others: no spills, no stack."""
+    source = candidate(name).hip_source
+    configs = NVCC_SPILL_SAMPLE if name == "l1_matmul" else NVCC_SPILL_SAMPLE[:1]
+    for i, config in enumerate(configs):
+        for kernel, facts in ptxas_report(with_values(source, config), tmp_path / str(i)).items():
+            assert facts["spills"] == 0 and facts["stack"] == 0, (config, kernel, facts)
 
 
 def test_sixteen_bit_gemm_uses_mma_sync_in_the_nvidia_ptx_and_fp32_does_not(tmp_path):
-    """The device pass for sm_90 takes the tensor-core path for bf16/f16 operands only."""
+    """The device pass for sm_90 takes the tensor-core path (cp.async pipeline, ldmatrix,
+    mma.sync) for bf16/f16 operands only."""
     nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None:
@@ -227,11 +305,12 @@ def test_sixteen_bit_gemm_uses_mma_sync_in_the_nvidia_ptx_and_fp32_does_not(tmp_
         entries = re.split(r"\.visible \.entry ", ptx)[1:]
         for entry in entries:
             sixteen = "PKt" in entry.split("(")[0]  # uint16_t operands: bf16 or f16
-            assert ("mma.sync.aligned.m16n8k16" in entry) == sixteen, (name, entry[:80])
+            for op in ("mma.sync.aligned.m16n8k16", "ldmatrix.sync.aligned", "cp.async.cg"):
+                assert (op in entry) == sixteen, (name, op, entry[:80])
 
 
 @pytest.mark.amd_static
-def test_every_l1_matmul_configuration_and_a_sample_compile_for_gfx942_without_spills(tmp_path):
+def test_l1_matmul_at_every_tile_and_a_sample_compile_for_gfx942_without_spills(tmp_path):
     from test_tunable_seeds import assert_gfx942_clean
 
     assert_gfx942_clean(sources(FULL, SAMPLED, k=2), tmp_path)
@@ -264,23 +343,74 @@ def test_mfma_is_in_the_gfx942_isa_exactly_for_sixteen_bit_operands(name, tmp_pa
 
 # ----------------------------------------------------------------------------- CPU threads
 
-# The one matrix instruction of each matrix-core path, computed on CPU threads from the lane
-# layout the vendors document; everything around it (staging, fragment addressing, the
-# epilogue) is the lowered kernel's own code. A warp (wave) publishes its fragments between two
-# barriers, as every thread of the block reaches every matrix instruction together.
+# The data-moving and matrix instructions of each matrix-core path, computed on CPU threads from
+# what the vendors document; everything around them (the pipeline, swizzled addressing,
+# fragment indexing, the epilogue) is the lowered kernel's own code. Instructions that exchange
+# data across a warp (wave) publish between two barriers, as every thread of the block reaches
+# each of them together.
+PRIMITIVES = ("// ---- PTX primitives (begin)", "// ---- PTX primitives (end)")
 EMULATED_MMA = r"""
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
+#include <atomic>
+#include <cstdlib>
+#include <deque>
 static uint32_t emu_a[1024][4], emu_b[1024][2];
+static const uint16_t* emu_rows[1024];
+static std::atomic<int> emu_error{0};  // what the next hipGetLastError() reports
 static float emu_half(int d, uint32_t h) {
     if (d == 1) return __uint_as_float((h & 0xffffu) << 16);
     return __half2float(__ushort_as_half(static_cast<uint16_t>(h)));
 }
+// Dynamic shared memory, as CUDA has it: above 48 KB a launch fails unless the kernel's limit
+// was raised. One buffer serves every block (the shim runs one block at a time); each launch
+// poisons all of it with NaN bits (stale or unwritten tiles show), and the bytes past the
+// launch's size must still hold the poison afterwards.
+alignas(128) static unsigned char emu_smem[1 << 18];
+static int emu_smem_limit = 48 * 1024;
+#define HIP_DYNAMIC_SHARED(type, var) type* var = reinterpret_cast<type*>(emu_smem);
+#define hipFuncAttributeMaxDynamicSharedMemorySize 8
+inline hipError_t hipFuncSetAttribute(const void*, int attribute, int value) {
+    if (attribute != 8 || value > static_cast<int>(sizeof(emu_smem))) return 1;
+    emu_smem_limit = value;
+    return hipSuccess;
+}
+template <class F> void emu_launch(dim3 grid, dim3 block, int bytes, F body) {
+    if (bytes > emu_smem_limit) {
+        emu_error = 2;
+        return;
+    }
+    std::memset(emu_smem, 0xff, sizeof(emu_smem));
+    cpu_launch(grid, block, body);
+    for (size_t i = bytes; i < sizeof(emu_smem); ++i)
+        if (emu_smem[i] != 0xff) emu_error = 3;
+}
+#undef hipLaunchKernelGGL
+#define hipLaunchKernelGGL(kernel, grid, block, lds, stream, ...) \
+    emu_launch((grid), (block), (lds), [=] { kernel(__VA_ARGS__); })
+inline hipError_t emu_last_error() { return emu_error.exchange(0); }
+#define hipGetLastError() emu_last_error()
+static bool emu_in_smem(const void* p, size_t bytes) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    return c >= emu_smem && c + bytes <= emu_smem + emu_smem_limit &&
+           reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+struct EmuCopy { uint16_t* dst; const uint16_t* src; bool inside; };
+static thread_local std::vector<EmuCopy> emu_open;  // issued, not yet committed
+static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, in flight
 """
 # PTX ISA, mma.m16n8k16 with .bf16/.f16: g = lane / 4, t = lane % 4; a0..a3 hold (row g | g + 8,
 # k 2t, 2t + 1 | 2t + 8, 2t + 9) in the order (g, k), (g + 8, k), (g, k + 8), (g + 8, k + 8);
 # b0, b1 hold (k 2t, 2t + 1 | 2t + 8, 2t + 9, column g); c0..c3 (row g | g + 8, column 2t, 2t + 1).
-EMULATED_MMA_FN = r"""
+# ldmatrix.sync.aligned.m8n8.{x2,x4}[.trans].shared.b16: lanes 8i..8i+7 give the addresses of
+# rows 0..7 of matrix i (16 aligned bytes each); lane l receives in register i the elements
+# (row l / 4, columns 2 (l % 4), 2 (l % 4) + 1) of matrix i, or with .trans of its transpose,
+# the lower column in the lower half.
+# cp.async.cg.shared.global [dst], [src], 16, src-size: 16 bytes, zero-filled past src-size,
+# complete only once cp.async.wait_group N leaves at most N of the thread's committed groups
+# (cp.async.commit_group) pending: the emulation copies then, so a read before the wait sees
+# the poison or a stale tile.
+EMULATED_PTX = r"""
 template <int D>
 __device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)[4],
                                               const uint32_t (&b)[2]) {
@@ -300,6 +430,43 @@ __device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)
         d[q] = s;
     }
     __syncthreads();
+}
+
+template <int X, bool TRANS>
+__device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const uint16_t* row) {
+    const unsigned tid = threadIdx.x, base = tid - tid % 32, lane = tid % 32;
+    if (lane < 8 * X && !emu_in_smem(row, 16)) emu_error = 4;
+    emu_rows[tid] = row;
+    __syncthreads();
+    for (int i = 0; i < X; ++i) {
+        const uint16_t* const* m = emu_rows + base + 8 * i;
+        const unsigned a = TRANS ? 2 * (lane % 4) : lane / 4, b = TRANS ? lane / 4 : 2 * (lane % 4);
+        const uint16_t lo = m[a][b], hi = TRANS ? m[a + 1][b] : m[a][b + 1];
+        r[i] = lo | static_cast<uint32_t>(hi) << 16;
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void gemm_cp_async16(uint16_t* dst, const uint16_t* src, bool inside) {
+    if (!emu_in_smem(dst, 16) || (inside && reinterpret_cast<uintptr_t>(src) % 16 != 0))
+        emu_error = 5;
+    emu_open.push_back({dst, src, inside});
+}
+
+__device__ __forceinline__ void gemm_cp_async_commit() {
+    emu_groups.push_back(std::move(emu_open));
+    emu_open.clear();
+}
+
+template <int N>
+__device__ __forceinline__ void gemm_cp_async_wait() {
+    while (emu_groups.size() > N) {
+        for (const EmuCopy& c : emu_groups.front()) {
+            if (c.inside) std::memcpy(c.dst, c.src, 16);
+            else std::memset(c.dst, 0, 16);
+        }
+        emu_groups.pop_front();
+    }
 }
 """
 # AMD v_mfma_f32_16x16x16{bf16_1k,f16}, wave64: lane l holds A[l % 16][4 (l / 16) + i],
@@ -337,16 +504,17 @@ template <int D, class X, class C> C emu_mfma(X a, X b, C c, int, int, int) {
 
 def build_cpu(source: str, folder: Path, warp: int, path: str) -> Path:
     """kernel.hip on CPU threads (test_tunable_seeds' shim): path "fma" as written (g++),
-    "mma" with the NVIDIA path enabled and mma.sync emulated (g++), "mfma" with the gfx942
+    "mma" with the NVIDIA path enabled and its PTX (mma.sync, ldmatrix, cp.async) and dynamic
+    shared memory emulated (g++), "mfma" with the gfx942
     path enabled and the MFMA builtins emulated (clang++: the path uses clang's vector types)."""
     from test_tunable_seeds import CPU_HIP_RUNTIME
 
     prelude = SHIM_EXTRAS
     if path == "mma":
         prelude += "#define __HIP_PLATFORM_NVIDIA__ 1\n#define __CUDA_ARCH__ 900\n" + EMULATED_MMA
-        start = source.index("template <int D>\n__device__ __forceinline__ void gemm_mma16816(")
-        end = source.index("\n}\n", start) + 3
-        source = source[:start] + EMULATED_MMA_FN + source[end:]
+        start, end = (source.index(marker) for marker in PRIMITIVES)
+        assert not re.search(r"\basm\b", source[:start] + source[end:])  # all PTX emulated
+        source = source[:start] + EMULATED_PTX + source[end:]
     elif path == "mfma":
         prelude += "#define __gfx942__ 1\n" + EMULATED_MFMA
     compiler = shutil.which("clang++-19" if path == "mfma" else "g++")
@@ -364,10 +532,9 @@ def build_cpu(source: str, folder: Path, warp: int, path: str) -> Path:
     return folder / "lib.so"
 
 
-def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
-    """model.py as written over the CPU-built kernel, on every small case and two seeds, against
-    the reference within the task's tolerance."""
-    task, c = task_named(name), candidate(name)
+def model_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
+    """The candidate's model.py module, its kernels bound to the CPU-built library."""
+    c = candidate(name)
     source = with_values(c.hip_source, config)
     bound = Kernels()
     bound.bind(build_cpu(source, folder / "build", warp, path), source)
@@ -377,6 +544,14 @@ def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, mo
     monkeypatch.setattr(module, "kernels", bound)
     ready = module._ready  # the CPU stands in for the GPU: the device check is the one skipped
     monkeypatch.setattr(module, "_ready", lambda ts: ready([_OnGpu(t) for t in ts]))
+    return module
+
+
+def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
+    """model.py as written over the CPU-built kernel, on every small case and two seeds, against
+    the reference within the task's tolerance."""
+    task = task_named(name)
+    module = model_on_cpu(name, config, warp, path, folder, monkeypatch)
     reference = load_module(task.reference)
     assert task.small_cases
     for case in task.small_cases:
@@ -395,7 +570,10 @@ def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, mo
 
 SMALL_TILES = {"BM": "32", "BN": "32", "BK": "16", "GEMM_THREADS": "128"}
 MIXED_TILES = {"BM": "64", "BN": "32", "BK": "16", "GEMM_THREADS": "256"}
+# 8 warps on 32 x 32: warp tiles of one n8 column (ldmatrix .x2), 4 K tiles in flight
+NARROW_WARPS = {"BM": "32", "BN": "32", "BK": "16", "GEMM_THREADS": "256", "GEMM_STAGES": "4"}
 CPU_FMA = [(n, {}, 32) for n in TASKS] + [(n, SMALL_TILES, 32) for n in GEMM[:2]]
+CPU_FMA += [("l1_matmul", {"BK": "64"}, 32)]  # the FMA path's own K step under a deep BK
 CPU_FMA += [(n, {**MIXED_TILES, "ROWS": "2", "BLOCK": "64"}, 64) for n in CHAINS]
 
 
@@ -406,8 +584,16 @@ def test_fma_path_matches_the_reference_on_cpu_threads(name, config, warp, tmp_p
     check_on_cpu(name, config, warp, "fma", tmp_path, monkeypatch)
 
 
-MATRIX_CORE_RUNS = [(n, {}) for n in SIXTEEN_BIT] + [("l2_gemm_bias_gelu", SMALL_TILES),
-                                                     ("l1_linear_bias", MIXED_TILES)]  # fmt: skip
+# The small cases have K = 40..72: at BK 16 the pipeline reaches its steady state (a stage
+# refilled while another is read), in both B layouts and on the element-by-element staging
+# (l2_gemm_scale_residual's N = 70 is no multiple of 8); BK 64 is one tile of depth four.
+MATRIX_CORE_RUNS = [(n, {}) for n in SIXTEEN_BIT] + [
+    ("l2_gemm_bias_gelu", SMALL_TILES), ("l1_linear_bias", MIXED_TILES),
+    ("l1_matmul", {"BK": "16", "GEMM_STAGES": "2"}),
+    ("l2_gemm_scale_residual", {"BK": "16", "GEMM_STAGES": "3"}),
+    ("l1_matmul", NARROW_WARPS), ("l1_linear_bias", NARROW_WARPS),
+    ("l2_gemm_bias_gelu", {"BK": "64", "GEMM_STAGES": "3"}),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("path,warp", [("mma", 32), ("mfma", 64)])
@@ -417,6 +603,25 @@ def test_matrix_core_path_with_its_instruction_emulated_matches_the_reference(
     name, config, path, warp, tmp_path, monkeypatch
 ):
     check_on_cpu(name, config, warp, path, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("path,warp", [("mma", 32), ("mfma", 64)])
+def test_matrix_core_path_is_exact_on_unaligned_and_ragged_operands(path, warp, tmp_path,
+                                                                     monkeypatch):  # fmt: skip
+    """Operands no 16-byte copy may move (a pointer 2 bytes off, K or N no multiple of 8) take
+    the element-by-element staging; small integers make every product exact in fp32."""
+    module = model_on_cpu("l1_matmul", {"BK": "16", "GEMM_STAGES": "3"}, warp, path, tmp_path,
+                          monkeypatch)  # fmt: skip
+    model = module.ModelNew()
+    generator = torch.Generator().manual_seed(0)
+    for m, k, n, shift in [(40, 72, 56, 1), (33, 70, 56, 0), (40, 72, 45, 0), (40, 72, 56, 0)]:
+        a = torch.randint(-4, 5, (m * k + shift,), generator=generator).to(torch.bfloat16)
+        a = a[shift:].view(m, k)
+        b = torch.randint(-4, 5, (k, n), generator=generator).to(torch.bfloat16)
+        with torch.no_grad():
+            got = model(a, b)
+        want = (a.float() @ b.float()).to(torch.bfloat16)
+        assert torch.equal(got, want), (m, k, n, shift)
 
 
 # ----------------------------------------------------------------------------- GPU
