@@ -136,12 +136,14 @@ def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator
 def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
     """Workers on the cluster's GPUs; the GPU backend is the workers', this machine may have none."""
     try:
-        from hipevolve.evolution.ray_evaluator import RayEvaluator
+        import ray  # noqa: F401  (the evaluator imports it when it connects)
     except ImportError:
         raise UserError(
             "--ray needs Ray, which is not installed here",
             "run scripts/setup.sh, or pip install 'hipevolve[ray]'",
         ) from None
+    from hipevolve.evolution.ray_evaluator import RayEvaluator
+
     if backend == "static":
         require_gpu(backend)  # the one-line refusal: a static backend cannot search
     if backend == "auto":

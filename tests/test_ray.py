@@ -16,6 +16,7 @@ With GPUs (marked): two local slots on two GPUs, and Ray GPU workers, one per GP
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -229,6 +230,21 @@ def test_unreachable_ray_address_is_a_one_line_error(tmp_path):
     assert any("--ray 127.0.0.1:9: no Ray cluster there" in line for line in lines), proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "a.db").exists()
+
+
+def test_ray_option_without_ray_installed_is_a_one_line_error(tmp_path):
+    blocked = tmp_path / "blocked" / "ray"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text('raise ImportError("no module named ray")\n')
+    env = os.environ | {"PYTHONPATH": str(blocked.parent)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "hipevolve", "--task", "softmax", "--budget", "2",
+         "--archive", str(tmp_path / "a.db"), "--ray", "auto"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "--ray needs Ray, which is not installed here" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "a.db").exists()
 
 
 # ------------------------------------------------------------------ local worker slots

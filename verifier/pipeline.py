@@ -128,7 +128,7 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     if candidate.format != "native":
         if backend == "static":  # a KernelBench candidate has no HIP source to analyse
             return finished(Status.compiled, "KernelBench format: no static AMD analysis; not run")
-        if backend != "cpu" and backend not in ("cuda", "rocm"):
+        if backend not in ("cpu", "cuda", "rocm"):
             raise ValueError(f"unknown backend {backend}")
         return Prepared(candidate=candidate, flags=flags)
     if backend == "cpu":
