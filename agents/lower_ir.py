@@ -411,6 +411,15 @@ def reductions(v: V) -> list[V]:
 
 # ------------------------------------------------------------------------------ V -> HIP C
 
+# The tunables every lowered pointwise and row kernel declares; each pattern adds its own.
+BLOCK_VEC_TUNABLES = """// Threads per block.
+// @tunable BLOCK: 64, 128, 256, 512, 1024
+#define BLOCK 256
+// Elements per load and store.
+// @tunable VEC: 1, 2, 4, 8
+#define VEC 4
+"""
+
 DEVICE_HELPERS = r"""
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float bf16_to_float(uint16_t v) {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from hipevolve.agents.lower_ir import (
+    BLOCK_VEC_TUNABLES,
     C_TYPES,
     STORE,
     Ctx,
@@ -27,13 +28,7 @@ from hipevolve.agents.lower_ir import (
     per_row,
 )
 
-TUNABLES = """// Threads per block.
-// @tunable BLOCK: 64, 128, 256, 512, 1024
-#define BLOCK 256
-// Elements per load and store.
-// @tunable VEC: 1, 2, 4, 8
-#define VEC 4
-// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
+TUNABLES = BLOCK_VEC_TUNABLES + """// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
 // @tunable UNROLL: 1, 2, 4
 #define UNROLL 1
 """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from hipevolve.agents.lower_ir import (
+    BLOCK_VEC_TUNABLES,
     C_TYPES,
     FLOAT_DTYPES,
     STORE,
@@ -31,13 +32,7 @@ from hipevolve.agents.lower_ir import (
     strip,
 )
 
-TUNABLES = """// Threads per block.
-// @tunable BLOCK: 64, 128, 256, 512, 1024
-#define BLOCK 256
-// Elements per load and store.
-// @tunable VEC: 1, 2, 4, 8
-#define VEC 4
-// Rows per block (short rows leave big blocks idle; long rows want whole blocks).
+TUNABLES = BLOCK_VEC_TUNABLES + """// Rows per block (short rows leave big blocks idle; long rows want whole blocks).
 // @tunable ROWS: 1, 2, 4
 #define ROWS 1
 
