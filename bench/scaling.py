@@ -52,6 +52,7 @@ class Phase(BaseModel):
     statuses: list[str]
     standby: int = Field(description="warm judges per worker slot")
     stages: dict[str, float] = Field(description="mean seconds per evaluation stage (judges')")
+    odd: list[str] = Field(default=[], description="status and message of each evaluation not ok")
 
     @property
     def per_minute(self) -> float:
@@ -71,6 +72,10 @@ def in_batches(evaluate, candidates: list[Candidate], batch: int) -> list[Evalua
     for start in range(0, len(candidates), batch):
         results += evaluate(candidates[start : start + batch])
     return results
+
+
+def not_ok(results: list[Evaluation]) -> list[str]:
+    return [f"{r.status.value}: {r.message}" for r in results if not r.ok]
 
 
 def stage_means(results: list[Evaluation]) -> dict[str, float]:
@@ -93,7 +98,7 @@ def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[s
     label = f"local, {len(devices)} GPU{'s' if len(devices) > 1 else ''}"
     return Phase(label=label, gpus=len(devices), cache=cache, evaluations=len(results),
                  wall_s=wall, statuses=[r.status.value for r in results], standby=standby,
-                 stages=stage_means(results))  # fmt: skip
+                 stages=stage_means(results), odd=not_ok(results))  # fmt: skip
 
 
 def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candidates,
@@ -113,7 +118,7 @@ def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candida
     return Phase(label=f"ray, {gpus} GPU workers", gpus=gpus, cache="warm",
                  evaluations=len(results), wall_s=wall,
                  statuses=[r.status.value for r in results], standby=STANDBY_JUDGES,
-                 stages=stage_means(results))  # fmt: skip
+                 stages=stage_means(results), odd=not_ok(results))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -183,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
           f"({standby} warm judges per slot):")  # fmt: skip
     for p in phases:
         print(f"  {p.label} {p.cache}: " + ", ".join(f"{k} {v:.2f}" for k, v in p.stages.items()))
+    for p in phases:
+        for line in p.odd:
+            print(f"  not ok in {p.label} {p.cache}: {line[:160]}")
     statuses = {tuple(p.statuses) for p in phases}
     print(f"statuses agree across phases: {'yes' if len(statuses) == 1 else 'NO'} "
           f"({', '.join(f'{s} {list(phases[0].statuses).count(s)}' for s in sorted(set(phases[0].statuses)))})")  # noqa: E501

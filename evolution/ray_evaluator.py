@@ -106,7 +106,7 @@ class PipelineStages:
                 library.write_bytes(shipment.library)
                 prepared = prepared.model_copy(update={"library": library})
             return slots.submit(lambda slot: run_prepared(
-                prepared, self.task, self.settings, self.backend, slot.take())).result()
+                prepared, self.task, self.settings, self.backend, slot.judges)).result()
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.backends import device_name

@@ -267,7 +267,7 @@ def test_two_slots_run_evaluations_concurrently_and_both_serve(tmp_path):
     with Slots("cpu", ("0", "1"), standby=1) as slots:
         running = [
             slots.submit(lambda slot: run_prepared(Prepared(candidate=healthy), task, settings,
-                                                   "cpu", slot.take()))  # fmt: skip
+                                                   "cpu", slot.judges))  # fmt: skip
             for _ in range(4)
         ]
         results = [r.result() for r in running]

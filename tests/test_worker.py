@@ -18,7 +18,7 @@ import torch
 
 from hipevolve.verifier import compare, ipc, wire
 from hipevolve.verifier.evaluation import Status
-from hipevolve.verifier.isolate import PeakRates, StandbyPool, Timeouts, run_worker
+from hipevolve.verifier.isolate import PeakRates, StandbyPool, Timeouts, run_worker, wait_retired
 from hipevolve.verifier.worker import Judge
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
@@ -121,6 +121,26 @@ def test_standby_judge_serves_one_job_and_the_pool_refills() -> None:
         second = pool.take()
         assert second.proc.pid != first_pid and second.alive()
         second.discard()
+
+
+def test_a_pooled_judge_serves_again_with_a_fresh_sandbox_in_a_fresh_folder() -> None:
+    note = HERE / "reuse_leave_a_note.py"
+    with StandbyPool(size=1, device="cpu") as pool:  # judges take turns: A, B, A
+        results = [run_worker(cpu_job(note), standby=pool.take(), pool=pool) for _ in range(3)]
+    assert [r.status for r in results] == [Status.ok] * 3, [r.message for r in results]
+    assert all(r.reusable for r in results)
+    assert results[2].judge_pid == results[0].judge_pid != results[1].judge_pid
+    assert len({r.sandbox_pid for r in results}) == 3
+
+
+def test_a_judge_is_not_reused_after_a_crash_and_exits() -> None:
+    with StandbyPool(size=1, device="cpu") as pool:
+        judge = pool.take()
+        result = run_worker(cpu_job(HERE / "dyn_segfault.py"), standby=judge, pool=pool)
+        assert result.status is Status.runtime_error and not result.reusable
+        wait_retired()
+        assert not judge.alive() and not os.path.exists(judge.workdir)
+        assert judge not in pool._warm
 
 
 # --- the judge's timing checks, on synthetic reports ---------------------------------------------

@@ -9,8 +9,10 @@ GPU. The values judged are the bytes in the candidate's memory at the moment of 
 exactly what a copy would have carried.
 
 Protocol: a message with shared tensors is answered by one "ack" line from the judge after it
-has compared and released them; until then the sandbox keeps them alive. The sandbox therefore
-never frees or reuses memory the judge is reading, whatever the candidate does with its objects.
+has compared them and dropped its views; until then the sandbox keeps them alive. The sandbox
+therefore never frees or reuses memory the judge is reading, whatever the candidate does with its
+objects. The judge keeps each allocation mapped until the evaluation ends (`JudgeCounter.mapped`),
+but reads it again only through the views of a later message.
 
 What the judge accepts from the hostile side is data, validated here: a dtype from the wire
 allowlist, non-negative shape, strides and offset that fit inside the storage size claimed, and
@@ -147,6 +149,10 @@ class JudgeCounter:
     """
 
     def __init__(self) -> None:
+        # One opened storage per allocation, kept until `close`: torch maps a handle
+        # once while any storage opened from it lives, so later outputs in the same allocation
+        # (the sandbox reserves one: worker.sandbox_reserve) need no driver call to open or close.
+        self.mapped: dict[bytes, torch.UntypedStorage] = {}
         self.name = f"/hipevolve_ipc_{os.getpid()}"
         self.path = "/dev/shm" + self.name
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
@@ -168,9 +174,11 @@ class JudgeCounter:
             b"",
             False,  # the sandbox synchronised before sending: no event to wait on
         )
+        self.mapped.setdefault(s.handle, storage)
         out = torch.empty(0, dtype=s.dtype, device=f"cuda:{s.device}")
         return out.set_(storage, s.offset, s.shape, s.stride)
 
     def close(self) -> None:
+        self.mapped.clear()  # unmaps: the sandbox's memory is freed once nothing maps it
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

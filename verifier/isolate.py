@@ -1,12 +1,15 @@
 """The controller's side of the GPU worker: the job, spawning the judge, deadlines, kill and reap.
 
-`run_worker(job)` runs one evaluation in a fresh judge process (verifier/worker.py), which runs
-the candidate in a sandbox process of its own (verifier/sandbox.py). The judge gets its own
-process group (so one killpg takes it and everything the candidate started), an allowlisted
-environment (no API keys), the job as one JSON line on stdin and a dedicated result pipe; this
-side enforces the overall deadline and reaps everything, and a judge that ends without a result
-is a crash, never a pass. `StandbyPool` keeps judges that have already imported torch and
-created their device context waiting for a job, so that cost overlaps the previous evaluation.
+`run_worker(job)` runs one evaluation in a judge process (verifier/worker.py), which runs the
+candidate in a sandbox process of its own (verifier/sandbox.py), fresh for every evaluation. The
+judge gets its own process group (so one killpg takes it and everything the candidate started),
+an allowlisted environment (no API keys), each job as one JSON line on stdin and a dedicated
+result pipe for its answers; this side enforces the overall deadline and reaps everything, and a
+judge that ends without a result is a crash, never a pass. `StandbyPool` keeps judges that have
+already imported torch and created their device context waiting for a job, so that cost
+overlaps the previous evaluation, and takes back a judge whose evaluation ended cleanly (ok,
+incorrect or suspect) to serve again with a new sandbox: one device context fewer to create and
+destroy per evaluation, the driver work that slowed every GPU of a busy machine (docs/SCALING.md).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -199,6 +203,7 @@ class WorkerResult(BaseModel):
     judge_pid: int | None = None
     sandbox_pid: int | None = None
     killed_pids: list[int] = Field(default_factory=list, description="killed at the deadline")
+    reusable: bool = Field(default=False, description="the judge waits for another job")
 
     def case_results(self) -> tuple[CaseResult, ...]:
         return tuple(c.to_case_result() for c in self.cases)
@@ -298,47 +303,105 @@ def _kill_group(pgid: int) -> list[int]:
     return pids
 
 
-def _read_all(fd: int, into: bytearray) -> None:
+def _read_answer(fd: int, deadline: float) -> tuple[bytes, str]:
+    """The judge's next answer line: (bytes, "line"), or what it had sent when the pipe ended
+    ("eof": the judge died) or the deadline passed ("timeout")."""
+    buf = bytearray()
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return bytes(buf), "timeout"
+        if not select.select([fd], [], [], min(left, 1.0))[0]:
+            continue
         try:
             chunk = os.read(fd, 1 << 16)
         except OSError:
-            return
+            chunk = b""
         if not chunk:
-            return
-        into += chunk
+            return bytes(buf), "eof"
+        buf += chunk
+        if b"\n" in buf:
+            return bytes(buf[: buf.index(b"\n")]), "line"
 
 
-def run_worker(job: WorkerJob, standby: Standby | None = None) -> WorkerResult:
-    """Scores one candidate in a fresh judge (or the given standby one, used for this job only)."""
+def _parse_result(raw: bytes, judge_pid: int) -> WorkerResult | None:
+    try:
+        return WorkerResult.model_validate(json.loads(raw) | {"judge_pid": judge_pid})
+    except (ValueError, TypeError):
+        return None
+
+
+_retiring: set[threading.Thread] = set()
+
+
+def _retire(judge: Standby) -> None:
+    """Closes a judge's job line (a judge waiting for another job exits), lets it exit, kills
+    what is left of its process group and removes its folder."""
+    with contextlib.suppress(OSError):
+        judge.proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        judge.proc.wait(timeout=10)
+    _kill_group(judge.proc.pid)
+    judge.finish()
+
+
+def _retire_in_background(judge: Standby) -> None:
+    """`_retire` on a thread of its own (its GPU work is over; `wait_retired` joins them)."""
+
+    def retire() -> None:
+        _retire(judge)
+        _retiring.discard(threading.current_thread())
+
+    thread = threading.Thread(target=retire, name=f"retire-{judge.proc.pid}", daemon=True)
+    _retiring.add(thread)
+    thread.start()
+
+
+def wait_retired(timeout: float = 30.0) -> None:
+    """Until every judge handed to `_retire_in_background` has exited and been cleaned up."""
+    end = time.monotonic() + timeout
+    for thread in list(_retiring):
+        thread.join(timeout=max(0.0, end - time.monotonic()))
+
+
+def run_worker(job: WorkerJob, standby: Standby | None = None, *,
+               pool: StandbyPool | None = None) -> WorkerResult:  # fmt: skip
+    """Scores one candidate in the given standby judge, or a fresh one.
+
+    pool: where the judge goes back when its answer says it can serve another job (a fresh
+    sandbox, same judge: worker.main); otherwise it exits in the background. Without a pool the
+    judge serves this job only and has exited, with its process group, when this returns."""
     judge = standby if standby is not None and standby.alive() else None
     if standby is not None and judge is None:
         standby.discard()
     judge = judge or Standby.spawn(job.device)
     job = job.model_copy(update={"workdir": judge.workdir})
-    raw = bytearray()
-    reader = threading.Thread(target=_read_all, args=(judge.result_fd, raw), daemon=True)
-    reader.start()
-    killed: list[int] = []
     started = time.monotonic()
     try:
         judge.proc.stdin.write(job.to_json().encode() + b"\n")
         judge.proc.stdin.flush()
     except (BrokenPipeError, OSError):
         pass
-    try:
-        judge.proc.wait(timeout=job.deadline())
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        killed = _kill_group(judge.proc.pid)
+    raw, how = _read_answer(judge.result_fd, started + job.deadline())
+    result = _parse_result(raw, judge.proc.pid) if how == "line" else None
+    if result is not None:
+        result.seconds["total"] = round(time.monotonic() - started, 3)
+        if pool is None:
+            _retire(judge)
+        elif result.reusable and judge.alive():
+            pool.put_back(judge)
+        else:
+            _retire_in_background(judge)
+        return result
+    killed = _kill_group(judge.proc.pid) if how == "timeout" else []
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        judge.proc.wait(timeout=5)
     _kill_group(judge.proc.pid)  # whatever the candidate left behind in the group
-    reader.join(timeout=10)
     log = (judge.workdir / "judge.log").read_bytes()[-LOG_TAIL:].decode(errors="replace")
     code = judge.proc.returncode
     judge.finish()
     elapsed = time.monotonic() - started
-    if timed_out:
+    if how == "timeout":
         return WorkerResult(
             status=Status.timeout,
             judge_pid=judge.proc.pid,
@@ -347,19 +410,13 @@ def run_worker(job: WorkerJob, standby: Standby | None = None) -> WorkerResult:
             "deadline; the worker's process group was killed",
             seconds={"total": round(elapsed, 3)},
         )
-    try:
-        data = json.loads(bytes(raw))
-        result = WorkerResult.model_validate(data | {"judge_pid": judge.proc.pid})
-    except (ValueError, TypeError):
-        tail = log.strip().splitlines()[-1:] or [""]
-        how = f"signal {-code}" if code is not None and code < 0 else f"code {code}"
-        return WorkerResult(
-            status=Status.runtime_error,
-            judge_pid=judge.proc.pid,
-            message=f"crash: the judge exited ({how}) without a result: {tail[0][:200]}",
-        )
-    result.seconds["total"] = round(elapsed, 3)
-    return result
+    tail = log.strip().splitlines()[-1:] or [""]
+    how_ended = f"signal {-code}" if code is not None and code < 0 else f"code {code}"
+    return WorkerResult(
+        status=Status.runtime_error,
+        judge_pid=judge.proc.pid,
+        message=f"crash: the judge exited ({how_ended}) without a result: {tail[0][:200]}",
+    )
 
 
 class StandbyPool:
@@ -393,10 +450,16 @@ class StandbyPool:
         self.fill()
         return judge
 
+    def put_back(self, judge: Standby) -> None:
+        """A judge that served a job and waits for another (its next sandbox is starting)."""
+        with self._lock:
+            self._warm.append(judge)
+
     def close(self) -> None:
         with self._lock:
             while self._warm:
                 self._warm.popleft().discard()
+        wait_retired()
 
     def __enter__(self) -> StandbyPool:
         return self

@@ -156,9 +156,10 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
 
 
 def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings, backend: str,
-                 judge, *, cases: tuple[Case, ...] | None = None,
+                 judges, *, cases: tuple[Case, ...] | None = None,
                  do_timing: bool = True) -> Evaluation:
-    """The GPU stage: the candidate runs in `judge` (a warm Standby), checked and timed."""
+    """The GPU stage: the candidate runs in a warm judge of `judges` (a StandbyPool), checked
+    and timed; the judge goes back to the pool if it can serve again."""
     from hipevolve.verifier.candidate import write_candidate
     from hipevolve.verifier.isolate import CandidateJob, Timeouts, WorkerJob, run_worker
 
@@ -178,7 +179,7 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
             timeouts=Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
                               timing=settings.timing_timeout_s),
             peak=_peak(backend), suspect_speedup=suspect_threshold(task, settings))  # fmt: skip
-        worker = run_worker(job, judge)
+        worker = run_worker(job, judges.take(), pool=judges)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Evaluation(
@@ -220,7 +221,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
                 else:
                     on_gpu[i] = slots.submit(
                         lambda slot, p=prepared: run_prepared(
-                            p, task, settings, backend, slot.take(), cases=cases,
+                            p, task, settings, backend, slot.judges, cases=cases,
                             do_timing=do_timing))  # fmt: skip
             for i, running in on_gpu.items():
                 results[i] = running.result()

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hipevolve.verifier.isolate import Standby, StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 
 STANDBY_JUDGES = 3  # judges kept warm per slot while a batch is evaluated
 
@@ -54,9 +54,6 @@ class Slot:
 
     device: str
     judges: StandbyPool
-
-    def take(self) -> Standby:
-        return self.judges.take()
 
 
 class Slots:

@@ -1,10 +1,13 @@
 """The judge: `python -m hipevolve.verifier.worker --result-fd N [--device cuda]`.
 
-One judge process scores one candidate and exits; the controller (isolate.py) spawns it in its own
-process group with an allowlisted environment and reads one JSON result from fd N. The judge
-computes every reference output and times the reference before the candidate exists, then runs
-the candidate in a second process (sandbox.py) that it watches, times out and kills, and decides
-the status from what comes back. Every number the tool reports comes from here.
+A judge process scores candidates one at a time; the controller (isolate.py) spawns it in its
+own process group with an allowlisted environment, writes one JSON job per line on stdin and reads
+one JSON result line per job from fd N. For each job the judge computes every reference output
+and times the reference before the candidate exists, then runs the candidate in a fresh process
+(sandbox.py, in a fresh folder) that it watches, times out and kills, and decides the status from
+what comes back. It serves another job only after one that ended ok, incorrect or suspect, with
+its device context still sound, and at most JOBS_PER_JUDGE. Every number the tool reports comes
+from here.
 
 What it protects against (FAULTS.md):
 - hangs in host code or kernels (stage timeouts here, a group kill in the controller), crashes
@@ -39,7 +42,8 @@ What it does not protect against:
 - Python code in the candidate can likewise reach the sandbox's objects through gc; same
   mitigations;
 - reading files: Landlock here restricts writes only; the reference outputs are never in a file,
-  but anything else the user can read, the candidate can read;
+  but anything else the user can read, the candidate can read (a judge removes each sandbox's
+  folder before the next sandbox starts, so nothing one candidate writes reaches the next);
 - where Landlock, seccomp or RLIMIT_NPROC are missing (other kernels, other architectures, root
   for RLIMIT_NPROC) the layer is off; the result's flags say which;
 - a candidate that compiles with load_inline may start processes, bounded only by
@@ -65,6 +69,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -73,6 +78,7 @@ from typing import Any
 from hipevolve.verifier import confine
 from hipevolve.verifier.channel import Channel, SandboxError, kill_group_except_self
 
+RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
 ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
 
 
@@ -122,6 +128,7 @@ class Judge:
             first = self.refs[(case["name"], self.job["seeds"][0])]
             case["poison_sizes"] = [o.numel() * o.element_size() for o in first[1]]
             set_bytes = self.timing.tensor_bytes(first[0])
+            case["input_bytes"] = set_bytes
             case["timing_sets"] = self.timing.input_sets_for(
                 set_bytes, self.job["timing_budget_bytes"], self.job["warmup"] + self.job["trials"]
             )
@@ -350,6 +357,7 @@ class Judge:
         )
         return {k: job[k] for k in keys} | {
             "allow_processes": job["allow_processes"],
+            "reserve_bytes": self.sandbox_reserve(),
             "cases": [
                 {
                     k: c[k]
@@ -358,6 +366,26 @@ class Judge:
                 for c in job["cases"]
             ],
         }
+
+    def sandbox_reserve(self) -> int:
+        """Device memory the sandbox takes in one block before the candidate loads and hands
+        back to its caching allocator (sandbox.reserve): enough for the largest case's checked
+        outputs (six kept, poison twice over), input copies and timing sets, so that checking
+        and timing make no further device allocations and every output shared with this judge
+        lies in one allocation, opened once (ipc.JudgeCounter). Each allocation and IPC
+        mapping is a driver call that waits on the device contexts other processes create and
+        destroy: on two busy H200s, opening and closing mappings took a quarter of the check."""
+        if not self.device.startswith("cuda"):
+            return 0
+        need = max(
+            (
+                10 * sum(c["poison_sizes"]) + (3 + c["timing_sets"]) * c["input_bytes"]
+                for c in self.job["cases"]
+            ),
+            default=0,
+        )
+        cap = self.torch.cuda.get_device_properties(self.device).total_memory // 4
+        return min(need + RESERVE_SLACK, cap)
 
     def run_candidate(self) -> tuple[str, str]:
         job, timeouts = self.job, self.job["timeouts"]
@@ -472,38 +500,75 @@ class Judge:
         }
 
 
+REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed
+JOBS_PER_JUDGE = 64  # then a fresh judge: a bounded life for anything a long one accumulates
+
+
+def healthy(torch, device: str) -> bool:  # noqa: ANN001
+    """The judge's device context still works (a fault reading shared memory is sticky)."""
+    if not device.startswith("cuda"):
+        return True
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device=device).add_(1).item()
+    except RuntimeError:
+        return False
+    return True
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="hipevolve judge (one evaluation, then exit)")
+    parser = argparse.ArgumentParser(description="hipevolve judge (evaluations, one at a time)")
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--device", default="cpu", help="cuda: create the context before the job")
-    parser.add_argument("--workdir", required=True, help="this evaluation's folder")
+    parser.add_argument("--workdir", required=True, help="this judge's folder")
     args = parser.parse_args()
     os.set_inheritable(args.result_fd, False)  # the sandbox must never hold it (FAULTS 19)
     confine.set_not_dumpable()
     confine.become_subreaper()
-    # The sandbox starts first, so its torch import overlaps ours; it waits for its job.
-    chan = Channel(os.path.join(args.workdir, "sandbox"), args.device)
+    # The sandbox starts first, so its torch import overlaps ours; it waits for its job. Every
+    # evaluation gets a fresh sandbox process in a fresh, empty folder.
+    sandbox_dir = os.path.join(args.workdir, "sandbox-0")
+    chan = Channel(sandbox_dir, args.device)
     import torch
 
     if args.device.startswith("cuda"):
         torch.cuda.init()
         torch.zeros(1, device=args.device)
-    line = sys.stdin.readline()  # a standby judge waits here, torch and context ready
-    try:
-        job = json.loads(line)
-        if job["device"] == "cpu":
-            torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
-        result = Judge(job, chan).run()
-    except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
-        kill_group_except_self()
-        result = {
-            "status": "runtime_error",
-            "cases": [],
-            "flags": ["judge-error"],
-            "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
-        }
-    with os.fdopen(args.result_fd, "wb") as f:
-        f.write(json.dumps(result).encode())
+    # A judge serves jobs, one JSON line each on stdin, until stdin closes or a job leaves it in
+    # doubt: it answers each with one JSON line on the result pipe, whose "reusable" says
+    # whether it waits for another. Reusing a judge saves creating and destroying one device
+    # context per evaluation: driver work that all the GPUs of a machine wait on in turn.
+    for served in range(1, JOBS_PER_JUDGE + 1):
+        line = sys.stdin.readline()  # a standby judge waits here, torch and context ready
+        if not line:
+            break
+        try:
+            job = json.loads(line)
+            if job["device"] == "cpu":
+                torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
+            result = Judge(job, chan).run()
+        except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
+            kill_group_except_self()
+            result = {
+                "status": "runtime_error",
+                "cases": [],
+                "flags": ["judge-error"],
+                "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
+            }
+        result["reusable"] = (
+            result["status"] in REUSABLE
+            and served < JOBS_PER_JUDGE
+            and healthy(torch, args.device)
+        )
+        answer = memoryview(json.dumps(result).encode() + b"\n")
+        while answer:
+            answer = answer[os.write(args.result_fd, answer) :]
+        if not result["reusable"]:
+            break
+        shutil.rmtree(sandbox_dir, ignore_errors=True)  # nothing passes to the next candidate
+        sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
+        chan = Channel(sandbox_dir, args.device)
+    os.close(args.result_fd)
     os._exit(0)
 
 
