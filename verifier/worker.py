@@ -333,7 +333,7 @@ class Judge:
                 self.time_reference()
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.device.startswith("cuda"):
-                self.torch.cuda.empty_cache()
+                self.trim_cache()
             status, message = self.run_candidate()
         finally:
             killed = kill_group_except_self()
@@ -366,6 +366,15 @@ class Judge:
                 for c in job["cases"]
             ],
         }
+
+    def trim_cache(self) -> None:
+        """Gives the memory this judge holds free back to the device when it is much (the
+        sandbox needs it); a smaller cache stays, so the comparisons and the next job allocate
+        nothing new (each allocation is a driver call: see sandbox_reserve)."""
+        torch = self.torch
+        idle = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        if idle > torch.cuda.get_device_properties(self.device).total_memory // 16:
+            torch.cuda.empty_cache()
 
     def sandbox_reserve(self) -> int:
         """Device memory the sandbox takes in one block before the candidate loads and hands
