@@ -24,11 +24,13 @@ from hipevolve.verifier.evaluation import Status
 from hipevolve.verifier.isolate import (
     CandidateJob,
     CaseJob,
+    StandbyPool,
     Timeouts,
     WorkerJob,
     WorkerResult,
     run_worker,
 )
+from hipevolve.verifier.worker import REUSABLE
 
 HERE = Path(__file__).resolve().parent
 HEALTHY = HERE.parent / "data" / "candidates" / "softmax_ok.py"
@@ -109,6 +111,20 @@ def test_attack_is_caught_and_next_candidate_is_healthy(name: str) -> None:
     assert "forged" not in result.message
     assert_gone(result.sandbox_pid)
     assert_healthy_next()
+
+
+def test_a_judge_reused_after_each_attack_it_survives_scores_the_next_candidate_ok() -> None:
+    """Judges serve again after ok, incorrect and suspect (worker.REUSABLE): whatever those
+    attacks did must not reach the next candidate evaluated by the same judge."""
+    survivable = sorted(n for n, (status, _) in SIMPLE.items() if status.value in REUSABLE)
+    assert len(survivable) >= 10
+    with StandbyPool(size=0, device="cpu") as pool:  # no spare judge: the same one every time
+        for name in survivable:
+            attack = run_worker(cpu_job(HERE / f"{name}.py"), pool.take(), pool=pool)
+            assert attack.status is SIMPLE[name][0] and attack.reusable, attack.message
+            healthy = run_worker(cpu_job(HEALTHY), pool.take(), pool=pool)
+            assert healthy.status is Status.ok, f"after {name}: {healthy.message}"
+            assert healthy.judge_pid == attack.judge_pid
 
 
 def test_nan_output_mismatch_names_the_nan() -> None:
