@@ -3,9 +3,11 @@
     python bench/scaling.py                                # 32 softmax configurations
     python bench/scaling.py --candidates 8 --gpus 1 2      # smoke run
     python bench/scaling.py --ray --out scaling.json       # also Ray workers, and JSON
+    python bench/scaling.py --task gated_delta_net --candidates 12 --no-cold
 
 The candidates are the first --candidates configurations of the task's tunable seed, in a fixed
-shuffled order (seed 0). Each phase evaluates all of them through the production path
+shuffled order (seed 0), repeated when the grid is smaller (gated_delta_net has 3). Each phase
+evaluates all of them through the production path
 (hipevolve.verifier.pipeline.evaluate_many on persistent worker slots, one per GPU, as
 `evolve` does), in batches of --batch (default 4: one generation of the default 4 islands), and
 reports evaluations per minute over the phase's wall time:
@@ -60,9 +62,12 @@ class Phase(BaseModel):
 
 
 def candidates_for(task: TaskSpec, n: int) -> list[Candidate]:
+    """n configurations of the task's tunable seed, shuffled; a grid smaller than n repeats
+    (every evaluation is a whole one: only the compile is shared)."""
     seed = load_candidate(task.seeds[0])
     space = list(configurations(parse_tunables(seed.hip_source or "")))
     random.Random(0).shuffle(space)
+    space *= -(-n // len(space))
     return [seed.model_copy(update={"hip_source": with_values(seed.hip_source or "", config)})
             for config in space[:n]]  # fmt: skip
 
