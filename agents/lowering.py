@@ -245,6 +245,7 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
     patterns = [launch.pattern for v in variants for launch in v.launches]
     kernels = "".join(v.kernel for v in variants)
     f16 = re.search(r"\b(f16_to_float|float_to_f16|round_f16|DT_F16)\b", kernels) is not None
+    bf16 = re.search(r"\b(float_to_bf16|round_bf16)\b", kernels) is not None
     row, pointwise = "lower_rowreduce" in patterns, "lower_pointwise" in patterns
     gemm = "lower_gemm" in patterns
     tunables = []
@@ -270,6 +271,7 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
         "// `#define NAME` right after it may take; the #define holds the current choice.",
         "#include <hip/hip_runtime.h>",
         *(["#include <hip/hip_fp16.h>"] if f16 else []),
+        *(["#include <hip/hip_bf16.h>"] if bf16 else []),
         "#include <cstdint>",
         "",
         *tunables,

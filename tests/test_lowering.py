@@ -108,6 +108,29 @@ def test_lowered_candidates_compile_with_nvcc_through_the_hip_layer(tmp_path):
     assert_all_compile(all_lowered(), nvcc_compiler(), tmp_path)
 
 
+def test_bf16_stores_round_with_one_cvt_on_nvidia_and_in_software_elsewhere(tmp_path):
+    """l2_scale_tanh_clamp writes bf16: the sm_90 device pass rounds with cvt.rn.bf16.f32 (the
+    HIP layer's hip_bf16.h), the host pass keeps the integer rounding the CPU tests check."""
+    import re
+    import subprocess
+
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvcc = nvidia_layer.find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    source = lowered("l2_scale_tanh_clamp").hip_source
+    assert "#include <hip/hip_bf16.h>" in source
+    (tmp_path / "kernel.hip").write_text(source)
+    include = Path(nvidia_layer.__file__).parent / "hip_nvidia" / "include"
+    argv = [str(nvcc), "-x", "cu", "-ptx", "-O3", "-std=c++17", "-arch=sm_90", f"-I{include}",
+            "-D__HIP_PLATFORM_NVIDIA__", "kernel.hip", "-o", "kernel.ptx"]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ptx = (tmp_path / "kernel.ptx").read_text()
+    assert "cvt.rn.bf16.f32" in ptx
+    assert not re.search(r"add\.s32\s+%r\d+, %r\d+, 32767;", ptx)  # the software rounding's
+
+
 @pytest.mark.amd_static
 def test_lowered_candidates_compile_for_gfx942_without_spills(tmp_path):
     from test_tunable_seeds import assert_gfx942_clean
@@ -119,6 +142,9 @@ def test_lowered_candidates_compile_for_gfx942_without_spills(tmp_path):
 
 # Names the CPU shim of test_tunable_seeds lacks; the lowering's kernels use them.
 SHIM_EXTRAS = "#define hipErrorInvalidValue 1\n#define __logf logf\n"
+# hip_bf16.h for the CPU shim: no bf16 type, so the lowered helpers keep their software rounding
+# (the one the AMD pass compiles too); the NVIDIA device pass's cvt runs in the GPU tests.
+CPU_BF16 = "#pragma once\n"
 # hip_fp16.h for the CPU shim: g++'s _Float16 converts with round-to-nearest-even, as the GPU.
 CPU_FP16 = r"""
 #pragma once
@@ -165,6 +191,7 @@ def test_lowered_candidate_matches_the_reference_on_cpu_threads(name, config, wa
     source = SHIM_EXTRAS + with_values(candidate.hip_source, config)
     (tmp_path / "build" / "hip").mkdir(parents=True)
     (tmp_path / "build" / "hip" / "hip_fp16.h").write_text(CPU_FP16)
+    (tmp_path / "build" / "hip" / "hip_bf16.h").write_text(CPU_BF16)
     bound = Kernels()
     bound.bind(cpu_library(source, tmp_path / "build", warp), source)
     monkeypatch.setattr(runtime, "kernels", bound)

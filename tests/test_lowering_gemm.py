@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_lowering import CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
+from test_lowering import CPU_BF16, CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
 
 import hipevolve.runtime as runtime
 from hipevolve.agents.lowering import Unlowered, lower
@@ -523,6 +523,7 @@ def build_cpu(source: str, folder: Path, warp: int, path: str) -> Path:
     (folder / "hip").mkdir(parents=True, exist_ok=True)
     (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
     (folder / "hip" / "hip_fp16.h").write_text(CPU_FP16)
+    (folder / "hip" / "hip_bf16.h").write_text(CPU_BF16)
     (folder / "kernel.cpp").write_text(prelude + source)
     argv = [compiler, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w"]
     argv += ["-fno-gnu-unique"] if path != "mfma" else []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_lowering import CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
+from test_lowering import CPU_BF16, CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
 
 from hipevolve.agents.lower_ir import DEVICE_HELPERS
 from hipevolve.agents.lowering import lower
@@ -216,6 +216,7 @@ def run_on_cpu_threads(task: TaskSpec, config: dict, warp: int, folder: Path, mo
     source = SHIM_EXTRAS + with_values(candidate.hip_source, config)
     (folder / "build" / "hip").mkdir(parents=True)
     (folder / "build" / "hip" / "hip_fp16.h").write_text(CPU_FP16)
+    (folder / "build" / "hip" / "hip_bf16.h").write_text(CPU_BF16)
     bound = Kernels()
     bound.bind(cpu_library(source, folder / "build", warp), source)
     monkeypatch.setattr(runtime, "kernels", bound)
