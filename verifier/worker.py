@@ -564,19 +564,24 @@ def main() -> None:
                 "flags": ["judge-error"],
                 "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
             }
-        result["reusable"] = (
+        reusable = (
             result["status"] in REUSABLE
             and served < JOBS_PER_JUDGE
             and healthy(torch, args.device)
         )
+        if reusable:  # the next candidate's sandbox starts now, in a new folder
+            shutil.rmtree(sandbox_dir, ignore_errors=True)  # nothing passes to the next one
+            sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
+            try:
+                chan = Channel(sandbox_dir, args.device)
+            except OSError:  # no process or folder to be had: this judge ends here
+                reusable = False
+        result["reusable"] = reusable
         answer = memoryview(json.dumps(result).encode() + b"\n")
         while answer:
             answer = answer[os.write(args.result_fd, answer) :]
-        if not result["reusable"]:
+        if not reusable:
             break
-        shutil.rmtree(sandbox_dir, ignore_errors=True)  # nothing passes to the next candidate
-        sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
-        chan = Channel(sandbox_dir, args.device)
     os.close(args.result_fd)
     os._exit(0)
 
