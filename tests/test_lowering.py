@@ -181,43 +181,52 @@ def import_model(candidate: Candidate, folder: Path):
                                                         enumerate(CPU_RUNS)])  # fmt: skip
 def test_lowered_candidate_matches_the_reference_on_cpu_threads(name, config, warp, tmp_path,
                                                                  monkeypatch):  # fmt: skip
-    """model.py as written, over the kernel built for CPU threads: the launchers get the null
-    stream and CPU tensors (the shim's memory is the host's)."""
+    task = task_named(name)
+    module = model_on_cpu_threads(lowered(name), config, warp, tmp_path, monkeypatch)
+    for seed in (0, 1):
+        assert_matches_reference(task, module, task.small_cases[0], seed)
+
+
+def model_on_cpu_threads(candidate: Candidate, config: dict, warp: int, folder: Path,
+                         monkeypatch):  # fmt: skip
+    """The candidate's model.py as written, over its kernel built for CPU threads (with
+    `config`): the launchers get the null stream and CPU tensors (the shim's memory is the
+    host's); the model's device check is the one thing skipped."""
     from test_tunable_seeds import cpu_library
 
     import hipevolve.runtime as runtime
 
-    task, candidate = task_named(name), lowered(name)
     source = SHIM_EXTRAS + with_values(candidate.hip_source, config)
-    (tmp_path / "build" / "hip").mkdir(parents=True)
-    (tmp_path / "build" / "hip" / "hip_fp16.h").write_text(CPU_FP16)
-    (tmp_path / "build" / "hip" / "hip_bf16.h").write_text(CPU_BF16)
+    (folder / "build" / "hip").mkdir(parents=True)
+    (folder / "build" / "hip" / "hip_fp16.h").write_text(CPU_FP16)
+    (folder / "build" / "hip" / "hip_bf16.h").write_text(CPU_BF16)
     bound = Kernels()
-    bound.bind(cpu_library(source, tmp_path / "build", warp), source)
+    bound.bind(cpu_library(source, folder / "build", warp), source)
     monkeypatch.setattr(runtime, "kernels", bound)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"cuda_stream": 0}))
-    module = import_model(candidate, tmp_path)
+    module = import_model(candidate, folder)
     monkeypatch.setattr(module, "kernels", bound)
-    # The CPU stands in for the GPU here: the model's device check is the one thing skipped.
     ready = module._ready
     monkeypatch.setattr(module, "_ready", lambda ts: ready([_OnGpu(t) for t in ts]))
+    return module
+
+
+def assert_matches_reference(task: TaskSpec, module, case, seed: int) -> None:  # noqa: ANN001
+    """ModelNew of `module` against the reference on `case`, both built from `seed`."""
     reference = load_module(task.reference)
-    case = task.small_cases[0]
-    for seed in (0, 1):
-        want_model = build_model(reference, case.init, "cpu", seed)
-        torch.manual_seed(seed)
-        mine = module.ModelNew(*reference.get_init_inputs(**case.init))
-        args = build_inputs(reference, case.inputs, "cpu", seed)
-        with torch.no_grad():
-            want = want_model(*args)
-            got = mine(*args)
-        want = want if isinstance(want, (tuple, list)) else (want,)
-        got = got if isinstance(got, (tuple, list)) else (got,)
-        assert len(got) == len(want)
-        for g, w in zip(got, want, strict=True):
-            assert g.shape == w.shape and g.dtype == w.dtype
-            atol, rtol = task.tolerance.for_dtype(str(w.dtype).removeprefix("torch."))
-            torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=rtol)
+    want_model = build_model(reference, case.init, "cpu", seed)
+    torch.manual_seed(seed)
+    mine = module.ModelNew(*reference.get_init_inputs(**case.init))
+    args = build_inputs(reference, case.inputs, "cpu", seed)
+    with torch.no_grad():
+        want, got = want_model(*args), mine(*args)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, case.name
+        atol, rtol = task.tolerance.for_dtype(str(w.dtype).removeprefix("torch."))
+        torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=rtol, msg=case.name)
 
 
 class _OnGpu:

@@ -31,7 +31,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_lowering import CPU_BF16, CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
+from test_lowering import (
+    CPU_BF16,
+    CPU_FP16,
+    SHIM_EXTRAS,
+    _OnGpu,
+    assert_matches_reference,
+    import_model,
+    lowered,
+    task_named,
+)
 
 import hipevolve.runtime as runtime
 from hipevolve.agents.lowering import Unlowered, lower
@@ -42,7 +51,7 @@ from hipevolve.evolution.tunables import (
     with_values,
 )
 from hipevolve.problems import load_task_folder
-from hipevolve.reference import build_inputs, build_model, load_module
+from hipevolve.reference import load_module
 from hipevolve.runtime import Kernels
 from hipevolve.verifier.candidate import Candidate
 
@@ -553,20 +562,10 @@ def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, mo
     the reference within the task's tolerance."""
     task = task_named(name)
     module = model_on_cpu(name, config, warp, path, folder, monkeypatch)
-    reference = load_module(task.reference)
     assert task.small_cases
     for case in task.small_cases:
         for seed in (0, 1):
-            want_model = build_model(reference, case.init, "cpu", seed)
-            torch.manual_seed(seed)
-            mine = module.ModelNew(*reference.get_init_inputs(**case.init))
-            args = build_inputs(reference, case.inputs, "cpu", seed)
-            with torch.no_grad():
-                want, got = want_model(*args), mine(*args)
-            assert got.shape == want.shape and got.dtype == want.dtype, case.name
-            atol, rtol = task.tolerance.for_dtype(str(want.dtype).removeprefix("torch."))
-            torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol,
-                                       msg=lambda m, c=case.name: f"{name} {c}: {m}")  # fmt: skip
+            assert_matches_reference(task, module, case, seed)
 
 
 SMALL_TILES = {"BM": "32", "BN": "32", "BK": "16", "GEMM_THREADS": "128"}

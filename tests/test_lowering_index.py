@@ -23,15 +23,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
-from test_lowering import CPU_BF16, CPU_FP16, SHIM_EXTRAS, _OnGpu, import_model, lowered, task_named
+from test_lowering import (
+    assert_matches_reference,
+    lowered,
+    model_on_cpu_threads,
+    task_named,
+)
 
 from hipevolve.agents.lower_ir import DEVICE_HELPERS
 from hipevolve.agents.lowering import lower
-from hipevolve.evolution.tunables import with_values
 from hipevolve.problems import load_task_folder
-from hipevolve.reference import build_inputs, build_model, load_module
-from hipevolve.runtime import Kernels
 from hipevolve.taskspec import TaskSpec
 
 # [B, H, C] with a suffix-shaped [H, C] parameter (INNER), a per-row gate [B, H, 1] (ROW) and
@@ -206,40 +207,11 @@ def test_broadcast_kernels_compile_with_nvcc_and_for_gfx942_without_spills(tasks
 
 
 def run_on_cpu_threads(task: TaskSpec, config: dict, warp: int, folder: Path, monkeypatch):
-    """Every small case through model.py over the kernel built for CPU threads (as
-    test_lowering's CPU test, which runs only the first small case)."""
-    from test_tunable_seeds import cpu_library
-
-    import hipevolve.runtime as runtime
-
-    candidate = lower(task)
-    source = SHIM_EXTRAS + with_values(candidate.hip_source, config)
-    (folder / "build" / "hip").mkdir(parents=True)
-    (folder / "build" / "hip" / "hip_fp16.h").write_text(CPU_FP16)
-    (folder / "build" / "hip" / "hip_bf16.h").write_text(CPU_BF16)
-    bound = Kernels()
-    bound.bind(cpu_library(source, folder / "build", warp), source)
-    monkeypatch.setattr(runtime, "kernels", bound)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"cuda_stream": 0}))
-    module = import_model(candidate, folder)
-    monkeypatch.setattr(module, "kernels", bound)
-    ready = module._ready
-    monkeypatch.setattr(module, "_ready", lambda ts: ready([_OnGpu(t) for t in ts]))
-    reference = load_module(task.reference)
+    """Every small case through model.py over the kernel built for CPU threads (test_lowering's
+    CPU test runs only the first small case)."""
+    module = model_on_cpu_threads(lower(task), config, warp, folder, monkeypatch)
     for case in task.small_cases:
-        want_model = build_model(reference, case.init, "cpu", 0)
-        torch.manual_seed(0)
-        mine = module.ModelNew(*reference.get_init_inputs(**case.init))
-        args = build_inputs(reference, case.inputs, "cpu", 0)
-        with torch.no_grad():
-            want, got = want_model(*args), mine(*args)
-        want = want if isinstance(want, (tuple, list)) else (want,)
-        got = got if isinstance(got, (tuple, list)) else (got,)
-        assert len(got) == len(want)
-        for g, w in zip(got, want, strict=True):
-            assert g.shape == w.shape and g.dtype == w.dtype, case.name
-            atol, rtol = task.tolerance.for_dtype(str(w.dtype).removeprefix("torch."))
-            torch.testing.assert_close(g.float(), w.float(), atol=atol, rtol=rtol, msg=case.name)
+        assert_matches_reference(task, module, case, 0)
 
 
 # (task, configuration, warp): VEC 2 and 8 take the vector path where rows are whole packs and
