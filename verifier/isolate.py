@@ -122,7 +122,7 @@ class WorkerJob(Frozen):
     trials: int = Field(default=30, ge=1)
     warmup: int = Field(default=5, ge=0)
     timeouts: Timeouts = Timeouts()
-    workdir: Path | None = Field(default=None, description="set by run_worker: a fresh temp dir")
+    workdir: Path | None = Field(default=None, description="set by run_worker: the judge's folder")
     peak: PeakRates | None = Field(default=None, description="roofline gate; None: no gate")
     suspect_speedup: float = Field(default=10.0, gt=1)
     flush_bytes: int = Field(default=512 << 20, ge=0, description="L2 + Infinity Cache flush")
