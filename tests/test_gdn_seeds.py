@@ -317,9 +317,9 @@ def cpu_library(source: str, folder: Path, warp: int) -> ctypes.CDLL:
     return ctypes.CDLL(str(folder / "lib.so"))
 
 
-def _launcher(lib: ctypes.CDLL, name: str, ints: int):
+def _launcher(lib: ctypes.CDLL, name: str, pointers: int, ints: int):
     fn = getattr(lib, name)
-    fn.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * ints + [ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int] * ints + [ctypes.c_void_p]
     fn.restype = ctypes.c_int
     return fn
 
@@ -327,13 +327,13 @@ def _launcher(lib: ctypes.CDLL, name: str, ints: int):
 @pytest.mark.parametrize("bv", [16, 64])
 def test_prefill_kernel_source_matches_reference_on_cpu_threads(bv, tmp_path):
     lib = cpu_library(with_define(source_of(PREFILL_SEED), "BV", bv), tmp_path, warp=32)
-    run = _launcher(lib, "gdn_chunk_fwd", 4)
+    run = _launcher(lib, "gdn_chunk_fwd", 9, 4)  # the CPU build is the fused path: no workspace
     for b, t, h, hv in [(1, 100, 1, 2), (2, 65, 1, 1)]:  # GVA with a padded chunk; B = 2
         torch.manual_seed(t)
         inputs = GDN.get_inputs(B=b, T=t, H=h, HV=hv, initial_state="random")
         o = torch.full((b, t, hv, 128), float("nan"), dtype=torch.bfloat16)
         ht = torch.full((b, hv, 128, 128), float("nan"))
-        assert run(*(x.data_ptr() for x in (*inputs, o, ht)), b, t, h, hv, None) == 0
+        assert run(*(x.data_ptr() for x in (*inputs, o, ht)), None, b, t, h, hv, None) == 0
         want_o, want_h = GDN.Model()(*inputs)
         assert rel_rms(o, want_o) < 1e-4
         assert rel_rms(ht, want_h) < 1e-5
@@ -346,7 +346,7 @@ def test_decode_kernel_source_matches_reference_on_cpu_threads_for_both_warp_wid
     before = inputs[-1].clone()
     for warp, bv in [(32, 32), (64, 128)]:
         source = with_define(source_of(DECODE_SEED), "BV", bv)
-        run = _launcher(cpu_library(source, tmp_path / f"w{warp}", warp), "gdn_decode", 3)
+        run = _launcher(cpu_library(source, tmp_path / f"w{warp}", warp), "gdn_decode", 8, 3)
         o = torch.full((2, 1, 4, 128), float("nan"), dtype=torch.bfloat16)
         new_state = torch.full((2, 4, 128, 128), float("nan"))
         assert run(*(x.data_ptr() for x in (*inputs, o, new_state)), 2, 2, 4, None) == 0
@@ -480,7 +480,10 @@ def test_seeds_pass_the_verifier_static_screen():
 
     for _task, seed in SEEDS.values():
         screening = screen(load_candidate(seed))
-        assert screening.passed and not screening.warnings, screening.flags
+        assert screening.passed, screening.flags
+        # The prefill seed's tensor-core path is PTX (mma.sync, ldmatrix, cp.async) on NVIDIA only.
+        for finding in screening.warnings:
+            assert finding.message == "inline asm (under an NVIDIA guard)", screening.flags
 
 
 # ----------------------------------------------------------------------------- GPU
@@ -560,6 +563,13 @@ def test_prefill_seed_matches_reference_on_long_ragged_grouped_heads(gpu_compile
     check_case(PREFILL, model, inputs, seed=5)
 
 
+# A prefill tunable that only one code path reads is varied with that path chosen.
+PREFILL_PATH_OF_TUNABLE = {
+    "BV": ("MATRIX_CORES", 0),
+    "TC_BV": ("MATRIX_CORES", 1),
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["prefill", "decode"])
 def test_seed_is_correct_at_every_tunable_value(kind, gpu_compiler, gpu_cache):
@@ -567,7 +577,10 @@ def test_seed_is_correct_at_every_tunable_value(kind, gpu_compiler, gpu_cache):
     source = source_of(seed)
     for name, values in tunables(source).items():
         for value in values:
-            model = bound_model(seed, with_define(source, name, value), gpu_compiler, gpu_cache)
+            variant = with_define(source, name, value)
+            if kind == "prefill" and name in PREFILL_PATH_OF_TUNABLE:
+                variant = with_define(variant, *PREFILL_PATH_OF_TUNABLE[name])
+            model = bound_model(seed, variant, gpu_compiler, gpu_cache)
             for case in _cases(task, timed=False):
                 check_case(task, model, case.inputs, seed=1)
 

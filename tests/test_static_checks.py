@@ -516,18 +516,35 @@ def test_words_in_comments_and_strings_do_not_fire():
     assert screen(hip_with("", body)).passed
 
 
-def test_inline_asm_is_a_warning_that_notes_its_guard():
+def test_inline_asm_is_a_warning_that_notes_its_platform_guard():
     guarded = """
 #if defined(__HIP_PLATFORM_AMD__)
 __device__ inline void nop() { asm volatile("s_nop 0"); }
 #else
 __device__ inline void nop() { asm volatile("nanosleep.u32 0;"); }
 #endif
+#if defined(__HIP_PLATFORM_NVIDIA__) && USE_MMA
+__device__ inline void bar() { asm volatile("bar.sync 0;"); }
+#endif
+#if USE_ASM
+__device__ inline void nap() { asm volatile("nanosleep.u32 1;"); }
+#elif defined(__HIP_PLATFORM_AMD__)
+__device__ inline void nap() { asm volatile("s_nop 1"); }
+#else
+__device__ inline void nap() { asm volatile("s_nop 2"); }
+#endif
 """
     screening = screen(hip_with(guarded))
     assert screening.passed
     messages = [f.message for f in screening.warnings if f.check == "inline-asm"]
-    assert messages == ["inline asm (under an AMD guard)", "inline asm (not under an AMD guard)"]
+    assert messages == [
+        "inline asm (under an AMD guard)",
+        "inline asm (under an NVIDIA guard)",  # the #else of an AMD guard
+        "inline asm (under an NVIDIA guard)",
+        "inline asm (not under a platform guard)",
+        "inline asm (under an AMD guard)",
+        "inline asm (not under a platform guard)",  # the #else of an #if ... #elif chain
+    ]
 
 
 def test_managed_memory_and_null_stream_launches_are_warnings():

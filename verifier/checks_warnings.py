@@ -225,39 +225,55 @@ def seed_branch(s: Sources) -> Iterator[Hit]:
                     break
 
 
-def _amd_guarded_lines(src: CxxSource) -> set[int]:
-    """Lines inside #if blocks whose condition names the AMD platform or an AMD target."""
-    stack: list[bool] = []
-    guarded: set[int] = set()
-    amd = re.compile(r"__HIP_PLATFORM_AMD__|__AMDGCN__|__gfx\w+__|__HIP_PLATFORM_HCC__")
+_AMD = re.compile(r"__HIP_PLATFORM_AMD__|__AMDGCN__|__gfx\w+__|__HIP_PLATFORM_HCC__")
+_NVIDIA = re.compile(r"__HIP_PLATFORM_NVIDIA__|__HIP_PLATFORM_NVCC__|__CUDA_ARCH__|__NVCC__")
+_OTHER = {"AMD": "NVIDIA", "NVIDIA": "AMD"}
+
+
+def _platform_named(cond: str) -> str | None:
+    """The one platform an #if condition requires, if it names one and is not negated."""
+    if "!" in cond:
+        return None
+    amd, nvidia = bool(_AMD.search(cond)), bool(_NVIDIA.search(cond))
+    return "AMD" if amd and not nvidia else "NVIDIA" if nvidia and not amd else None
+
+
+def _platform_guarded_lines(src: CxxSource) -> dict[int, str]:
+    """Line -> "AMD" or "NVIDIA" for lines only that platform compiles: inside an #if (or #elif)
+    whose condition requires it, or in the #else of a plain #if that requires the other one."""
+    stack: list[list] = []  # [platform or None, whether the block had an #elif]
+    guarded: dict[int, str] = {}
     lines = src.code.split("\n")
     for number, raw in enumerate(lines, start=src.line_offset + 1):
         m = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", raw)
         if m:
             kind, cond = m[1], m[2]
-            positive = bool(amd.search(cond)) and kind != "ifndef" and "!" not in cond
             if kind in ("if", "ifdef", "ifndef"):
-                stack.append(positive)
+                stack.append([_platform_named(cond) if kind != "ifndef" else None, False])
             elif kind == "elif" and stack:
-                stack[-1] = positive
+                stack[-1] = [_platform_named(cond), True]
             elif kind == "else" and stack:
-                stack[-1] = False
+                platform, had_elif = stack[-1]
+                stack[-1] = [None if had_elif else _OTHER.get(platform), had_elif]
             elif kind == "endif" and stack:
                 stack.pop()
-        elif any(stack):
-            guarded.add(number)
+            continue
+        platforms = [platform for platform, _ in stack if platform]
+        if platforms:
+            guarded[number] = platforms[-1]
     return guarded
 
 
 @check("inline-asm", "warning")
 def inline_asm(s: Sources) -> Iterator[Hit]:
-    """Inline asm is legitimate for experts but unportable and opaque to review; recorded, and
-    noted when it sits outside an __HIP_PLATFORM_AMD__ guard (it cannot build on NVIDIA)."""
+    """Inline asm is legitimate for experts but unportable and opaque to review; recorded, with
+    the platform guard it sits under (asm outside one cannot build on both platforms)."""
     pattern = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s+(?:volatile|__volatile__|goto))?\s*\(")
     for src in s.cxx:
-        guarded = _amd_guarded_lines(src)
+        guarded = _platform_guarded_lines(src)
         for hit in src.hits(pattern, lambda m: "inline asm"):
-            where = "under an AMD guard" if hit.line in guarded else "not under an AMD guard"
+            platform = guarded.get(hit.line)
+            where = f"under an {platform} guard" if platform else "not under a platform guard"
             yield hit._replace(message=f"inline asm ({where})")
 
 

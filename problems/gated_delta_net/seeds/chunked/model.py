@@ -1,10 +1,12 @@
-"""Gated DeltaNet prefill through one fused chunked kernel (kernel.hip: gdn_chunk_fwd).
+"""Gated DeltaNet prefill through kernel.hip's gdn_chunk_fwd: two tensor-core kernels on NVIDIA
+sm_80+, one fused chunked kernel elsewhere (kernel.hip says which, and why).
 
 forward(q, k, v, g, beta, initial_state) -> (o, final_state), as the task's Model:
 q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16 (HV a multiple of H); g, beta [B, T, HV] fp32;
 initial_state [B, HV, 128, 128] fp32, read only; o [B, T, HV, 128] bf16; final_state a new
 [B, HV, 128, 128] fp32 tensor. Inputs the kernel was not written for raise ValueError before any
-kernel runs.
+kernel runs. The device workspace the tensor-core path needs (gdn_chunk_workspace: W, U, P and
+gamma per chunk) comes from PyTorch's caching allocator, so repeated calls do not hit the driver.
 """
 
 import torch
@@ -66,5 +68,8 @@ class ModelNew(nn.Module):
         hv, vd = v.shape[2], v.shape[3]
         o = torch.empty((b, t, hv, vd), dtype=torch.bfloat16, device=q.device)
         final_state = torch.empty((b, hv, kd, vd), dtype=torch.float32, device=q.device)
-        kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, b, t, h, hv)
+        size = torch.zeros(1, dtype=torch.int64)  # host memory: the launcher writes the byte count
+        kernels.gdn_chunk_workspace(b, t, hv, size)
+        work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
+        kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h, hv)
         return o, final_state
