@@ -567,6 +567,7 @@ def test_prefill_seed_matches_reference_on_long_ragged_grouped_heads(gpu_compile
 PREFILL_PATH_OF_TUNABLE = {
     "BV": ("MATRIX_CORES", 0),
     "TC_BV": ("MATRIX_CORES", 1),
+    "U_BF16": ("MATRIX_CORES", 1),
 }
 
 

@@ -42,6 +42,12 @@
 // @tunable MATRIX_CORES: 0, 1
 #define MATRIX_CORES 1
 
+// U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
+// H200, bf16 was about 1% faster and raised the relative RMS error from 2.9e-3 to 3.4e-3 on o
+// and from 1.7e-3 to 2.4e-3 on the state (qwen_tp1_short), so fp32 is the default.
+// @tunable U_BF16: 0, 1
+#define U_BF16 0
+
 // V columns per block of the tensor-core scan kernel: 32 or 64, or 0 to choose by the GPU's
 // SM count at launch (gdn_tc_fwd says how).
 // @tunable TC_BV: 0, 32, 64
@@ -442,17 +448,17 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 //
 // gdn_tc_prep: one block per (chunk, value head, batch), all in parallel. gamma; K K^T and
 //   Q K^T by mma.sync (bf16 in, fp32 out); A = (I + L)^-1 in fp32 by blocked forward
-//   substitution; W = A (K beta e^gamma) and U = A (V beta) by mma.sync with A split into two
-//   bf16 terms (hi + lo: about 16 bits of mantissa). Writes W (bf16), U (fp32),
-//   P = tril(scale Q K^T * Gamma) (bf16) and gamma to the workspace.
+//   substitution; W = A (K beta e^gamma) and U = A (V beta) by mma.sync, A in bf16 for W and
+//   as two bf16 terms for U (hi + lo: about 16 bits of mantissa). Writes W (bf16), U (fp32;
+//   bf16 with U_BF16), P = tril(scale Q K^T * Gamma) (bf16) and gamma to the workspace.
 // gdn_tc_scan: one block per (V slice of 32 or 64 columns, value head, batch) walks the chunks in
 //   order: Vn = U - W h, O = scale e^gamma (Q h) + P Vn, h' = e^gamma_C h + K^T (e^(gamma_C -
 //   gamma) Vn). The state h is fp32 in mma accumulators for the whole sequence; its bf16 copy
 //   in shared memory is the B operand of W h and Q h. Per-chunk states never touch memory.
 //   The next chunk's W, Q, K, P, U and gamma arrive by cp.async while this chunk computes.
 // bf16 operands are FLA's choices (W, P, h and Vn in bf16, fp32 accumulation) except U, which
-// stays fp32; a torch emulation of exactly these roundings gives relative RMS errors of about
-// 2.9e-3 on o and 1.7e-3 on the state at T = 4096, under the task's 5e-3.
+// stays fp32 (U_BF16): relative RMS errors of 2.9e-3 on o and 1.7e-3 on the state on every timed
+// case on an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
 //
 // mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
 // columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
@@ -465,8 +471,6 @@ constexpr int TC_LDF = C + 4;    // fp32 row stride of the 64 x 64 tiles
 constexpr int TC_TILE_BYTES = C * TC_LD * 2;
 constexpr int TC_SQUARE_BYTES = C * TC_LDP * 2;
 constexpr int TC_FSQUARE_BYTES = C * TC_LDF * 4;
-// Workspace per (batch, value head, chunk), in four arrays: W, U, P, gamma.
-constexpr int64_t WS_W = C * DK * 2, WS_U = C * DV * 4, WS_P = C * C * 2, WS_G = C * 4;
 
 // ---- PTX primitives: each wraps one instruction ---------------------------------------------
 __device__ __forceinline__ uint32_t tc_smem(const void* p) {
@@ -511,6 +515,26 @@ __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
 }
 // ---- end of PTX primitives ----------------------------------------------------------------
 
+#if U_BF16
+typedef uint16_t u_t;  // U in the workspace and in the scan's shared tiles
+__device__ __forceinline__ void tc_store_u(u_t* p, float x0, float x1) {
+    *reinterpret_cast<uint32_t*>(p) = tc_pack(x0, x1);
+}
+__device__ __forceinline__ float2 tc_load_u(const u_t* p) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+    return make_float2(bf16_lo(w), bf16_hi(w));
+}
+#else
+typedef float u_t;
+__device__ __forceinline__ void tc_store_u(u_t* p, float x0, float x1) {
+    *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
+}
+__device__ __forceinline__ float2 tc_load_u(const u_t* p) { return *reinterpret_cast<const float2*>(p); }
+#endif
+constexpr int U_PER_16B = 16 / static_cast<int>(sizeof(u_t));
+// Workspace per (batch, value head, chunk), in four arrays: W, U, P, gamma.
+constexpr int64_t WS_W = C * DK * 2, WS_U = C * DV * sizeof(u_t), WS_P = C * C * 2, WS_G = C * 4;
+
 // ldmatrix.x4 row address of lane `lane` for a 16 x 16 tile at (r0, c0) of a row-major tile
 // with row stride ld: matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
 // Plain, that is an A fragment; .trans of a [k][n] tile, the B fragments of columns c0 and c0 + 8.
@@ -549,7 +573,7 @@ __device__ __forceinline__ int tc_swz64(int i, int j) {
 __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
-    const float* __restrict__ beta, uint16_t* __restrict__ ws_w, float* __restrict__ ws_u,
+    const float* __restrict__ beta, uint16_t* __restrict__ ws_w, u_t* __restrict__ ws_u,
     uint16_t* __restrict__ ws_p, float* __restrict__ ws_g, int T, int H, int HV, int NC) {
     HIP_DYNAMIC_SHARED(float4, smem4)
     unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
@@ -671,26 +695,36 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     // its unit lower-triangular 16 x 16 solve (one thread per column). A is exactly zero above
     // the diagonal.
     for (int bi = 0; bi < C / 16; ++bi) {
-        {  // thread: row r, columns c0 .. c0 + 3 and c0 + 32 .. c0 + 35; 16-byte loads, which
-           // 8 consecutive threads make 128 contiguous bytes (no bank conflict)
-            const int r = 16 * bi + (tid >> 3), c0 = 4 * (tid & 7);
-            float acc[8];
+        {  // thread: rows r0, r0 + 1 and columns c0 .. c0 + 3; each 16-byte load of A feeds 8
+           // FMAs, and 8 consecutive threads read 128 contiguous bytes (no bank conflict)
+            const int r0 = 16 * bi + 2 * (tid >> 4), c0 = 4 * (tid & 15);
+            float acc[2][4];
 #pragma unroll
-            for (int m = 0; m < 8; ++m) acc[m] = r == c0 + (m & 3) + 32 * (m >> 2) ? 1.0f : 0.0f;
+            for (int i = 0; i < 2; ++i) {
+#pragma unroll
+                for (int m = 0; m < 4; ++m) acc[i][m] = r0 + i == c0 + m ? 1.0f : 0.0f;
+            }
             for (int j = 0; j < 16 * bi; j += 4) {
-                const float4 l = *reinterpret_cast<const float4*>(sL + r * TC_LDF + j);
-                const float lj[4] = {l.x, l.y, l.z, l.w};
+                const float4 l0 = *reinterpret_cast<const float4*>(sL + r0 * TC_LDF + j);
+                const float4 l1 = *reinterpret_cast<const float4*>(sL + (r0 + 1) * TC_LDF + j);
+                const float lj[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
 #pragma unroll
                 for (int u = 0; u < 4; ++u) {
-                    const float4 x0 = *reinterpret_cast<const float4*>(sA + (j + u) * TC_LDF + c0);
-                    const float4 x1 = *reinterpret_cast<const float4*>(sA + (j + u) * TC_LDF + c0 + 32);
-                    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+                    const float4 x = *reinterpret_cast<const float4*>(sA + (j + u) * TC_LDF + c0);
 #pragma unroll
-                    for (int m = 0; m < 8; ++m) acc[m] -= lj[u] * xs[m];
+                    for (int i = 0; i < 2; ++i) {
+                        acc[i][0] -= lj[i][u] * x.x;
+                        acc[i][1] -= lj[i][u] * x.y;
+                        acc[i][2] -= lj[i][u] * x.z;
+                        acc[i][3] -= lj[i][u] * x.w;
+                    }
                 }
             }
-            *reinterpret_cast<float4*>(sA + r * TC_LDF + c0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-            *reinterpret_cast<float4*>(sA + r * TC_LDF + c0 + 32) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                *reinterpret_cast<float4*>(sA + (r0 + i) * TC_LDF + c0) =
+                    make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+            }
         }
         __syncthreads();
         if (tid < C) {
@@ -768,7 +802,7 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                     if (pass == 0) {
                         *reinterpret_cast<uint32_t*>(ws_w + (chd * C + i) * DK + c) = tc_pack(x0, x1);
                     } else {
-                        *reinterpret_cast<float2*>(ws_u + (chd * C + i) * DV + c) = make_float2(x0, x1);
+                        tc_store_u(ws_u + (chd * C + i) * DV + c, x0, x1);
                     }
                 }
             }
@@ -786,13 +820,13 @@ struct ScanShape {
     static constexpr int WARPS = 4 * BVS / 32;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int LDH = BVS + 8;   // bf16 row stride of h, Vn, Vd
-    static constexpr int LDU = BVS + 4;   // fp32 row stride of U
+    static constexpr int LDU = BVS + U_PER_16B;   // row stride of U (16 bytes of padding)
     static constexpr int W = 0;
     static constexpr int Q = W + TC_TILE_BYTES;
     static constexpr int K = Q + TC_TILE_BYTES;
     static constexpr int P = K + TC_TILE_BYTES;
     static constexpr int U = P + TC_SQUARE_BYTES;
-    static constexpr int G = U + C * LDU * 4;
+    static constexpr int G = U + C * LDU * static_cast<int>(sizeof(u_t));
     static constexpr int STAGE = G + C * 4;
     static constexpr int H = 2 * STAGE;
     static constexpr int VN = H + DK * LDH * 2;
@@ -804,7 +838,7 @@ struct ScanShape {
 template <int BVS>
 __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
-    const uint16_t* __restrict__ ws_w, const float* __restrict__ ws_u,
+    const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
     const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
     const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht, int T,
     int H, int HV, int NC) {
@@ -846,7 +880,7 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
         uint16_t* sQ = reinterpret_cast<uint16_t*>(base + S::Q);
         uint16_t* sK = reinterpret_cast<uint16_t*>(base + S::K);
         uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P);
-        float* sU = reinterpret_cast<float*>(base + S::U);
+        u_t* sU = reinterpret_cast<u_t*>(base + S::U);
         float* sG = reinterpret_cast<float*>(base + S::G);
         const int64_t chd = bh * NC + n;
         const int t0 = n * C;
@@ -862,9 +896,10 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
             const int row = e >> 3, ch = e & 7;
             tc_cp16(sP + row * TC_LDP + ch * 8, ws_p + (chd * C + row) * C + ch * 8, true);
         }
-        for (int e = tid; e < C * (BVS / 4); e += S::THREADS) {
-            const int row = e / (BVS / 4), ch = e % (BVS / 4);
-            tc_cp16(sU + row * S::LDU + ch * 4, ws_u + (chd * C + row) * DV + v0 + ch * 4, true);
+        for (int e = tid; e < C * (BVS / U_PER_16B); e += S::THREADS) {
+            const int row = e / (BVS / U_PER_16B), ch = e % (BVS / U_PER_16B);
+            tc_cp16(sU + row * S::LDU + ch * U_PER_16B,
+                    ws_u + (chd * C + row) * DV + v0 + ch * U_PER_16B, true);
         }
         if (tid < C / 4) tc_cp16(sG + tid * 4, ws_g + chd * C + tid * 4, true);
     };
@@ -886,7 +921,7 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
         const uint16_t* sQ = reinterpret_cast<const uint16_t*>(base + S::Q);
         const uint16_t* sK = reinterpret_cast<const uint16_t*>(base + S::K);
         const uint16_t* sP = reinterpret_cast<const uint16_t*>(base + S::P);
-        const float* sU = reinterpret_cast<const float*>(base + S::U);
+        const u_t* sU = reinterpret_cast<const u_t*>(base + S::U);
         const float* sG = reinterpret_cast<const float*>(base + S::G);
         const int t0 = n * C;
 
@@ -924,7 +959,7 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int c = 32 * wn + 8 * j + 2 * t4;
-                const float2 u = *reinterpret_cast<const float2*>(sU + i * S::LDU + c);
+                const float2 u = tc_load_u(sU + i * S::LDU + c);
                 const float vn0 = u.x - av[j][2 * pair], vn1 = u.y - av[j][2 * pair + 1];
                 *reinterpret_cast<uint32_t*>(sVn + i * S::LDH + c) = tc_pack(vn0, vn1);
                 *reinterpret_cast<uint32_t*>(sVd + i * S::LDH + c) = tc_pack(vn0 * fd, vn1 * fd);
@@ -1027,7 +1062,7 @@ static bool tc_usable() {
 
 template <int BVS>
 static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const uint16_t* ws_w,
-                                     const float* ws_u, const uint16_t* ws_p, const float* ws_g,
+                                     const u_t* ws_u, const uint16_t* ws_p, const float* ws_g,
                                      const float* h0, uint16_t* o, float* ht, int B, int T, int H,
                                      int HV, int NC, hipStream_t stream) {
     using S = ScanShape<BVS>;
@@ -1047,7 +1082,7 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     const int64_t chunks = static_cast<int64_t>(B) * HV * NC;
     unsigned char* at = static_cast<unsigned char*>(work);
     uint16_t* ws_w = reinterpret_cast<uint16_t*>(at);
-    float* ws_u = reinterpret_cast<float*>(at + chunks * WS_W);
+    u_t* ws_u = reinterpret_cast<u_t*>(at + chunks * WS_W);
     uint16_t* ws_p = reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U));
     float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
     int device = 0, sms = 0;
