@@ -460,6 +460,13 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // stays fp32 (U_BF16): relative RMS errors of 2.9e-3 on o and 1.7e-3 on the state on every timed
 // case on an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
 //
+// Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases):
+// 1.01-1.47x eager, 0.96-1.20x in CUDA graphs (two runs). What bounds it: the prep writes W, U and P (56 KB
+// per chunk and value head), and every V slice of the scan reads W, Q, K, P and its U slice
+// through L2 at every chunk (about 70 KB per block per step with 32-column slices); removing any
+// one of these loads sped the scan up about in proportion to its bytes. Sharing the tiles among a
+// head's slices (a thread-block cluster with multicast copies on sm_90) is the next lever.
+//
 // mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
 // columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
 // and columns 2t, 2t + 1. ldmatrix .x4: lanes 8i .. 8i + 7 address the 8 rows of matrix i.
@@ -503,9 +510,13 @@ __device__ __forceinline__ void tc_cp16(void* dst, const void* src, bool inside)
                  "r"(inside ? 16 : 0) : "memory");
 }
 
-__device__ __forceinline__ void tc_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void tc_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 
-__device__ __forceinline__ void tc_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void tc_wait_all() {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
 
 // Two floats -> two bf16 (round to nearest even) in one word, lo in the low half.
 __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
@@ -529,7 +540,9 @@ typedef float u_t;
 __device__ __forceinline__ void tc_store_u(u_t* p, float x0, float x1) {
     *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
 }
-__device__ __forceinline__ float2 tc_load_u(const u_t* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ float2 tc_load_u(const u_t* p) {
+    return *reinterpret_cast<const float2*>(p);
+}
 #endif
 constexpr int U_PER_16B = 16 / static_cast<int>(sizeof(u_t));
 // Workspace per (batch, value head, chunk), in four arrays: W, U, P, gamma.
@@ -620,7 +633,9 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
         if (w == 1) {
             float first = sG[lane];  // warp 1 adds the sum of g over the first 32 rows
 #pragma unroll
-            for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(0xffffffffu, first, off);
+            for (int off = 16; off > 0; off >>= 1) {
+                first += __shfl_xor_sync(0xffffffffu, first, off);
+            }
             upto += first;
         }
         sGam[tid] = upto;
@@ -785,11 +800,17 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                 const int ar = 16 * rb + (lane & 15), ac = 16 * kb + 8 * (lane >> 4);
                 tc_ldsm4<false>(a, sAhi + tc_swz64(ar, ac));
 #pragma unroll
-                for (int j = 0; j < 4; ++j) tc_mma(acc[j], a, bfr[kb][j >> 1][2 * (j & 1)], bfr[kb][j >> 1][2 * (j & 1) + 1]);
+                for (int j = 0; j < 4; ++j) {
+                    const uint32_t* bj = bfr[kb][j >> 1] + 2 * (j & 1);
+                    tc_mma(acc[j], a, bj[0], bj[1]);
+                }
                 if (pass == 1) {
                     tc_ldsm4<false>(a, sAlo + tc_swz64(ar, ac));
 #pragma unroll
-                    for (int j = 0; j < 4; ++j) tc_mma(acc[j], a, bfr[kb][j >> 1][2 * (j & 1)], bfr[kb][j >> 1][2 * (j & 1) + 1]);
+                    for (int j = 0; j < 4; ++j) {
+                        const uint32_t* bj = bfr[kb][j >> 1] + 2 * (j & 1);
+                        tc_mma(acc[j], a, bj[0], bj[1]);
+                    }
                 }
             }
 #pragma unroll
@@ -800,7 +821,8 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                     const int c = 32 * w + 8 * j + 2 * t4;
                     const float x0 = acc[j][2 * pair], x1 = acc[j][2 * pair + 1];
                     if (pass == 0) {
-                        *reinterpret_cast<uint32_t*>(ws_w + (chd * C + i) * DK + c) = tc_pack(x0, x1);
+                        *reinterpret_cast<uint32_t*>(ws_w + (chd * C + i) * DK + c) =
+                            tc_pack(x0, x1);
                     } else {
                         tc_store_u(ws_u + (chd * C + i) * DV + c, x0, x1);
                     }
@@ -866,7 +888,8 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
             for (int pair = 0; pair < 2; ++pair) {
                 const int key = 32 * wm + 16 * mt + gq + 8 * pair;
                 const int col = 32 * wn + 8 * j + 2 * t4;
-                const float2 x = *reinterpret_cast<const float2*>(h0 + (bh * DK + key) * DV + v0 + col);
+                const float2 x =
+                    *reinterpret_cast<const float2*>(h0 + (bh * DK + key) * DV + v0 + col);
                 hacc[mt][j][2 * pair] = x.x;
                 hacc[mt][j][2 * pair + 1] = x.y;
                 *reinterpret_cast<uint32_t*>(sH + key * S::LDH + col) = tc_pack(x.x, x.y);
@@ -992,7 +1015,8 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const int c = 32 * wn + 8 * j + 2 * t4;
-                    *reinterpret_cast<uint32_t*>(dst + c) = tc_pack(ao[j][2 * pair], ao[j][2 * pair + 1]);
+                    *reinterpret_cast<uint32_t*>(dst + c) =
+                        tc_pack(ao[j][2 * pair], ao[j][2 * pair + 1]);
                 }
             }
         }
@@ -1055,8 +1079,8 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
 static bool tc_usable() {
     int device = 0, major = 0;
     if (hipGetDevice(&device) != hipSuccess) return false;
-    if (hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, device) != hipSuccess)
-        return false;
+    const hipDeviceAttribute_t attr = hipDeviceAttributeComputeCapabilityMajor;
+    if (hipDeviceGetAttribute(&major, attr, device) != hipSuccess) return false;
     return major >= 8;
 }
 
@@ -1067,7 +1091,8 @@ static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const
                                      int HV, int NC, hipStream_t stream) {
     using S = ScanShape<BVS>;
     const hipError_t err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_scan<BVS>),
-                                               hipFuncAttributeMaxDynamicSharedMemorySize, S::BYTES);
+                                               hipFuncAttributeMaxDynamicSharedMemorySize,
+                                               S::BYTES);
     if (err != hipSuccess) return err;
     hipLaunchKernelGGL(gdn_tc_scan<BVS>, dim3(DV / BVS, HV, B), dim3(S::THREADS), S::BYTES, stream,
                        q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, T, H, HV, NC);
@@ -1087,7 +1112,9 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
     int device = 0, sms = 0;
     hipError_t err = hipGetDevice(&device);
-    if (err == hipSuccess) err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+    if (err == hipSuccess) {
+        err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+    }
     if (err == hipSuccess) {
         err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_prep),
                                   hipFuncAttributeMaxDynamicSharedMemorySize, PREP_BYTES);
@@ -1100,8 +1127,8 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     // The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
     // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column).
     const int bv = TC_BV != 0 ? TC_BV : static_cast<int64_t>(B) * HV * (DV / 32) <= sms ? 32 : 64;
-    if (bv == 32) return gdn_tc_scan_launch<32>(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
-    return gdn_tc_scan_launch<64>(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
+    const auto scan = bv == 32 ? gdn_tc_scan_launch<32> : gdn_tc_scan_launch<64>;
+    return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
 }
 #endif  // __HIP_PLATFORM_NVIDIA__ && MATRIX_CORES
 
