@@ -460,12 +460,13 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // stays fp32 (U_BF16): relative RMS errors of 2.9e-3 on o and 1.7e-3 on the state on every timed
 // case on an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
 //
-// Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases):
-// 1.01-1.47x eager, 0.96-1.20x in CUDA graphs (two runs). What bounds it: the prep writes W, U and P (56 KB
-// per chunk and value head), and every V slice of the scan reads W, Q, K, P and its U slice
-// through L2 at every chunk (about 70 KB per block per step with 32-column slices); removing any
-// one of these loads sped the scan up about in proportion to its bytes. Sharing the tiles among a
-// head's slices (a thread-block cluster with multicast copies on sm_90) is the next lever.
+// Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases,
+// two runs): 1.01-1.47x eager, 0.96-1.20x in CUDA graphs. What bounds it: the prep writes W, U
+// and P (56 KB per chunk and value head), and every V slice of the scan reads W, Q, K, P and its
+// U slice through L2 at every chunk (about 70 KB per block per step with 32-column slices);
+// removing any one of these loads sped the scan up about in proportion to its bytes. Sharing the
+// tiles among a head's slices (a thread-block cluster with multicast copies on sm_90) is the
+// next lever.
 //
 // mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
 // columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
