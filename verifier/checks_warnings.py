@@ -241,7 +241,7 @@ def _platform_named(cond: str) -> str | None:
 def _platform_guarded_lines(src: CxxSource) -> dict[int, str]:
     """Line -> "AMD" or "NVIDIA" for lines only that platform compiles: inside an #if (or #elif)
     whose condition requires it, or in the #else of a plain #if that requires the other one."""
-    stack: list[list] = []  # [platform or None, whether the block had an #elif]
+    stack: list[tuple[str | None, bool]] = []  # (platform or None, whether it had an #elif)
     guarded: dict[int, str] = {}
     lines = src.code.split("\n")
     for number, raw in enumerate(lines, start=src.line_offset + 1):
@@ -249,12 +249,12 @@ def _platform_guarded_lines(src: CxxSource) -> dict[int, str]:
         if m:
             kind, cond = m[1], m[2]
             if kind in ("if", "ifdef", "ifndef"):
-                stack.append([_platform_named(cond) if kind != "ifndef" else None, False])
+                stack.append((_platform_named(cond) if kind != "ifndef" else None, False))
             elif kind == "elif" and stack:
-                stack[-1] = [_platform_named(cond), True]
+                stack[-1] = (_platform_named(cond), True)
             elif kind == "else" and stack:
                 platform, had_elif = stack[-1]
-                stack[-1] = [None if had_elif else _OTHER.get(platform), had_elif]
+                stack[-1] = (None if had_elif else _OTHER.get(platform), had_elif)
             elif kind == "endif" and stack:
                 stack.pop()
             continue

@@ -1075,14 +1075,47 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
     }
 }
 
-// Tensor cores need sm_80 or later; the library is built for the GPU it runs on, so this asks
-// the current device.
-static bool tc_usable() {
-    int device = 0, major = 0;
-    if (hipGetDevice(&device) != hipSuccess) return false;
-    const hipDeviceAttribute_t attr = hipDeviceAttributeComputeCapabilityMajor;
-    if (hipDeviceGetAttribute(&major, attr, device) != hipSuccess) return false;
-    return major >= 8;
+// What the launchers need to know of the current device, asked once per device: whether it has
+// tensor cores for these kernels (sm_80 or later) and its SM count; on first use the kernels'
+// shared-memory limits are raised there too. Threads that race on a first use both ask and store
+// the same answer; the flag is published after the answer (compiler builtins: the screen's header
+// allowlist has no <atomic>).
+struct TcDevice {
+    bool usable;
+    int sms;
+};
+
+static hipError_t tc_device(TcDevice* out) {
+    constexpr int MAX_DEVICES = 64;
+    static TcDevice known[MAX_DEVICES];
+    static bool asked[MAX_DEVICES] = {};
+    int device = 0;
+    hipError_t err = hipGetDevice(&device);
+    if (err != hipSuccess) return err;
+    if (device < 0 || device >= MAX_DEVICES) return hipErrorInvalidValue;
+    if (!__atomic_load_n(&asked[device], __ATOMIC_ACQUIRE)) {
+        int major = 0, sms = 0;
+        err = hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, device);
+        if (err == hipSuccess) {
+            err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+        }
+        const auto raise = [&](const void* kernel, int bytes) {
+            if (err == hipSuccess && major >= 8) {
+                const hipFuncAttribute limit = hipFuncAttributeMaxDynamicSharedMemorySize;
+                err = hipFuncSetAttribute(kernel, limit, bytes);
+            }
+        };
+        raise(reinterpret_cast<const void*>(gdn_tc_prep), PREP_BYTES);
+        raise(reinterpret_cast<const void*>(gdn_tc_scan<32>), ScanShape<32>::BYTES);
+        raise(reinterpret_cast<const void*>(gdn_tc_scan<64>), ScanShape<64>::BYTES);
+        if (err != hipSuccess) return err;
+        known[device] = {major >= 8, sms};
+        __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
+        *out = {major >= 8, sms};
+        return hipSuccess;
+    }
+    *out = known[device];
+    return hipSuccess;
 }
 
 template <int BVS>
@@ -1091,10 +1124,6 @@ static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const
                                      const float* h0, uint16_t* o, float* ht, int B, int T, int H,
                                      int HV, int NC, hipStream_t stream) {
     using S = ScanShape<BVS>;
-    const hipError_t err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_scan<BVS>),
-                                               hipFuncAttributeMaxDynamicSharedMemorySize,
-                                               S::BYTES);
-    if (err != hipSuccess) return err;
     hipLaunchKernelGGL(gdn_tc_scan<BVS>, dim3(DV / BVS, HV, B), dim3(S::THREADS), S::BYTES, stream,
                        q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, T, H, HV, NC);
     return hipGetLastError();
@@ -1102,7 +1131,7 @@ static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const
 
 static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const float* g, const float* beta, const float* h0, uint16_t* o,
-                             float* ht, void* work, int B, int T, int H, int HV,
+                             float* ht, void* work, int B, int T, int H, int HV, int sms,
                              hipStream_t stream) {
     const int NC = (T + C - 1) / C;
     const int64_t chunks = static_cast<int64_t>(B) * HV * NC;
@@ -1111,16 +1140,6 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     u_t* ws_u = reinterpret_cast<u_t*>(at + chunks * WS_W);
     uint16_t* ws_p = reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U));
     float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
-    int device = 0, sms = 0;
-    hipError_t err = hipGetDevice(&device);
-    if (err == hipSuccess) {
-        err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
-    }
-    if (err == hipSuccess) {
-        err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_prep),
-                                  hipFuncAttributeMaxDynamicSharedMemorySize, PREP_BYTES);
-    }
-    if (err != hipSuccess) return err;
     if (NC > 0) {
         hipLaunchKernelGGL(gdn_tc_prep, dim3(NC, HV, B), dim3(TC_PREP_THREADS), PREP_BYTES, stream,
                            q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, T, H, HV, NC);
@@ -1138,7 +1157,10 @@ extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) 
     if (B <= 0 || T < 0 || HV <= 0) return hipErrorInvalidValue;
     *bytes = 0;
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
-    if (tc_usable()) {
+    TcDevice device;
+    const hipError_t err = tc_device(&device);
+    if (err != hipSuccess) return err;
+    if (device.usable) {
         const int64_t chunks = static_cast<int64_t>(B) * HV * ((T + C - 1) / C);
         *bytes = chunks * (WS_W + WS_U + WS_P + WS_G);
     }
@@ -1155,7 +1177,12 @@ extern "C" hipError_t gdn_chunk_fwd(const uint16_t* q, const uint16_t* k, const 
                                     int HV, hipStream_t stream) {
     if (B <= 0 || T < 0 || H <= 0 || HV <= 0 || HV % H != 0) return hipErrorInvalidValue;
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
-    if (tc_usable()) return gdn_tc_fwd(q, k, v, g, beta, h0, o, ht, work, B, T, H, HV, stream);
+    TcDevice device;
+    const hipError_t tc_err = tc_device(&device);
+    if (tc_err != hipSuccess) return tc_err;
+    if (device.usable) {
+        return gdn_tc_fwd(q, k, v, g, beta, h0, o, ht, work, B, T, H, HV, device.sms, stream);
+    }
 #endif
     const dim3 grid(DV / BV, HV, B);
 #if defined(__HIP_PLATFORM_AMD__)
