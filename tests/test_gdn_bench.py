@@ -166,3 +166,30 @@ def test_decode_b1_end_to_end_seed_and_reference_pass_and_are_timed(tmp_path, mo
         assert rows[name]["eager_us"] > 0 and rows[name]["eager_trials"] == 5
     assert rows["seed recurrent"]["graph_us"] > 0, rows["seed recurrent"]["graph_note"]
     assert rows["candidate"]["note"] == bench.NO_CANDIDATE
+
+
+@pytest.mark.gpu
+def test_graph_trials_time_the_replay_on_the_gpu_without_the_host_launch():
+    """A graph of one 4-byte kernel: the held trial times the GPU's replay, a few microseconds at
+    most, while a trial timed from an idle GPU also counts the host's launch; no hold runs out."""
+    x = torch.zeros(1, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x.add_(1)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        x.add_(1)
+    timer = bench.Timer()
+    held = timer.graph([graph], 20)
+    unheld = []
+    for _ in range(20):
+        start, end = timer._cold()
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        unheld.append(start.elapsed_time(end) * 1e3)
+    assert timer.late_holds == 0
+    assert 0 < held < 4.0, held
+    assert held < sorted(unheld)[10], (held, unheld)

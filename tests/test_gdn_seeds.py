@@ -228,7 +228,8 @@ def test_decode_one_pass_readout_equals_the_reference_step_in_float64():
 # Enough of HIP to run the seeds' source on CPU threads: one std::thread per GPU thread, blocks one
 # after another, __syncthreads a std::barrier, shuffles exchanged through memory between two
 # barriers (right only when every thread of the block shuffles together, as in the seeds), LDS
-# from HIP_DYNAMIC_SHARED filled with NaN before each block. warpSize is CPU_WARP.
+# from HIP_DYNAMIC_SHARED filled with NaN before each block. warpSize is CPU_WARP; the device has
+# CPU_SMS (16) multiprocessors.
 CPU_HIP_RUNTIME = r"""
 #pragma once
 #include <barrier>
@@ -262,6 +263,12 @@ constexpr hipError_t hipErrorInvalidValue = 1;
 inline hipError_t hipGetLastError() { return hipSuccess; }
 enum hipFuncAttribute { hipFuncAttributeMaxDynamicSharedMemorySize };
 inline hipError_t hipFuncSetAttribute(const void*, hipFuncAttribute, int) { return hipSuccess; }
+enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount };
+inline hipError_t hipGetDevice(int* device) { *device = 0; return hipSuccess; }
+inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t, int) {
+    *value = CPU_SMS;
+    return hipSuccess;
+}
 inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline std::barrier<>* cpu_barrier;
@@ -304,6 +311,9 @@ template <class F> void cpu_launch(dim3 grid, dim3 block, size_t lds_bytes, F bo
 """
 
 
+CPU_SMS = 16
+
+
 def cpu_library(source: str, folder: Path, warp: int) -> ctypes.CDLL:
     """kernel.hip built by g++ against the CPU shim (NVIDIA's code path: dynamic, poisoned LDS)."""
     gxx = shutil.which("g++")
@@ -313,7 +323,8 @@ def cpu_library(source: str, folder: Path, warp: int) -> ctypes.CDLL:
     (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
     (folder / "kernel.cpp").write_text(source)
     argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
-    argv += [f"-DCPU_WARP={warp}", f"-I{folder}", "kernel.cpp", "-o", "lib.so"]
+    argv += [f"-DCPU_WARP={warp}", f"-DCPU_SMS={CPU_SMS}", f"-I{folder}"]
+    argv += ["kernel.cpp", "-o", "lib.so"]
     done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return ctypes.CDLL(str(folder / "lib.so"))
@@ -346,6 +357,7 @@ def test_decode_kernel_source_matches_reference_on_cpu_threads_for_both_warp_wid
     inputs = GDN_DECODE.get_inputs(B=2, H=2, HV=4)
     want_o, want_state = GDN_DECODE.Model()(*inputs)
     before = inputs[-1].clone()
+    # 32 blocks of 32 columns, beyond one wave of CPU_SMS: 256 threads; 8 blocks of 128: NT_FEW
     for warp, bv in [(32, 32), (64, 128)]:
         source = with_define(source_of(DECODE_SEED), "BV", bv)
         run = _launcher(cpu_library(source, tmp_path / f"w{warp}", warp), "gdn_decode", 8, 3)

@@ -43,10 +43,11 @@
 #define MATRIX_CORES 1
 
 // U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
-// H200, bf16 was about 1% faster and raised the relative RMS error from 2.9e-3 to 3.4e-3 on o
-// and from 1.7e-3 to 2.4e-3 on the state (qwen_tp1_short), so fp32 is the default.
+// H200, bf16 took the prep kernel from 110 to 99 us (qwen_tp1_short) and from 803 to 726 us
+// (long_32), and raised the relative RMS error from 2.9e-3 to 3.4e-3 on o and from 1.7e-3 to
+// 2.4e-3 on the state, still under FLA's own (3.8e-3 and 3.0e-3) and the task's 5e-3.
 // @tunable U_BF16: 0, 1
-#define U_BF16 0
+#define U_BF16 1
 
 // V columns per block of the tensor-core scan kernel: 32 or 64, or 0 to choose by the GPU's
 // SM count at launch (gdn_tc_fwd says how).
@@ -456,17 +457,19 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 //   gamma) Vn). The state h is fp32 in mma accumulators for the whole sequence; its bf16 copy
 //   in shared memory is the B operand of W h and Q h. Per-chunk states never touch memory.
 //   The next chunk's W, Q, K, P, U and gamma arrive by cp.async while this chunk computes.
-// bf16 operands are FLA's choices (W, P, h and Vn in bf16, fp32 accumulation) except U, which
-// stays fp32 (U_BF16): relative RMS errors of 2.9e-3 on o and 1.7e-3 on the state on every timed
-// case on an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
+// bf16 operands are FLA's choices (W, U, P, h and Vn in bf16, fp32 accumulation; U_BF16 0 keeps
+// U in fp32): relative RMS errors of 3.4e-3 on o and 2.4e-3 on the state on every timed case on
+// an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
 //
-// Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases,
-// two runs): 1.01-1.47x eager, 0.96-1.20x in CUDA graphs. What bounds it: the prep writes W, U
-// and P (56 KB per chunk and value head), and every V slice of the scan reads W, Q, K, P and its
-// U slice through L2 at every chunk (about 70 KB per block per step with 32-column slices);
-// removing any one of these loads sped the scan up about in proportion to its bytes. Sharing the
-// tiles among a head's slices (a thread-block cluster with multicast copies on sm_90) is the
-// next lever.
+// Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases):
+// 1.06-1.38x eager, 1.01-1.27x in CUDA graphs. What bounds it: the prep writes W, U and P (40 KB
+// per chunk and value head), and every V slice of the scan reads W, Q, K, P and its U slice
+// through L2 at every chunk (about 66 KB per block per step with 32-column slices); removing any
+// one of these loads sped the scan up about in proportion to its bytes. Sharing the tiles among
+// a head's slices by multicast bulk copies into a thread-block cluster (sm_90) was measured and
+// is slower: 521 against 151 us on qwen_tp1_short with a bulk copy per row, 255 against 150
+// with one per tile (the per-chunk cluster barrier and the copies' latency cost more than the
+// L2 traffic they save).
 //
 // mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
 // columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
@@ -474,10 +477,8 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // Shared rows carry 16 bytes of padding, so the 8 rows of one ldmatrix fall on distinct banks.
 
 constexpr int TC_LD = DK + 8;    // bf16 row stride of the 64 x 128 tiles
-constexpr int TC_LDP = C + 8;    // bf16 row stride of the 64 x 64 tiles
 constexpr int TC_LDF = C + 4;    // fp32 row stride of the 64 x 64 tiles
 constexpr int TC_TILE_BYTES = C * TC_LD * 2;
-constexpr int TC_SQUARE_BYTES = C * TC_LDP * 2;
 constexpr int TC_FSQUARE_BYTES = C * TC_LDF * 4;
 
 // ---- PTX primitives: each wraps one instruction ---------------------------------------------
@@ -517,6 +518,12 @@ __device__ __forceinline__ void tc_commit() {
 
 __device__ __forceinline__ void tc_wait_all() {
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Waits until at most `pending` of this thread's latest cp.async groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void tc_wait_pending() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 }
 
 // Two floats -> two bf16 (round to nearest even) in one word, lo in the low half.
@@ -562,6 +569,14 @@ __device__ __forceinline__ const uint16_t* tc_at(const uint16_t* tile, int ld, i
 __device__ __forceinline__ const uint16_t* tc_at_t(const uint16_t* tile, int ld, int r0, int c0,
                                                    int lane) {
     return tile + (r0 + (lane & 7) + 8 * (lane >> 4)) * ld + c0 + 8 * ((lane >> 3) & 1);
+}
+
+// The same row address as tc_at, in the scan's 64 x 64 P tile: rows without padding, 16-byte
+// chunk c of row r stored at chunk c ^ (r & 7), so the 8 rows of one matrix fall on distinct banks.
+__device__ __forceinline__ const uint16_t* tc_p_at(const uint16_t* tile, int r0, int c0,
+                                                   int lane) {
+    const int row = r0 + (lane & 15), chunk = (c0 >> 3) + (lane >> 4);
+    return tile + row * C + ((chunk ^ (row & 7)) << 3);
 }
 
 // ---- gdn_tc_prep ----------------------------------------------------------------------------
@@ -761,7 +776,17 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     // W = (A diag(beta e^gamma)) K and U = (A diag(beta)) V on tensor cores, the scaled A as bf16
     // tiles: for U as hi + lo (about 16 bits of mantissa, since U stays fp32), for W hi only (W
     // is stored in bf16 anyway). Warp w computes columns 32w .. 32w + 31 of every row block rb;
-    // A is lower triangular, so only token blocks kb <= rb contribute.
+    // A is lower triangular, so only token blocks kb <= rb contribute. Results go out through
+    // shared memory, 16 bytes per lane in whole rows (from the mma fragments, a lane holds 4 or
+    // 8 bytes of a row): W over K's tile, U (32 KB in fp32) in halves over V's tile and A's,
+    // each dead once its last reader holds its fragments.
+    constexpr int LD_UOUT = DV + U_PER_16B;  // row stride of the staged U
+    static_assert(C / 2 * LD_UOUT * static_cast<int>(sizeof(u_t)) <= TC_FSQUARE_BYTES &&
+                  C / 2 * LD_UOUT * static_cast<int>(sizeof(u_t)) <= TC_TILE_BYTES, "U halves");
+    const auto u_out = [&](int row) {
+        return row < C / 2 ? reinterpret_cast<u_t*>(sV) + row * LD_UOUT
+                           : reinterpret_cast<u_t*>(sA) + (row - C / 2) * LD_UOUT;
+    };
 #pragma unroll 1
     for (int pass = 0; pass < 2; ++pass) {
         for (int e = tid; e < C * C / 2; e += TC_PREP_THREADS) {
@@ -787,6 +812,7 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                 tc_ldsm4<true>(bfr[kb][np], tc_at(src, TC_LD, 16 * kb, 32 * w + 16 * np, lane));
             }
         }
+        __syncthreads();  // K (V) and A are dead: the outputs go over them
 #pragma unroll
         for (int rb = 0; rb < 4; ++rb) {
             float acc[4][4];
@@ -822,12 +848,26 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                     const int c = 32 * w + 8 * j + 2 * t4;
                     const float x0 = acc[j][2 * pair], x1 = acc[j][2 * pair + 1];
                     if (pass == 0) {
-                        *reinterpret_cast<uint32_t*>(ws_w + (chd * C + i) * DK + c) =
-                            tc_pack(x0, x1);
+                        *reinterpret_cast<uint32_t*>(sK + i * TC_LD + c) = tc_pack(x0, x1);
                     } else {
-                        tc_store_u(ws_u + (chd * C + i) * DV + c, x0, x1);
+                        tc_store_u(u_out(i) + c, x0, x1);
                     }
                 }
+            }
+        }
+        __syncthreads();  // the output tile is complete
+        if (pass == 0) {
+            for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
+                const int row = e >> 4, ch = e & 15;
+                *reinterpret_cast<uint4*>(ws_w + (chd * C + row) * DK + ch * 8) =
+                    *reinterpret_cast<const uint4*>(sK + row * TC_LD + ch * 8);
+            }
+        } else {
+            constexpr int CHUNKS = DV / U_PER_16B;  // 16-byte chunks in a row of U
+            for (int e = tid; e < C * CHUNKS; e += TC_PREP_THREADS) {
+                const int row = e / CHUNKS, ch = e % CHUNKS;
+                *reinterpret_cast<uint4*>(ws_u + (chd * C + row) * DV + ch * U_PER_16B) =
+                    *reinterpret_cast<const uint4*>(u_out(row) + ch * U_PER_16B);
             }
         }
         __syncthreads();  // the next pass rewrites the A tiles
@@ -835,10 +875,12 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
 }
 
 // ---- gdn_tc_scan ----------------------------------------------------------------------------
-// Shared memory and warps of the scan for a V slice of BVS columns: two stages of (W, Q, K, P,
-// U slice, gamma), then h, Vn and e^(gamma_C - gamma) Vn in bf16. Warps: 4 along the chunk's
-// rows x BVS / 32 along V, each 32 columns wide (4 mma tiles of 8).
-template <int BVS>
+// Shared memory and warps of the scan for a V slice of BVS columns: STAGES stages of (W, Q, K,
+// P, U slice, gamma), then h, Vn and e^(gamma_C - gamma) Vn in bf16; the loads of chunk n are
+// issued STAGES - 1 chunks ahead. P's rows have no padding: their 16-byte chunks are XOR-swizzled
+// by row (tc_p_at). Warps: 4 along the chunk's rows x BVS / 32 along V, each 32 columns wide
+// (4 mma tiles of 8).
+template <int BVS, int STAGES>
 struct ScanShape {
     static constexpr int WARPS = 4 * BVS / 32;
     static constexpr int THREADS = 32 * WARPS;
@@ -848,24 +890,25 @@ struct ScanShape {
     static constexpr int Q = W + TC_TILE_BYTES;
     static constexpr int K = Q + TC_TILE_BYTES;
     static constexpr int P = K + TC_TILE_BYTES;
-    static constexpr int U = P + TC_SQUARE_BYTES;
+    static constexpr int U = P + C * C * 2;
     static constexpr int G = U + C * LDU * static_cast<int>(sizeof(u_t));
     static constexpr int STAGE = G + C * 4;
-    static constexpr int H = 2 * STAGE;
+    static constexpr int H = STAGES * STAGE;
     static constexpr int VN = H + DK * LDH * 2;
     static constexpr int VD = VN + C * LDH * 2;
     static constexpr int BYTES = VD + C * LDH * 2;
-    static_assert((BVS == 32 || BVS == 64) && STAGE % 16 == 0 && BYTES <= 227 * 1024, "layout");
+    static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
+    static_assert(THREADS == 4 * BVS, "gdn_tc_scan's launch bounds");
 };
 
-template <int BVS>
-__global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
+template <int BVS, int STAGES>
+__global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
     const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
     const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht, int T,
     int H, int HV, int NC) {
-    using S = ScanShape<BVS>;
+    using S = ScanShape<BVS, STAGES>;
     HIP_DYNAMIC_SHARED(float4, smem4)
     unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
     uint16_t* sH = reinterpret_cast<uint16_t*>(smem + S::H);
@@ -918,7 +961,8 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
         }
         for (int e = tid; e < C * 8; e += S::THREADS) {
             const int row = e >> 3, ch = e & 7;
-            tc_cp16(sP + row * TC_LDP + ch * 8, ws_p + (chd * C + row) * C + ch * 8, true);
+            tc_cp16(sP + row * C + (ch ^ (row & 7)) * 8, ws_p + (chd * C + row) * C + ch * 8,
+                    true);
         }
         for (int e = tid; e < C * (BVS / U_PER_16B); e += S::THREADS) {
             const int row = e / (BVS / U_PER_16B), ch = e % (BVS / U_PER_16B);
@@ -928,18 +972,19 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
         if (tid < C / 4) tc_cp16(sG + tid * 4, ws_g + chd * C + tid * 4, true);
     };
 
-    if (NC > 0) {
-        load_stage(0, 0);
+    // Chunk n goes to stage n % STAGES, STAGES - 1 chunks ahead; every thread commits one group
+    // per chunk (empty past the end), so the group of chunk n is done when STAGES - 2 are left.
+    constexpr int AHEAD = STAGES - 1;
+    for (int n = 0; n < AHEAD; ++n) {
+        if (n < NC) load_stage(n, n);
         tc_commit();
     }
     for (int n = 0; n < NC; ++n) {
-        const int s = n & 1;
-        tc_wait_all();
-        __syncthreads();  // stage s and the bf16 state are in place; stage s ^ 1 is free
-        if (n + 1 < NC) {
-            load_stage(n + 1, s ^ 1);
-            tc_commit();
-        }
+        const int s = n % STAGES;
+        tc_wait_pending<STAGES - 2>();
+        __syncthreads();  // stage s and the bf16 state are in place; chunk n - 1's stage is free
+        if (n + AHEAD < NC) load_stage(n + AHEAD, (n + AHEAD) % STAGES);
+        tc_commit();
         unsigned char* base = smem + s * S::STAGE;
         const uint16_t* sW = reinterpret_cast<const uint16_t*>(base + S::W);
         const uint16_t* sQ = reinterpret_cast<const uint16_t*>(base + S::Q);
@@ -998,7 +1043,7 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
         for (int kb = 0; kb < 4; ++kb) {
             if (kb <= wm) {
                 uint32_t ap[4];
-                tc_ldsm4<false>(ap, tc_at(sP, TC_LDP, 16 * wm, 16 * kb, lane));
+                tc_ldsm4<false>(ap, tc_p_at(sP, 16 * wm, 16 * kb, lane));
 #pragma unroll
                 for (int np = 0; np < 2; ++np) {
                     uint32_t bv[4];
@@ -1075,13 +1120,19 @@ __global__ void __launch_bounds__(ScanShape<BVS>::THREADS) gdn_tc_scan(
     }
 }
 
-// What the launchers need to know of the current device, asked once per device: whether it has
-// tensor cores for these kernels (sm_80 or later) and its SM count; on first use the kernels'
-// shared-memory limits are raised there too. Threads that race on a first use both ask and store
-// the same answer; the flag is published after the answer (compiler builtins: the screen's header
-// allowlist has no <atomic>).
+// The scan's three shapes: 32-column slices with three stages where the device's shared memory
+// per block allows (H100 / H200: 227 KB), else two; 64-column slices with two.
+using ScanNarrowDeep = ScanShape<32, 3>;
+using ScanNarrow = ScanShape<32, 2>;
+using ScanWide = ScanShape<64, 2>;
+
+// What the launchers need to know of the current device, asked once per device: whether it runs
+// these kernels (sm_80 or later, and shared memory for the prep and the narrow scan), which
+// scan shapes fit, and its SM count; on first use the kernels' shared-memory limits are raised
+// there too. Threads that race on a first use both ask and store the same answer; the flag is
+// published after the answer (compiler builtins: the screen's header allowlist has no <atomic>).
 struct TcDevice {
-    bool usable;
+    bool usable, deep, wide;
     int sms;
 };
 
@@ -1094,45 +1145,53 @@ static hipError_t tc_device(TcDevice* out) {
     if (err != hipSuccess) return err;
     if (device < 0 || device >= MAX_DEVICES) return hipErrorInvalidValue;
     if (!__atomic_load_n(&asked[device], __ATOMIC_ACQUIRE)) {
-        int major = 0, sms = 0;
+        int major = 0, sms = 0, smem = 0;
         err = hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, device);
         if (err == hipSuccess) {
             err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
         }
-        const auto raise = [&](const void* kernel, int bytes) {
-            if (err == hipSuccess && major >= 8) {
+        if (err == hipSuccess) {
+            err = hipDeviceGetAttribute(&smem, hipDeviceAttributeSharedMemPerBlockOptin, device);
+        }
+        const auto fits = [&](int bytes) { return major >= 8 && bytes <= smem; };
+        TcDevice facts = {fits(PREP_BYTES) && fits(ScanNarrow::BYTES), fits(ScanNarrowDeep::BYTES),
+                          fits(ScanWide::BYTES), sms};
+        const auto raise = [&](bool use, const void* kernel, int bytes) {
+            if (err == hipSuccess && use) {
                 const hipFuncAttribute limit = hipFuncAttributeMaxDynamicSharedMemorySize;
                 err = hipFuncSetAttribute(kernel, limit, bytes);
             }
         };
-        raise(reinterpret_cast<const void*>(gdn_tc_prep), PREP_BYTES);
-        raise(reinterpret_cast<const void*>(gdn_tc_scan<32>), ScanShape<32>::BYTES);
-        raise(reinterpret_cast<const void*>(gdn_tc_scan<64>), ScanShape<64>::BYTES);
+        raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_prep), PREP_BYTES);
+        raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_scan<32, 2>), ScanNarrow::BYTES);
+        raise(facts.deep, reinterpret_cast<const void*>(gdn_tc_scan<32, 3>),
+              ScanNarrowDeep::BYTES);
+        raise(facts.wide, reinterpret_cast<const void*>(gdn_tc_scan<64, 2>), ScanWide::BYTES);
         if (err != hipSuccess) return err;
-        known[device] = {major >= 8, sms};
+        known[device] = facts;
         __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
-        *out = {major >= 8, sms};
+        *out = facts;
         return hipSuccess;
     }
     *out = known[device];
     return hipSuccess;
 }
 
-template <int BVS>
+template <int BVS, int STAGES>
 static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const uint16_t* ws_w,
                                      const u_t* ws_u, const uint16_t* ws_p, const float* ws_g,
                                      const float* h0, uint16_t* o, float* ht, int B, int T, int H,
                                      int HV, int NC, hipStream_t stream) {
-    using S = ScanShape<BVS>;
-    hipLaunchKernelGGL(gdn_tc_scan<BVS>, dim3(DV / BVS, HV, B), dim3(S::THREADS), S::BYTES, stream,
-                       q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, T, H, HV, NC);
+    using S = ScanShape<BVS, STAGES>;
+    hipLaunchKernelGGL((gdn_tc_scan<BVS, STAGES>), dim3(DV / BVS, HV, B), dim3(S::THREADS),
+                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, T, H, HV, NC);
     return hipGetLastError();
 }
 
 static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const float* g, const float* beta, const float* h0, uint16_t* o,
-                             float* ht, void* work, int B, int T, int H, int HV, int sms,
-                             hipStream_t stream) {
+                             float* ht, void* work, int B, int T, int H, int HV,
+                             const TcDevice& device, hipStream_t stream) {
     const int NC = (T + C - 1) / C;
     const int64_t chunks = static_cast<int64_t>(B) * HV * NC;
     unsigned char* at = static_cast<unsigned char*>(work);
@@ -1145,9 +1204,13 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
                            q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, T, H, HV, NC);
     }
     // The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
-    // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column).
-    const int bv = TC_BV != 0 ? TC_BV : static_cast<int64_t>(B) * HV * (DV / 32) <= sms ? 32 : 64;
-    const auto scan = bv == 32 ? gdn_tc_scan_launch<32> : gdn_tc_scan_launch<64>;
+    // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column)
+    // where the device has the shared memory for them.
+    const int64_t narrow_blocks = static_cast<int64_t>(B) * HV * (DV / 32);
+    const int bv = TC_BV != 0 ? TC_BV : narrow_blocks <= device.sms ? 32 : 64;
+    const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2>
+                      : device.deep           ? gdn_tc_scan_launch<32, 3>
+                                              : gdn_tc_scan_launch<32, 2>;
     return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
 }
 #endif  // __HIP_PLATFORM_NVIDIA__ && MATRIX_CORES
@@ -1181,7 +1244,7 @@ extern "C" hipError_t gdn_chunk_fwd(const uint16_t* q, const uint16_t* k, const 
     const hipError_t tc_err = tc_device(&device);
     if (tc_err != hipSuccess) return tc_err;
     if (device.usable) {
-        return gdn_tc_fwd(q, k, v, g, beta, h0, o, ht, work, B, T, H, HV, device.sms, stream);
+        return gdn_tc_fwd(q, k, v, g, beta, h0, o, ht, work, B, T, H, HV, device, stream);
     }
 #endif
     const dim3 grid(DV / BV, HV, B);

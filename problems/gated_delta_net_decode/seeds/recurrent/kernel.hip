@@ -6,7 +6,9 @@
 // so both reductions over K (h_d^T k and h_d^T q) and k . q happen in one pass, before the new state
 // is written: the state streams through registers once, in and out (out of place).
 //
-// Layout: one block of NT threads per (V slice of BV columns, value head, batch). Thread t owns 4
+// Layout: one block of NT threads per (V slice of BV columns, value head, batch), NT = NT_FEW when
+// the grid fits in one wave of SMs (latency bound: shorter blocks finish sooner), 256 beyond it
+// (bandwidth bound: more bytes in flight per SM). Thread t owns 4
 // adjacent columns (one 16-byte load per state row, coalesced along V) and RK contiguous rows of K;
 // the sums over K are a warp shuffle across the lanes that share columns, then a small LDS pass
 // across warps. Nothing assumes a warp width: it reads warpSize (32 on NVIDIA, 64 on CDNA).
@@ -20,18 +22,26 @@
 // @tunable BV: 16, 32, 64, 128
 #define BV 32
 
+// Threads per block when the grid has at most one block per SM (B * HV * 128 / BV <= SMs); on an
+// H200, 128 took batch 1 from 6.5 to 6.1 us per step in CUDA graphs (bench/gdn_vs_fla.py).
+// @tunable NT_FEW: 128, 256
+#define NT_FEW 128
+
 constexpr int DK = 128;          // key dimension (rows of the state)
 constexpr int DV = 128;          // value dimension (columns of the state)
-constexpr int NT = 256;          // threads per block
-constexpr int TV = BV / 4;       // threads across the slice, 4 columns each
-constexpr int TK = NT / TV;      // threads down K
-constexpr int RK = DK / TK;      // state rows per thread
-constexpr int MAX_WARPS = NT / 32;  // the most warps a block can have (warpSize >= 32)
+constexpr int NT_MANY = 256;     // threads per block beyond one wave
 constexpr int NSUM = 9;          // values summed over K: h^T k (4), h^T q (4), k . q (1)
 
-static_assert(DV % BV == 0 && BV % 4 == 0, "BV must divide 128 and be a multiple of 4");
-static_assert(TV <= 32, "a warp must hold every column group (warpSize >= 32)");
-static_assert(NT % TV == 0 && DK % TK == 0 && RK % 2 == 0, "rows must split evenly");
+template <int NT>
+struct DecodeShape {
+    static constexpr int TV = BV / 4;       // threads across the slice, 4 columns each
+    static constexpr int TK = NT / TV;      // threads down K
+    static constexpr int RK = DK / TK;      // state rows per thread
+    static constexpr int MAX_WARPS = NT / 32;  // the most warps a block can have (warpSize >= 32)
+    static_assert(DV % BV == 0 && BV % 4 == 0, "BV must divide 128 and be a multiple of 4");
+    static_assert(TV <= 32, "a warp must hold every column group (warpSize >= 32)");
+    static_assert(NT % TV == 0 && DK % TK == 0 && RK % 2 == 0, "rows must split evenly");
+};
 
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
@@ -44,12 +54,15 @@ __device__ __forceinline__ uint32_t bf16_bits(float f) {
     return bits >> 16;
 }
 
+template <int NT>
 __global__ void __launch_bounds__(NT) gdn_decode_kernel(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
     const float* __restrict__ beta, const float* __restrict__ state,
     uint16_t* __restrict__ o, float* __restrict__ new_state, int H, int HV) {
-    __shared__ float partial[MAX_WARPS][NSUM][TV];
+    using S = DecodeShape<NT>;
+    constexpr int TV = S::TV, RK = S::RK;
+    __shared__ float partial[S::MAX_WARPS][NSUM][TV];
 
     const int t = threadIdx.x;
     const int tv = t % TV;
@@ -150,6 +163,34 @@ __global__ void __launch_bounds__(NT) gdn_decode_kernel(
     }
 }
 
+// The SM count of the current device, asked once per device. Threads that race on a first use
+// both ask and store the same answer; the flag is published after it (compiler builtins: the
+// screen's header allowlist has no <atomic>).
+static hipError_t sm_count(int* out) {
+    constexpr int MAX_DEVICES = 64;
+    static int known[MAX_DEVICES];
+    static bool asked[MAX_DEVICES] = {};
+    int device = 0;
+    hipError_t err = hipGetDevice(&device);
+    if (err != hipSuccess) return err;
+    if (device < 0 || device >= MAX_DEVICES) return hipErrorInvalidValue;
+    if (!__atomic_load_n(&asked[device], __ATOMIC_ACQUIRE)) {
+        err = hipDeviceGetAttribute(&known[device], hipDeviceAttributeMultiprocessorCount, device);
+        if (err != hipSuccess) return err;
+        __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
+    }
+    *out = known[device];
+    return hipSuccess;
+}
+
+template <int NT>
+static void gdn_decode_launch(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                              const float* g, const float* beta, const float* state, uint16_t* o,
+                              float* new_state, int B, int H, int HV, hipStream_t stream) {
+    hipLaunchKernelGGL(gdn_decode_kernel<NT>, dim3(DV / BV, HV, B), dim3(NT), 0, stream, q, k, v,
+                       g, beta, state, o, new_state, H, HV);
+}
+
 // q, k [B, 1, H, 128] bf16; v [B, 1, HV, 128] bf16; g, beta [B, 1, HV] fp32;
 // state [B, HV, 128, 128] fp32 (read only); o [B, 1, HV, 128] bf16; new_state like state.
 extern "C" hipError_t gdn_decode(const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -157,7 +198,11 @@ extern "C" hipError_t gdn_decode(const uint16_t* q, const uint16_t* k, const uin
                                  uint16_t* o, float* new_state, int B, int H, int HV,
                                  hipStream_t stream) {
     if (B <= 0 || H <= 0 || HV <= 0 || HV % H != 0) return hipErrorInvalidValue;
-    hipLaunchKernelGGL(gdn_decode_kernel, dim3(DV / BV, HV, B), dim3(NT), 0, stream, q, k, v, g,
-                       beta, state, o, new_state, H, HV);
+    int sms = 0;
+    const hipError_t err = sm_count(&sms);
+    if (err != hipSuccess) return err;
+    const int64_t blocks = static_cast<int64_t>(B) * HV * (DV / BV);
+    const auto launch = blocks <= sms ? gdn_decode_launch<NT_FEW> : gdn_decode_launch<NT_MANY>;
+    launch(q, k, v, g, beta, state, o, new_state, B, H, HV, stream);
     return hipGetLastError();
 }
