@@ -92,19 +92,10 @@ def without_hints(source: str) -> str:
     return re.sub(r"__launch_bounds__\(\w+\)\s*", "", source)
 
 
-def with_tunable_block(source: str) -> str:
-    """The decode seed with its threads per block (NT) declared tunable."""
-    constant = re.search(r"^constexpr int NT = 256;.*$", source, re.M)
-    assert constant, "the decode seed no longer declares NT as expected"
-    tunable = "// @tunable NT: 128, 256, 512\n#define NT 256"
-    return source[: constant.start()] + tunable + source[constant.end() :]
-
-
 SEEDS = {"softmax": SOFTMAX, "chunked": CHUNKED, "recurrent": RECURRENT}
 SOURCES = {
     **SEEDS,
     **{f"{name}-bare": without_hints(text) for name, text in SEEDS.items()},
-    "recurrent-nt": re.sub(r"__launch_bounds__\(NT\) ", "", with_tunable_block(RECURRENT)),
     "axpy": AXPY,
 }
 
@@ -190,7 +181,6 @@ def test_launch_bounds_follow_the_tunable_block_size_of_the_launches():
     result = bounds.apply(AXPY)
     assert "__global__ void __launch_bounds__(BLOCK) axpy_kernel(" in result
     assert "__global__ void __launch_bounds__(BLOCK) fill_kernel(" in result
-    assert "__launch_bounds__(NT) gdn_decode_kernel(" in bounds.apply(SOURCES["recurrent-nt"])
     assert "__launch_bounds__(BLOCK) axpy_kernel" in produced()["axpy-1024+launch_bounds"]
 
 

@@ -975,6 +975,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     // Chunk n goes to stage n % STAGES, STAGES - 1 chunks ahead; every thread commits one group
     // per chunk (empty past the end), so the group of chunk n is done when STAGES - 2 are left.
     constexpr int AHEAD = STAGES - 1;
+#pragma unroll
     for (int n = 0; n < AHEAD; ++n) {
         if (n < NC) load_stage(n, n);
         tc_commit();
