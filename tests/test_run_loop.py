@@ -112,8 +112,8 @@ def test_same_seed_evaluates_the_same_sequence_of_hashes(tmp_path):
 
 
 def test_exhausted_space_stops_before_the_budget_and_says_so(tmp_path):
-    # The GDN decode seed declares one tunable (BV: 16, 32, 64, 128) and no catalogue transform
-    # applies to it: four kernels in all.
+    # The GDN decode seed declares two tunables (BV: 16, 32, 64, 128; NT_FEW: 128, 256) and no
+    # catalogue transform applies to it: eight kernels in all.
     task = load_task_folder(GDN_DECODE, "builtin")
     log = tmp_path / "gdn.log"
     with Archive.open(tmp_path / "gdn.db") as archive:
@@ -121,8 +121,8 @@ def test_exhausted_space_stops_before_the_budget_and_says_so(tmp_path):
                                 seed=1)  # fmt: skip
     assert summary.reason == "exhausted" and summary.status == "finished"
     assert "exhausted" in summary.message
-    assert len(logged(log)) == 4 == summary.progress.evaluations
-    assert summary.progress.best_fitness == pytest.approx(1.3)  # BV = 64
+    assert len(logged(log)) == 8 == summary.progress.evaluations
+    assert summary.progress.best_fitness == pytest.approx(1.3)  # BV = 64, NT_FEW = 128
 
 
 def test_resume_refuses_another_seed(tmp_path):
