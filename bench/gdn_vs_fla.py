@@ -26,9 +26,8 @@ Protocol:
   stream (PyTorch's recipe); a trial is a hold kernel (torch.cuda._sleep, 200 us), start event,
   replay, end event. The hold keeps the GPU busy while the host enqueues the rest, so the start
   event fires with the replay already queued and the time is the replay's time on the GPU,
-  without the host's cost of launching it (nvbench's blocking kernel; that cost, some 6 us on an
-  H200, is what CUDA graphs remove from a model's step, and it is most of a batch-1 decode
-  call). A trial whose enqueueing outlasted the hold is counted, and the notes under the table
+  without the host's cost of launching it (nvbench's blocking kernel; that cost is what CUDA
+  graphs remove from a model's step, and it is most of a batch-1 decode call). A trial whose enqueueing outlasted the hold is counted, and the notes under the table
   say so. A row whose capture fails prints "graph: n/a (reason)". The PyTorch reference is not
   captured (slow, and not a kernel).
 - Median of --trials (default 30) trials per mode. A row whose call takes so long that the trials
