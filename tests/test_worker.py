@@ -18,7 +18,14 @@ import torch
 
 from hipevolve.verifier import compare, ipc, wire
 from hipevolve.verifier.evaluation import Status
-from hipevolve.verifier.isolate import PeakRates, StandbyPool, Timeouts, run_worker, wait_retired
+from hipevolve.verifier.isolate import (
+    PeakRates,
+    StandbyPool,
+    Timeouts,
+    judge_env,
+    run_worker,
+    wait_retired,
+)
 from hipevolve.verifier.worker import Judge
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
@@ -131,6 +138,15 @@ def test_a_pooled_judge_serves_again_with_a_fresh_sandbox_in_a_fresh_folder() ->
     assert all(r.reusable for r in results)
     assert results[2].judge_pid == results[0].judge_pid != results[1].judge_pid
     assert len({r.sandbox_pid for r in results}) == 3
+
+
+def test_judges_get_one_hardware_work_queue_whatever_the_controller_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8")
+    env = judge_env(tmp_path)
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert env["HOME"] == str(tmp_path)
 
 
 def test_a_judge_is_not_reused_after_a_crash_and_exits() -> None:
