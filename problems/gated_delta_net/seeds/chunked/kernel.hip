@@ -471,6 +471,13 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // is slower: 521 against 151 us on qwen_tp1_short with a bulk copy per row, 255 against 150
 // with one per tile (the per-chunk cluster barrier and the copies' latency cost more than the
 // L2 traffic they save).
+// Where the buffers lie moves these kernels more than FLA's: on qwen_tp1_short in CUDA graphs,
+// over 6 and 8 memory placements (a pad allocated and the inputs drawn anew before each
+// capture), they took 250-261 us (medians 256-260) and FLA's 256-258, so one run's ratio on
+// that case moves by about 2% either way. Measured and not kept: starting the scan during the
+// prep's last wave (programmatic dependent launch, a ready flag per chunk; 252 against 249 us
+// without it in one run, 2% slower on long_32), ordering the prep's blocks heads first (within
+// the spread), and a chunk-major workspace (1-1.3% slower on all four cases).
 //
 // mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
 // columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
