@@ -447,11 +447,12 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // ============================================================================================
 // NVIDIA tensor cores (sm_80+): two kernels and a workspace.
 //
-// gdn_tc_prep: one block per (chunk, value head, batch), all in parallel. gamma; K K^T and
-//   Q K^T by mma.sync (bf16 in, fp32 out); A = (I + L)^-1 in fp32 by blocked forward
-//   substitution; W = A (K beta e^gamma) and U = A (V beta) by mma.sync, A in bf16 for W and
-//   as two bf16 terms for U (hi + lo: about 16 bits of mantissa). Writes W (bf16), U (fp32;
-//   bf16 with U_BF16), P = tril(scale Q K^T * Gamma) (bf16) and gamma to the workspace.
+// gdn_tc_prep: one block per (chunk, value head, batch), all in parallel (block order at
+//   TC_PREP_RUN). gamma; K K^T and Q K^T by mma.sync (bf16 in, fp32 out); A = (I + L)^-1 in
+//   fp32 by blocked forward substitution; W = A (K beta e^gamma) and U = A (V beta) by
+//   mma.sync, A in bf16 for W and as two bf16 terms for U (hi + lo: about 16 bits of
+//   mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale Q K^T * Gamma)
+//   (bf16) and gamma to the workspace.
 // gdn_tc_scan: one block per (V slice of 32 or 64 columns, value head, batch) walks the chunks in
 //   order: Vn = U - W h, O = scale e^gamma (Q h) + P Vn, h' = e^gamma_C h + K^T (e^(gamma_C -
 //   gamma) Vn). The state h is fp32 in mma accumulators for the whole sequence; its bf16 copy
@@ -471,13 +472,14 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // is slower: 521 against 151 us on qwen_tp1_short with a bulk copy per row, 255 against 150
 // with one per tile (the per-chunk cluster barrier and the copies' latency cost more than the
 // L2 traffic they save).
-// Where the buffers lie moves these kernels more than FLA's: on qwen_tp1_short in CUDA graphs,
-// over 6 and 8 memory placements (a pad allocated and the inputs drawn anew before each
-// capture), they took 250-261 us (medians 256-260) and FLA's 256-258, so one run's ratio on
-// that case moves by about 2% either way. Measured and not kept: starting the scan during the
-// prep's last wave (programmatic dependent launch, a ready flag per chunk; 252 against 249 us
-// without it in one run, 2% slower on long_32), ordering the prep's blocks heads first (within
-// the spread), and a chunk-major workspace (1-1.3% slower on all four cases).
+// Where the buffers lie moves these kernels more than FLA's, so bench/gdn_placements.py times
+// them in CUDA graphs over memory placements. Over 6 on an H200, medians (range), us:
+//   qwen_tp1_short: FLA 255.6 (255.3-256.4); this prep order 250.8 (248.1-254.3), 1.019x; the
+//     former order (chunks fastest) 256.7 (256.2-258.4), 0.996x;
+//   mha_16 and long_32: this order 392.1 and 1839.1, the former 392.6 and 1846.3.
+// Measured there and not kept: starting the scan during the prep's last wave (programmatic
+// dependent launch, a ready flag per chunk), 252.6 on qwen_tp1_short; a chunk-major workspace,
+// 259.5 / 397.3 / 1856.7 on the three cases.
 //
 // mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
 // columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
@@ -589,6 +591,7 @@ __device__ __forceinline__ const uint16_t* tc_p_at(const uint16_t* tile, int r0,
 
 // ---- gdn_tc_prep ----------------------------------------------------------------------------
 constexpr int TC_PREP_THREADS = 128;
+constexpr int TC_PREP_RUN = 8;  // consecutive chunks of one head in the prep's block order
 // 70 KB, so three blocks share an SM: Q's tile takes V once Q K^T is done, and the bf16 tiles
 // of A (64 x 64, XOR-swizzled, no padding) take L's place once the solve is done.
 constexpr int PREP_K = 0;
@@ -627,7 +630,21 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     float* sEg = sGam + C;
 
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
-    const int n = blockIdx.x, hv = blockIdx.y, b = blockIdx.z, hk = hv / (HV / H), t0 = n * C;
+    // Block order: runs of TC_PREP_RUN consecutive chunks of one head, heads varying faster than
+    // the runs, so the prep ends on the last chunks of every head, not on every chunk of the
+    // last heads (the header's speed paragraph has the measurement).
+    int n, hv;
+    {
+        const int whole = NC / TC_PREP_RUN * TC_PREP_RUN, x = blockIdx.x;
+        if (x < whole * HV) {
+            hv = x / TC_PREP_RUN % HV;
+            n = x / (TC_PREP_RUN * HV) * TC_PREP_RUN + x % TC_PREP_RUN;
+        } else {  // the runs of the last NC - whole chunks
+            hv = (x - whole * HV) / (NC - whole);
+            n = whole + (x - whole * HV) % (NC - whole);
+        }
+    }
+    const int b = blockIdx.y, hk = hv / (HV / H), t0 = n * C;
     const int64_t chd = (static_cast<int64_t>(b) * HV + hv) * NC + n;
 
     // K, Q, V chunk tiles; rows past T are zeros, and so are their g and beta.
@@ -1209,8 +1226,8 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     uint16_t* ws_p = reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U));
     float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
     if (NC > 0) {
-        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC, HV, B), dim3(TC_PREP_THREADS), PREP_BYTES, stream,
-                           q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, T, H, HV, NC);
+        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC * HV, B), dim3(TC_PREP_THREADS), PREP_BYTES,
+                           stream, q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, T, H, HV, NC);
     }
     // The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
     // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column)
