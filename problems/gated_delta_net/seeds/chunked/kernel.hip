@@ -448,11 +448,11 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // NVIDIA tensor cores (sm_80+): two kernels and a workspace.
 //
 // gdn_tc_prep: one block per (chunk, value head, batch), all in parallel (block order at
-//   TC_PREP_RUN). gamma; K K^T and Q K^T by mma.sync (bf16 in, fp32 out); A = (I + L)^-1 in
-//   fp32 by blocked forward substitution; W = A (K beta e^gamma) and U = A (V beta) by
-//   mma.sync, A in bf16 for W and as two bf16 terms for U (hi + lo: about 16 bits of
-//   mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale Q K^T * Gamma)
-//   (bf16) and gamma to the workspace.
+//   TC_PREP_RUN), four blocks per SM. gamma; K K^T and Q K^T by mma.sync (bf16 in, fp32 out);
+//   A = (I + L)^-1 in fp32 by blocked forward substitution, in L's place; W = A beta (e^gamma
+//   K) and U = A beta V by mma.sync, A beta in bf16 for W and as two bf16 terms for U (hi + lo:
+//   about 16 bits of mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale
+//   Q K^T * Gamma) (bf16) and gamma to the workspace.
 // gdn_tc_scan: one block per (V slice of 32 or 64 columns, value head, batch) walks the chunks in
 //   order: Vn = U - W h, O = scale e^gamma (Q h) + P Vn, h' = e^gamma_C h + K^T (e^(gamma_C -
 //   gamma) Vn). The state h is fp32 in mma accumulators for the whole sequence; its bf16 copy
@@ -477,6 +477,13 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 //   qwen_tp1_short: FLA 255.6 (255.3-256.4); this prep order 250.8 (248.1-254.3), 1.019x; the
 //     former order (chunks fastest) 256.7 (256.2-258.4), 0.996x;
 //   mha_16 and long_32: this order 392.1 and 1839.1, the former 392.6 and 1846.3.
+// The prep at four blocks per SM instead of three (53 KB of shared memory instead of 70: A over
+// L, its bf16 tiles over A, U's second half over K; W's e^gamma moved onto K's rows), another
+// H200, same bench: qwen_tp1_short 241.0 (240.2-242.0) against 253.9 (246.3-256.5) for three
+// blocks and FLA's 255.5, 1.060x; mha_16 377.4 against 391.2 (FLA 436.6); long_32 1786.4
+// against 1836.3 (FLA 1923.2). Errors unchanged (3.4e-3 on o, 2.4e-3 on the state). Dropping U's
+// lo term as well (A in bf16 only, as FLA) gave 238.7 / 372.3 / 1763.0 at FLA's errors (3.8e-3,
+// 2.9e-3): not kept, the margin to the task's 5e-3 is worth more than 1%.
 // Measured there and not kept: starting the scan during the prep's last wave (programmatic
 // dependent launch, a ready flag per chunk), 252.6 on qwen_tp1_short; a chunk-major workspace,
 // 259.5 / 397.3 / 1856.7 on the three cases.
@@ -592,17 +599,19 @@ __device__ __forceinline__ const uint16_t* tc_p_at(const uint16_t* tile, int r0,
 // ---- gdn_tc_prep ----------------------------------------------------------------------------
 constexpr int TC_PREP_THREADS = 128;
 constexpr int TC_PREP_RUN = 8;  // consecutive chunks of one head in the prep's block order
-// 70 KB, so three blocks share an SM: Q's tile takes V once Q K^T is done, and the bf16 tiles
-// of A (64 x 64, XOR-swizzled, no padding) take L's place once the solve is done.
+// 53 KB, so four blocks share an SM (H100 / H200: 228 KB): Q's tile takes V once Q K^T is done;
+// A takes L's place row block by row block as the solve goes, and A's bf16 tiles (64 x 64,
+// XOR-swizzled, no padding) take its place once the solve is done; the staged outputs go over
+// the dead K and V tiles.
 constexpr int PREP_K = 0;
 constexpr int PREP_QV = PREP_K + TC_TILE_BYTES;
 constexpr int PREP_L = PREP_QV + TC_TILE_BYTES;
 constexpr int PREP_AHI = PREP_L;
 constexpr int PREP_ALO = PREP_AHI + C * C * 2;
-constexpr int PREP_A = PREP_L + TC_FSQUARE_BYTES;
-constexpr int PREP_SMALL = PREP_A + TC_FSQUARE_BYTES;   // g, beta, gamma, e^gamma
+constexpr int PREP_LD = PREP_L + TC_FSQUARE_BYTES;   // L's diagonal block being solved
+constexpr int PREP_SMALL = PREP_LD + 16 * 16 * 4;    // g, beta, gamma, e^gamma
 constexpr int PREP_BYTES = PREP_SMALL + 4 * C * 4;
-static_assert(2 * C * C * 2 <= TC_FSQUARE_BYTES && PREP_BYTES <= 72 * 1024, "prep layout");
+static_assert(2 * C * C * 2 <= TC_FSQUARE_BYTES && PREP_BYTES <= 56 * 1024, "prep layout");
 
 // Element (i, j) of a 64 x 64 bf16 tile without padding: 16-byte chunks XOR-swizzled by row, so
 // the 8 rows of one ldmatrix fall on distinct banks.
@@ -620,8 +629,8 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     uint16_t* sK = reinterpret_cast<uint16_t*>(smem + PREP_K);
     uint16_t* sQ = reinterpret_cast<uint16_t*>(smem + PREP_QV);
     uint16_t* sV = sQ;  // after Q K^T
-    float* sL = reinterpret_cast<float*>(smem + PREP_L);
-    float* sA = reinterpret_cast<float*>(smem + PREP_A);
+    float* sL = reinterpret_cast<float*>(smem + PREP_L);  // L, becoming A
+    float* sLd = reinterpret_cast<float*>(smem + PREP_LD);
     uint16_t* sAhi = reinterpret_cast<uint16_t*>(smem + PREP_AHI);
     uint16_t* sAlo = reinterpret_cast<uint16_t*>(smem + PREP_ALO);
     float* sG = reinterpret_cast<float*>(smem + PREP_SMALL);
@@ -749,8 +758,12 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     // A = (I + L)^-1 by blocked forward substitution on the identity, 16-row blocks: the block's
     // right-hand side (identity rows minus the finished blocks' contribution, all threads), then
     // its unit lower-triangular 16 x 16 solve (one thread per column). A is exactly zero above
-    // the diagonal.
+    // the diagonal. A's rows go over L's: a row block of L is dead once its right-hand side is
+    // formed, but for its diagonal block, which the solve reads from sLd.
     for (int bi = 0; bi < C / 16; ++bi) {
+        for (int e = tid; e < 16 * 16; e += TC_PREP_THREADS) {
+            sLd[e] = sL[(16 * bi + (e >> 4)) * TC_LDF + 16 * bi + (e & 15)];
+        }
         {  // thread: rows r0, r0 + 1 and columns c0 .. c0 + 3; each 16-byte load of A feeds 8
            // FMAs, and 8 consecutive threads read 128 contiguous bytes (no bank conflict)
             const int r0 = 16 * bi + 2 * (tid >> 4), c0 = 4 * (tid & 15);
@@ -766,7 +779,7 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                 const float lj[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
 #pragma unroll
                 for (int u = 0; u < 4; ++u) {
-                    const float4 x = *reinterpret_cast<const float4*>(sA + (j + u) * TC_LDF + c0);
+                    const float4 x = *reinterpret_cast<const float4*>(sL + (j + u) * TC_LDF + c0);
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
                         acc[i][0] -= lj[i][u] * x.x;
@@ -776,9 +789,10 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                     }
                 }
             }
+            __syncthreads();  // every thread has read the block's rows of L
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-                *reinterpret_cast<float4*>(sA + (r0 + i) * TC_LDF + c0) =
+                *reinterpret_cast<float4*>(sL + (r0 + i) * TC_LDF + c0) =
                     make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
             }
         }
@@ -786,48 +800,62 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
         if (tid < C) {
             float x[16];
 #pragma unroll
-            for (int i = 0; i < 16; ++i) x[i] = sA[(16 * bi + i) * TC_LDF + tid];
+            for (int i = 0; i < 16; ++i) x[i] = sL[(16 * bi + i) * TC_LDF + tid];
 #pragma unroll
             for (int i = 1; i < 16; ++i) {
 #pragma unroll
-                for (int j = 0; j < i; ++j) x[i] -= sL[(16 * bi + i) * TC_LDF + 16 * bi + j] * x[j];
+                for (int j = 0; j < i; ++j) x[i] -= sLd[16 * i + j] * x[j];
             }
 #pragma unroll
-            for (int i = 1; i < 16; ++i) sA[(16 * bi + i) * TC_LDF + tid] = x[i];
+            for (int i = 1; i < 16; ++i) sL[(16 * bi + i) * TC_LDF + tid] = x[i];
         }
         __syncthreads();
     }
 
-    // W = (A diag(beta e^gamma)) K and U = (A diag(beta)) V on tensor cores, the scaled A as bf16
-    // tiles: for U as hi + lo (about 16 bits of mantissa, since U stays fp32), for W hi only (W
-    // is stored in bf16 anyway). Warp w computes columns 32w .. 32w + 31 of every row block rb;
-    // A is lower triangular, so only token blocks kb <= rb contribute. Results go out through
-    // shared memory, 16 bytes per lane in whole rows (from the mma fragments, a lane holds 4 or
-    // 8 bytes of a row): W over K's tile, U (32 KB in fp32) in halves over V's tile and A's,
-    // each dead once its last reader holds its fragments.
+    // W = (A diag(beta)) (e^gamma K) and U = (A diag(beta)) V on tensor cores (FLA groups W's
+    // factors the same way), A diag(beta) as bf16 tiles: for U as hi + lo (about 16 bits of
+    // mantissa, since U stays fp32), for W hi only (W is stored in bf16 anyway), and K's rows
+    // scaled by e^gamma in place, in bf16. The tiles go over the fp32 A, through registers.
+    {
+        constexpr int PER = C * C / 2 / TC_PREP_THREADS;  // pairs of A per thread
+        uint32_t hi[PER], lo[PER];
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + u * TC_PREP_THREADS, i = e >> 5, j = 2 * (e & 31);
+            const float2 a = *reinterpret_cast<const float2*>(sL + i * TC_LDF + j);
+            const float a0 = a.x * sB[j], a1 = a.y * sB[j + 1];
+            hi[u] = tc_pack(a0, a1);
+            lo[u] = tc_pack(a0 - __uint_as_float(hi[u] << 16),
+                            a1 - __uint_as_float(hi[u] & 0xffff0000u));
+        }
+        for (int e = tid; e < C * DK / 2; e += TC_PREP_THREADS) {
+            const int row = e / (DK / 2), col = 2 * (e % (DK / 2));
+            uint32_t* p = reinterpret_cast<uint32_t*>(sK + row * TC_LD + col);
+            *p = tc_pack(bf16_lo(*p) * sEg[row], bf16_hi(*p) * sEg[row]);
+        }
+        __syncthreads();  // every thread holds its part of A
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + u * TC_PREP_THREADS, i = e >> 5, j = 2 * (e & 31);
+            *reinterpret_cast<uint32_t*>(sAhi + tc_swz64(i, j)) = hi[u];
+            *reinterpret_cast<uint32_t*>(sAlo + tc_swz64(i, j)) = lo[u];
+        }
+    }
+    // Warp w computes columns 32w .. 32w + 31 of every row block rb; A is lower triangular, so
+    // only token blocks kb <= rb contribute. Results go out through shared memory, 16 bytes per
+    // lane in whole rows (from the mma fragments, a lane holds 4 or 8 bytes of a row): W over
+    // K's tile, U (32 KB in fp32) in halves over V's tile and, once W is out, K's; each is dead
+    // once its last reader holds its fragments.
     constexpr int LD_UOUT = DV + U_PER_16B;  // row stride of the staged U
-    static_assert(C / 2 * LD_UOUT * static_cast<int>(sizeof(u_t)) <= TC_FSQUARE_BYTES &&
-                  C / 2 * LD_UOUT * static_cast<int>(sizeof(u_t)) <= TC_TILE_BYTES, "U halves");
+    static_assert(C / 2 * LD_UOUT * static_cast<int>(sizeof(u_t)) <= TC_TILE_BYTES, "U halves");
     const auto u_out = [&](int row) {
         return row < C / 2 ? reinterpret_cast<u_t*>(sV) + row * LD_UOUT
-                           : reinterpret_cast<u_t*>(sA) + (row - C / 2) * LD_UOUT;
+                           : reinterpret_cast<u_t*>(sK) + (row - C / 2) * LD_UOUT;
     };
 #pragma unroll 1
     for (int pass = 0; pass < 2; ++pass) {
-        for (int e = tid; e < C * C / 2; e += TC_PREP_THREADS) {
-            const int i = e >> 5, j = 2 * (e & 31);
-            const float2 a = *reinterpret_cast<const float2*>(sA + i * TC_LDF + j);
-            const float a0 = a.x * (pass == 0 ? sB[j] * sEg[j] : sB[j]);
-            const float a1 = a.y * (pass == 0 ? sB[j + 1] * sEg[j + 1] : sB[j + 1]);
-            const uint32_t hi = tc_pack(a0, a1);
-            *reinterpret_cast<uint32_t*>(sAhi + tc_swz64(i, j)) = hi;
-            if (pass == 1) {
-                *reinterpret_cast<uint32_t*>(sAlo + tc_swz64(i, j)) =
-                    tc_pack(a0 - __uint_as_float(hi << 16), a1 - __uint_as_float(hi & 0xffff0000u));
-            }
-        }
         if (pass == 1) tc_wait_all();  // V
-        __syncthreads();
+        __syncthreads();  // the A tiles and the scaled K; in pass 1 also V, and W is out
         const uint16_t* src = pass == 0 ? sK : sV;
         uint32_t bfr[4][2][4];  // B fragments: token block kb, 16-column half np
 #pragma unroll
@@ -837,7 +865,7 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                 tc_ldsm4<true>(bfr[kb][np], tc_at(src, TC_LD, 16 * kb, 32 * w + 16 * np, lane));
             }
         }
-        __syncthreads();  // K (V) and A are dead: the outputs go over them
+        __syncthreads();  // K (V) is dead: the outputs go over it
 #pragma unroll
         for (int rb = 0; rb < 4; ++rb) {
             float acc[4][4];
@@ -895,7 +923,6 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                     *reinterpret_cast<const uint4*>(u_out(row) + ch * U_PER_16B);
             }
         }
-        __syncthreads();  // the next pass rewrites the A tiles
     }
 }
 
@@ -1189,6 +1216,10 @@ static hipError_t tc_device(TcDevice* out) {
             }
         };
         raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_prep), PREP_BYTES);
+        if (err == hipSuccess && facts.usable) {  // four prep blocks per SM need all of it
+            err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_prep),
+                                      hipFuncAttributePreferredSharedMemoryCarveout, 100);
+        }
         raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_scan<32, 2>), ScanNarrow::BYTES);
         raise(facts.deep, reinterpret_cast<const void*>(gdn_tc_scan<32, 3>),
               ScanNarrowDeep::BYTES);
