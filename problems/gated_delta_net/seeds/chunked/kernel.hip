@@ -463,8 +463,8 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 // an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
 //
 // Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases,
-// three runs): 1.06-1.59x eager, 0.99-1.27x in CUDA graphs, qwen_tp1_short at parity there
-// (0.99-1.01) and the other cases at 1.03 or more. What bounds it: the prep writes W, U and P
+// two runs): 1.10-1.46x eager; in CUDA graphs qwen_tp1_short 1.05-1.06x, qwen_tp1_batch 1.29,
+// mha_16 1.15, long_32 1.08. What bounds it: the prep writes W, U and P
 // (40 KB per chunk and value head), and every V slice of the scan reads W, Q, K, P and its U slice
 // through L2 at every chunk (about 66 KB per block per step with 32-column slices); removing any
 // one of these loads sped the scan up about in proportion to its bytes. Sharing the tiles among
