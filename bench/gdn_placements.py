@@ -76,7 +76,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown or not opts.cases:
         p.error(f"unknown case(s) {unknown}: pick from {', '.join(sorted(known))}")
     for folder in opts.candidate:
-        if not (folder / "kernel.hip").is_file() or not (folder / "model.py").is_file():
+        if gb.candidate_missing(folder):
             p.error(f"--candidate {folder} needs kernel.hip and model.py")
     opts.task = task
     return opts
@@ -84,8 +84,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_args(argv)
-    if not torch.cuda.is_available():
-        print("needs a GPU: torch.cuda.is_available() is False", file=sys.stderr)
+    if gb.no_gpu():
         return 2
     fla = gb.fla_calls()
     if isinstance(fla, str):

@@ -593,7 +593,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     except ValueError as e:
         p.error(str(e))
     for task, folder in opts.candidates.items():
-        missing = [f for f in ("kernel.hip", "model.py") if not (folder / f).is_file()]
+        missing = candidate_missing(folder)
         if missing:
             p.error(f"--candidate {folder} ({task}) has no {' or '.join(missing)}")
     opts.tasks = tasks
@@ -601,10 +601,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return opts
 
 
+def candidate_missing(folder: Path) -> list[str]:
+    """The files a native candidate folder lacks, of kernel.hip and model.py."""
+    return [f for f in ("kernel.hip", "model.py") if not (folder / f).is_file()]
+
+
+def no_gpu() -> bool:
+    """True, after saying so on stderr, when torch sees no GPU to run on."""
+    if torch.cuda.is_available():
+        return False
+    print("needs a GPU: torch.cuda.is_available() is False", file=sys.stderr)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_args(argv)
-    if not torch.cuda.is_available():
-        print("needs a GPU: torch.cuda.is_available() is False", file=sys.stderr)
+    if no_gpu():
         return 2
     t0 = time.monotonic()
 
