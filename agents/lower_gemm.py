@@ -4,7 +4,7 @@ C = A @ B with A [M, K] row-major (leading dimensions of a batched input flatten
 either [K, N] row-major (mm, matmul) or the transpose of an [N, K] row-major matrix (linear:
 x @ W^T). Each block computes a BM x BN tile of C (blocks in grouped order, for L2 reuse),
 stepping through K: the tiles are staged in shared memory (zero outside the matrix, so M, N
-and K need not be multiples of the tile), then multiplied by one of three paths, chosen at
+and K need not be multiples of the tile), then multiplied by one of four paths, chosen at
 compile time in the same source:
 - NVIDIA (sm_80+), bf16 x bf16 or f16 x f16: a GEMM_STAGES-deep pipeline of 16-byte
   cp.async copies into XOR-swizzled dynamic shared memory, fragments by ldmatrix (.trans for a
@@ -12,8 +12,12 @@ compile time in the same source:
   layer offers no <mma.h>; the static screen allows only hip/ and standard headers); operands
   no 16-byte copy may move (unaligned, K or N no multiple of 8) are staged element by element;
 - AMD gfx942 / gfx950, the same dtypes: MFMA v_mfma_f32_16x16x16 (bf16_1k / f16);
-- anything else (fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN micro-tile
-  per thread.
+- NVIDIA (sm_80+), fp32 x fp32 with B transposed in memory (nn.Linear's weight): the same
+  pipeline and fragments on 32-bit elements, multiplied as 3xTF32 by mma.sync m16n8k8 (each
+  operand split into two TF32 parts, three products kept: fp32's accuracy, checked against
+  float64 in the tests);
+- anything else (other fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN
+  micro-tile per thread.
 All accumulate in fp32. The epilogue (bias, activation, scale, residual, casts: any expression
 lower_ir can emit) is applied to each accumulator in registers before the single store, with the
 output rounded to its dtype as PyTorch rounds it.
@@ -52,15 +56,27 @@ TUNABLES = """// Rows of C per block tile.
 // @tunable GEMM_THREADS: 128, 256
 #define GEMM_THREADS 128
 // Shared-memory stages of the NVIDIA tensor-core path's cp.async pipeline: GEMM_STAGES - 1 K
-// tiles load while the warps multiply one; (BM + BN) * BK * 2 bytes each (dynamic shared
-// memory). The AMD and FMA paths stage one tile at a time and ignore it.
+// tiles load while the warps multiply one; (BM + BN) * BK * 2 bytes each for 16-bit operands,
+// * 4 for fp32 (dynamic shared memory). The AMD and FMA paths stage one tile at a time and
+// ignore it.
 // @tunable GEMM_STAGES: 2, 3, 4
 #define GEMM_STAGES 4
 """
 
+
+def tunables(kernels: str) -> str:
+    """TUNABLES with GEMM_STAGES' default for these kernels: 3 where an fp32 GEMM takes the
+    tensor cores (3xTF32), else 4. Four 128 x 128 x 32 fp32 stages are 128 KB, one block per
+    SM; three let two blocks share one (on the H200, 1.20-1.21x faster on the fp32 test tasks'
+    large cases)."""
+    if "gemm_block<DT_F32, DT_F32, true>" in kernels:
+        return TUNABLES.replace("#define GEMM_STAGES 4", "#define GEMM_STAGES 3")
+    return TUNABLES
+
+
 _DT = {"float32": "DT_F32", "bfloat16": "DT_BF16", "float16": "DT_F16"}
 
-# The template itself (three paths: mma.sync, MFMA, FMA) is C++; it lives beside this module.
+# The template itself (the mma.sync, MFMA and FMA paths) is C++; it lives beside this module.
 HELPERS = (Path(__file__).with_name("lower_gemm_template.hip")).read_text()
 
 F16_ELEM = r"""
@@ -140,7 +156,7 @@ extern "C" hipError_t {name}({", ".join(params)}, hipStream_t stream) {{
     const int64_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     if (tiles_m > 65535 || tiles_n > 2147483647) return hipErrorInvalidValue;
     const int gemm_vec = gemm_vector_ok<{da}, {db}, {bt}>({pointers[a.args[0]]}, {pointers[b.args[0]]}, N, K);
-    constexpr int smem = gemm_dynamic_smem<{da}, {db}>();
+    constexpr int smem = gemm_dynamic_smem<{da}, {db}, {bt}>();
 #if defined(__HIP_PLATFORM_NVIDIA__)
     if (smem > 48 * 1024) {{  // above 48 KB only once the kernel's limit is raised
         const hipError_t raised = hipFuncSetAttribute(

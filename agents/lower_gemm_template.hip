@@ -20,13 +20,33 @@ template <> struct GemmElem<DT_BF16> {
 #define GEMM_MATRIX_CORES 0
 #endif
 
+// Whether the operands take the NVIDIA tensor-core path on sm_80+: 16-bit pairs, and fp32
+// pairs whose B is transposed in memory ([N, K], as nn.Linear's weight), as 3xTF32 (ldmatrix
+// .trans moves 16-bit elements only, so an fp32 [K, N] B stays on the FMA path).
+template <int DA, int DB, bool BT>
+constexpr bool gemm_nvidia_tensor_cores() {
+    return DA == DB && (DA != DT_F32 || BT);
+}
+
+#if defined(__HIP_PLATFORM_NVIDIA__)
+// Pipeline stages of the tensor-core path: GEMM_STAGES, fewer where they would pass the 227 KB
+// of shared memory an sm_90 block may opt into (fp32 tiles at BK 64).
+template <int D>
+constexpr int gemm_stages() {
+    constexpr int stage = (BM + BN) * BK * (D == DT_F32 ? 4 : 2), most = 227 * 1024 / stage;
+    return GEMM_STAGES < most ? GEMM_STAGES : most;
+}
+#endif
+
 // Bytes of dynamic shared memory a launch passes: the NVIDIA tensor-core path's pipeline
 // stages. The host pass cannot see the device arch, so it asks whenever the operands take
 // that path on sm_80+ (the build targets sm_90); the other paths use static shared memory.
-template <int DA, int DB>
+template <int DA, int DB, bool BT>
 constexpr int gemm_dynamic_smem() {
 #if defined(__HIP_PLATFORM_NVIDIA__)
-    return DA == DB && DA != DT_F32 ? GEMM_STAGES * (BM + BN) * BK * 2 : 0;
+    return gemm_nvidia_tensor_cores<DA, DB, BT>()
+               ? gemm_stages<DA>() * (BM + BN) * BK * (DA == DT_F32 ? 4 : 2)
+               : 0;
 #else
     return 0;
 #endif
@@ -174,8 +194,9 @@ __device__ __forceinline__ void gemm_fma(const typename GemmElem<DA>::T* __restr
 
 #if GEMM_MATRIX_CORES == 1
 // NVIDIA tensor cores (sm_80+): a GEMM_STAGES-deep cp.async pipeline of 16-byte copies into
-// XOR-swizzled shared tiles, fragments loaded by ldmatrix, multiplied by mma.sync m16n8k16 with
-// fp32 accumulators. The PTX primitives come first, each a thin wrapper of one instruction.
+// XOR-swizzled shared tiles, fragments loaded by ldmatrix, multiplied with fp32 accumulators by
+// mma.sync m16n8k16 (bf16, f16) or m16n8k8 (fp32 as 3xTF32). The PTX primitives come first,
+// each a thin wrapper of one instruction.
 // ---- PTX primitives (begin)
 __device__ __forceinline__ uint32_t gemm_smem_address(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -202,11 +223,32 @@ __device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)
     }
 }
 
+// mma.sync m16n8k8 with tf32 operands, fp32 accumulate. Fragment layout (PTX ISA, "Matrix
+// Fragments for mma.m16n8k8", .tf32): A regs hold (row g or g + 8, k t or t + 4) in the order
+// (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B regs (k t or t + 4, column g); C as above.
+__device__ __forceinline__ void gemm_mma1688(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+        "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// cvt.rna.tf32.f32: x rounded to TF32 (10 fraction bits, to nearest, ties away from zero), as
+// 32 bits whose low 13 are zero.
+__device__ __forceinline__ uint32_t gemm_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
 // ldmatrix m8n8 (.x2 or .x4, optionally .trans): lanes 8i..8i+7 give the row addresses (16
 // contiguous bytes each) of matrix i; register i of lane l receives row l / 4, columns
-// 2 (l % 4) and 2 (l % 4) + 1 of matrix i (of its transpose with TRANS).
+// 2 (l % 4) and 2 (l % 4) + 1 of matrix i (of its transpose with TRANS). Without .trans a row
+// of 32-bit elements loads as well: the register holds element l % 4 of row l / 4.
 template <int X, bool TRANS>
-__device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const uint16_t* row) {
+__device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const void* row) {
     const uint32_t at = gemm_smem_address(row);
     if constexpr (X == 4 && TRANS) {
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -225,7 +267,7 @@ __device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const uint16_t* 
 
 // 16 bytes global -> shared, asynchronously (L1 bypassed); with inside false nothing is read
 // and the 16 bytes are zero-filled (src-size 0).
-__device__ __forceinline__ void gemm_cp_async16(uint16_t* dst, const uint16_t* src, bool inside) {
+__device__ __forceinline__ void gemm_cp_async16(void* dst, const void* src, bool inside) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gemm_smem_address(dst)),
                  "l"(src), "r"(inside ? 16 : 0) : "memory");
 }
@@ -267,15 +309,14 @@ constexpr int gemm_warps_m(int warps) {
 }
 
 // One K tile into pipeline stage (As: BM rows of BK; Bs: BN rows of BK for B^T, else BK rows of
-// BN), zero outside the matrices. vec: 16-byte cp.async copies (every chunk wholly inside or
-// outside, pointers aligned: gemm_vector_ok); else element by element, synchronously.
-template <bool BT>
-__device__ __forceinline__ void gemm_mma_stage(const uint16_t* __restrict__ A,
-                                               const uint16_t* __restrict__ B, int64_t M,
-                                               int64_t N, int64_t K, int64_t m0, int64_t n0,
-                                               int64_t k0, uint16_t* As, uint16_t* Bs,
-                                               bool vec) {
-    constexpr int CK = BK / 8, CN = BN / 8;
+// BN), zero outside the matrices, in 16-byte chunks of E = 16 / sizeof(T) elements. vec:
+// 16-byte cp.async copies (every chunk wholly inside or outside, pointers aligned:
+// gemm_vector_ok); else element by element, synchronously.
+template <typename T, bool BT>
+__device__ __forceinline__ void gemm_mma_stage(const T* __restrict__ A, const T* __restrict__ B,
+                                               int64_t M, int64_t N, int64_t K, int64_t m0,
+                                               int64_t n0, int64_t k0, T* As, T* Bs, bool vec) {
+    constexpr int E = 16 / sizeof(T), CK = BK / E, CN = BN / E;
     if (vec) {
         // Thread tid copies chunk tid % C of rows tid / C + i * (GEMM_THREADS / C), C chunks a
         // row: one column and one swizzle per thread (the row step is a multiple of 8), one
@@ -285,9 +326,9 @@ __device__ __forceinline__ void gemm_mma_stage(const uint16_t* __restrict__ A,
         const int tid = threadIdx.x;
         {
             const int r = tid / CK, c = tid % CK;
-            const int64_t rows = M - m0 - r, gk = k0 + c * 8;
-            const uint16_t* src = A + (m0 + r) * K + gk;
-            uint16_t* const dst = As + r * BK + gemm_swizzle<CK>(r, c) * 8;
+            const int64_t rows = M - m0 - r, gk = k0 + c * E;
+            const T* src = A + (m0 + r) * K + gk;
+            T* const dst = As + r * BK + gemm_swizzle<CK>(r, c) * E;
 #pragma unroll
             for (int i = 0; i < (BM + AR - 1) / AR; ++i, src += AR * K) {
                 if (BM % AR == 0 || r + i * AR < BM) {
@@ -298,9 +339,9 @@ __device__ __forceinline__ void gemm_mma_stage(const uint16_t* __restrict__ A,
         }
         if constexpr (BT) {  // B^T ([N, K] in memory): rows of k, as A
             const int n = tid / CK, c = tid % CK;
-            const int64_t rows = N - n0 - n, gk = k0 + c * 8;
-            const uint16_t* src = B + (n0 + n) * K + gk;
-            uint16_t* const dst = Bs + n * BK + gemm_swizzle<CK>(n, c) * 8;
+            const int64_t rows = N - n0 - n, gk = k0 + c * E;
+            const T* src = B + (n0 + n) * K + gk;
+            T* const dst = Bs + n * BK + gemm_swizzle<CK>(n, c) * E;
 #pragma unroll
             for (int i = 0; i < (BN + BR - 1) / BR; ++i, src += BR * K) {
                 if (BN % BR == 0 || n + i * BR < BN) {
@@ -310,9 +351,9 @@ __device__ __forceinline__ void gemm_mma_stage(const uint16_t* __restrict__ A,
             }
         } else {  // B ([K, N]): rows of n, read transposed by ldmatrix
             const int k = tid / CN, c = tid % CN;
-            const int64_t depth = K - k0 - k, gn = n0 + c * 8;
-            const uint16_t* src = B + (k0 + k) * N + gn;
-            uint16_t* const dst = Bs + k * BN + gemm_swizzle<CN>(k, c) * 8;
+            const int64_t depth = K - k0 - k, gn = n0 + c * E;
+            const T* src = B + (k0 + k) * N + gn;
+            T* const dst = Bs + k * BN + gemm_swizzle<CN>(k, c) * E;
 #pragma unroll
             for (int i = 0; i < (BK + BR - 1) / BR; ++i, src += BR * N) {
                 if (BK % BR == 0 || k + i * BR < BK) {
@@ -326,36 +367,77 @@ __device__ __forceinline__ void gemm_mma_stage(const uint16_t* __restrict__ A,
     for (int idx = threadIdx.x; idx < BM * BK; idx += GEMM_THREADS) {
         const int r = idx / BK, k = idx % BK;
         const int64_t gr = m0 + r, gk = k0 + k;
-        As[r * BK + gemm_swizzle<CK>(r, k / 8) * 8 + k % 8] = gr < M && gk < K ? A[gr * K + gk] : 0;
+        As[r * BK + gemm_swizzle<CK>(r, k / E) * E + k % E] =
+            gr < M && gk < K ? A[gr * K + gk] : T(0);
     }
     for (int idx = threadIdx.x; idx < BN * BK; idx += GEMM_THREADS) {
         if constexpr (BT) {
             const int n = idx / BK, k = idx % BK;
             const int64_t gn = n0 + n, gk = k0 + k;
-            Bs[n * BK + gemm_swizzle<CK>(n, k / 8) * 8 + k % 8] =
-                gn < N && gk < K ? B[gn * K + gk] : 0;
+            Bs[n * BK + gemm_swizzle<CK>(n, k / E) * E + k % E] =
+                gn < N && gk < K ? B[gn * K + gk] : T(0);
         } else {  // neighbouring threads read neighbouring addresses
             const int k = idx / BN, n = idx % BN;
             const int64_t gn = n0 + n, gk = k0 + k;
-            Bs[k * BN + gemm_swizzle<CN>(k, n / 8) * 8 + n % 8] =
-                gn < N && gk < K ? B[gk * N + gn] : 0;
+            Bs[k * BN + gemm_swizzle<CN>(k, n / E) * E + n % E] =
+                gn < N && gk < K ? B[gk * N + gn] : T(0);
+        }
+    }
+}
+
+// 3xTF32: fp32 products from TF32 tensor cores. Each operand splits as x = big + small, big =
+// tf32(x) and small = tf32(x - big) (together 22 of fp32's 24 significant bits), and
+// a b = a_small b_big + a_big b_small + a_big b_big, the small terms first; the dropped
+// a_small b_small lies below fp32's rounding of the product. a comes in as fp32 bits and is
+// left as its big part.
+template <int FM, int FN>
+__device__ __forceinline__ void gemm_mma_3xtf32(float (&acc)[FM][FN][4], uint32_t (&a)[FM][4],
+                                                const uint32_t (&b)[FN][2]) {
+    uint32_t a_small[FM][4];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float x = __uint_as_float(a[i][q]);
+            a[i][q] = gemm_tf32(x);
+            a_small[i][q] = gemm_tf32(x - __uint_as_float(a[i][q]));
+        }
+#pragma unroll
+    for (int j = 0; j < FN; ++j) {
+        uint32_t big[2], small[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const float x = __uint_as_float(b[j][q]);
+            big[q] = gemm_tf32(x);
+            small[q] = gemm_tf32(x - __uint_as_float(big[q]));
+        }
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            gemm_mma1688(acc[i][j], a_small[i], big);
+            gemm_mma1688(acc[i][j], a[i], small);
+            gemm_mma1688(acc[i][j], a[i], big);
         }
     }
 }
 
 template <int D, bool BT, class Epi>
-__device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
-                                        const uint16_t* __restrict__ B, int64_t M, int64_t N,
-                                        int64_t K, int64_t m0, int64_t n0, bool vec,
-                                        Epi& epi) {
+__device__ __forceinline__ void gemm_mc(const typename GemmElem<D>::T* __restrict__ A,
+                                        const typename GemmElem<D>::T* __restrict__ B,
+                                        int64_t M, int64_t N, int64_t K, int64_t m0, int64_t n0,
+                                        bool vec, Epi& epi) {
+    typedef typename GemmElem<D>::T T;
+    // E elements per 16-byte chunk; one mma step covers two chunks of k (k16 of 16-bit
+    // elements, k8 of tf32 ones), so fragments are addressed in chunks the same way for both.
+    constexpr int E = 16 / sizeof(T), STAGES = gemm_stages<D>();
     constexpr int NW = GEMM_THREADS / 32, WARPS_M = gemm_warps_m(NW), WARPS_N = NW / WARPS_M;
     constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 8;
-    constexpr int CK = BK / 8, CN = BN / 8, A_STAGE = BM * BK, B_STAGE = BN * BK;
-    static_assert(WARPS_M > 0 && BK % 16 == 0 && GEMM_STAGES >= 2, "mma warp tiling");
+    constexpr int CK = BK / E, CN = BN / E, A_STAGE = BM * BK, B_STAGE = BN * BK;
+    static_assert(WARPS_M > 0 && BK % (2 * E) == 0 && STAGES >= 2, "mma warp tiling");
     static_assert(FN == 1 || FN % 2 == 0, "B fragments load in pairs of n8 tiles");
+    static_assert(BT || E == 8, "a [K, N] B is read transposed: 16-bit elements only");
     HIP_DYNAMIC_SHARED(uint16_t, gemm_smem)
-    uint16_t* const As = gemm_smem;
-    uint16_t* const Bs = gemm_smem + GEMM_STAGES * A_STAGE;
+    T* const As = reinterpret_cast<T*>(gemm_smem);
+    T* const Bs = As + STAGES * A_STAGE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     // The thread's ldmatrix row in its warp's first fragment, and that row's swizzle (XOR 0 of
@@ -372,44 +454,44 @@ __device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
     const int64_t tiles = (K + BK - 1) / BK;
-    // Prologue: the first GEMM_STAGES - 1 tiles in flight, one commit group each (empty
-    // groups past the end keep the group count, and so the wait below, uniform).
+    // Prologue: the first STAGES - 1 tiles in flight, one commit group each (empty groups past
+    // the end keep the group count, and so the wait below, uniform).
 #pragma unroll
-    for (int s = 0; s < GEMM_STAGES - 1; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < tiles) {
-            gemm_mma_stage<BT>(A, B, M, N, K, m0, n0, static_cast<int64_t>(s) * BK,
-                               As + s * A_STAGE, Bs + s * B_STAGE, vec);
+            gemm_mma_stage<T, BT>(A, B, M, N, K, m0, n0, static_cast<int64_t>(s) * BK,
+                                  As + s * A_STAGE, Bs + s * B_STAGE, vec);
         }
         gemm_cp_async_commit();
     }
-    int read = 0, write = GEMM_STAGES - 1;
+    int read = 0, write = STAGES - 1;
     for (int64_t kt = 0; kt < tiles; ++kt) {
         // Tile kt has landed (this thread's copies); the barrier makes every thread's copies
         // visible and ends all reads of stage `write` (multiplied in iteration kt - 1).
-        gemm_cp_async_wait<GEMM_STAGES - 2>();
+        gemm_cp_async_wait<STAGES - 2>();
         __syncthreads();
-        if (kt + GEMM_STAGES - 1 < tiles) {
-            gemm_mma_stage<BT>(A, B, M, N, K, m0, n0, (kt + GEMM_STAGES - 1) * BK,
-                               As + write * A_STAGE, Bs + write * B_STAGE, vec);
+        if (kt + STAGES - 1 < tiles) {
+            gemm_mma_stage<T, BT>(A, B, M, N, K, m0, n0, (kt + STAGES - 1) * BK,
+                                  As + write * A_STAGE, Bs + write * B_STAGE, vec);
         }
         gemm_cp_async_commit();
-        const uint16_t* const as = As + read * A_STAGE;
-        const uint16_t* const bs = Bs + read * B_STAGE;
-        // Two k16 steps unrolled at most: deeper, the compiler keeps the next steps' fragments
-        // and addresses live beside 128 accumulators and spills (BK 64 at 64 x 64 warp tiles).
-#pragma unroll 2
-        for (int kk = 0; kk < BK; kk += 16) {
+        const T* const as = As + read * A_STAGE;
+        const T* const bs = Bs + read * B_STAGE;
+        // Two mma steps unrolled at most (one for 3xTF32, whose split fragments take 32 more
+        // registers): deeper, the compiler keeps the next steps' fragments and addresses live
+        // beside 128 accumulators and spills (BK 64 at 64 x 64 warp tiles).
+        constexpr int UNROLL = D == DT_F32 ? 1 : 2;
+#pragma unroll UNROLL
+        for (int kk = 0; kk < BK; kk += 2 * E) {
             uint32_t a[FM][4], b[FN][2];
             // Rows step by 16 (A) and 8 (B^T) and k by 16 (B): the swizzle stays that of the
             // thread's first row, so each fragment is a constant offset from one address.
-            // A matrices: rows 0-7 | 8-15 at k 0-7, then k 8-15.
-            const uint16_t* const a_at =
-                as + a_row * BK + ((kk / 8 + lane / 16) ^ a_swizzle) * 8;
+            // A matrices: rows 0-7 | 8-15 at the step's first chunk of k, then its second.
+            const T* const a_at = as + a_row * BK + ((kk / E + lane / 16) ^ a_swizzle) * E;
 #pragma unroll
             for (int i = 0; i < FM; ++i) gemm_ldmatrix<4, false>(a[i], a_at + i * 16 * BK);
-            if constexpr (BT) {  // matrices: (tile j, k 0-7), (j, k 8-15), (j + 1, k 0-7), ...
-                const uint16_t* const b_at =
-                    bs + b_row * BK + ((kk / 8 + (lane / 8) % 2) ^ b_swizzle) * 8;
+            if constexpr (BT) {  // matrices: (tile j, chunk 0), (j, chunk 1), (j + 1, chunk 0), ...
+                const T* const b_at = bs + b_row * BK + ((kk / E + (lane / 8) % 2) ^ b_swizzle) * E;
                 if constexpr (FN == 1) {
                     uint32_t r[2];
                     gemm_ldmatrix<2, false>(r, b_at);
@@ -427,7 +509,7 @@ __device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
                     }
                 }
             } else {  // matrices (k rows, read transposed): (k 0-7, tile j), (k 8-15, j), ...
-                const uint16_t* const b_at = bs + (kk + b_row) * BN;
+                const T* const b_at = bs + (kk + b_row) * BN;
                 if constexpr (FN == 1) {
                     uint32_t r[2];
                     gemm_ldmatrix<2, true>(r, b_at + ((wn * WTN / 8) ^ b_swizzle) * 8);
@@ -446,13 +528,17 @@ __device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
                     }
                 }
             }
+            if constexpr (D == DT_F32) {
+                gemm_mma_3xtf32(acc, a, b);
+            } else {
 #pragma unroll
-            for (int i = 0; i < FM; ++i)
+                for (int i = 0; i < FM; ++i)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) gemm_mma16816<D>(acc[i][j], a[i], b[j]);
+                    for (int j = 0; j < FN; ++j) gemm_mma16816<D>(acc[i][j], a[i], b[j]);
+            }
         }
-        read = read == GEMM_STAGES - 1 ? 0 : read + 1;
-        write = write == GEMM_STAGES - 1 ? 0 : write + 1;
+        read = read == STAGES - 1 ? 0 : read + 1;
+        write = write == STAGES - 1 ? 0 : write + 1;
     }
     gemm_cp_async_wait<0>();  // only empty groups remain; no copy outlives the block
 #pragma unroll
@@ -551,7 +637,13 @@ __device__ __forceinline__ void gemm_block(const typename GemmElem<DA>::T* __res
     const int64_t within = id % (GEMM_GROUP * tiles_n);
     const int64_t m0 = (first + within % rows) * BM;
     const int64_t n0 = within / rows * BN;
-#if GEMM_MATRIX_CORES
+#if GEMM_MATRIX_CORES == 1
+    if constexpr (gemm_nvidia_tensor_cores<DA, DB, BT>()) {
+        gemm_mc<DA, BT>(A, B, M, N, K, m0, n0, vec, epi);
+    } else {
+        gemm_fma<DA, DB, BT>(A, B, M, N, K, m0, n0, vec, epi);
+    }
+#elif GEMM_MATRIX_CORES == 2
     if constexpr (DA == DB && DA != DT_F32) {
         gemm_mc<DA, BT>(A, B, M, N, K, m0, n0, vec, epi);
     } else {

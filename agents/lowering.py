@@ -257,7 +257,7 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
     elif pointwise:
         tunables.append(lower_pointwise.TUNABLES)
     if gemm:
-        tunables.append(lower_gemm.TUNABLES)
+        tunables.append(lower_gemm.tunables(kernels))
     described = [_DESCRIBE[p] for p in dict.fromkeys(patterns)]
     launches = max(len(v.launches) for v in variants)
     head = [

@@ -8,13 +8,15 @@ Without a GPU:
 - l1_matmul at every tile (fp32: the FMA path; bf16: the matrix-core paths) and a sample for the
   other tasks compile for gfx942 without spills, with MFMA instructions in the ISA exactly for
   the 16-bit variants; a sample of every task compiles with nvcc for sm_90 through the HIP
-  layer, with cp.async, ldmatrix and mma.sync in the PTX exactly for 16-bit operands, and
-  ptxas reports no spills for the tensor-core kernels;
+  layer, with cp.async, ldmatrix and mma.sync in the PTX exactly for 16-bit operands and for
+  fp32 ones with nn.Linear's [N, K] weight (3xTF32), and ptxas reports no spills for the
+  tensor-core kernels;
 - lowered kernel + model.py compute the reference on CPU threads (test_lowering's shim) on every
   small case: the FMA path as written, and the two matrix-core paths with their instructions
-  emulated per documented semantics (PTX ISA mma.m16n8k16 fragments, ldmatrix, cp.async groups,
-  CUDA's dynamic shared memory limit; AMD's v_mfma_f32_16x16x16 layout), so their pipeline,
-  swizzled staging, fragment indexing and epilogue run for real;
+  emulated per documented semantics (PTX ISA mma.m16n8k16 and m16n8k8 .tf32 fragments,
+  cvt.rna.tf32, ldmatrix, cp.async groups, CUDA's dynamic shared memory limit; AMD's
+  v_mfma_f32_16x16x16 layout), so their pipeline, swizzled staging, fragment indexing and
+  epilogue run for real; 3xTF32 keeps fp32's accuracy against float64;
 - unsupported graphs come back as one line naming the op; model.py refuses operands whose inner
   sizes differ.
 With a GPU (marked): each lowered candidate, and a sample of GEMM configurations, is `ok`
@@ -66,7 +68,7 @@ TASKS = GEMM + tuple(CHAINS)
 SIXTEEN_BIT = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual")
 GEMM_TUNABLES = {"BM": ("32", "64", "128"), "BN": ("32", "64", "128"), "BK": ("16", "32", "64"),
                  "GEMM_THREADS": ("128", "256"), "GEMM_STAGES": ("2", "3", "4")}  # fmt: skip
-PTX = ("mma.sync", "ldmatrix", "cp.async")  # the inline PTX of the NVIDIA tensor-core path
+PTX = ("mma.sync", "ldmatrix", "cp.async", "cvt.rna.tf32")  # the NVIDIA tensor-core PTX
 
 
 def candidate(name: str) -> Candidate:
@@ -285,24 +287,39 @@ NVCC_SPILL_SAMPLE = [{}, {"BK": "64", "GEMM_STAGES": "3"}, {"GEMM_THREADS": "256
                      {"BM": "64", "BN": "128", "BK": "64", "GEMM_THREADS": "128"}]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", SIXTEEN_BIT)
+@pytest.mark.parametrize("name", (*SIXTEEN_BIT, "l2_matmul_relu", "l2_gemm_softmax"))
 def test_tensor_core_kernels_assemble_for_sm90_without_spills(name, tmp_path):
-    """ptxas for sm_90 at the default configuration and a few others: no spills, no stack."""
+    """ptxas for sm_90 at the default configuration and a few others: no spills, no stack
+    (l2_matmul_relu: 3xTF32, whose split fragments take the most registers)."""
     source = candidate(name).hip_source
-    configs = NVCC_SPILL_SAMPLE if name == "l1_matmul" else NVCC_SPILL_SAMPLE[:1]
+    full = ("l1_matmul", "l2_matmul_relu")
+    configs = NVCC_SPILL_SAMPLE if name in full else NVCC_SPILL_SAMPLE[:1]
     for i, config in enumerate(configs):
         for kernel, facts in ptxas_report(with_values(source, config), tmp_path / str(i)).items():
             assert facts["spills"] == 0 and facts["stack"] == 0, (config, kernel, facts)
 
 
-def test_sixteen_bit_gemm_uses_mma_sync_in_the_nvidia_ptx_and_fp32_does_not(tmp_path):
+# kernel (by its name) -> the mma.sync shape its sm_90 PTX must use, None: no tensor cores
+SM90_MMA = {
+    "lowered_l1_matmul_v0": None,  # fp32 with a [K, N] B: the FMA path
+    "lowered_l1_matmul_v1": "m16n8k16.row.col.f32.bf16",
+    "lowered_l2_gemm_scale_residual_v0": "m16n8k16.row.col.f32.f16",
+    "lowered_l2_gemm_softmax_v0_s0": "m16n8k8.row.col.f32.tf32",  # fp32 linear: 3xTF32
+    "lowered_l2_gemm_softmax_v0_s1": None,  # the row softmax
+}
+
+
+def test_tensor_cores_take_16_bit_operands_and_fp32_linear_weights_in_the_nvidia_ptx(tmp_path):
     """The device pass for sm_90 takes the tensor-core path (cp.async pipeline, ldmatrix,
-    mma.sync) for bf16/f16 operands only."""
+    mma.sync) for bf16/f16 operands, and for fp32 ones whose B is [N, K] in memory (3xTF32:
+    three mma per product, and cvt.rna.tf32 to split the operands); an fp32 [K, N] B stays on
+    the FMA path."""
     nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc is not installed")
     include = Path(nvidia_layer.__file__).parent / "hip_nvidia" / "include"
+    seen = set()
     for name in ("l1_matmul", "l2_gemm_scale_residual", "l2_gemm_softmax"):
         (tmp_path / "kernel.hip").write_text(candidate(name).hip_source)
         argv = [str(nvcc), "-x", "cu", "-ptx", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
@@ -311,11 +328,16 @@ def test_sixteen_bit_gemm_uses_mma_sync_in_the_nvidia_ptx_and_fp32_does_not(tmp_
         done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         ptx = (tmp_path / "kernel.ptx").read_text()
-        entries = re.split(r"\.visible \.entry ", ptx)[1:]
-        for entry in entries:
-            sixteen = "PKt" in entry.split("(")[0]  # uint16_t operands: bf16 or f16
-            for op in ("mma.sync.aligned.m16n8k16", "ldmatrix.sync.aligned", "cp.async.cg"):
-                assert (op in entry) == sixteen, (name, op, entry[:80])
+        for entry in re.split(r"\.visible \.entry ", ptx)[1:]:
+            kernel = re.search(r"(lowered_\w+?)_kernel", entry.split("(")[0])[1]
+            shape = SM90_MMA[kernel]
+            seen.add(kernel)
+            shapes = set(re.findall(r"mma\.sync\.aligned\.(m16n8k\d+\.row\.col\.f32\.\w+)", entry))
+            assert shapes == ({shape} if shape else set()), (kernel, shapes)
+            for op in ("ldmatrix.sync.aligned", "cp.async.cg"):
+                assert (op in entry) == bool(shape), (kernel, op)
+            assert ("cvt.rna.tf32.f32" in entry) == bool(shape and "tf32" in shape), kernel
+    assert seen == set(SM90_MMA)
 
 
 @pytest.mark.amd_static
@@ -404,7 +426,7 @@ static bool emu_in_smem(const void* p, size_t bytes) {
     return c >= emu_smem && c + bytes <= emu_smem + emu_smem_limit &&
            reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
-struct EmuCopy { uint16_t* dst; const uint16_t* src; bool inside; };
+struct EmuCopy { void* dst; const void* src; bool inside; };
 static thread_local std::vector<EmuCopy> emu_open;  // issued, not yet committed
 static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, in flight
 """
@@ -420,9 +442,11 @@ static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, 
 # (cp.async.commit_group) pending: the emulation copies then, so a read before the wait sees
 # the poison or a stale tile.
 EMULATED_PTX = r"""
-template <int D>
-__device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)[4],
-                                              const uint32_t (&b)[2]) {
+// One warp's d += A B from its published fragments; P elements per 32-bit register (2 for
+// 16-bit operands, k16; 1 for tf32, k8), value(register, element) the element as a float.
+template <int P, class Value>
+static void emu_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], Value value) {
+    constexpr int KH = 4 * P;  // k per register pair of a row: half the mma's depth
     const unsigned tid = threadIdx.x, base = tid - tid % 32, g = tid % 32 / 4, t = tid % 4;
     for (int i = 0; i < 4; ++i) emu_a[tid][i] = a[i];
     emu_b[tid][0] = b[0];
@@ -431,21 +455,40 @@ __device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)
     for (int q = 0; q < 4; ++q) {
         const unsigned row = g + (q >> 1) * 8, col = 2 * t + (q & 1);
         float s = d[q];
-        for (int k = 0; k < 16; ++k) {
-            const uint32_t ra = emu_a[base + (row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)];
-            const uint32_t rb = emu_b[base + col * 4 + (k % 8) / 2][k / 8];
-            s += emu_half(D, (k & 1) ? ra >> 16 : ra) * emu_half(D, (k & 1) ? rb >> 16 : rb);
+        for (int k = 0; k < 2 * KH; ++k) {
+            const uint32_t ra = emu_a[base + (row % 8) * 4 + (k % KH) / P][row / 8 + 2 * (k / KH)];
+            const uint32_t rb = emu_b[base + col * 4 + (k % KH) / P][k / KH];
+            s += value(ra, k % P) * value(rb, k % P);
         }
         d[q] = s;
     }
     __syncthreads();
 }
 
+template <int D>
+__device__ __forceinline__ void gemm_mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[2]) {
+    emu_mma<2>(d, a, b, [](uint32_t r, int half) { return emu_half(D, half ? r >> 16 : r); });
+}
+
+// mma.m16n8k8 with .tf32: a0..a3 hold (row g | g + 8, k t | t + 4) in the order (g, t),
+// (g + 8, t), (g, t + 4), (g + 8, t + 4); b0, b1 (k t | t + 4, column g); c0..c3 as above. The
+// tensor core reads only an operand's TF32 bits (the low 13 are dropped).
+__device__ __forceinline__ void gemm_mma1688(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    emu_mma<1>(d, a, b, [](uint32_t r, int) { return __uint_as_float(r & 0xffffe000u); });
+}
+
+// cvt.rna.tf32.f32: to nearest, ties away from zero, on the magnitude's bits (finite inputs).
+__device__ __forceinline__ uint32_t gemm_tf32(float x) {
+    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
+
 template <int X, bool TRANS>
-__device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const uint16_t* row) {
+__device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const void* row) {
     const unsigned tid = threadIdx.x, base = tid - tid % 32, lane = tid % 32;
     if (lane < 8 * X && !emu_in_smem(row, 16)) emu_error = 4;
-    emu_rows[tid] = row;
+    emu_rows[tid] = static_cast<const uint16_t*>(row);
     __syncthreads();
     for (int i = 0; i < X; ++i) {
         const uint16_t* const* m = emu_rows + base + 8 * i;
@@ -456,7 +499,7 @@ __device__ __forceinline__ void gemm_ldmatrix(uint32_t (&r)[X], const uint16_t* 
     __syncthreads();
 }
 
-__device__ __forceinline__ void gemm_cp_async16(uint16_t* dst, const uint16_t* src, bool inside) {
+__device__ __forceinline__ void gemm_cp_async16(void* dst, const void* src, bool inside) {
     if (!emu_in_smem(dst, 16) || (inside && reinterpret_cast<uintptr_t>(src) % 16 != 0))
         emu_error = 5;
     emu_open.push_back({dst, src, inside});
@@ -603,6 +646,38 @@ def test_matrix_core_path_with_its_instruction_emulated_matches_the_reference(
     name, config, path, warp, tmp_path, monkeypatch
 ):
     check_on_cpu(name, config, warp, path, tmp_path, monkeypatch)
+
+
+# fp32 x fp32 with nn.Linear's [N, K] weight: 3xTF32 on the NVIDIA path (the chains' GEMMs too);
+# BK 16 at 3 stages reaches the pipeline's steady state on the small cases' K = 40..64.
+TF32_RUNS = [("l2_matmul_relu", {}), ("l2_matmul_relu", {"BK": "16", "GEMM_STAGES": "3"}),
+             ("l2_matmul_relu", NARROW_WARPS), ("l2_gemm_softmax", SMALL_TILES),
+             ("l2_gemm_relu_layernorm", {"BK": "16"}),
+             ("l2_relu_layernorm_linear", MIXED_TILES)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,config", TF32_RUNS,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(TF32_RUNS)])  # fmt: skip
+def test_fp32_linear_on_tf32_tensor_cores_matches_the_reference(name, config, tmp_path,
+                                                                monkeypatch):  # fmt: skip
+    check_on_cpu(name, config, 32, "mma", tmp_path, monkeypatch)
+
+
+def test_3xtf32_keeps_fp32_accuracy_where_one_tf32_product_would_not(tmp_path, monkeypatch):
+    """Against float64, the NVIDIA path's fp32 GEMM errs as the FMA path does (about 1e-7 of the
+    output's scale), far below one TF32 product's 2^-11: the split operands are all used."""
+    errors = {}
+    for path in ("mma", "fma"):
+        module = model_on_cpu("l2_matmul_relu", {"BK": "16"}, 32, path, tmp_path / path,
+                              monkeypatch)  # fmt: skip
+        model = module.ModelNew(256, 96)
+        x = torch.randn(48, 256, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            got = model(x).double()
+            weight, bias = (p.detach().double() for p in model.parameters())
+        want = torch.relu(x.double() @ weight.T + bias)
+        errors[path] = ((got - want).abs().max() / want.abs().max()).item()
+    assert errors["mma"] < 4 * errors["fma"] + 1e-7 and errors["mma"] < 2.0**-11 / 32, errors
 
 
 @pytest.mark.parametrize("path,warp", [("mma", 32), ("mfma", 64)])
