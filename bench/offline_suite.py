@@ -237,6 +237,17 @@ def side_by_side(task: Any, case_name: str, settings: Any) -> dict[str, Any]:
     return times
 
 
+def release_device_memory() -> None:
+    """What side_by_side left on the GPU: torch.compile's graphs and the allocator's cache."""
+    import gc
+
+    import torch
+
+    torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def largest_timed_case(task: Any) -> str:
     from hipevolve.reference import build_inputs, load_module
     from hipevolve.verifier.timing import tensor_bytes
@@ -266,28 +277,34 @@ def run_task(name: str, budget: int, seed: int, settings: Any) -> Row:
     if inner.backend not in ("cuda", "rocm"):
         raise SystemExit(f"the offline suite runs kernels on a GPU; found {inner.backend}")
     evaluate = Remembering(inner)
-    first = evaluate([found])[0]
-    update: dict[str, Any] = {
-        "lowered": True, "seed_status": str(first.status), "seed_correct": first.ok,
-        "evaluations": 1,
-    }  # fmt: skip
-    if not first.ok:
-        update["reason"] = f"seed {first.status}: {first.message}"[:120]
-    else:
-        with (
-            tempfile.TemporaryDirectory(prefix="offline-suite-") as tmp,
-            Archive.open(Path(tmp) / "offline.db") as archive,
-        ):
-            summary = run_evolution(
-                task, archive, EvolutionSettings(), evaluate, budget=budget, seed=seed
-            )
-            top = archive.best(summary.run)
-            assert top is not None  # the seed itself is ok
-        update |= {
-            "evaluations": summary.progress.evaluations,
-            "stop": summary.reason,
-            "best_fitness": top.fitness,
-        }
+    try:
+        first = evaluate([found])[0]
+        update: dict[str, Any] = {
+            "lowered": True, "seed_status": str(first.status), "seed_correct": first.ok,
+            "evaluations": 1,
+        }  # fmt: skip
+        if not first.ok:
+            update["reason"] = f"seed {first.status}: {first.message}"[:120]
+        else:
+            with (
+                tempfile.TemporaryDirectory(prefix="offline-suite-") as tmp,
+                Archive.open(Path(tmp) / "offline.db") as archive,
+            ):
+                summary = run_evolution(
+                    task, archive, EvolutionSettings(), evaluate, budget=budget, seed=seed
+                )
+                top = archive.best(summary.run)
+                assert top is not None  # the seed itself is ok
+            update |= {
+                "evaluations": summary.progress.evaluations,
+                "stop": summary.reason,
+                "best_fitness": top.fitness,
+            }
+    finally:
+        # Its judges exit and give their device memory back (each may keep gigabytes cached):
+        # kept across tasks, they filled the GPU by the sixth task of a run.
+        inner.close()
+    if first.ok:
         # the kernel's time is the verifier's: candidate code never runs in this process
         name = largest_timed_case(task)
         case = next(c for c in top.evaluation.cases if c.case == name)
@@ -297,6 +314,7 @@ def run_task(name: str, budget: int, seed: int, settings: Any) -> Row:
             "verifier_ref_us": case.ref_time_us,
             "verifier_speedup": case.speedup,
         }
+        release_device_memory()
     update["wall_s"] = time.monotonic() - began
     return row.model_copy(update=update)
 

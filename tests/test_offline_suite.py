@@ -115,3 +115,35 @@ def test_default_suite_is_the_builtins_and_every_lowering_test_task_and_all_reso
     tasks = [osu.resolve_task(n) for n in names]
     assert [t.name for t in tasks] == names
     assert {osu.family_of(t.family) for t in tasks} == {"pointwise", "reduction", "fusion", "gemm"}
+
+
+def judges_of(pid: int) -> list[int]:
+    """Processes pid started that run the verifier's judge (hipevolve.verifier.worker)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):  # exited while listed
+            continue
+        if int(parent) == pid and b"hipevolve.verifier.worker" in argv:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.gpu
+def test_a_task_leaves_no_judge_running_for_the_next(tmp_path):
+    """run_task closes its evaluator: judges kept from one task to the next held their cached
+    device memory, and the sixth task of a run found the GPU full."""
+    import os
+    import time
+
+    from hipevolve.config import VerifierSettings
+
+    settings = VerifierSettings(cache_dir=tmp_path, trials=5, warmup=2)
+    row = osu.run_task("gelu", 2, 0, settings)
+    assert row.seed_correct and row.kernel_us, row
+    deadline = time.monotonic() + 30
+    while judges_of(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert judges_of(os.getpid()) == []
