@@ -16,7 +16,7 @@ Without a GPU:
   emulated per documented semantics (PTX ISA mma.m16n8k16 and m16n8k8 .tf32 fragments,
   cvt.rna.tf32, ldmatrix, cp.async groups, CUDA's dynamic shared memory limit; AMD's
   v_mfma_f32_16x16x16 layout; tests/gemm_emulation.py), so their pipeline, swizzled staging,
-  fragment indexing and epilogue run for real; 3xTF32 keeps fp32's accuracy against float64;
+  fragment indexing and epilogue run for real; 3xTF32 keeps all three products (float64);
 - unsupported graphs come back as one line naming the op; model.py refuses operands whose inner
   sizes differ.
 With a GPU (marked): each lowered candidate, and a sample of GEMM configurations, is `ok`
