@@ -29,11 +29,17 @@ constexpr bool gemm_nvidia_tensor_cores() {
 }
 
 #if defined(__HIP_PLATFORM_NVIDIA__)
+// Bytes of one pipeline stage of the tensor-core path: an A and a B tile of BK.
+template <int D>
+constexpr int gemm_stage_bytes() {
+    return (BM + BN) * BK * (D == DT_F32 ? 4 : 2);
+}
+
 // Pipeline stages of the tensor-core path: GEMM_STAGES, fewer where they would pass the 227 KB
 // of shared memory an sm_90 block may opt into (fp32 tiles at BK 64).
 template <int D>
 constexpr int gemm_stages() {
-    constexpr int stage = (BM + BN) * BK * (D == DT_F32 ? 4 : 2), most = 227 * 1024 / stage;
+    constexpr int most = 227 * 1024 / gemm_stage_bytes<D>();
     return GEMM_STAGES < most ? GEMM_STAGES : most;
 }
 #endif
@@ -44,9 +50,7 @@ constexpr int gemm_stages() {
 template <int DA, int DB, bool BT>
 constexpr int gemm_dynamic_smem() {
 #if defined(__HIP_PLATFORM_NVIDIA__)
-    return gemm_nvidia_tensor_cores<DA, DB, BT>()
-               ? gemm_stages<DA>() * (BM + BN) * BK * (DA == DT_F32 ? 4 : 2)
-               : 0;
+    return gemm_nvidia_tensor_cores<DA, DB, BT>() ? gemm_stages<DA>() * gemm_stage_bytes<DA>() : 0;
 #else
     return 0;
 #endif
