@@ -68,8 +68,8 @@ TUNABLES = """// Rows of C per block tile.
 def tunables(kernels: str) -> str:
     """TUNABLES with GEMM_STAGES' default for these kernels: 3 where an fp32 GEMM takes the
     tensor cores (3xTF32), else 4. Four 128 x 128 x 32 fp32 stages are 128 KB, one block per
-    SM; three let two blocks share one (on the H200, 1.20-1.21x faster on the fp32 test tasks'
-    large cases)."""
+    SM; three let two blocks share one (1.20-1.21x faster on the fp32 test tasks' large cases,
+    a one-off measurement on the H200: docs/OFFLINE_SUITE.md)."""
     if "gemm_block<DT_F32, DT_F32, true>" in kernels:
         return TUNABLES.replace("#define GEMM_STAGES 4", "#define GEMM_STAGES 3")
     return TUNABLES
