@@ -45,6 +45,16 @@ from hipevolve.verifier.evaluation import Evaluation
 GOAL = 1.8
 
 
+class Spans(BaseModel):
+    """Where a phase's slot time went (seconds, summed over slots and batches)."""
+
+    busy: float = Field(description="slots evaluating (controller side, judge included)")
+    judged: float = Field(description="of that, inside the judges (their 'total')")
+    before_first: float = Field(description="slots idle from a batch's start to their first job")
+    between: float = Field(description="slots idle between two jobs of one batch")
+    after_last: float = Field(description="slots idle from their last job to the batch's end")
+
+
 class Phase(BaseModel):
     label: str
     gpus: int
@@ -55,6 +65,7 @@ class Phase(BaseModel):
     standby: int = Field(description="warm judges per worker slot")
     stages: dict[str, float] = Field(description="mean seconds per evaluation stage (judges')")
     odd: list[str] = Field(default=[], description="status and message of each evaluation not ok")
+    spans: Spans | None = None
 
     @property
     def per_minute(self) -> float:
@@ -72,11 +83,55 @@ def candidates_for(task: TaskSpec, n: int) -> list[Candidate]:
             for config in space[:n]]  # fmt: skip
 
 
-def in_batches(evaluate, candidates: list[Candidate], batch: int) -> list[Evaluation]:
+def in_batches(evaluate, candidates: list[Candidate], batch: int,
+               windows: list[tuple[float, float]] | None = None) -> list[Evaluation]:  # fmt: skip
+    """All evaluations, one batch after another; `windows` collects each batch's (start, end)."""
     results: list[Evaluation] = []
     for start in range(0, len(candidates), batch):
+        began = time.monotonic()
         results += evaluate(candidates[start : start + batch])
+        if windows is not None:
+            windows.append((began, time.monotonic()))
     return results
+
+
+def timed_slots(slots_class):  # noqa: ANN001, ANN201
+    """Slots that record (device, start, end) of every job they run, for slot_spans."""
+
+    class TimedSlots(slots_class):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            self.spans: list[tuple[str, float, float]] = []
+
+        def submit(self, evaluate):  # noqa: ANN001, ANN202
+            def timed(slot):  # noqa: ANN001, ANN202
+                began = time.monotonic()
+                try:
+                    return evaluate(slot)
+                finally:
+                    self.spans.append((slot.device, began, time.monotonic()))
+
+            return super().submit(timed)
+
+    return TimedSlots
+
+
+def slot_spans(spans: list[tuple[str, float, float]], windows: list[tuple[float, float]],
+               devices: tuple[str, ...], judged: float) -> Spans:  # fmt: skip
+    """Each slot's time in each batch window: busy, or idle before its first job, between
+    jobs, or after its last (the batch waits for its slowest slot)."""
+    before = between = after = 0.0
+    for b0, b1 in windows:
+        for device in devices:
+            mine = sorted((a, z) for d, a, z in spans if d == device and b0 <= a < b1)
+            if not mine:
+                before += b1 - b0
+                continue
+            before += mine[0][0] - b0
+            between += sum(a - z for (_, z), (a, _) in zip(mine, mine[1:], strict=False))
+            after += b1 - mine[-1][1]
+    busy = sum(z - a for _, a, z in spans)
+    return Spans(busy=busy, judged=judged, before_first=before, between=between, after_last=after)
 
 
 def not_ok(results: list[Evaluation]) -> list[str]:
@@ -93,17 +148,19 @@ def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[s
     from hipevolve.verifier.pipeline import evaluate_many
     from hipevolve.verifier.slots import Slots
 
-    with Slots(backend, devices, standby=standby) as slots:
+    windows: list[tuple[float, float]] = []
+    with timed_slots(Slots)(backend, devices, standby=standby) as slots:
         time.sleep(10)  # every slot's standby judges are up, as during a run
         started = time.monotonic()
-        results = in_batches(
-            lambda cs: evaluate_many(cs, task, settings, backend, slots=slots), candidates, batch
-        )
+        results = in_batches(lambda cs: evaluate_many(cs, task, settings, backend, slots=slots),
+                             candidates, batch, windows)  # fmt: skip
         wall = time.monotonic() - started
     label = f"local, {len(devices)} GPU{'s' if len(devices) > 1 else ''}"
+    judged = sum(r.seconds.get("total", 0.0) for r in results)
     return Phase(label=label, gpus=len(devices), cache=cache, evaluations=len(results),
                  wall_s=wall, statuses=[r.status.value for r in results], standby=standby,
-                 stages=stage_means(results), odd=not_ok(results))  # fmt: skip
+                 stages=stage_means(results), odd=not_ok(results),
+                 spans=slot_spans(slots.spans, windows, devices, judged))  # fmt: skip
 
 
 def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candidates,
@@ -133,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--standby", type=int, default=None,
-                        help="warm judges per slot (default: verifier.slots.STANDBY_JUDGES)")
+                        help="warm judges per slot (default: verifier.slots.STANDBY_JUDGES)")  # fmt: skip
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-cache phases")
     parser.add_argument("--ray", action="store_true", help="also Ray GPU workers (warm)")
     parser.add_argument("--out", type=Path, help="write the phases as JSON")
@@ -193,12 +250,23 @@ def main(argv: list[str] | None = None) -> None:
           f"({standby} warm judges per slot):")  # fmt: skip
     for p in phases:
         print(f"  {p.label} {p.cache}: " + ", ".join(f"{k} {v:.2f}" for k, v in p.stages.items()))
+    print("slot time, as a share of slots x wall time: busy (in the judge) | idle before a "
+          "batch's first job, between jobs, after the last:")  # fmt: skip
+    for p in phases:
+        if p.spans is not None:
+            total = p.gpus * p.wall_s
+            s = p.spans
+            print(f"  {p.label} {p.cache}: {s.busy / total:.1%} ({s.judged / total:.1%}) | "
+                  f"{s.before_first / total:.1%}, {s.between / total:.1%}, "
+                  f"{s.after_last / total:.1%}")  # fmt: skip
     for p in phases:
         for line in p.odd:
             print(f"  not ok in {p.label} {p.cache}: {line[:160]}")
     statuses = {tuple(p.statuses) for p in phases}
-    print(f"statuses agree across phases: {'yes' if len(statuses) == 1 else 'NO'} "
-          f"({', '.join(f'{s} {list(phases[0].statuses).count(s)}' for s in sorted(set(phases[0].statuses)))})")  # noqa: E501
+    counts = ", ".join(
+        f"{s} {phases[0].statuses.count(s)}" for s in sorted(set(phases[0].statuses))
+    )
+    print(f"statuses agree across phases: {'yes' if len(statuses) == 1 else 'NO'} ({counts})")
     if 1 in args.gpus and 2 in args.gpus:
         for cache in ("warm", "cold"):
             pair = [p for p in phases if p.cache == cache and p.label.startswith("local")]

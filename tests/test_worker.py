@@ -212,6 +212,17 @@ def test_synchronise_round_trip_alone_is_not_flagged() -> None:
     assert not judge.hacks and judge.case_out["c"]["time_us"] == 100.0
 
 
+def test_a_late_window_alone_is_window_only_and_with_another_hack_it_is_not() -> None:
+    judge = _judge(cases=[{"name": n, "timed": True, "roofline": None} for n in ("a", "b")])
+    judge.judge_timing("a", [5.0] * 5, [400.0] * 5, wall_us=1e4)
+    judge.judge_timing("b", [5.0] * 5, [400.0] * 5, wall_us=1e4)
+    assert judge.result("hacked", judge.hacks[0])["window_only"] is True
+    judge.judge_timing("b", [5e3] * 5, [5e3] * 5, wall_us=1.0)  # trials longer than the wall
+    assert len(judge.hacks) == 3
+    assert judge.result("hacked", judge.hacks[0])["window_only"] is False
+    assert _judge().result("ok", "")["window_only"] is False
+
+
 def test_gdn_tasks_raise_the_suspect_limit_and_other_tasks_keep_the_setting() -> None:
     from hipevolve.config import VerifierSettings
     from hipevolve.problems import get_task

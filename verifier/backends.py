@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -24,6 +26,24 @@ def _run(argv: list[str]) -> str:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ""
+
+
+def tool_version(tool: str, read: Callable[[str], str]) -> str:
+    """`read(tool)`, the compiler's version text: part of every compile cache key, so asked
+    for every candidate. It runs once per process while the binary stays the same file (size
+    and modification time): an upgrade mid-run is read again, a subprocess per candidate is
+    not paid (it held every batch's first GPU job back)."""
+    stat = os.stat(tool)
+    return _tool_version(tool, (stat.st_size, stat.st_mtime_ns), read)
+
+
+@cache
+def _tool_version(tool: str, stamp: tuple[int, int], read: Callable[[str], str]) -> str:
+    return read(tool)
+
+
+def _version_text(tool: str) -> str:
+    return _run([tool, "--version"])
 
 
 def gpu_backend() -> str | None:
@@ -106,7 +126,7 @@ def compiler_for(backend: str) -> Compiler:
                             "install the CUDA toolkit, or run `evolve doctor`")
         argv = nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch=_cuda_arch())
         return Compiler(name="cuda", argv=tuple(argv),
-                        toolchain=f"{nvcc_version(nvcc)} layer {_layer_digest()}")
+                        toolchain=f"{tool_version(nvcc, nvcc_version)} layer {_layer_digest()}")
     if backend == "rocm":
         hipcc = shutil.which("hipcc") or str(ROCM_BIN / "hipcc")
         if not Path(hipcc).exists():
@@ -114,5 +134,6 @@ def compiler_for(backend: str) -> Compiler:
                             "install ROCm, or run `evolve doctor`")
         argv = [hipcc, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17",
                 f"--offload-arch={_rocm_arch()}", "kernel.hip", "-o", "lib.so"]
-        return Compiler(name="rocm", argv=tuple(argv), toolchain=_run([hipcc, "--version"]))
+        return Compiler(name="rocm", argv=tuple(argv),
+                        toolchain=tool_version(hipcc, _version_text))
     raise ValueError(f"backend {backend} has no run-time compiler")

@@ -205,6 +205,11 @@ class WorkerResult(BaseModel):
     cases: list[WorkerCase] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)
     hacks: list[str] = Field(default_factory=list)
+    window_only: bool = Field(
+        default=False,
+        description="every hack is a late timing window, which other work on the device can "
+        "also cause: the pipeline runs such a candidate once more before calling it hacked",
+    )
     mismatch: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
     judge_pid: int | None = None

@@ -17,6 +17,7 @@ import os
 import random
 import shutil
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -114,10 +115,18 @@ class Prepared(BaseModel):
     flags: tuple[str, ...] = ()
 
 
+_SCREENING = threading.Lock()
+
+
 def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
             backend: str) -> Prepared:
-    """The CPU stages for one candidate: static screen, compile (cached), AMD analysis."""
-    checked = screen(candidate)
+    """The CPU stages for one candidate: static screen, compile (cached), AMD analysis.
+
+    Screens take turns: they are pure Python, so several at once only interleave under the GIL
+    and all finish late, holding back the first GPU job of a batch (compiles, in subprocesses,
+    still overlap)."""
+    with _SCREENING:
+        checked = screen(candidate)
     flags = tuple(checked.flags)
     finished = lambda status, message, **more: Prepared(  # noqa: E731
         candidate=candidate, flags=flags,
@@ -159,7 +168,9 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
                  judges, *, cases: tuple[Case, ...] | None = None,
                  do_timing: bool = True) -> Evaluation:
     """The GPU stage: the candidate runs in a warm judge of `judges` (a StandbyPool), checked
-    and timed; the judge goes back to the pool if it can serve again."""
+    and timed; the judge goes back to the pool if it can serve again. A candidate found hacked
+    on late timing windows alone (WorkerResult.window_only) runs once more, and that run is
+    the evaluation, flagged "run again"."""
     from hipevolve.verifier.candidate import write_candidate
     from hipevolve.verifier.isolate import CandidateJob, Timeouts, WorkerJob, run_worker
 
@@ -180,6 +191,12 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
                               timing=settings.timing_timeout_s),
             peak=_peak(backend), suspect_speedup=suspect_threshold(task, settings))  # fmt: skip
         worker = run_worker(job, judges.take(), pool=judges)
+        if worker.status is Status.hacked and worker.window_only:
+            # Escaped work shows again in a fresh sandbox; a window some other process's
+            # work on the GPU delayed does not. The second run is the evaluation.
+            first = worker.message
+            worker = run_worker(job, judges.take(), pool=judges)
+            worker.flags.append(f"run again: the first run was hacked: {first[:200]}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Evaluation(

@@ -113,6 +113,7 @@ class PyModel:
 
     def __init__(self, tree: ast.Module, file: str) -> None:
         self.tree = tree
+        self._nodes = list(ast.walk(tree))  # walked once: a dozen checks go over every node
         self.file = file
         self.aliases: dict[str, str] = {}  # local name -> dotted path it stands for
         self.imported: list[tuple[str, int]] = []  # every imported dotted name, with its line
@@ -135,7 +136,7 @@ class PyModel:
     # -- names
 
     def _collect_imports(self) -> None:
-        for node in ast.walk(self.tree):
+        for node in self._nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self.imported.append((a.name, node.lineno))
@@ -155,7 +156,7 @@ class PyModel:
     def _collect_aliases(self) -> None:
         # Twice, so that `F = torch.nn.functional; sm = F.softmax` resolves through both.
         for _ in range(2):
-            for node in ast.walk(self.tree):
+            for node in self._nodes:
                 if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
                     continue
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -313,7 +314,7 @@ class PyModel:
         return False
 
     def nodes(self) -> Iterator[ast.AST]:
-        return ast.walk(self.tree)
+        return iter(self._nodes)
 
     def hit(self, node: ast.AST, message: str) -> Hit:
         return Hit(self.file, getattr(node, "lineno", 1), message)

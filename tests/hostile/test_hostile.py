@@ -337,7 +337,32 @@ def test_gpu_work_on_a_side_stream_is_caught(tmp_path: Path) -> None:
     )
     assert result.status is Status.hacked, result.message
     assert any("outside the timed stream" in h for h in result.hacks), result.hacks
+    assert result.window_only  # the pipeline runs it again before calling it hacked
     assert_healthy_native_next(tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_side_stream_run_again_is_hacked_again(tmp_path: Path) -> None:
+    from hipevolve.config import VerifierSettings
+    from hipevolve.taskspec import Case
+    from hipevolve.verifier.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build import build
+    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.verifier.isolate import StandbyPool
+    from hipevolve.verifier.pipeline import Prepared, run_prepared
+
+    folder = HERE / "dyn_gpu_side_stream"
+    built = build((folder / "kernel.hip").read_text(), compiler_for("cuda"), tmp_path / "cache")
+    assert built.ok and gpu_backend() == "cuda", built.log
+    big = Case(name="bf16_64k", inputs={"rows": 65536, "cols": 4096, "dtype": "bfloat16"})
+    # Straight to the GPU stage: the static screen already refuses this candidate's stream.
+    prepared = Prepared(candidate=load_candidate(folder), library=built.library)
+    with StandbyPool(size=1, device="cuda") as judges:
+        ev = run_prepared(prepared, get_task("softmax"), VerifierSettings(), "cuda", judges,
+                          cases=(big,))  # fmt: skip
+    assert ev.status is Status.hacked, ev.message
+    assert "outside the timed stream" in ev.message
+    assert any(f.startswith("run again: the first run was hacked") for f in ev.flags), ev.flags
 
 
 @pytest.mark.gpu
