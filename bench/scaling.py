@@ -41,6 +41,7 @@ from hipevolve.problems import get_task
 from hipevolve.taskspec import TaskSpec
 from hipevolve.verifier.candidate import Candidate, load_candidate
 from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.verifier.slots import Slots
 
 GOAL = 1.8
 
@@ -95,25 +96,22 @@ def in_batches(evaluate, candidates: list[Candidate], batch: int,
     return results
 
 
-def timed_slots(slots_class):  # noqa: ANN001, ANN201
+class TimedSlots(Slots):
     """Slots that record (device, start, end) of every job they run, for slot_spans."""
 
-    class TimedSlots(slots_class):
-        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
-            super().__init__(*args, **kwargs)
-            self.spans: list[tuple[str, float, float]] = []
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.spans: list[tuple[str, float, float]] = []
 
-        def submit(self, evaluate):  # noqa: ANN001, ANN202
-            def timed(slot):  # noqa: ANN001, ANN202
-                began = time.monotonic()
-                try:
-                    return evaluate(slot)
-                finally:
-                    self.spans.append((slot.device, began, time.monotonic()))
+    def submit(self, evaluate):  # noqa: ANN001, ANN201
+        def timed(slot):  # noqa: ANN001, ANN202
+            began = time.monotonic()
+            try:
+                return evaluate(slot)
+            finally:
+                self.spans.append((slot.device, began, time.monotonic()))
 
-            return super().submit(timed)
-
-    return TimedSlots
+        return super().submit(timed)
 
 
 def slot_spans(spans: list[tuple[str, float, float]], windows: list[tuple[float, float]],
@@ -146,10 +144,9 @@ def stage_means(results: list[Evaluation]) -> dict[str, float]:
 def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[str, ...],
                 candidates, batch: int, cache: str, standby: int) -> Phase:  # fmt: skip
     from hipevolve.verifier.pipeline import evaluate_many
-    from hipevolve.verifier.slots import Slots
 
     windows: list[tuple[float, float]] = []
-    with timed_slots(Slots)(backend, devices, standby=standby) as slots:
+    with TimedSlots(backend, devices, standby=standby) as slots:
         time.sleep(10)  # every slot's standby judges are up, as during a run
         started = time.monotonic()
         results = in_batches(lambda cs: evaluate_many(cs, task, settings, backend, slots=slots),

@@ -32,9 +32,7 @@ def test_slot_spans_split_each_window_into_busy_and_three_kinds_of_idle() -> Non
 
 
 def test_timed_slots_record_every_job_with_its_slot_and_duration() -> None:
-    from hipevolve.verifier.slots import Slots
-
-    with scaling.timed_slots(Slots)("cpu", (), standby=1) as slots:
+    with scaling.TimedSlots("cpu", (), standby=1) as slots:
         futures = [slots.submit(lambda slot: time.sleep(0.05) or slot.device) for _ in range(3)]
         assert [f.result() for f in futures] == ["", "", ""]
     assert len(slots.spans) == 3
