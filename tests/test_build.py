@@ -109,3 +109,33 @@ def test_trim_log_keeps_errors_and_caps_length(tmp_path):
     noise = "\n".join(f"{tmp_path}/kernel.hip:{i}: warning: w{i}" for i in range(500))
     text = trim_log(noise + f"\n{tmp_path}/kernel.hip:9: error: boom\n  9 | x\n    ^", tmp_path)
     assert text.startswith("kernel.hip:9: error: boom") and len(text) < 3000
+
+
+def test_prepare_compiles_cache_misses_side_by_side_and_looks_up_hits_without_compiling(
+    tmp_path, monkeypatch
+):
+    """prepare screens and looks the caches up one candidate at a time (a turn); a compile the
+    cache lacks runs after the turn, so two of them overlap."""
+    from hipevolve.config import load_settings
+    from hipevolve.problems import get_task
+    from hipevolve.verifier import backends, pipeline
+    from hipevolve.verifier.candidate import load_candidate
+
+    slow = Compiler(name="test", argv=("sh", "-c", "sleep 1 && : > lib.so"), toolchain="sleep")
+    monkeypatch.setattr(backends, "compiler_for", lambda backend: slow)
+    task = get_task("softmax")
+    seed = load_candidate(task.seeds[0])
+    variants = [seed.model_copy(update={"hip_source": f"{seed.hip_source}\n// variant {i}\n"})
+                for i in range(2)]  # fmt: skip
+    settings = load_settings().verifier.model_copy(
+        update={"cache_dir": tmp_path, "amd_targets": ()}
+    )
+    prepare = lambda c: pipeline.prepare(c, task, settings, "cuda")  # noqa: E731
+    start = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        cold = list(pool.map(prepare, variants))
+    assert time.monotonic() - start < 1.8  # one compile after the other takes 2 s
+    assert all(p.done is None and p.library is not None for p in cold)
+    start = time.monotonic()
+    warm = prepare(variants[0])
+    assert time.monotonic() - start < 0.5 and warm.library == cold[0].library

@@ -39,3 +39,33 @@ def test_timed_slots_record_every_job_with_its_slot_and_duration() -> None:
     assert all(d == "" and z - a >= 0.05 for d, a, z in slots.spans)
     starts = sorted(a for _, a, _ in slots.spans)
     assert all(b - a >= 0.05 for a, b in zip(starts, starts[1:], strict=False))  # one slot
+
+
+def _phase(gpus: int, round_: int, evaluations: int, wall_s: float) -> scaling.Phase:
+    return scaling.Phase(
+        label=f"local, {gpus} GPU", gpus=gpus, cache="warm", round=round_,
+        evaluations=evaluations, wall_s=wall_s, statuses=[], standby=3, stages={},
+    )  # fmt: skip
+
+
+def test_pooled_ratio_divides_all_evaluations_over_all_wall_time_not_the_mean_of_rounds() -> None:
+    phases = [
+        _phase(1, 0, 60, 30.0),  # 2 per second
+        _phase(2, 0, 60, 15.0),  # 4: 2.0x
+        _phase(1, 1, 60, 20.0),  # 3
+        _phase(2, 1, 60, 20.0),  # 3: 1.0x
+        scaling.Phase(
+            label="ray, 2 GPU workers",
+            gpus=2,
+            cache="warm",
+            evaluations=60,
+            wall_s=1.0,
+            statuses=[],
+            standby=3,
+            stages={},
+        ),  # fmt: skip
+    ]
+    pooled, each = scaling.pooled_ratio(phases, "warm", 1, 2)
+    assert each == pytest.approx([2.0, 1.0])
+    assert pooled == pytest.approx((120 / 35) / (120 / 50))  # 1.43x, not the rounds' mean 1.5x
+    assert scaling.pooled_ratio(phases, "cold", 1, 2)[1] == []

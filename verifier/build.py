@@ -141,15 +141,30 @@ class Compiler(BaseModel):
     toolchain: str  # version text: part of the cache key
 
 
+def _library_path(cache_dir: Path, key: str) -> Path:
+    return cache_dir / "lib" / key[:2] / f"{key}.so"
+
+
+def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResult | None:
+    """The library for `source` if the cache holds it, else None (no compile)."""
+    start = time.monotonic()
+    key = cache_key(source, compiler.argv, compiler.toolchain)
+    target = _library_path(cache_dir, key)
+    if not target.exists():
+        return None
+    return BuildResult(ok=True, library=target, cached=True, key=key,
+                       seconds=time.monotonic() - start)  # fmt: skip
+
+
 def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 120.0,
           max_object_bytes: int = 64 << 20) -> BuildResult:
     """The cached library for `source`, compiling it if needed."""
     start = time.monotonic()
+    cached = cached_build(source, compiler, cache_dir)
+    if cached is not None:
+        return cached
     key = cache_key(source, compiler.argv, compiler.toolchain)
-    target = cache_dir / "lib" / key[:2] / f"{key}.so"
-    if target.exists():
-        return BuildResult(ok=True, library=target, cached=True, key=key,
-                           seconds=time.monotonic() - start)
+    target = _library_path(cache_dir, key)
     try:
         (cache_dir / "build").mkdir(parents=True, exist_ok=True)
         build_dir = Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=cache_dir / "build"))

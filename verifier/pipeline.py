@@ -30,6 +30,7 @@ from hipevolve.verifier.build import (
     BuildResult,
     build,
     cache_key,
+    cached_build,
     remove_stale_builds,
     trim_log,
 )
@@ -55,8 +56,10 @@ def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
     return (*range(n - 1), random.SystemRandom().randrange(1 << 20, 1 << 31))
 
 
-def static_analysis(source: str, settings: VerifierSettings) -> StaticResult:
-    """gfx facts for every configured target, cached by source, target and toolchain."""
+def static_analysis(source: str, settings: VerifierSettings,
+                    cached_only: bool = False) -> StaticResult | None:  # fmt: skip
+    """gfx facts for every configured target, cached by source, target and toolchain.
+    cached_only: None unless every target's facts are in the cache (nothing is compiled)."""
     from hipevolve.verifier.amd_static import AmdCompileError, analyze, find_toolchain
 
     tc = find_toolchain()
@@ -71,6 +74,8 @@ def static_analysis(source: str, settings: VerifierSettings) -> StaticResult:
         if cached.exists():
             facts += [StaticFacts.model_validate(f) for f in json.loads(cached.read_text())]
             continue
+        if cached_only:
+            return None
         workdir = Path(tempfile.mkdtemp(prefix="amd-"))
         try:
             found = analyze(source, target, workdir, timeout_s=settings.compile_timeout_s,
@@ -115,18 +120,43 @@ class Prepared(BaseModel):
     flags: tuple[str, ...] = ()
 
 
-_SCREENING = threading.Lock()
+_TURN = threading.Lock()  # prepare's pure-Python part, one candidate at a time
+_CPU_POOLS: dict[int | None, ThreadPoolExecutor] = {}
+_CPU_POOLS_LOCK = threading.Lock()
+
+
+def cpu_pool(workers: int | None) -> ThreadPoolExecutor:
+    """The process's threads for the CPU stages, `workers` of them (None: as many as
+    ThreadPoolExecutor picks), started once. A pool per batch started its threads as the batch
+    began, each start waiting for the GIL that the first prepares held: on a 2-core machine
+    that put 20 ms of a warm batch's 30 before its first GPU job."""
+    with _CPU_POOLS_LOCK:
+        if workers not in _CPU_POOLS:
+            _CPU_POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="prepare")
+        return _CPU_POOLS[workers]
 
 
 def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
             backend: str) -> Prepared:
     """The CPU stages for one candidate: static screen, compile (cached), AMD analysis.
 
-    Screens take turns: they are pure Python, so several at once only interleave under the GIL
-    and all finish late, holding back the first GPU job of a batch (compiles, in subprocesses,
-    still overlap)."""
-    with _SCREENING:
+    The pure-Python part (the screen and the cache lookups) runs in one turn, one candidate at
+    a time: several at once only interleave under the GIL and all finish late, holding back a
+    batch's first GPU job. Compiles and analyses the cache lacks run after the turn, in
+    subprocesses, in parallel."""
+    built: BuildResult | None = None
+    static: StaticResult | None = None
+    compiler = None
+    with _TURN:
         checked = screen(candidate)
+        native = checked.passed and candidate.format == "native" and backend != "cpu"
+        if native and backend in ("cuda", "rocm"):
+            from hipevolve.verifier.backends import compiler_for
+
+            compiler = compiler_for(backend)
+            built = cached_build(candidate.hip_source, compiler, settings.cache_dir)
+        if native:
+            static = static_analysis(candidate.hip_source, settings, cached_only=True)
     flags = tuple(checked.flags)
     finished = lambda status, message, **more: Prepared(  # noqa: E731
         candidate=candidate, flags=flags,
@@ -142,14 +172,12 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
         return Prepared(candidate=candidate, flags=flags)
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
-    built: BuildResult | None = None
-    if backend in ("cuda", "rocm"):
-        from hipevolve.verifier.backends import compiler_for
-
-        built = build(candidate.hip_source, compiler_for(backend), settings.cache_dir,
+    if compiler is not None and built is None:
+        built = build(candidate.hip_source, compiler, settings.cache_dir,
                       timeout_s=settings.compile_timeout_s,
                       max_object_bytes=settings.max_object_bytes)  # fmt: skip
-    static = static_analysis(candidate.hip_source, settings)
+    if static is None:
+        static = static_analysis(candidate.hip_source, settings)
     if built is not None and not built.ok:
         return finished(Status.compile_error, "does not compile", compile_log=built.log,
                         static=static.facts)
@@ -226,22 +254,22 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
         owned = slots = Slots(backend, visible_gpus(backend),
                               standby=max(1, min(STANDBY_JUDGES, len(candidates) - 1)))
     try:
-        with ThreadPoolExecutor(max_workers=settings.compile_jobs or None) as cpu:
-            stages = {cpu.submit(prepare, c, task, settings, backend): i
-                      for i, c in enumerate(candidates)}  # fmt: skip
-            on_gpu = {}
-            # Each candidate goes to a free slot as soon as it is compiled, while others compile.
-            for stage in as_completed(stages):
-                i, prepared = stages[stage], stage.result()
-                if prepared.done is not None:
-                    results[i] = prepared.done
-                else:
-                    on_gpu[i] = slots.submit(
-                        lambda slot, p=prepared: run_prepared(
-                            p, task, settings, backend, slot.judges, cases=cases,
-                            do_timing=do_timing))  # fmt: skip
-            for i, running in on_gpu.items():
-                results[i] = running.result()
+        cpu = cpu_pool(settings.compile_jobs or None)
+        stages = {cpu.submit(prepare, c, task, settings, backend): i
+                  for i, c in enumerate(candidates)}  # fmt: skip
+        on_gpu = {}
+        # Each candidate goes to a free slot as soon as it is compiled, while others compile.
+        for stage in as_completed(stages):
+            i, prepared = stages[stage], stage.result()
+            if prepared.done is not None:
+                results[i] = prepared.done
+            else:
+                on_gpu[i] = slots.submit(
+                    lambda slot, p=prepared: run_prepared(
+                        p, task, settings, backend, slot.judges, cases=cases,
+                        do_timing=do_timing))  # fmt: skip
+        for i, running in on_gpu.items():
+            results[i] = running.result()
     finally:
         if owned is not None:
             owned.close()
