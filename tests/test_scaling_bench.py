@@ -54,16 +54,7 @@ def test_pooled_ratio_divides_all_evaluations_over_all_wall_time_not_the_mean_of
         _phase(2, 0, 60, 15.0),  # 4: 2.0x
         _phase(1, 1, 60, 20.0),  # 3
         _phase(2, 1, 60, 20.0),  # 3: 1.0x
-        scaling.Phase(
-            label="ray, 2 GPU workers",
-            gpus=2,
-            cache="warm",
-            evaluations=60,
-            wall_s=1.0,
-            statuses=[],
-            standby=3,
-            stages={},
-        ),  # fmt: skip
+        _phase(2, 0, 60, 1.0).model_copy(update={"label": "ray, 2 GPU workers"}),  # not local
     ]
     pooled, each = scaling.pooled_ratio(phases, "warm", 1, 2)
     assert each == pytest.approx([2.0, 1.0])
