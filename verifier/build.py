@@ -145,10 +145,7 @@ def _library_path(cache_dir: Path, key: str) -> Path:
     return cache_dir / "lib" / key[:2] / f"{key}.so"
 
 
-def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResult | None:
-    """The library for `source` if the cache holds it, else None (no compile)."""
-    start = time.monotonic()
-    key = cache_key(source, compiler.argv, compiler.toolchain)
+def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
     target = _library_path(cache_dir, key)
     if not target.exists():
         return None
@@ -156,14 +153,20 @@ def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResul
                        seconds=time.monotonic() - start)  # fmt: skip
 
 
+def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResult | None:
+    """The library for `source` if the cache holds it, else None (no compile)."""
+    start = time.monotonic()
+    return _cached(cache_dir, cache_key(source, compiler.argv, compiler.toolchain), start)
+
+
 def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 120.0,
           max_object_bytes: int = 64 << 20) -> BuildResult:
     """The cached library for `source`, compiling it if needed."""
     start = time.monotonic()
-    cached = cached_build(source, compiler, cache_dir)
+    key = cache_key(source, compiler.argv, compiler.toolchain)
+    cached = _cached(cache_dir, key, start)
     if cached is not None:
         return cached
-    key = cache_key(source, compiler.argv, compiler.toolchain)
     target = _library_path(cache_dir, key)
     try:
         (cache_dir / "build").mkdir(parents=True, exist_ok=True)
