@@ -215,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="warm local phases: this many rounds over --gpus, pooled")  # fmt: skip
     parser.add_argument("--ray", action="store_true", help="also Ray GPU workers (warm)")
     parser.add_argument("--out", type=Path, help="write the phases as JSON")
+    parser.add_argument("--cache-dir", type=Path,
+                        help="the warm compile cache, kept for the next run (default: a new "
+                        "folder, removed at the end)")  # fmt: skip
     args = parser.parse_args(argv)
 
     from hipevolve.verifier.backends import gpu_backend
@@ -231,7 +234,8 @@ def main(argv: list[str] | None = None) -> None:
     task = get_task(args.task)
     candidates = candidates_for(task, args.candidates)
     base = load_settings().verifier
-    warm_cache = Path(tempfile.mkdtemp(prefix="scaling-warm-"))
+    warm_cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="scaling-warm-"))
+    warm_cache.mkdir(parents=True, exist_ok=True)
     warm = base.model_copy(update={"cache_dir": warm_cache})
     print(f"{task.name}: {len(candidates)} candidates, batches of {args.batch}, "
           f"{len(devices)} GPUs visible ({backend})", flush=True)  # fmt: skip
@@ -260,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
         for n in args.gpus:
             phases.append(ray_phase(task, warm, backend, n, candidates, args.batch))
             print(f"  {phases[-1].label}: {phases[-1].per_minute:.1f}/min", flush=True)
-    shutil.rmtree(warm_cache, ignore_errors=True)
+    if args.cache_dir is None:
+        shutil.rmtree(warm_cache, ignore_errors=True)
 
     print()
     print(f"{'phase':<22}{'cache':<7}{'round':>6}{'evals':>6}{'wall s':>9}{'per min':>9}"

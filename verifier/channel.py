@@ -1,13 +1,14 @@
 """The judge's line to the running sandbox: its process, message pipe, drained output, and kill.
 
-The judge (worker.py) starts one Channel per evaluation, before importing torch, so the
-sandbox's own torch import overlaps the judge's. Messages arrive on a reader thread stamped with
+The judge (worker.py) starts one Channel per evaluation, as soon as the one before has ended,
+so the sandbox has its device context when the job comes; its zygote forks the sandbox with
+torch imported (zygote.py). Messages arrive on a reader thread stamped with
 the judge's perf_counter; stdout and stderr are drained by threads, keeping only the first
 KEEP_OUTPUT bytes, so a candidate writing gigabytes never blocks (FAULTS 7). A stage that times
 out, a sandbox that ends early or sends garbage becomes a SandboxError.
 
-Imports the standard library and hipevolve.verifier.{confine,wire} only (the GPU worker stays
-free of pydantic).
+Imports the standard library and hipevolve.verifier.{confine,wire,zygote} only (the GPU worker
+stays free of pydantic).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import threading
 import time
 
 from hipevolve.verifier import confine
+from hipevolve.verifier.zygote import Forked, Zygote, ZygoteError
 
 KEEP_OUTPUT = 64 << 10
 GRACE_S = 2.0  # for a sandbox that closed its channel to finish exiting
@@ -63,12 +65,13 @@ def _reap_children() -> None:
         pass
 
 
-def kill_group_except_self() -> list[int]:
-    """SIGKILLs every other process of this process group until none is left, and reaps."""
+def kill_group_except_self(spare: frozenset[int] = frozenset()) -> list[int]:
+    """SIGKILLs every other process of this process group but `spare` (the judge's zygote)
+    until none is left, and reaps."""
     me, killed = os.getpid(), set()
     for _ in range(200):
         _reap_children()
-        others = [p for p in confine.group_pids(os.getpgid(0)) if p != me]
+        others = [p for p in confine.group_pids(os.getpgid(0)) if p != me and p not in spare]
         if not others:
             break
         for pid in others:
@@ -96,20 +99,31 @@ def sandbox_env(sandbox_dir: str) -> dict[str, str]:
 
 
 class Channel:
-    """The running sandbox: its message pipe, drained stdout/stderr, and its lifetime."""
+    """The running sandbox: its message pipe, drained stdout/stderr, and its lifetime.
 
-    def __init__(self, workdir: str, device: str) -> None:
+    zygote: forks the sandbox with torch already imported (zygote.py); without one, or once it
+    has failed, the sandbox is spawned as a new Python."""
+
+    def __init__(self, workdir: str, device: str, zygote: Zygote | None = None) -> None:
         r, w = os.pipe()
         os.makedirs(workdir, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hipevolve.verifier.sandbox", str(w), workdir, device],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(w,),
-            cwd=workdir,
-            env=sandbox_env(workdir),
-        )
+        env = sandbox_env(workdir)
+        self.zygote = zygote
+        self.proc: subprocess.Popen | Forked
+        try:
+            if zygote is None:
+                raise ZygoteError("none")
+            self.proc = zygote.fork(workdir, device, env, w)
+        except ZygoteError:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hipevolve.verifier.sandbox", str(w), workdir, device],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(w,),
+                cwd=workdir,
+                env=env,
+            )
         os.close(w)
         self.max_processes = 0
         self.stdout, self.stderr = bytearray(), bytearray()
@@ -166,7 +180,8 @@ class Channel:
             except queue.Empty:
                 if self.max_processes and now - last_count > 0.25:
                     last_count = now
-                    if len(confine.group_pids(os.getpgid(0))) - 1 > self.max_processes:
+                    group = set(confine.group_pids(os.getpgid(0))) - self.spared()
+                    if len(group) - 1 > self.max_processes:
                         self.kill()
                         raise SandboxError(
                             "runtime_error",
@@ -204,7 +219,11 @@ class Channel:
             "runtime_error", f"crash: the candidate process {what} in stage {stage}{hint}"
         )
 
+    def spared(self) -> frozenset[int]:
+        """The zygote, which a group kill leaves alive for the next sandbox."""
+        return self.zygote.spared() if self.zygote is not None else frozenset()
+
     def kill(self) -> None:
-        kill_group_except_self()
+        kill_group_except_self(self.spared())
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)

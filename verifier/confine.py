@@ -47,6 +47,7 @@ _libc.prctl.argtypes = [
     ctypes.c_ulong,
 ]
 
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_CAPBSET_DROP = 24
@@ -70,6 +71,16 @@ def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
 def set_not_dumpable() -> None:
     """Makes /proc/<pid>/mem and ptrace of this process need CAP_SYS_PTRACE (the judge)."""
     _prctl(PR_SET_DUMPABLE, 0)
+
+
+def set_dumpable() -> None:
+    """Undoes set_not_dumpable in a process forked from one that called it (zygote.py)."""
+    _prctl(PR_SET_DUMPABLE, 1)
+
+
+def die_with_parent(sig: int) -> None:
+    """`sig` arrives when the thread that started this process exits (PR_SET_PDEATHSIG)."""
+    _prctl(PR_SET_PDEATHSIG, sig)
 
 
 def become_subreaper() -> None:

@@ -1,4 +1,5 @@
-"""The candidate process: `python -m hipevolve.verifier.sandbox MSG_FD`, spawned by the judge.
+"""The candidate process: forked for the judge by its zygote (zygote.py), or spawned by the judge
+as `python -m hipevolve.verifier.sandbox MSG_FD WORKDIR DEVICE`.
 
 It reads its job (no reference outputs: those never enter this process) as JSON on stdin,
 confines itself, imports torch and captures the timer before the candidate exists, then loads
@@ -294,13 +295,21 @@ def _error_fields(e: BaseException, torch) -> dict:  # noqa: ANN001
 
 
 def main() -> None:
-    """argv: MSG_FD WORKDIR DEVICE. Starts (and confines itself) before its job exists: the
-    judge spawns it first thing, so its torch import overlaps the judge's own work."""
-    msg_fd, workdir, device = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    """argv: MSG_FD WORKDIR DEVICE: a sandbox spawned as a new Python (the judge's fallback
+    when its zygote cannot fork one, zygote.py)."""
+    serve(int(sys.argv[1]), sys.argv[2], sys.argv[3], forked=False)
+
+
+def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
+    """Confines this process, creates its device context, waits for its job, runs it and
+    exits. Starts before its job exists, so the judge's next evaluation finds it ready. In a
+    process forked from the zygote torch is imported already; in a spawned one it is imported
+    here, after confine_process."""
     # CUDA's driver writes under the process's own /proc entry while it initialises (measured on
     # an H200: without it cudaGetDeviceCount fails with error 304); "/proc/self" resolves to
     # this process's folder when the rule is made, so no other process's entry becomes writable.
     flags = confine.confine_process([workdir, "/dev", "/proc/self"])
+    flags.append("sandbox:forked" if forked else "sandbox:spawned")
     out = os.fdopen(msg_fd, "wb")
     torch = None
     stage = "start"

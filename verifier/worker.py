@@ -60,7 +60,7 @@ What it does not protect against:
 The running sandbox, its pipe and drained output, and the group kill live in channel.py.
 
 Imports torch, numpy, the standard library, hipevolve.reference and
-hipevolve.verifier.{channel,compare,confine,ipc,timing,wire} only (no pydantic).
+hipevolve.verifier.{channel,compare,confine,ipc,timing,wire,zygote} only (no pydantic).
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ from typing import Any
 
 from hipevolve.verifier import confine
 from hipevolve.verifier.channel import Channel, SandboxError, kill_group_except_self
+from hipevolve.verifier.zygote import Zygote
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
 ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
@@ -342,10 +343,12 @@ class Judge:
             status, message = self.run_candidate()
         finally:
             t = time.monotonic()
-            killed = kill_group_except_self()
+            killed = kill_group_except_self(self.chan.spared())
             self.seconds["sandbox_end"] = round(time.monotonic() - t, 3)
-            if killed:
-                self.flags.append(f"killed:{len(killed)}")
+            # What the candidate left running; the sandbox itself may still be exiting.
+            left = [pid for pid in killed if pid != self.sandbox_pid]
+            if left:
+                self.flags.append(f"killed:{len(left)}")
             if self.counter is not None:
                 self.counter.close()
         return self.result(status, message)
@@ -542,15 +545,16 @@ def main() -> None:
     os.set_inheritable(args.result_fd, False)  # the sandbox must never hold it (FAULTS 19)
     confine.set_not_dumpable()
     confine.become_subreaper()
-    # The sandbox starts first, so its torch import overlaps ours; it waits for its job. Every
-    # evaluation gets a fresh sandbox process in a fresh, empty folder.
-    sandbox_dir = os.path.join(args.workdir, "sandbox-0")
-    chan = Channel(sandbox_dir, args.device)
+    # The zygote starts first, so its torch import overlaps ours. Every evaluation gets a fresh
+    # sandbox process, forked by the zygote, in a fresh, empty folder; it waits for its job.
+    zygote = Zygote.start()
     import torch
 
     if args.device.startswith("cuda"):
         torch.cuda.init()
         torch.zeros(1, device=args.device)
+    sandbox_dir = os.path.join(args.workdir, "sandbox-0")
+    chan = Channel(sandbox_dir, args.device, zygote)
     # A judge serves jobs, one JSON line each on stdin, until stdin closes or a job leaves it in
     # doubt: it answers each with one JSON line on the result pipe, whose "reusable" says
     # whether it waits for another. Reusing a judge saves creating and destroying one device
@@ -565,7 +569,7 @@ def main() -> None:
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
             result = Judge(job, chan).run()
         except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
-            kill_group_except_self()
+            kill_group_except_self(zygote.spared())
             result = {
                 "status": "runtime_error",
                 "cases": [],
@@ -581,7 +585,7 @@ def main() -> None:
             shutil.rmtree(sandbox_dir, ignore_errors=True)  # nothing passes to the next one
             sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
             try:
-                chan = Channel(sandbox_dir, args.device)
+                chan = Channel(sandbox_dir, args.device, zygote)
             except OSError:  # no process or folder to be had: this judge ends here
                 reusable = False
         result["reusable"] = reusable
@@ -591,6 +595,7 @@ def main() -> None:
         if not reusable:
             break
     os.close(args.result_fd)
+    zygote.close()
     os._exit(0)
 
 
