@@ -109,12 +109,14 @@ class Channel:
         os.makedirs(workdir, exist_ok=True)
         env = sandbox_env(workdir)
         self.zygote = zygote
+        self.zygote_failed = ""  # why this sandbox was spawned although a zygote was given
         self.proc: subprocess.Popen | Forked
         try:
             if zygote is None:
-                raise ZygoteError("none")
+                raise ZygoteError("")
             self.proc = zygote.fork(workdir, device, env, w)
-        except ZygoteError:
+        except ZygoteError as e:
+            self.zygote_failed = str(e)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hipevolve.verifier.sandbox", str(w), workdir, device],
                 stdin=subprocess.PIPE,

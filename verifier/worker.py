@@ -416,6 +416,8 @@ class Judge:
             self.sandbox_pid = chan.proc.pid
             ready, _, _ = chan.next("start", mark + timeouts["startup"])
             self.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
+            if chan.zygote_failed:
+                self.flags.append(f"zygote failed: {chan.zygote_failed[:120]}")
             mark, stage = self._stage(stage, mark), "load"
             chan.next("load", mark + timeouts["load"])
             mark, stage = self._stage(stage, mark), "check"

@@ -149,6 +149,8 @@ class Zygote:
             if not data:
                 raise ZygoteError(f"the zygote exited (code {self.proc.poll()})")
             answer = json.loads(data)
+            if not isinstance(answer, dict):
+                raise ZygoteError(f"a malformed answer: {data[:100]!r}")
             if answer.get("seq") == self.seq:  # an older request's answer is stale
                 break
         if not isinstance(answer.get("pid"), int):
