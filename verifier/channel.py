@@ -110,13 +110,13 @@ class Channel:
         env = sandbox_env(workdir)
         self.zygote = zygote
         self.zygote_failed = ""  # why this sandbox was spawned although a zygote was given
-        self.proc: subprocess.Popen | Forked
-        try:
-            if zygote is None:
-                raise ZygoteError("")
-            self.proc = zygote.fork(workdir, device, env, w)
-        except ZygoteError as e:
-            self.zygote_failed = str(e)
+        self.proc: subprocess.Popen | Forked | None = None
+        if zygote is not None:
+            try:
+                self.proc = zygote.fork(workdir, device, env, w)
+            except ZygoteError as e:
+                self.zygote_failed = str(e)
+        if self.proc is None:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hipevolve.verifier.sandbox", str(w), workdir, device],
                 stdin=subprocess.PIPE,

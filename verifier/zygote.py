@@ -202,7 +202,12 @@ def _become_sandbox(request: dict, fds: list[int], sock: socket.socket) -> None:
         os.chdir(request["workdir"])
         tempfile.tempdir = None  # TMPDIR is read again
         sys.dont_write_bytecode = True
-        sys.argv = ["hipevolve.verifier.sandbox", str(MSG_FD), request["workdir"]]
+        sys.argv = [
+            "hipevolve.verifier.sandbox",
+            str(MSG_FD),
+            request["workdir"],
+            request["device"],
+        ]
         from hipevolve.verifier import sandbox
 
         sandbox.serve(MSG_FD, request["workdir"], request["device"], forked=True)
