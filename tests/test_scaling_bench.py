@@ -1,5 +1,6 @@
 """bench/scaling.py without a GPU: how it splits the slots' time in each batch window, and the
-slots that record it. The GPU part (1 and 2 GPUs, same candidates) runs as the bench."""
+slots that record it. The GPU part (1 and 2 GPUs, same candidates) runs as the bench. Also
+bench/cross_gpu_contention.py's one-line refusal where fewer than two GPUs are visible."""
 
 from __future__ import annotations
 
@@ -60,3 +61,18 @@ def test_pooled_ratio_divides_all_evaluations_over_all_wall_time_not_the_mean_of
     assert each == pytest.approx([2.0, 1.0])
     assert pooled == pytest.approx((120 / 35) / (120 / 50))  # 1.43x, not the rounds' mean 1.5x
     assert scaling.pooled_ratio(phases, "cold", 1, 2)[1] == []
+
+
+def test_contention_bench_with_fewer_than_two_gpus_says_so_in_one_line() -> None:
+    import subprocess
+
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("two GPUs here: the bench would run in full")
+    script = Path(__file__).resolve().parent.parent / "bench" / "cross_gpu_contention.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "cross_gpu_contention plays two GPUs against each other: fewer are visible"
+    )
