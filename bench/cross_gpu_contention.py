@@ -2,11 +2,13 @@
 
     python bench/cross_gpu_contention.py            # needs 2 GPUs; about 2 minutes
 
-A probe process on GPU 0 measures, in windows of --seconds, three kinds of call a judge makes
-(medians): 200 tiny kernels then a synchronise (microseconds per kernel, wall clock), the same
-200 as the GPU saw them between two events (microseconds per kernel: the GPU waiting for the
-host shows here), and one 64 MiB device allocation, filled and given back to the driver
-(milliseconds). Meanwhile two processes on GPU 1 do one kind of work each row:
+A probe process on GPU 0 measures, in windows of --seconds, the kinds of call a judge and its
+sandbox make (medians): 200 tiny kernels then a synchronise (microseconds per kernel, wall
+clock), the same 200 as the GPU saw them between two events (microseconds per kernel: the GPU
+waiting for the host shows here), one 64 MiB device allocation, filled and given back to the
+driver (milliseconds), and one tensor shared by IPC as a sandbox shares each output it sends
+(torch: an IPC handle, an interprocess event made and destroyed; milliseconds).
+Meanwhile two processes on GPU 1 do one kind of work each row:
 
 - idle: nothing (the baseline, first and last);
 - kernels: the probe's own kernel loop, forever (steady work, no driver calls);
@@ -44,7 +46,12 @@ def allocation():
     t = time.perf_counter(); y = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     y.fill_(0); torch.cuda.synchronize(); del y; torch.cuda.empty_cache()
     return (time.perf_counter() - t) * 1e3
-probes = (kernels, gpu, allocation)
+def share():
+    y = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
+    t = time.perf_counter(); got = y.untyped_storage()._share_cuda_()
+    torch.UntypedStorage._release_ipc_counter_cuda(got[4], got[5]); del y, got
+    return (time.perf_counter() - t) * 1e3
+probes = (kernels, gpu, allocation, share)
 for f in probes: f(); f()
 seen = {f.__name__: [] for f in probes}
 end = time.monotonic() + float(sys.argv[1])
@@ -142,15 +149,15 @@ def main() -> None:
             label = f"{'bare' if bare else 'full'}, {'queues 0.25x' if extra else 'default queues'}"
             print(f"  {label:<28}{contexts_per_second(bare, **extra):6.2f}", flush=True)
     print(f"\n{'GPU 1: 2 processes of':<24}{'kernel us':>10}{'x':>7}{'GPU us':>9}{'x':>7}"
-          f"{'alloc ms':>10}{'x':>7}")  # fmt: skip
+          f"{'alloc ms':>10}{'x':>7}{'share ms':>10}{'x':>7}")  # fmt: skip
     base: dict[str, float] | None = None
     for row in (*ROWS, "idle"):
         m = probe(args.seconds, row)
         base = base or m
         print(f"{row:<24}{m['kernels']:>10.2f}{m['kernels'] / base['kernels']:>6.2f}x"
               f"{m['gpu']:>9.2f}{m['gpu'] / base['gpu']:>6.2f}x"
-              f"{m['allocation']:>10.2f}{m['allocation'] / base['allocation']:>6.2f}x",
-              flush=True)  # fmt: skip
+              f"{m['allocation']:>10.2f}{m['allocation'] / base['allocation']:>6.2f}x"
+              f"{m['share']:>10.3f}{m['share'] / base['share']:>6.2f}x", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

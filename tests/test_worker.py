@@ -391,3 +391,13 @@ def test_strides_must_be_contiguous_or_the_references() -> None:
     }
     assert "strides" in compare.check_meta(0, meta, ref)
     assert compare.check_meta(0, meta | {"contiguous": True, "stride": [6, 1]}, ref) == ""
+
+
+@pytest.mark.gpu
+def test_loading_the_check_kernels_leaves_the_random_state_that_draws_inputs_as_it_was() -> None:
+    from hipevolve.verifier.sandbox import load_kernels
+
+    cpu, gpu = torch.random.get_rng_state(), torch.cuda.get_rng_state()
+    load_kernels(torch, "cuda")
+    assert torch.equal(torch.random.get_rng_state(), cpu)
+    assert torch.equal(torch.cuda.get_rng_state(), gpu)
