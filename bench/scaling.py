@@ -78,6 +78,18 @@ class Phase(BaseModel):
         return 60.0 * self.evaluations / self.wall_s
 
 
+def save_phases(path: Path, phases: list[Phase]) -> None:
+    """The phases so far as JSON (with each one's per_minute), written after every phase so
+    that a run cut short by a time limit keeps what it measured."""
+    path.write_text(json.dumps([p.model_dump() | {"per_minute": p.per_minute} for p in phases],
+                               indent=1))  # fmt: skip
+
+
+def load_phases(path: Path) -> list[Phase]:
+    return [Phase(**{k: v for k, v in p.items() if k != "per_minute"})
+            for p in json.loads(path.read_text())]  # fmt: skip
+
+
 def pooled_ratio(phases: list[Phase], cache: str, lo: int, hi: int) -> tuple[float, list[float]]:
     """Local phases of one cache kind on `hi` GPUs against `lo`: evaluations per minute over
     every round pooled (all evaluations over all wall time), and each round's own ratio."""
@@ -214,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="warm local phases: this many rounds over --gpus, pooled")  # fmt: skip
     parser.add_argument("--ray", action="store_true", help="also Ray GPU workers (warm)")
-    parser.add_argument("--out", type=Path, help="write the phases as JSON")
+    parser.add_argument("--out", type=Path, help="write the phases as JSON, after each one")
     parser.add_argument("--cache-dir", type=Path,
                         help="the warm compile cache, kept for the next run (default: a new "
                         "folder, removed at the end)")  # fmt: skip
@@ -245,24 +257,30 @@ def main(argv: list[str] | None = None) -> None:
     print(f"compiled {len(candidates)} in {time.monotonic() - started:.0f} s", flush=True)
 
     phases: list[Phase] = []
+
+    def record(phase: Phase) -> None:
+        phases.append(phase)
+        if args.out:
+            save_phases(args.out, phases)
+
     for r in range(args.rounds):
         for n in args.gpus:
             phase = local_phase(task, warm, backend, devices[:n], candidates, args.batch,
                                 "warm", standby)  # fmt: skip
-            phases.append(phase.model_copy(update={"round": r}))
+            record(phase.model_copy(update={"round": r}))
             print(f"  {phase.label}, warm, round {r + 1}: {phase.per_minute:.1f}/min", flush=True)
     if not args.no_cold:
         for n in args.gpus:
             cold = base.model_copy(
                 update={"cache_dir": Path(tempfile.mkdtemp(prefix="scaling-cold-"))}
             )
-            phases.append(local_phase(task, cold, backend, devices[:n], candidates, args.batch,
-                                      "cold", standby))  # fmt: skip
+            record(local_phase(task, cold, backend, devices[:n], candidates, args.batch,
+                               "cold", standby))  # fmt: skip
             shutil.rmtree(cold.cache_dir, ignore_errors=True)
             print(f"  {phases[-1].label}, cold: {phases[-1].per_minute:.1f}/min", flush=True)
     if args.ray:
         for n in args.gpus:
-            phases.append(ray_phase(task, warm, backend, n, candidates, args.batch))
+            record(ray_phase(task, warm, backend, n, candidates, args.batch))
             print(f"  {phases[-1].label}: {phases[-1].per_minute:.1f}/min", flush=True)
     if args.cache_dir is None:
         shutil.rmtree(warm_cache, ignore_errors=True)
@@ -307,9 +325,6 @@ def main(argv: list[str] | None = None) -> None:
                 rounds = f"; rounds {', '.join(f'{r:.2f}x' for r in each)}" if len(each) > 1 else ""
                 print(f"goal {GOAL}x from 1 to 2 GPUs, {cache} cache: {ratio:.2f}x ({verdict})"
                       f"{rounds}")  # fmt: skip
-    if args.out:
-        args.out.write_text(json.dumps([p.model_dump() | {"per_minute": p.per_minute}
-                                        for p in phases], indent=1))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -76,3 +76,18 @@ def test_contention_bench_with_fewer_than_two_gpus_says_so_in_one_line() -> None
     assert out.stderr.strip() == (
         "cross_gpu_contention plays two GPUs against each other: fewer are visible"
     )
+
+
+def test_phases_saved_as_json_load_back_equal(tmp_path: Path) -> None:
+    spans = scaling.Spans(busy=9.0, judged=8.5, before_first=0.5, between=0.0, after_last=0.5)
+    phases = [
+        scaling.Phase(label="local, 1 GPU", gpus=1, cache="warm", round=r, evaluations=48,
+                      wall_s=18.7 + r, statuses=["ok"] * 48, standby=3,
+                      stages={"check": 0.15, "total": 0.36}, spans=spans)
+        for r in range(2)
+    ]  # fmt: skip
+    out = tmp_path / "phases.json"
+    scaling.save_phases(out, phases[:1])
+    assert scaling.load_phases(out) == phases[:1]
+    scaling.save_phases(out, phases)  # the next phase rewrites the file with both
+    assert scaling.load_phases(out) == phases
