@@ -317,10 +317,10 @@ def main() -> None:
 
 
 def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
-    """Confines this process, creates its device context, waits for its job, runs it and
-    exits. Starts before its job exists, so the judge's next evaluation finds it ready. In a
-    process forked from the zygote torch is imported already; in a spawned one it is imported
-    here, after confine_process."""
+    """Confines this process, creates its device context and loads the check's kernels
+    (load_kernels), waits for its job, runs it and exits. Starts before its job exists, so the
+    judge's next evaluation finds it ready. In a process forked from the zygote torch is
+    imported already; in a spawned one it is imported here, after confine_process."""
     # CUDA's driver writes under the process's own /proc entry while it initialises (measured on
     # an H200: without it cudaGetDeviceCount fails with error 304); "/proc/self" resolves to
     # this process's folder when the rule is made, so no other process's entry becomes writable.
