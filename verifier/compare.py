@@ -9,16 +9,23 @@ Policy (DESIGN.md, FAULTS.md 9-10):
   for kind `kernelbench`), or `rel_rms` ||x - ref|| / ||ref|| <= max_rel_rms per output.
 Errors are computed in float64 for float64 outputs and float32 otherwise (exact for 16-bit types).
 
+Most outputs pass, so a quick check runs first (`_quick_pass`): about a third of the full
+comparison's passes over the output, one host round trip instead of five. It passes an output only
+when every element is finite and inside the tolerance with room to spare (EDGE); anything else,
+near the edge or failing, goes through the full comparison, which alone decides and describes.
+
 Imports torch and the standard library only.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 MISMATCH_CHARS = 400
+EDGE = 0.999  # the quick check passes only this far inside the tolerance: far beyond rounding
 
 
 def _kb_tol(dtype: torch.dtype) -> float:
@@ -75,6 +82,16 @@ def compare_values(
     index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
 ) -> tuple[bool, float, float, str]:
     """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output."""
+    quick = _quick_pass(got.to(ref.device), ref, tol)
+    if quick is not None:
+        return True, *quick, ""
+    return compare_fully(index, got, ref, tol)
+
+
+def compare_fully(
+    index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
+) -> tuple[bool, float, float, str]:
+    """compare_values without the quick check: the policy, element by element."""
     g, r = _wide(got.to(ref.device)), _wide(ref)
     if not (r.is_floating_point() or r.is_complex()):
         bad = g != r
@@ -130,6 +147,35 @@ def compare_values(
     return True, max_abs, rel_rms, ""
 
 
+def _quick_pass(
+    g: torch.Tensor, r: torch.Tensor, tol: dict[str, Any]
+) -> tuple[float, float] | None:
+    """(max_abs_err, rel_rms_err) when `g` passes with room to spare, None when the full
+    comparison must decide. Writes into neither tensor: `g` may be the candidate's memory."""
+    if not r.is_floating_point() or r.numel() == 0:
+        return None
+    wide = torch.float64 if r.dtype == torch.float64 else torch.float32
+    d = g.to(wide, copy=True)
+    d.sub_(r)  # r widens exactly inside the kernel
+    stats = [
+        torch.linalg.vector_norm(d, float("inf")),
+        torch.linalg.vector_norm(d),
+        torch.linalg.vector_norm(r, dtype=wide),
+    ]
+    if tol["kind"] != "rel_rms":
+        atol, rtol = tolerance_for(tol, r.dtype)
+        stats.append(d.abs_().sub_(r.abs(), alpha=EDGE * rtol).max())  # NaN propagates
+    max_abs, err_norm, ref_norm, *excess = torch.stack(stats).tolist()
+    if not all(math.isfinite(x) for x in (max_abs, err_norm, ref_norm, *excess)):
+        return None  # a NaN or Inf on either side: the full comparison says where
+    rel_rms = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
+    if tol["kind"] == "rel_rms":
+        inside = rel_rms <= EDGE * float(tol["max_rel_rms"])
+    else:
+        inside = excess[0] <= EDGE * atol
+    return (max_abs, rel_rms) if inside else None
+
+
 def _summary(index: int, g: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, why: str) -> str:
     where = torch.nonzero(bad)[:3].tolist()
     shown = ", ".join(
@@ -155,6 +201,8 @@ def inputs_unchanged(before: list[torch.Tensor], after: list[torch.Tensor]) -> s
         a = a.to(b.device)
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"input {i} changed shape or dtype"
+        if torch.equal(a, b):
+            continue  # the usual answer, in one pass; NaN inputs take the way below
         same = a == b
         if b.is_floating_point() or b.is_complex():
             same |= torch.isnan(a) & torch.isnan(b)

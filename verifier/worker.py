@@ -2,12 +2,12 @@
 
 A judge process scores candidates one at a time; the controller (isolate.py) spawns it in its
 own process group with an allowlisted environment, writes one JSON job per line on stdin and reads
-one JSON result line per job from fd N. For each job the judge computes every reference output
-and times the reference before the candidate exists, then runs the candidate in a fresh process
-(sandbox.py, in a fresh folder) that it watches, times out and kills, and decides the status from
-what comes back. It serves another job only after one that ended ok, incorrect or suspect, with
-its device context still sound, and at most JOBS_PER_JUDGE. Every number the tool reports comes
-from here.
+one JSON result line per job from fd N. For each job the judge builds every reference output
+(keeping those of the seeds its next job shares: references.py) and times the reference before
+the candidate exists, then runs the candidate in a fresh process (sandbox.py, in a fresh folder)
+that it watches, times out and kills, and decides the status from what comes back. It serves
+another job only after one that ended ok, incorrect or suspect, with its device context still
+sound, and at most JOBS_PER_JUDGE. Every number the tool reports comes from here.
 
 What it protects against (FAULTS.md):
 - hangs in host code or kernels (stage timeouts here, a group kill in the controller), crashes
@@ -60,7 +60,7 @@ What it does not protect against:
 The running sandbox, its pipe and drained output, and the group kill live in channel.py.
 
 Imports torch, numpy, the standard library, hipevolve.reference and
-hipevolve.verifier.{channel,compare,confine,ipc,timing,wire,zygote} only (no pydantic).
+hipevolve.verifier.{channel,compare,confine,ipc,references,timing,wire,zygote} only (no pydantic).
 """
 
 from __future__ import annotations
@@ -73,24 +73,29 @@ import shutil
 import statistics
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier import confine
 from hipevolve.verifier.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.zygote import Zygote
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.references import Kept
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
 ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
 
 
 class Judge:
-    def __init__(self, job: dict, chan: Channel) -> None:
+    def __init__(self, job: dict, chan: Channel, kept: Kept | None = None) -> None:
         import torch
 
         from hipevolve import reference
-        from hipevolve.verifier import compare, ipc, timing
+        from hipevolve.verifier import compare, ipc, references, timing
 
         self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
+        self.references = references
+        self.kept = kept if kept is not None else references.Kept()  # from the judge's last job
         self.job = job
         self.device = job["device"]
         self.ipc = ipc
@@ -106,27 +111,16 @@ class Judge:
             c["name"]: {"case": c["name"], "correct": True, "message": ""} for c in job["cases"]
         }
         self.refs: dict[tuple[str, int], tuple[list, list]] = {}
+        self.module: Any = None
         self.chan = chan
 
     # --- before the candidate exists ----------------------------------------------------------
     def build_references(self) -> str:
-        torch, ref = self.torch, self.reference
-        module = ref.load_module(self.job["reference"])
-        self.module = module
+        built = self.references.build(self.job, self.kept)
+        if isinstance(built, str):
+            return built
+        self.module, self.refs = built
         for case in self.job["cases"]:
-            for seed in self.job["seeds"]:
-                model = ref.build_model(module, case["init"], self.device, seed)
-                # drawn on the device (fast; the sandbox draws the same way, so the values match)
-                inputs = ref.build_inputs(
-                    module, case["inputs"], self.device, seed, draw_on_device=True
-                )
-                with torch.no_grad():
-                    outs = [o.detach().clone() for o in ref.as_outputs(model(*inputs))]
-                problem = self.compare.reference_problem(outs)
-                if problem:
-                    return f"bad reference: case {case['name']} seed {seed}: {problem}"
-                tensors = [i for i in inputs if isinstance(i, torch.Tensor)]
-                self.refs[(case["name"], seed)] = (tensors, outs)
             first = self.refs[(case["name"], self.job["seeds"][0])]
             case["poison_sizes"] = [o.numel() * o.element_size() for o in first[1]]
             set_bytes = self.timing.tensor_bytes(first[0])
@@ -552,6 +546,11 @@ def main() -> None:
     zygote = Zygote.start()
     import torch
 
+    from hipevolve.verifier import references
+
+    kept = (
+        references.Kept()
+    )  # the reference's inputs and outputs, for the judge's next job of the task
     if args.device.startswith("cuda"):
         torch.cuda.init()
         torch.zeros(1, device=args.device)
@@ -569,7 +568,7 @@ def main() -> None:
             job = json.loads(line)
             if job["device"] == "cpu":
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
-            result = Judge(job, chan).run()
+            result = Judge(job, chan, kept).run()
         except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
             kill_group_except_self(zygote.spared())
             result = {
@@ -579,9 +578,7 @@ def main() -> None:
                 "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
             }
         reusable = (
-            result["status"] in REUSABLE
-            and served < JOBS_PER_JUDGE
-            and healthy(torch, args.device)
+            result["status"] in REUSABLE and served < JOBS_PER_JUDGE and healthy(torch, args.device)
         )
         if reusable:  # the next candidate's sandbox starts now, in a new folder
             shutil.rmtree(sandbox_dir, ignore_errors=True)  # nothing passes to the next one

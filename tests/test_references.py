@@ -1,0 +1,108 @@
+"""A judge keeps its reference inputs and outputs for its next job of the same task only."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hipevolve.verifier import references
+from hipevolve.verifier.evaluation import Status
+from hipevolve.verifier.isolate import StandbyPool, run_worker
+
+sys.path.insert(0, str(Path(__file__).parent / "hostile"))
+from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402
+
+SOFTMAX = (Path(__file__).parents[1] / "problems" / "softmax" / "reference.py").read_text()
+
+
+def _job(path: Path, seeds=(0, 1), device: str = "cpu") -> dict:
+    case = {"name": "c", "init": {}, "inputs": {"rows": 4, "cols": 64, "dtype": "float32"}}
+    return {"reference": str(path), "device": device, "seeds": list(seeds), "cases": [case]}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_next_job_of_the_same_task_builds_only_the_seeds_it_adds(
+    tmp_path: Path, device: str
+) -> None:
+    path = tmp_path / "reference.py"
+    path.write_text(SOFTMAX)
+    kept = references.Kept()
+    _, first = references.build(_job(path, (0, 1, 7), device), kept)
+    _, second = references.build(_job(path, (0, 1, 8), device), kept)
+    assert second[("c", 0)] is first[("c", 0)] and second[("c", 1)] is first[("c", 1)]
+    assert second[("c", 8)] is not first[("c", 7)]
+    assert set(kept.refs) == {("c", 0), ("c", 1), ("c", 8)}  # the last job's, no more
+    for (_, seed), (inputs, outputs) in second.items():
+        fresh = references.build(_job(path, (seed,), device), references.Kept())[1][("c", seed)]
+        assert torch.equal(inputs[0], fresh[0][0]) and torch.equal(outputs[0], fresh[1][0])
+        assert torch.allclose(outputs[0], torch.softmax(inputs[0], dim=-1))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda job: job | {"cases": [job["cases"][0] | {"inputs": {"rows": 4, "cols": 32}}]},
+        lambda job: job | {"cases": [job["cases"][0] | {"name": "d"}]},
+        lambda job: job | {"device": "meta"},
+    ],
+    ids=["inputs", "case name", "device"],
+)
+def test_a_job_built_differently_gets_new_references(tmp_path: Path, change) -> None:
+    path = tmp_path / "reference.py"
+    path.write_text(SOFTMAX)
+    kept = references.Kept()
+    _, first = references.build(_job(path), kept)
+    assert references.job_key(change(_job(path))) != references.job_key(_job(path))
+    if change(_job(path))["device"] == "cpu":
+        _, other = references.build(change(_job(path)), kept)
+        assert not {id(v) for v in other.values()} & {id(v) for v in first.values()}
+        assert kept.refs == other
+
+
+def test_an_edited_reference_file_is_built_again(tmp_path: Path) -> None:
+    path = tmp_path / "reference.py"
+    path.write_text(SOFTMAX)
+    kept = references.Kept()
+    references.build(_job(path), kept)
+    key = kept.key
+    path.write_text(SOFTMAX + "\n# edited\n")
+    assert references.job_key(_job(path)) != key
+
+
+def test_references_over_the_limit_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "reference.py"
+    path.write_text(SOFTMAX)
+    monkeypatch.setattr(references, "KEEP_BYTES", 4 * 64 * 4 * 4 - 1)  # 2 seeds, in and out
+    kept = references.Kept()
+    _, first = references.build(_job(path), kept)
+    assert kept.key is None and kept.refs == {}
+    _, again = references.build(_job(path), kept)
+    assert again is not first and all(
+        torch.equal(a, b) for k in first for a, b in zip(first[k][1], again[k][1], strict=True)
+    )
+
+
+def test_a_bad_reference_is_reported_and_drops_what_was_kept(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(SOFTMAX)
+    bad.write_text(SOFTMAX.replace("return torch.softmax", "return float('nan') * torch.softmax"))
+    kept = references.Kept()
+    references.build(_job(good), kept)
+    assert "NaN" in references.build(_job(bad), kept)
+    assert kept.key is None and kept.refs == {}
+
+
+def test_a_pooled_judge_checks_each_job_against_the_kept_references() -> None:
+    nan = HERE / "dyn_nan_output.py"
+    jobs = [HEALTHY, HEALTHY, nan, HEALTHY, nan, HEALTHY]
+    with StandbyPool(size=1, device="cpu") as pool:  # judges take turns: A, B, A, B, A, B
+        results = [run_worker(cpu_job(j), standby=pool.take(), pool=pool) for j in jobs]
+    statuses = [r.status for r in results]
+    assert statuses == [Status.ok, Status.ok, Status.incorrect, Status.ok, Status.incorrect,
+                        Status.ok], [r.message for r in results]  # fmt: skip
+    assert results[4].judge_pid == results[2].judge_pid == results[0].judge_pid
