@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -90,3 +94,11 @@ def test_inputs_unchanged_treats_nan_as_equal_and_counts_what_changed() -> None:
     assert compare.inputs_unchanged(before, changed) == (
         "input 1 was modified by the call (2 elements)"
     )
+
+
+def test_compare_speed_bench_prints_both_ways_and_their_ratio() -> None:
+    bench = Path(__file__).parents[1] / "bench" / "compare_speed.py"
+    args = ["--rows", "64", "--cols", "256", "--repeats", "2"]
+    out = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"64x256 bfloat16: full [\d.]+ ms, quick [\d.]+ ms, ratio [\d.]+x", out.stdout)
