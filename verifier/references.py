@@ -55,7 +55,7 @@ def build(job: dict[str, Any], kept: Kept) -> tuple[ModuleType, Refs] | str:
     """(module, {(case, seed): (tensor inputs, outputs)}) for `job`, or why the reference
     cannot judge anything. `kept` then holds exactly this job's references."""
     key = job_key(job)
-    if key != kept.key or kept.module is None:
+    if key != kept.key:  # kept.drop() leaves no key, so a kept key always has its module
         kept.drop()  # before the new ones take memory
         kept.module = reference.load_module(job["reference"])
     module, device, refs = kept.module, job["device"], {}
