@@ -10,8 +10,11 @@ The candidates are the first --candidates configurations of the task's tunable s
 shuffled order (seed 0), repeated when the grid is smaller (gated_delta_net has 3). Each phase
 evaluates all of them through the production path
 (hipevolve.verifier.pipeline.evaluate_many on persistent worker slots, one per GPU, as
-`evolve` does), in batches of --batch (default 4: one generation of the default 4 islands), and
-reports evaluations per minute over the phase's wall time:
+`evolve` does), in batches of --batch (default 4: one generation of the default 4 islands),
+--window of them at once (default 2: `evolve` plans each generation from the islands one
+generation back, so a generation evaluates while the one before finishes; 1: each batch waits
+for the last, as every run did before), and reports evaluations per minute over the phase's
+wall time:
 
 - warm: the compile cache already holds every candidate (compiled once, untimed, before the
   first phase), so a phase measures the GPU stage and its judges: the part more GPUs add;
@@ -35,6 +38,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -119,14 +124,33 @@ def candidates_for(task: TaskSpec, n: int) -> list[Candidate]:
 
 
 def in_batches(evaluate, candidates: list[Candidate], batch: int,
-               windows: list[tuple[float, float]] | None = None) -> list[Evaluation]:  # fmt: skip
-    """All evaluations, one batch after another; `windows` collects each batch's (start, end)."""
+               windows: list[tuple[float, float]] | None = None,
+               window: int = 1) -> list[Evaluation]:  # fmt: skip
+    """All evaluations, in batches, at most `window` of them evaluating at once: batch k starts
+    once batch k - window is in, as `evolve` starts generation g once generation g - 1 - lag is
+    (window = lag + 1). `windows` collects each batch's (start, end); with window > 1, where
+    batches overlap, the whole run's."""
+    first = time.monotonic()
+    flight: deque[tuple[float, Future[list[Evaluation]]]] = deque()
     results: list[Evaluation] = []
-    for start in range(0, len(candidates), batch):
-        began = time.monotonic()
-        results += evaluate(candidates[start : start + batch])
-        if windows is not None:
+
+    def land() -> None:
+        began, running = flight.popleft()
+        results.extend(running.result())
+        if windows is not None and window == 1:
             windows.append((began, time.monotonic()))
+
+    with ThreadPoolExecutor(max_workers=window) as pool:
+        for start in range(0, len(candidates), batch):
+            if len(flight) == window:
+                land()
+            flight.append(
+                (time.monotonic(), pool.submit(evaluate, candidates[start : start + batch]))
+            )
+        while flight:
+            land()
+    if windows is not None and window > 1:
+        windows.append((first, time.monotonic()))
     return results
 
 
@@ -176,7 +200,7 @@ def stage_means(results: list[Evaluation]) -> dict[str, float]:
 
 
 def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[str, ...],
-                candidates, batch: int, cache: str, standby: int) -> Phase:  # fmt: skip
+                candidates, batch: int, cache: str, standby: int, window: int = 1) -> Phase:  # fmt: skip
     from hipevolve.verifier.pipeline import evaluate_many
 
     windows: list[tuple[float, float]] = []
@@ -184,7 +208,7 @@ def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[s
         time.sleep(10)  # every slot's standby judges are up, as during a run
         started = time.monotonic()
         results = in_batches(lambda cs: evaluate_many(cs, task, settings, backend, slots=slots),
-                             candidates, batch, windows)  # fmt: skip
+                             candidates, batch, windows, window)  # fmt: skip
         wall = time.monotonic() - started
     label = f"local, {len(devices)} GPU{'s' if len(devices) > 1 else ''}"
     judged = sum(r.seconds.get("total", 0.0) for r in results)
@@ -195,14 +219,14 @@ def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[s
 
 
 def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candidates,
-              batch: int) -> Phase:  # fmt: skip
+              batch: int, window: int = 1) -> Phase:  # fmt: skip
     from hipevolve.evolution.ray_evaluator import RayEvaluator
 
     evaluator = RayEvaluator(task, settings, backend, "auto", workers=gpus)
     try:
         time.sleep(10)
         started = time.monotonic()
-        results = in_batches(evaluator, candidates, batch)
+        results = in_batches(evaluator, candidates, batch, window=window)
         wall = time.monotonic() - started
     finally:
         evaluator.close()
@@ -219,6 +243,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", default="softmax")
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--window", type=int, default=2,
+                        help="batches evaluating at once (default 2: `evolve` plans each "
+                        "generation one behind, lag 1); 1: each batch waits for the last")  # fmt: skip
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--standby", type=int, default=None,
                         help="warm judges per slot (default: verifier.slots.STANDBY_JUDGES)")  # fmt: skip
@@ -250,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     warm_cache.mkdir(parents=True, exist_ok=True)
     warm = base.model_copy(update={"cache_dir": warm_cache})
     print(f"{task.name}: {len(candidates)} candidates, batches of {args.batch}, "
-          f"{len(devices)} GPUs visible ({backend})", flush=True)  # fmt: skip
+          f"{args.window} at once, {len(devices)} GPUs visible ({backend})", flush=True)  # fmt: skip
     started = time.monotonic()
     for c in candidates:  # fill the warm cache, untimed
         prepare(c, task, warm, backend)
@@ -266,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in range(args.rounds):
         for n in args.gpus:
             phase = local_phase(task, warm, backend, devices[:n], candidates, args.batch,
-                                "warm", standby)  # fmt: skip
+                                "warm", standby, args.window)  # fmt: skip
             record(phase.model_copy(update={"round": r}))
             print(f"  {phase.label}, warm, round {r + 1}: {phase.per_minute:.1f}/min", flush=True)
     if not args.no_cold:
@@ -275,12 +302,12 @@ def main(argv: list[str] | None = None) -> None:
                 update={"cache_dir": Path(tempfile.mkdtemp(prefix="scaling-cold-"))}
             )
             record(local_phase(task, cold, backend, devices[:n], candidates, args.batch,
-                               "cold", standby))  # fmt: skip
+                               "cold", standby, args.window))  # fmt: skip
             shutil.rmtree(cold.cache_dir, ignore_errors=True)
             print(f"  {phases[-1].label}, cold: {phases[-1].per_minute:.1f}/min", flush=True)
     if args.ray:
         for n in args.gpus:
-            record(ray_phase(task, warm, backend, n, candidates, args.batch))
+            record(ray_phase(task, warm, backend, n, candidates, args.batch, args.window))
             print(f"  {phases[-1].label}: {phases[-1].per_minute:.1f}/min", flush=True)
     if args.cache_dir is None:
         shutil.rmtree(warm_cache, ignore_errors=True)

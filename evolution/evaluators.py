@@ -3,6 +3,7 @@ over the verifier pipeline (tests and benches bring their own Evaluators)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
 from hipevolve.archive.store import canonical_json
@@ -14,7 +15,8 @@ from hipevolve.verifier.evaluation import Evaluation
 
 
 class Evaluator(Protocol):
-    """Scores a batch of candidates, results in the order given.
+    """Scores a batch of candidates, results in the order given; callable from several threads
+    at once (a run with settings.lag > 0 evaluates generations side by side).
 
     `settings_key` (canonical JSON naming the task, its cases and the verifier settings) and
     `toolchain` (compiler, runtime and device) make the archive's idempotency key: an
@@ -38,6 +40,7 @@ class PipelineEvaluator:
         self.toolchain = toolchain_of(backend)
         self.device = device_name(backend)
         self._slots = None
+        self._starting = threading.Lock()  # generations in flight call from several threads
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -55,8 +58,10 @@ class PipelineEvaluator:
         from hipevolve.verifier.pipeline import evaluate_many
         from hipevolve.verifier.slots import Slots
 
-        if self._slots is None and self.backend != "static":
-            self._slots = Slots(self.backend, self.gpus)
+        with self._starting:
+            if self._slots is None and self.backend != "static":
+                self._slots = Slots(self.backend, self.gpus)
+        # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
         return evaluate_many(list(candidates), self.task, self.settings, self.backend,
                              slots=self._slots)  # fmt: skip
 

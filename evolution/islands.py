@@ -144,6 +144,14 @@ class EvolutionSettings(Frozen):
     proposals_per_island: int = Field(
         default=1, ge=1, description="parents planned per island per generation"
     )
+    lag: int = Field(
+        default=0,
+        ge=0,
+        le=4,
+        description="generations a plan may lag behind: generation g is planned from the islands "
+        "after generation g-1-lag, so up to lag+1 generations evaluate at once (0: each waits "
+        "for the one before)",
+    )
 
     @model_validator(mode="after")
     def _fractions_sum_to_one(self) -> EvolutionSettings:

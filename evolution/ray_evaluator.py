@@ -9,6 +9,7 @@
    Ray sets the GPU visibility variable of its process, so its judges see that GPU alone) and
    runs pipeline.run_prepared in its own warm judges;
 3. the evaluations come back in the order of the batch, whatever order the actors finish in.
+   Batches called from several threads at once (a run's generations in flight) take turns.
 
 The controller (this process) stays the archive's only writer: tasks and actors return
 Evaluations and write nothing, so a run's semantics are those of a local run. An actor that
@@ -28,6 +29,7 @@ import contextlib
 import os
 import socket
 import tempfile
+import threading
 import time
 from collections import Counter, deque
 from pathlib import Path
@@ -216,6 +218,7 @@ class RayEvaluator:
         self._starting: dict = {}  # describe() ref -> actor
         self.served: Counter[str] = Counter()  # worker's GPU (or pid) -> evaluations it returned
         self.lost = 0  # evaluations lost with their actor and queued again
+        self._turn = threading.Lock()
         for _ in range(workers):
             self._start_worker()
         described = self._wait_for_workers()
@@ -259,6 +262,11 @@ class RayEvaluator:
     # ---------------------------------------------------------------------------- a batch
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        # The workers are shared state: concurrent calls (generations in flight) take turns.
+        with self._turn:
+            return self._evaluate(candidates)
+
+    def _evaluate(self, candidates: list[Candidate]) -> list[Evaluation]:
         ray = self._ray
         results: list[Evaluation | None] = [None] * len(candidates)
         preparing = {

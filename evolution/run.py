@@ -11,14 +11,24 @@ spent, when nothing unseen is one edit from any elite (the reachable space is ex
 when should_stop() says so (Ctrl-C: the batch in flight is finished first and the run is marked
 interrupted).
 
-Resume and determinism. A generation is a pure function of the islands before it, the source
-hashes of earlier generations and an rng seeded by (seed, generation, evaluations so far). Its
-end is checkpointed as one `generation` event holding the islands. Resuming reopens the run,
-restores the islands of the last checkpoint and replays the unfinished generation: the same
-children come out, those the archive already holds keep their ids, those already evaluated are
-not evaluated again, and the ones that were in flight (re-queued by Archive.resume) are
-evaluated first, counting toward the budget. A resumed run therefore evaluates exactly what an
-uninterrupted run with the same seed would have.
+Generations in flight. With settings.lag = L, generation g is planned from the islands after
+generation g-1-L (generation 1 and the first L after it from generation 0's), so it can be
+staged, compiled and evaluated while the L generations before it finish: a slot that would
+wait for a generation's slowest evaluation takes the next one's work instead. Results still
+enter the islands one generation at a time, in order, with the exchanges (migration, reseeding)
+due at each; L = 0 is the plain loop, each generation planned from the one just finished. A plan
+that lags and proposes nothing is made again from the latest islands before the search is
+called exhausted.
+
+Resume and determinism. A generation is a pure function of the islands it is planned from, the
+source hashes of earlier generations and an rng seeded by (seed, generation, evaluations so
+far), whatever order the evaluations finish in. Its end is checkpointed as one `generation`
+event holding the islands. Resuming reopens the run, restores the islands of the last L + 1
+checkpoints and replays the unfinished generations: the same children come out, those the
+archive already holds keep their ids, those already evaluated are not evaluated again, and the
+ones that were in flight (re-queued by Archive.resume) are evaluated first, counting toward the
+budget. A resumed run therefore evaluates exactly what an uninterrupted run with the same seed
+would have.
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ import json
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,7 +56,7 @@ from hipevolve.evolution.islands import (
     best,
     insert,
 )
-from hipevolve.evolution.migration import Move
+from hipevolve.evolution.migration import exchange
 from hipevolve.evolution.offline import Child, propose, rescue
 from hipevolve.evolution.selection import PolicyState, Proposal, empty_islands, plan
 from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
@@ -95,6 +107,18 @@ class Progress(Frozen):
     evaluations_per_minute: float = Field(description="this session's evaluations per minute")
 
 
+class _Staged(BaseModel):
+    """A generation stored and admitted, waiting for (or back from) the evaluator."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    generation: int
+    ids: list[tuple[int, int]] = Field(description="(candidate, island), in candidate order")
+    done: dict[int, Evaluation | None] = Field(description="evaluations the archive had")
+    pending: list[int] = Field(description="candidates the evaluator scores, in this order")
+    candidates: list[Candidate]
+
+
 class RunSummary(Frozen):
     run: int
     status: Literal["finished", "interrupted"]
@@ -134,49 +158,89 @@ def run_evolution(
             )
     search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
     search.policy = policy
-    generation, islands = search.restore()
+    generation, states = search.restore()
     # Where this session's numbers come from (a resumed run may move to another machine).
     environment = {"toolchain": evaluate.toolchain}
     if getattr(evaluate, "device", None):
         environment["device"] = evaluate.device
     archive.log_event(search.run, "environment", environment)
+    lag = settings.lag
+    done = generation - 1  # the last generation whose results are in the islands
+    flight: deque[tuple[_Staged, Future[list[Evaluation]]]] = deque()  # oldest first
     reason: StopReason | None = None
-    while reason is None:
-        seen = search.seen_before(generation)
-        if len(seen) >= budget:
-            reason = "budget"
+    latest = False  # the lagged plan of `generation` proposed nothing: plan it from `done`'s
+    while True:
+        while reason is None and len(flight) <= lag:
+            base = done if latest else max(0, generation - 1 - lag)
+            if generation > 0 and (base > done or (latest and done < generation - 1)):
+                break  # its islands are not in yet
+            seen = search.seen_before(generation)
+            if len(seen) >= budget:
+                reason = "budget"
+                break
+            if policy is not None and policy.stop_reason() is not None:
+                reason = "llm_budget"
+                break
+            rng = random.Random(f"hipevolve:{seed}:{generation}:{len(seen)}")
+            admitted = Budget(budget, seen)
+            if generation == 0:
+                children = search.first_children(rng, admitted)
+            elif not any(island.grid for island in states[base]):
+                reason = "no_seed"
+                break
+            else:
+                state = PolicyState(islands=states[base], generation=generation - 1)
+                planned = plan(state, settings, rng)
+                children = search.children(
+                    planned.proposals, planned.islands, rng, seen, generation, admitted
+                )
+            if not children:
+                if generation > 0 and base < generation - 1:
+                    latest = True  # planned from older islands: try the latest first
+                    continue
+                reason = "no_seed" if generation == 0 else "exhausted"
+                break
+            staged = search.stage(generation, children, admitted)
+            flight.append((staged, _in_background(search.evaluate_staged, staged)))
+            generation, latest = generation + 1, False
+        if not flight:
             break
-        if policy is not None and policy.stop_reason() is not None:
-            reason = "llm_budget"
-            break
-        rng = random.Random(f"hipevolve:{seed}:{generation}:{len(seen)}")
-        moves: Sequence[Move] = ()
-        admitted = Budget(budget, seen)
-        if generation == 0:
-            children = search.first_children(rng, admitted)
-        elif not any(island.grid for island in islands):
-            reason = "no_seed"
-            break
-        else:
-            planned = plan(PolicyState(islands=islands, generation=generation - 1), settings, rng)
-            islands, moves = planned.islands, planned.moves
-            children = search.children(planned.proposals, islands, rng, seen, generation, admitted)
-        if not children:
-            reason = "no_seed" if generation == 0 else "exhausted"
-            break
-        results = search.settle(generation, children, admitted)
-        islands = search.insert(islands, results, everywhere=generation == 0)
-        search.checkpoint(generation, islands, moves)
-        generation += 1
+        staged, running = flight.popleft()
+        results = search.complete(staged, running.result())
+        done = staged.generation
+        islands, moves = exchange(states.get(done - 1, ()), done - 1, settings)
+        states[done] = search.insert(islands or empty_islands(settings), results,
+                                     everywhere=done == 0)  # fmt: skip
+        search.checkpoint(done, states[done], moves)
+        for old in [g for g in states if g < max(0, done - lag)]:
+            del states[old]
         if on_progress is not None:
-            on_progress(search.progress(generation, islands))
+            on_progress(search.progress(done + 1, states[done]))
         if (
-            should_stop is not None
+            reason is None
+            and should_stop is not None
             and should_stop()
             and len(search.seen_before(generation)) < budget
         ):
-            reason = "stopped"
-    return search.finish(reason, generation, islands)
+            reason = "stopped"  # the generations in flight are finished first
+    assert reason is not None  # the loop ends only once a stop reason is set and nothing flies
+    return search.finish(reason, done + 1, states.get(done, empty_islands(settings)))
+
+
+def _in_background(work: Callable[[_Staged], list[Evaluation]], staged: _Staged) -> Future:
+    """work(staged) on a daemon thread: a second Ctrl-C ends the process without waiting for
+    it (the thread writes nothing; what it was evaluating is re-queued on resume)."""
+    future: Future[list[Evaluation]] = Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(work(staged))
+        except BaseException as e:  # noqa: BLE001 (re-raised in the loop by future.result())
+            future.set_exception(e)
+
+    threading.Thread(target=run, name=f"generation-{staged.generation}", daemon=True).start()
+    return future
 
 
 def _lowered(task: TaskSpec):
@@ -215,10 +279,11 @@ class _Search:
 
     # -------------------------------------------------------------------- resume
 
-    def restore(self) -> tuple[int, tuple[Island, ...]]:
-        """(next generation, its islands): fresh, or from the last checkpoint of a resumed run."""
+    def restore(self) -> tuple[int, dict[int, tuple[Island, ...]]]:
+        """(next generation, the islands after each of the last lag + 1 generations): nothing
+        for a fresh run, the last checkpoints of a resumed one."""
         if not self.resumed:
-            return 0, empty_islands(self.settings)
+            return 0, {}
         info = self.archive.run(self.run)
         if info.task != self.task.name:
             raise UserError(
@@ -236,12 +301,14 @@ class _Search:
             self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}
         )
         self.written = {(e.island, e.cell): e.candidate_id for e in self.archive.elites(self.run)}
-        checkpoints = self.archive.events(self.run, CHECKPOINT)
+        checkpoints = self.archive.events(self.run, CHECKPOINT)[-(self.settings.lag + 1) :]
         if not checkpoints:
-            return 0, empty_islands(self.settings)
-        last = checkpoints[-1].data
-        islands = tuple(Island.model_validate(i) for i in last["islands"])
-        return last["generation"] + 1, islands
+            return 0, {}
+        states = {
+            c.data["generation"]: tuple(Island.model_validate(i) for i in c.data["islands"])
+            for c in checkpoints
+        }
+        return max(states) + 1, states
 
     def seen_before(self, generation: int) -> frozenset[str]:
         """Source hashes of this run's candidates from generations before `generation`."""
@@ -312,10 +379,9 @@ class _Search:
 
     # -------------------------------------------------------------------- evaluating
 
-    def settle(
-        self, generation: int, children: Sequence[Child], budget: Budget
-    ) -> list[tuple[int, int, Evaluation]]:
-        """Stores, admits and evaluates the children; (candidate, island, evaluation) of each."""
+    def stage(self, generation: int, children: Sequence[Child], budget: Budget) -> _Staged:
+        """Stores and admits the children, and queues those not yet evaluated (here, or by
+        another run with the same evaluation key) for the evaluator."""
         ids: list[tuple[int, int]] = []
         for child in children:
             admission = budget.admit(child.candidate.source_hash)
@@ -328,7 +394,7 @@ class _Search:
             )  # fmt: skip
             self.sources[cid] = child.candidate
             ids.append((cid, child.island))
-        ids += self._orphans({cid for cid, _ in ids}, budget)
+        ids += self._orphans({cid for cid, _ in ids}, budget, generation)
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
         pending = self._from_cache([cid for cid, _ in ids if done[cid] is None], done)
@@ -336,22 +402,39 @@ class _Search:
             self.archive.enqueue(cid)
         for cid in pending:
             self.archive.mark_in_flight(cid)
-        if pending:
-            results = self.evaluate([self.sources[cid] for cid in pending])
-            if len(results) != len(pending):
-                raise RuntimeError(f"evaluator returned {len(results)} results for {len(pending)}")
-            for cid, evaluation in zip(pending, results, strict=True):
-                done[cid] = self._record(cid, evaluation)
-            self.evaluated_here += len(pending)
-        return [(cid, island, done[cid]) for cid, island in ids]
+        return _Staged(generation=generation, ids=ids, done=done, pending=pending,
+                       candidates=[self.sources[cid] for cid in pending])  # fmt: skip
 
-    def _orphans(self, planned: set[int], budget: Budget) -> list[tuple[int, int]]:
-        """Queued candidates the replayed generation did not propose again (a run written by
+    def evaluate_staged(self, staged: _Staged) -> list[Evaluation]:
+        """The evaluator's results for a staged generation (on a pool thread: no archive work)."""
+        if not staged.candidates:
+            return []
+        results = self.evaluate(staged.candidates)
+        if len(results) != len(staged.candidates):
+            raise RuntimeError(
+                f"evaluator returned {len(results)} results for {len(staged.candidates)}"
+            )
+        return results
+
+    def complete(
+        self, staged: _Staged, results: list[Evaluation]
+    ) -> list[tuple[int, int, Evaluation]]:
+        """Records a staged generation's results; (candidate, island, evaluation) of each."""
+        done = dict(staged.done)
+        for cid, evaluation in zip(staged.pending, results, strict=True):
+            done[cid] = self._record(cid, evaluation)
+        self.evaluated_here += len(staged.pending)
+        return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
+
+    def _orphans(self, planned: set[int], budget: Budget, generation: int) -> list[tuple[int, int]]:
+        """Queued candidates of `generation` the replay did not propose again (a run written by
         another version of the policy): evaluated all the same, since the budget counted them."""
         found = []
         for cid in self.archive.queued(self.run):
             if cid not in planned:
                 record = self.archive.candidate(cid)
+                if record.generation != generation:
+                    continue  # another generation in flight when the run stopped: its own turn
                 budget.admit(record.source_hash)
                 self.sources[cid] = record.candidate
                 found.append((cid, record.island))

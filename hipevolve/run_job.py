@@ -219,11 +219,14 @@ def run_job(
 
 def _plan(options: JobOptions, archive: Archive, task: TaskSpec, parallelism: int = 1) -> _Plan:
     """A fresh run's plan, or the resumed run's own. `parallelism`: evaluations the evaluator
-    runs at once (its GPUs); a generation proposes at least that many children."""
+    runs at once (its GPUs); a generation proposes at least that many children. A fresh run
+    plans each generation from the islands one generation back (lag 1), so the next generation
+    compiles and evaluates while the slowest evaluations of the last one finish; the lag is
+    recorded with the run's settings, and a resumed run keeps its own."""
     if options.resume is None:
         islands = options.islands or EvolutionSettings().islands
         settings = EvolutionSettings(
-            islands=islands, proposals_per_island=max(1, math.ceil(parallelism / islands))
+            islands=islands, proposals_per_island=max(1, math.ceil(parallelism / islands)), lag=1
         )
         return _Plan(run=None, budget=options.budget or 0, seed=options.seed or 0,
                      settings=settings)  # fmt: skip

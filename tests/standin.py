@@ -10,8 +10,11 @@ is exercised by the gpu-marked tests.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -144,6 +147,17 @@ def evaluated_hashes(path: Path, run: int = 1) -> list[str]:
 
 def logged(log: Path) -> list[str]:
     return log.read_text().split() if log.exists() else []
+
+
+def sigkill_when(proc: subprocess.Popen, ready: Callable[[], bool], within_s: float = 30) -> None:
+    """Waits for ready() while the child lives, then kills it with SIGKILL and reaps it."""
+    deadline = time.monotonic() + within_s
+    while not ready():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the child made no progress"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 # A task the `evolve` command finds through --tasks-dir: y = 2x, with the three-tunable kernel

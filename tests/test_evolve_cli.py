@@ -305,8 +305,9 @@ def test_first_ctrl_c_finishes_the_batch_and_the_printed_command_completes_the_r
                      "--archive", db, delay_s=0.2),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
-    # Batches are the seed, then 4 children a generation: with 3 done, generation 1's batch
-    # has 2 children (0.4 s) to go when Ctrl-C lands.
+    # Batches are the seed, then 4 children a generation; `evolve` plans with lag 1, so
+    # generations 1 and 2 (both from the seed's islands) evaluate side by side: with 3 done,
+    # each has children to go when Ctrl-C lands.
     deadline = time.monotonic() + 30
     while len(logged(log)) < 3:
         assert proc.poll() is None, proc.communicate()
@@ -317,9 +318,9 @@ def test_first_ctrl_c_finishes_the_batch_and_the_printed_command_completes_the_r
     assert proc.returncode == 130, stdout + stderr
     assert "stopping: finishing the evaluations in flight" in stderr
     first = logged(log)
-    assert len(first) == 5  # the seed and the whole batch in flight
+    assert len(first) == 9  # the seed and both generations in flight, whole
     with Archive.open(db) as archive:
-        assert archive.count_evaluations(1) == 5
+        assert archive.count_evaluations(1) == 9
         assert archive.queued(1) == archive.queued(1, "in_flight") == []
         assert archive.run(1).status == "interrupted"
     resume = [line for line in stdout.splitlines() if line.startswith("resume: ")]
@@ -353,7 +354,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
     deadline = time.monotonic() + 30
-    while in_flight(db) < 4:  # the seed is done and generation 1's batch of 4 is out
+    while in_flight(db) < 8:  # the seed is done, generations 1 and 2 (lag 1) are out
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the search made no progress"
         time.sleep(0.01)
@@ -368,7 +369,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     first = logged(log)
     with Archive.open(db) as archive:
         dropped_ids = archive.queued(1, "in_flight")
-        assert len(dropped_ids) == 4 - (len(first) - 1)
+        assert len(dropped_ids) == 8 - (len(first) - 1)
         assert archive.run(1).status == "interrupted"
     argv = shlex.split(next(ln for ln in stdout.splitlines() if ln.startswith("resume: "))[8:])
     second = tmp_path / "second.log"
@@ -378,7 +379,9 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     assert len(everything) == len(set(everything)) == 30
     with Archive.open(db) as archive:
         dropped = [archive.candidate(c).source_hash for c in dropped_ids]
-    assert logged(second)[: len(dropped)] == dropped  # the dropped batch went first
+    # The dropped generations went first: recorded right after what the first session
+    # recorded, in candidate order.
+    assert evaluated_hashes(db)[len(first) : len(first) + len(dropped)] == dropped
 
 
 # ------------------------------------------------------------------------- the GPU

@@ -13,11 +13,8 @@ few evaluations, and resumes in this process (FAULTS 30 and 34).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +25,7 @@ from standin import (
     evaluated_hashes,
     logged,
     make_task,
+    sigkill_when,
 )
 
 from hipevolve.archive.lineage import lineage_graph
@@ -190,13 +188,7 @@ def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_p
     db = tmp_path / "run.db"
     # Batches are 1 seed, then 4 children a generation. When the stand-in has finished 10, 9 are
     # recorded and the fourth batch is in the evaluator with 3 x 0.1 s to go: kill it there.
-    deadline = time.monotonic() + 30
-    while len(logged(tmp_path / "child.log")) < 10:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the child made no progress"
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    sigkill_when(proc, lambda: len(logged(tmp_path / "child.log")) >= 10)
 
     recorded = set(evaluated_hashes(db))
     assert len(recorded) == 9
@@ -242,7 +234,8 @@ def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_p
 
 
 @pytest.mark.gpu
-def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path):
+@pytest.mark.parametrize(("lag", "budget"), [(0, 3), (1, 5)])  # lag 1: two generations at once
+def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path, lag, budget):
     from hipevolve.config import VerifierSettings
     from hipevolve.evolution.evaluators import pipeline_evaluator
 
@@ -251,9 +244,10 @@ def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path):
         task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto"
     )
     with Archive.open(tmp_path / "gpu.db") as archive:
-        summary = run_evolution(task, archive, EvolutionSettings(islands=2), evaluator,
-                                budget=3, seed=0)  # fmt: skip
-        assert summary.progress.evaluations == 3
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2, lag=lag), evaluator,
+                                budget=budget, seed=0)  # fmt: skip
+        evaluator.close()
+        assert summary.progress.evaluations == budget
         statuses = [
             archive.evaluation_of(cid).status
             for cid in archive.candidate_ids(summary.run)

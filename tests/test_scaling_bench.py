@@ -5,6 +5,7 @@ bench/cross_gpu_contention.py's one-line refusal where fewer than two GPUs are v
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,28 @@ def test_timed_slots_record_every_job_with_its_slot_and_duration() -> None:
     assert all(d == "" and z - a >= 0.05 for d, a, z in slots.spans)
     starts = sorted(a for _, a, _ in slots.spans)
     assert all(b - a >= 0.05 for a, b in zip(starts, starts[1:], strict=False))  # one slot
+
+
+@pytest.mark.parametrize("window", [1, 2, 3])
+def test_in_batches_evaluates_at_most_window_batches_at_once_and_keeps_their_order(window) -> None:
+    running, most, lock = [0], [0], threading.Lock()
+
+    def evaluate(batch: list[int]) -> list[int]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.03 if batch[0] % 4 else 0.06)  # every other batch slower
+        with lock:
+            running[0] -= 1
+        return [-c for c in batch]
+
+    windows: list[tuple[float, float]] = []
+    results = scaling.in_batches(evaluate, list(range(20)), 2, windows, window)
+    assert results == [-c for c in range(20)]
+    assert most[0] == window
+    # One window per batch when they take turns; the whole run's when they overlap.
+    assert len(windows) == (10 if window == 1 else 1)
+    assert all(a < b for a, b in windows)
 
 
 def _phase(gpus: int, round_: int, evaluations: int, wall_s: float) -> scaling.Phase:
