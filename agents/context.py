@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from hipevolve.agents.ensemble import Ensemble
 from hipevolve.agents.llm import LLMCall, record_call
 from hipevolve.agents.state import AgentLimits
-from hipevolve.evolution.run import Workshop
+from hipevolve.evolution.workshop import Workshop
 from hipevolve.prompts.render import system_prompt
 from hipevolve.taskspec import TaskSpec
 

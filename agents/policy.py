@@ -17,8 +17,8 @@ from hipevolve.agents.ensemble import Ensemble
 from hipevolve.agents.graph import build_graph
 from hipevolve.agents.state import AgentLimits, ProposalState
 from hipevolve.evolution.offline import Child
-from hipevolve.evolution.run import Workshop
 from hipevolve.evolution.selection import Proposal
+from hipevolve.evolution.workshop import Workshop
 
 
 class AgentPolicy:
