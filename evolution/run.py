@@ -8,8 +8,8 @@ budget, evaluates the batch through the injected evaluator (in production the ve
 evaluators.pipeline_evaluator), records each result in the archive before anything else happens
 (write-through), and inserts the ok ones into their islands. The loop stops when the budget is
 spent, when nothing unseen is one edit from any elite (the reachable space is exhausted), or
-when should_stop() says so (Ctrl-C: the batch in flight is finished first and the run is marked
-interrupted).
+when should_stop() says so (Ctrl-C: the generations in flight are finished first and the run is
+marked interrupted).
 
 Generations in flight. With settings.lag = L, generation g is planned from the islands after
 generation g-1-L (generation 1 and the first L after it from generation 0's), so it can be
@@ -539,7 +539,7 @@ class _Search:
             "tunable value or a transform) from every elite has been evaluated",
             "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
             "nothing to evolve from",
-            "stopped": f"stopped after {done}; the batch in flight was finished and recorded",
+            "stopped": f"stopped after {done}; the evaluations in flight were finished and recorded",
             "llm_budget": f"LLM budget exhausted after {done}: "
             f"{self.policy.stop_reason() if self.policy else ''}",
         }
