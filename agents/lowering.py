@@ -31,7 +31,7 @@ from hipevolve.agents.lower_ir import (
     reductions,
 )
 from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate
+from hipevolve.verifier.candidate import Candidate, parse_python
 
 
 class Unlowered(BaseModel):
@@ -293,7 +293,7 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
 def _init_source(task: TaskSpec) -> tuple[list[str], str]:
     """The reference's imports and its Model.__init__, as text."""
     text = task.reference.read_text()
-    tree = ast.parse(text)
+    tree = parse_python(text)
     lines = text.splitlines()
     imports = []
     for node in tree.body:

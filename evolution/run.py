@@ -111,8 +111,6 @@ class Progress(Frozen):
 class _Staged(BaseModel):
     """A generation stored and admitted, waiting for (or back from) the evaluator."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     generation: int
     ids: list[tuple[int, int]] = Field(description="(candidate, island), in candidate order")
     done: dict[int, Evaluation | None] = Field(description="evaluations the archive had")
@@ -407,7 +405,7 @@ class _Search:
                        candidates=[self.sources[cid] for cid in pending])  # fmt: skip
 
     def evaluate_staged(self, staged: _Staged) -> list[Evaluation]:
-        """The evaluator's results for a staged generation (on a pool thread: no archive work)."""
+        """The evaluator's results for a staged generation (on its own thread: no archive work)."""
         if not staged.candidates:
             return []
         results = self.evaluate(staged.candidates)

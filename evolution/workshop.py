@@ -20,7 +20,7 @@ class Workshop:
     """What a proposal policy may ask of the run while it writes one generation; thread-safe.
 
     Children are admitted against the run's evaluation budget (the same Budget the loop then
-    settles the generation with), stored with their lineage and evaluated one at a time (one
+    stages the generation with), stored with their lineage and evaluated one at a time (one
     GPU slot), so agents waiting on a model overlap with the evaluation in progress.
     """
 

@@ -19,6 +19,7 @@ import io
 import os
 import re
 import tempfile
+import threading
 import tokenize
 from pathlib import Path
 from typing import Literal
@@ -191,9 +192,21 @@ def _read(path: Path) -> str:
     return text
 
 
+_PARSING = threading.Lock()
+
+
+def parse_python(text: str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse, one thread at a time: CPython 3.11 builds the tree's objects with a recursion
+    counter shared by all threads, and two parses at once fail with "AST constructor recursion
+    depth mismatch" (python/cpython#106905). The controller parses on several threads: agents
+    writing proposals, and the compile pool screening candidates."""
+    with _PARSING:
+        return ast.parse(text, filename=filename)
+
+
 def _parse_python(path: Path, text: str) -> ast.Module:
     try:
-        return ast.parse(text, filename=str(path))
+        return parse_python(text, str(path))
     except SyntaxError as e:
         raise UserError(
             f"{path}: Python syntax error on line {e.lineno}: {e.msg}",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from hipevolve.verifier.candidate import Candidate, strip_c_comments
+from hipevolve.verifier.candidate import Candidate, parse_python, strip_c_comments
 
 # Markers that `PyModel.resolve` returns for names whose meaning matters to the checks:
 BRIDGE = "<bridge>"  # a load_inline module: calling it runs the candidate's own code
@@ -347,7 +347,7 @@ class Sources:
     def build(cls, candidate: Candidate) -> Sources:
         py_file = "model.py" if candidate.format == "native" else f"{candidate.name}.py"
         try:
-            py = PyModel(ast.parse(candidate.python_source), py_file)
+            py = PyModel(parse_python(candidate.python_source), py_file)
         except (SyntaxError, ValueError, MemoryError) as e:
             line = getattr(e, "lineno", None) or 1
             return cls(candidate, py_file, None, f"not valid Python (line {line}: {e})", line)

@@ -548,9 +548,8 @@ def main() -> None:
 
     from hipevolve.verifier import references
 
-    kept = (
-        references.Kept()
-    )  # the reference's inputs and outputs, for the judge's next job of the task
+    # The reference's inputs and outputs, kept for the judge's next job of the same task.
+    kept = references.Kept()
     if args.device.startswith("cuda"):
         torch.cuda.init()
         torch.zeros(1, device=args.device)
