@@ -140,6 +140,20 @@ def test_a_pooled_judge_serves_again_with_a_fresh_sandbox_in_a_fresh_folder() ->
     assert len({r.sandbox_pid for r in results}) == 3
 
 
+def test_a_judge_answers_before_it_starts_its_next_sandbox_and_tries_again_with_the_next_job() -> (
+    None
+):
+    with StandbyPool(size=1, device="cpu") as pool:
+        judge = pool.take()
+        (judge.workdir / "sandbox-1").write_text("")  # its next sandbox's folder cannot be made
+        first = run_worker(cpu_job(HEALTHY), standby=judge, pool=pool)
+        assert first.status is Status.ok and first.reusable, first.message
+        second = run_worker(cpu_job(HEALTHY), standby=judge)
+    assert second.judge_pid == first.judge_pid
+    assert second.status is Status.runtime_error and not second.reusable
+    assert "judge error: FileExistsError" in second.message, second.message
+
+
 def test_judges_get_one_hardware_work_queue_whatever_the_controller_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,7 +206,9 @@ def test_trials_below_the_per_call_floor_are_hacked() -> None:
 
 def test_honest_trials_give_median_and_cv_from_the_raw_list() -> None:
     judge = _judge()
-    judge.judge_timing("c", [10.0, 11.0, 12.0, 13.0, 100.0], [10.0, 11.0, 12.0, 13.0, 100.0], wall_us=1e4)
+    judge.judge_timing(
+        "c", [10.0, 11.0, 12.0, 13.0, 100.0], [10.0, 11.0, 12.0, 13.0, 100.0], wall_us=1e4
+    )
     assert not judge.hacks
     assert judge.case_out["c"]["time_us"] == 12.0
     mean = 146 / 5
@@ -285,8 +301,10 @@ def _shared_spec(**changes) -> dict:
         "stride": [32, 1],
         "offset": 16,
     } | changes
-    return {"kind": "outputs", "tensors": [{"dtype": "float32", "shape": [8, 32],
-                                             "shared": shared}]}
+    return {
+        "kind": "outputs",
+        "tensors": [{"dtype": "float32", "shape": [8, 32], "shared": shared}],
+    }
 
 
 def test_wire_reads_a_shared_tensor_as_a_description_without_payload() -> None:

@@ -321,7 +321,10 @@ class Judge:
         return reasons
 
     # --- the whole evaluation -----------------------------------------------------------------
-    def run(self) -> dict:
+    def run(self, keep_mappings: bool = False) -> dict:
+        """The evaluation's result. keep_mappings: the sandbox's memory stays mapped until
+        `release` (the judge answers first: unmapping is driver work that waits on other
+        processes' contexts, and nothing is read from the mappings after this returns)."""
         try:
             t0 = time.monotonic()
             bad = self.build_references()
@@ -343,9 +346,14 @@ class Judge:
             left = [pid for pid in killed if pid != self.sandbox_pid]
             if left:
                 self.flags.append(f"killed:{len(left)}")
-            if self.counter is not None:
-                self.counter.close()
+            if not keep_mappings:
+                self.release()
         return self.result(status, message)
+
+    def release(self) -> None:
+        """Closes the mappings of the sandbox's shared memory and the judge's counter file."""
+        if self.counter is not None:
+            self.counter.close()
 
     def sandbox_job(self) -> dict:
         job = self.job
@@ -554,20 +562,27 @@ def main() -> None:
         torch.cuda.init()
         torch.zeros(1, device=args.device)
     sandbox_dir = os.path.join(args.workdir, "sandbox-0")
-    chan = Channel(sandbox_dir, args.device, zygote)
+    chan: Channel | None = Channel(sandbox_dir, args.device, zygote)
     # A judge serves jobs, one JSON line each on stdin, until stdin closes or a job leaves it in
     # doubt: it answers each with one JSON line on the result pipe, whose "reusable" says
     # whether it waits for another. Reusing a judge saves creating and destroying one device
     # context per evaluation: driver work that all the GPUs of a machine wait on in turn.
+    # What the next job needs and this answer does not (closing the last sandbox's mappings,
+    # removing its folder, forking the next sandbox) comes after the answer: the slot sends
+    # its next job to another warm judge meanwhile.
     for served in range(1, JOBS_PER_JUDGE + 1):
         line = sys.stdin.readline()  # a standby judge waits here, torch and context ready
         if not line:
             break
+        judge: Judge | None = None
         try:
             job = json.loads(line)
             if job["device"] == "cpu":
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
-            result = Judge(job, chan, kept).run()
+            if chan is None:  # the sandbox after the last answer could not be started
+                chan = Channel(sandbox_dir, args.device, zygote)
+            judge = Judge(job, chan, kept)
+            result = judge.run(keep_mappings=True)
         except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
             kill_group_except_self(zygote.spared())
             result = {
@@ -579,19 +594,21 @@ def main() -> None:
         reusable = (
             result["status"] in REUSABLE and served < JOBS_PER_JUDGE and healthy(torch, args.device)
         )
-        if reusable:  # the next candidate's sandbox starts now, in a new folder
-            shutil.rmtree(sandbox_dir, ignore_errors=True)  # nothing passes to the next one
-            sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
-            try:
-                chan = Channel(sandbox_dir, args.device, zygote)
-            except OSError:  # no process or folder to be had: this judge ends here
-                reusable = False
         result["reusable"] = reusable
         answer = memoryview(json.dumps(result).encode() + b"\n")
         while answer:
             answer = answer[os.write(args.result_fd, answer) :]
+        if judge is not None:
+            judge.release()
         if not reusable:
             break
+        # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
+        shutil.rmtree(sandbox_dir, ignore_errors=True)
+        sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
+        try:
+            chan = Channel(sandbox_dir, args.device, zygote)
+        except OSError:  # no process or folder to be had now: tried again with the next job
+            chan = None
     os.close(args.result_fd)
     zygote.close()
     os._exit(0)
