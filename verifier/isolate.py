@@ -54,6 +54,9 @@ ENV_ALLOWLIST = (
     "TORCH_CUDA_ARCH_LIST",
     "CC",
     "CXX",
+    # bench/driver_calls.py traces every process's driver calls through a preloaded library
+    "LD_PRELOAD",
+    "HIPEVOLVE_IOCTL_FIFO",
 )
 # Set in every judge's (and so sandbox's) environment, whatever the controller's: one hardware
 # work queue per CUDA context (CUDA_DEVICE_MAX_CONNECTIONS; CUDA's default is 8). Fewer queues
