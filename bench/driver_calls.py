@@ -3,6 +3,7 @@
     python bench/driver_calls.py --evaluations 48 --log one.log -- \\
         python bench/scaling.py --candidates 48 --no-cold --gpus 1
     python bench/driver_calls.py --compare one.log:48 two.log:48    # traces side by side
+    python bench/driver_calls.py --since 16 --compare one.log:36 two.log:31   # steady state
 
 CUDA and ROCm drive the GPU through ioctl system calls on the driver's device files: creating a
 context, allocating and mapping memory, sharing it between processes. Kernel launches make
@@ -149,8 +150,16 @@ def role(pid: int, t: Trace) -> str:
     return "command" if pid == t.command_pid else "other"
 
 
-def summarise(t: Trace, evaluations: int = 0, top: int = 30) -> Summary:
+def summarise(t: Trace, evaluations: int = 0, since_s: float = 0.0, top: int = 30) -> Summary:
+    """Per evaluation (or for the whole run), leaving out calls in the first `since_s` seconds
+    of the trace (start-up: the judges' own device contexts, the first reference builds)."""
     per = max(evaluations, 1)
+    first = min((c[0][0] for c in t.calls.values() if c), default=0)
+    if since_s:
+        cut = first + since_s * 1e9
+        t = t.model_copy(
+            update={"calls": {p: [c for c in cs if c[0] >= cut] for p, cs in t.calls.items()}}
+        )
     roles: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     keys: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     start, job, sandboxes = [0, 0], [0, 0], 0
@@ -211,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evaluations", type=int, default=0, help="divide by this many")
     parser.add_argument("--log", type=Path, help="keep the trace here")
+    parser.add_argument("--since", type=float, default=0.0, metavar="SECONDS",
+                        help="leave out the trace's first SECONDS (start-up)")  # fmt: skip
     parser.add_argument("--compare", nargs="+", metavar="LOG:EVALUATIONS",
                         help="summarise saved traces side by side")  # fmt: skip
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -220,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
             path, _, n = item.rpartition(":")
             if not path or not n.isdigit() or not Path(path).is_file():
                 raise SystemExit(f"driver_calls: {item!r} is not LOG:EVALUATIONS of a saved trace")
-            named.append((Path(path).name, summarise(load(Path(path)), int(n))))
+            named.append((Path(path).name, summarise(load(Path(path)), int(n), args.since)))
         show(named)
         return
     if not command:
@@ -228,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     log = args.log or Path(tempfile.mkstemp(prefix="driver-calls-", suffix=".log")[1])
     code, _ = trace(command, log)
     print(f"\ntrace of {' '.join(command)} (exit {code}) in {log}")
-    show([(log.name, summarise(load(log), args.evaluations))])
+    show([(log.name, summarise(load(log), args.evaluations, args.since))])
 
 
 if __name__ == "__main__":

@@ -84,6 +84,8 @@ def test_sandboxes_are_split_at_their_longest_pause_and_processes_named_by_their
     assert (s.sandboxes, s.sandbox_start.count, s.sandbox_job.count) == (1, 3, 2)
     assert s.sandbox_job.ms == pytest.approx(6.0)
     assert s.top[0].key == "sandbox U 21 0" and s.top[0].us_per_call == pytest.approx(3000)
+    later = driver_calls.summarise(t, evaluations=1, since_s=0.1)  # the job's two calls only
+    assert later.roles["sandbox"].count == 2 and "judge" not in later.roles
 
 
 def test_a_trace_that_does_not_exist_is_one_line_naming_the_fix(tmp_path: Path) -> None:
