@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evaluations", type=int, default=0, help="divide by this many")
     parser.add_argument("--log", type=Path, help="keep the trace here")
+    parser.add_argument("--top", type=int, default=30, help="this many calls, by time")
     parser.add_argument("--since", type=float, default=0.0, metavar="SECONDS",
                         help="leave out the trace's first SECONDS (start-up)")  # fmt: skip
     parser.add_argument("--compare", nargs="+", metavar="LOG:EVALUATIONS",
@@ -231,7 +232,9 @@ def main(argv: list[str] | None = None) -> None:
             path, _, n = item.rpartition(":")
             if not path or not n.isdigit() or not Path(path).is_file():
                 raise SystemExit(f"driver_calls: {item!r} is not LOG:EVALUATIONS of a saved trace")
-            named.append((Path(path).name, summarise(load(Path(path)), int(n), args.since)))
+            named.append(
+                (Path(path).name, summarise(load(Path(path)), int(n), args.since, args.top))
+            )
         show(named)
         return
     if not command:
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     log = args.log or Path(tempfile.mkstemp(prefix="driver-calls-", suffix=".log")[1])
     code, _ = trace(command, log)
     print(f"\ntrace of {' '.join(command)} (exit {code}) in {log}")
-    show([(log.name, summarise(load(log), args.evaluations, args.since))])
+    show([(log.name, summarise(load(log), args.evaluations, args.since, args.top))])
 
 
 if __name__ == "__main__":
