@@ -57,8 +57,10 @@ __attribute__((constructor)) static void init(void) {
   mypid = getpid();
   const char *path = getenv("HIPEVOLVE_IOCTL_FIFO");
   if (!path) return;
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  // Not blocking on open: with no reader left (the tracing tool gone) nothing is logged.
+  int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // but no line lost to a full pipe
   // Park the fd above the soft limit (lowered by 16 if need be), where closerange(4,
   // SC_OPEN_MAX) does not reach; give up logging rather than sit on a low fd.
   struct rlimit rl;

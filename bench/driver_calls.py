@@ -102,6 +102,8 @@ def trace(command: list[str], log: Path) -> tuple[int, int]:
         try:
             proc = subprocess.Popen(command, env=env)
             code = proc.wait()
+        except OSError as e:
+            raise SystemExit(f"driver_calls: cannot run {command[0]!r}: {e.strerror}") from None
         finally:
             os.close(ours)
         copier.join(timeout=30)  # processes the command left running may still hold the FIFO
@@ -128,6 +130,8 @@ def load(log: Path) -> Trace:
                 calls[int(p[1])].append((int(p[2]), int(p[3]), p[4], p[5], p[6]))
         except (IndexError, ValueError):
             continue  # a line cut short when a process was killed mid-write
+    for pid_calls in calls.values():
+        pid_calls.sort()
     # Parsed here, from the tracer's own format: no validation pass over a million calls.
     return Trace.model_construct(
         execs=execs, forks=forks, calls=dict(calls), command_pid=command_pid
@@ -165,7 +169,6 @@ def summarise(t: Trace, evaluations: int = 0, since_s: float = 0.0, top: int = 3
     start, job, sandboxes = [0, 0], [0, 0], 0
     for pid, calls in t.calls.items():
         kind = role(pid, t)
-        calls.sort()
         for _, ns, *key in calls:
             for acc in (roles[kind], keys[" ".join([kind, *key])]):
                 acc[0] += 1
@@ -191,7 +194,7 @@ def summarise(t: Trace, evaluations: int = 0, since_s: float = 0.0, top: int = 3
         top=[
             Top(key=k, count=c / per, ms=ns / per / 1e6, us_per_call=ns / c / 1e3)
             for k, (c, ns) in ranked
-        ],  # fmt: skip
+        ],
     )
 
 
@@ -239,7 +242,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not command:
         raise SystemExit("driver_calls: name the command to trace after --, or use --compare")
-    log = args.log or Path(tempfile.mkstemp(prefix="driver-calls-", suffix=".log")[1])
+    log = args.log
+    if log is None:
+        fd, name = tempfile.mkstemp(prefix="driver-calls-", suffix=".log")
+        os.close(fd)
+        log = Path(name)
     code, _ = trace(command, log)
     print(f"\ntrace of {' '.join(command)} (exit {code}) in {log}")
     show([(log.name, summarise(load(log), args.evaluations, args.since, args.top))])

@@ -93,6 +93,12 @@ def test_a_trace_that_does_not_exist_is_one_line_naming_the_fix(tmp_path: Path) 
         driver_calls.main(["--compare", f"{tmp_path / 'missing.log'}:48"])
 
 
+@needs_cc
+def test_a_command_that_cannot_run_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="cannot run 'no-such-command'"):
+        driver_calls.main(["--log", str(tmp_path / "t.log"), "--", "no-such-command"])
+
+
 def test_judges_and_their_sandboxes_inherit_the_tracer_from_the_controller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
