@@ -9,7 +9,9 @@
    Ray sets the GPU visibility variable of its process, so its judges see that GPU alone) and
    runs pipeline.run_prepared in its own warm judges;
 3. the evaluations come back in the order of the batch, whatever order the actors finish in.
-   Batches called from several threads at once (a run's generations in flight) take turns.
+   Batches called from several threads at once (a run's generations in flight) share the
+   workers: one dispatcher thread makes every Ray call, and a free worker takes the ready
+   candidate of the oldest batch first.
 
 The controller (this process) stays the archive's only writer: tasks and actors return
 Evaluations and write nothing, so a run's semantics are those of a local run. An actor that
@@ -26,12 +28,16 @@ CPU actors with stages of their own.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import os
 import socket
 import tempfile
 import threading
 import time
 from collections import Counter, deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,6 +52,7 @@ from hipevolve.verifier.evaluation import Evaluation, Status
 
 LOST_LIMIT = 3  # evaluations of one candidate lost with their actor before it counts as a crash
 START_LIMIT_S = 600.0  # how long a batch waits for a worker when none is alive
+WAKE_S = 0.1  # how often the dispatcher looks for batches called while it waits on Ray
 
 
 class Stages(Protocol):
@@ -107,8 +114,11 @@ class PipelineStages:
                 library = Path(folder) / "lib.so"
                 library.write_bytes(shipment.library)
                 prepared = prepared.model_copy(update={"library": library})
-            return slots.submit(lambda slot: run_prepared(
-                prepared, self.task, self.settings, self.backend, slot.judges)).result()
+            return slots.submit(
+                lambda slot: run_prepared(
+                    prepared, self.task, self.settings, self.backend, slot.judges
+                )
+            ).result()
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.backends import device_name
@@ -143,6 +153,26 @@ class _Worker:
 
 def _prepare(stages: Stages, candidate: Candidate) -> Any:
     return stages.prepare(candidate)
+
+
+@dataclass(eq=False)
+class _Batch:
+    """One call's candidates, their evaluations as they come, and the caller's answer."""
+
+    seq: int
+    candidates: list[Candidate]
+    results: list[Evaluation | None]
+    answer: Future = field(default_factory=Future)
+    losses: Counter = field(default_factory=Counter)  # candidate index -> evaluations lost
+
+    def settle(self, i: int, evaluation: Evaluation) -> None:
+        self.results[i] = evaluation
+        if not self.answer.done() and all(r is not None for r in self.results):
+            self.answer.set_result(list(self.results))
+
+    def fail(self, error: BaseException) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(error)
 
 
 def connect(address: str) -> bool:
@@ -218,7 +248,14 @@ class RayEvaluator:
         self._starting: dict = {}  # describe() ref -> actor
         self.served: Counter[str] = Counter()  # worker's GPU (or pid) -> evaluations it returned
         self.lost = 0  # evaluations lost with their actor and queued again
-        self._turn = threading.Lock()
+        self._lock = threading.Lock()  # guards _called, _dispatcher and _closed
+        self._called: deque[_Batch] = deque()  # batches the dispatcher has not taken yet
+        self._dispatcher: threading.Thread | None = None
+        self._closed = False
+        self._seq = itertools.count()
+        self._ready: list = []  # heap: (batch seq, index, tie, batch, prepared), oldest first
+        self._tie = itertools.count()
+        self._busy: dict = {}  # evaluate() ref -> (batch, index, prepared, actor, its info)
         for _ in range(workers):
             self._start_worker()
         described = self._wait_for_workers()
@@ -262,70 +299,125 @@ class RayEvaluator:
     # ---------------------------------------------------------------------------- a batch
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
-        # The workers are shared state: concurrent calls (generations in flight) take turns.
-        with self._turn:
-            return self._evaluate(candidates)
+        """The candidates' evaluations, in their order. Safe to call from several threads."""
+        if not candidates:
+            return []
+        batch = _Batch(next(self._seq), list(candidates), [None] * len(candidates))
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the Ray evaluator is closed")
+            self._called.append(batch)
+            if self._dispatcher is None:
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="ray-dispatcher", daemon=True
+                )
+                self._dispatcher.start()
+        return batch.answer.result()
 
-    def _evaluate(self, candidates: list[Candidate]) -> list[Evaluation]:
+    def _take_called(self, preparing: dict) -> bool:
+        """Starts the CPU stages of the batches called since; False once nothing is left to do
+        (the dispatcher then ends, under the lock, so a call made meanwhile starts another)."""
+        with self._lock:
+            while self._called:
+                batch = self._called.popleft()
+                for i, c in enumerate(batch.candidates):
+                    preparing[self._prepare_task.remote(self._stages_ref, c)] = (batch, i)
+            if self._closed or not (preparing or self._ready or self._busy):
+                self._dispatcher = None
+                return False
+            return True
+
+    def _dispatch(self) -> None:
+        """The one thread that makes Ray calls for every batch in flight."""
         ray = self._ray
-        results: list[Evaluation | None] = [None] * len(candidates)
-        preparing = {
-            self._prepare_task.remote(self._stages_ref, c): i for i, c in enumerate(candidates)
-        }
-        ready: deque[tuple[int, Any]] = deque()  # prepared, waiting for a free worker
-        running: dict = {}  # evaluate() ref -> (index, prepared, actor)
-        losses: Counter[int] = Counter()
-        idle_since = time.monotonic()
-        while preparing or ready or running:
-            while ready and self._free:
-                i, prepared = ready.popleft()
-                actor, info = self._free.popleft()
-                running[actor.evaluate.remote(prepared)] = (i, prepared, actor, info)
-            pending = [*preparing, *running, *self._starting]
-            done, _ = ray.wait(pending, num_returns=1, timeout=60.0)
-            if not done:
-                if not running and not self._free and time.monotonic() - idle_since > START_LIMIT_S:
-                    raise UserError(
-                        f"no Ray worker has been alive for {START_LIMIT_S:.0f} s "
-                        f"(cluster: {ray.cluster_resources()})",
-                        "free the cluster's GPUs or add machines; then resume the run",
-                    )
-                continue
+        preparing: dict = {}  # prepare() ref -> (batch, index)
+        try:
             idle_since = time.monotonic()
-            ref = done[0]
-            if ref in preparing:
-                i = preparing.pop(ref)
-                prepared = ray.get(ref)  # a task's own error (a full disk, ...) is raised here
-                if prepared.done is not None:
-                    results[i] = prepared.done
-                else:
-                    ready.append((i, prepared))
-            elif ref in self._starting:
-                actor = self._starting.pop(ref)
-                try:
-                    self._free.append((actor, ray.get(ref)))
-                except ray.exceptions.RayActorError:
-                    self._start_worker()
-            else:
-                i, prepared, actor, info = running.pop(ref)
-                try:
-                    results[i] = ray.get(ref)
-                except ray.exceptions.RayActorError as e:
-                    self.lost += 1
-                    losses[i] += 1
-                    self._start_worker()  # the lost one's replacement
-                    if losses[i] >= LOST_LIMIT:
-                        results[i] = _lost(self.task, self.backend, losses[i], e)
-                    else:
-                        ready.appendleft((i, prepared))
+            while self._take_called(preparing):
+                while self._ready and self._free:
+                    _, i, _, batch, prepared = heapq.heappop(self._ready)
+                    if batch.answer.done():  # it failed: the rest of it need not run
+                        continue
+                    actor, info = self._free.popleft()
+                    self._busy[actor.evaluate.remote(prepared)] = (batch, i, prepared, actor, info)
+                pending = [*preparing, *self._busy, *self._starting]
+                done, _ = ray.wait(pending, num_returns=1, timeout=WAKE_S)
+                if not done:
+                    if (not self._busy and not self._free
+                            and time.monotonic() - idle_since > START_LIMIT_S):  # fmt: skip
+                        raise UserError(
+                            f"no Ray worker has been alive for {START_LIMIT_S:.0f} s "
+                            f"(cluster: {ray.cluster_resources()})",
+                            "free the cluster's GPUs or add machines; then resume the run",
+                        )
                     continue
-                self._free.append((actor, info))
-                self.served[_worker_name(info)] += 1
-        return [r for r in results if r is not None]
+                idle_since = time.monotonic()
+                ref = done[0]
+                if ref in preparing:
+                    self._prepared(ref, *preparing.pop(ref))
+                elif ref in self._starting:
+                    actor = self._starting.pop(ref)
+                    try:
+                        self._free.append((actor, ray.get(ref)))
+                    except ray.exceptions.RayActorError:
+                        self._start_worker()
+                else:
+                    self._evaluated(ref)
+        except BaseException as e:  # noqa: BLE001 (every caller hears of it; none waits forever)
+            with self._lock:
+                self._dispatcher = None
+            self._fail_waiting(preparing, e)
+        else:
+            if self._closed:
+                self._fail_waiting(preparing, RuntimeError("the Ray evaluator was closed"))
+
+    def _fail_waiting(self, preparing: dict, error: BaseException) -> None:
+        """Every batch not yet answered gets `error`: no caller waits forever."""
+        with self._lock:
+            waiting = [*self._called, *(b for b, _ in preparing.values())]
+            self._called.clear()
+        waiting += [entry[3] for entry in self._ready] + [b for b, *_ in self._busy.values()]
+        for batch in waiting:
+            batch.fail(error)
+
+    def _prepared(self, ref: Any, batch: _Batch, i: int) -> None:
+        try:
+            prepared = self._ray.get(ref)
+        except self._ray.exceptions.RayTaskError as e:  # the task's own error: a full disk, ...
+            batch.fail(e)  # also an instance of the error's own class (OSError, ...)
+            return
+        if prepared.done is not None:
+            batch.settle(i, prepared.done)
+        elif not batch.answer.done():
+            heapq.heappush(self._ready, (batch.seq, i, next(self._tie), batch, prepared))
+
+    def _evaluated(self, ref: Any) -> None:
+        """An evaluation came back, or its worker died: queued again, first, up to LOST_LIMIT."""
+        batch, i, prepared, actor, info = self._busy.pop(ref)
+        try:
+            evaluation = self._ray.get(ref)
+        except self._ray.exceptions.RayActorError as e:
+            self.lost += 1
+            batch.losses[i] += 1
+            self._start_worker()  # the lost one's replacement
+            if batch.losses[i] >= LOST_LIMIT:
+                batch.settle(i, _lost(self.task, self.backend, batch.losses[i], e))
+            else:
+                heapq.heappush(self._ready, (batch.seq, i, next(self._tie), batch, prepared))
+            return
+        self._free.append((actor, info))
+        self.served[_worker_name(info)] += 1
+        batch.settle(i, evaluation)
 
     def close(self) -> None:
         ray = self._ray
-        actors = [a for a, _ in self._free] + list(self._starting.values())
+        with self._lock:
+            self._closed = True
+            dispatcher = self._dispatcher
+        if dispatcher is not None:
+            dispatcher.join(timeout=WAKE_S + 5)
+        busy = [entry[3] for entry in self._busy.values()]
+        actors = [a for a, _ in self._free] + list(self._starting.values()) + busy
         # A worker that cannot close its judges is killed with them below.
         with contextlib.suppress(ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
             ray.get([a.close.remote() for a in actors], timeout=60)
@@ -333,6 +425,7 @@ class RayEvaluator:
             ray.kill(actor)
         self._free.clear()
         self._starting.clear()
+        self._busy.clear()
         if self._joined:
             ray.shutdown()  # leaves a cluster it joined running; stops one it started
 

@@ -9,6 +9,7 @@ is exercised by the gpu-marked tests.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sqlite3
@@ -239,10 +240,22 @@ class StandInStages:
     exits in the middle of that candidate's evaluation, the first `deaths` times it is asked
     for it (counted in files under `marks`, which every worker sees)."""
 
-    def __init__(self, marks: Path, die_on: dict[str, str] | None = None, deaths: int = 1):
+    def __init__(
+        self,
+        marks: Path,
+        die_on: dict[str, str] | None = None,
+        deaths: int = 1,
+        delay_s: float = 0.0,
+        full_disk_on: dict[str, str] | None = None,
+    ):
         self.marks, self.die_on, self.deaths = marks, die_on, deaths
+        self.delay_s = delay_s  # each evaluation takes this long and leaves marks/span-HASH
+        self.full_disk_on = full_disk_on  # tunable values whose CPU stage finds the disk full
 
     def prepare(self, candidate: Candidate) -> Ticket:
+        config = current_configuration(parse_tunables(candidate.hip_source or ""))
+        if self.full_disk_on and all(config.get(k) == v for k, v in self.full_disk_on.items()):
+            raise OSError(errno.ENOSPC, "No space left on device")
         return Ticket(candidate=candidate)
 
     def open(self) -> None:
@@ -255,6 +268,11 @@ class StandInStages:
             if died < self.deaths:
                 (self.marks / f"death-{died}").write_text(str(os.getpid()))
                 os._exit(1)  # the worker process is gone, as when its machine is lost
+        if self.delay_s:
+            began = time.time()
+            time.sleep(self.delay_s)
+            span = self.marks / f"span-{ticket.candidate.source_hash}"
+            span.write_text(f"{began} {time.time()}")
         return score(ticket.candidate)
 
     def describe(self) -> dict[str, str]:

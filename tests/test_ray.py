@@ -20,10 +20,12 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from standin import JudgedOnCpu, StandIn, StandInStages, make_task
+from standin import JudgedOnCpu, StandIn, StandInStages, make_task, score
 
 from hipevolve.archive.store import Archive
 from hipevolve.config import VerifierSettings
@@ -148,55 +150,110 @@ def archive_rows(path: Path) -> dict[str, list]:
             "lineage": db.execute("SELECT * FROM lineage ORDER BY child, parent").fetchall(),
             "elites": db.execute("SELECT * FROM elites ORDER BY run, island, cell").fetchall(),
             "generations": db.execute(
-                "SELECT data FROM events WHERE kind = 'generation' ORDER BY id").fetchall(),
+                "SELECT data FROM events WHERE kind = 'generation' ORDER BY id"
+            ).fetchall(),
             "runs": db.execute("SELECT task, settings, seed, budget, status FROM runs").fetchall(),
         }
 
 
-def run_with(evaluator, root: Path, budget: int = 30, seed: int = 5):
+def run_with(evaluator, root: Path, budget: int = 30, seed: int = 5, lag: int = 0):
     with Archive.open(root / "run.db") as archive:
-        summary = run_evolution(make_task(root), archive, EvolutionSettings(), evaluator,
+        summary = run_evolution(make_task(root), archive, EvolutionSettings(lag=lag), evaluator,
                                 budget=budget, seed=seed)  # fmt: skip
     return summary, archive_rows(root / "run.db")
 
 
-def local_run(root: Path):
+def local_run(root: Path, lag: int = 0):
     root.mkdir()
-    return run_with(StandIn(root / "log"), root)
+    return run_with(StandIn(root / "log"), root, lag=lag)
 
 
-def ray_run(root: Path, stages: StandInStages, workers: int = 2):
+def ray_run(root: Path, stages: StandInStages, workers: int = 2, lag: int = 0):
     root.mkdir(exist_ok=True)
     evaluator = RayEvaluator(make_task(root), VerifierSettings(), "stand-in",
                              stages=stages, workers=workers)  # fmt: skip
     evaluator.settings_key = StandIn.settings_key  # the key a local stand-in run records
     try:
-        summary, rows = run_with(evaluator, root)
+        summary, rows = run_with(evaluator, root, lag=lag)
     finally:
         evaluator.close()
     return summary, rows, evaluator
 
 
-def test_ray_run_leaves_the_archive_a_local_run_with_the_same_seed_leaves(cluster, tmp_path):
-    local_summary, local = local_run(tmp_path / "local")
-    summary, rows, evaluator = ray_run(tmp_path / "ray", StandInStages(tmp_path))
+@pytest.mark.parametrize("lag", [0, 1])  # 1: two generations' batches share the workers
+def test_ray_run_leaves_the_archive_a_local_run_with_the_same_seed_leaves(cluster, tmp_path, lag):
+    local_summary, local = local_run(tmp_path / "local", lag)
+    summary, rows, evaluator = ray_run(tmp_path / "ray", StandInStages(tmp_path), lag=lag)
     assert summary.reason == local_summary.reason == "budget"
     assert len(rows["evaluations"]) == 30
     assert rows == local
     assert len(evaluator.served) == 2 and evaluator.lost == 0
 
 
+@pytest.mark.parametrize("lag", [0, 1])
 def test_an_evaluation_lost_with_its_worker_is_queued_again_and_the_run_completes(
-    cluster, tmp_path
+    cluster, tmp_path, lag
 ):
-    _, local = local_run(tmp_path / "local")
+    _, local = local_run(tmp_path / "local", lag)
     # BLOCK=256 is one edit from the seed (BLOCK=128): the search asks for it early.
     stages = StandInStages(tmp_path, die_on={"BLOCK": "256", "UNROLL": "1", "VEC": "1"})
-    summary, rows, evaluator = ray_run(tmp_path / "ray", stages)
+    summary, rows, evaluator = ray_run(tmp_path / "ray", stages, lag=lag)
     assert len(list(tmp_path.glob("death-*"))) == 1, "the worker was meant to die once"
     assert evaluator.lost == 1
     assert summary.reason == "budget"
     assert rows == local
+
+
+def with_block(candidate, block: int):
+    return candidate.model_copy(update={"hip_source": candidate.hip_source.replace(
+        "#define BLOCK 128", f"#define BLOCK {block}")})  # fmt: skip
+
+
+def test_batches_called_at_once_share_the_workers_and_each_gets_its_own_evaluations(
+    cluster, tmp_path
+):
+    task = make_task(tmp_path)
+    seed = load_candidate(task.seeds[0])
+    first, second = [seed, with_block(seed, 64)], [with_block(seed, 256)]
+    stages = StandInStages(tmp_path, delay_s=1.5)
+    evaluator = RayEvaluator(task, VerifierSettings(), "stand-in", stages=stages, workers=3)
+    try:
+        with ThreadPoolExecutor(2) as pool:  # as a run's generations in flight call it
+            older = pool.submit(evaluator, first)
+            time.sleep(0.3)
+            newer = pool.submit(evaluator, second)
+            got = older.result(), newer.result()
+    finally:
+        evaluator.close()
+
+    def times(evaluation):
+        return tuple(c.time_us for c in evaluation.cases)
+
+    assert [[times(e) for e in batch] for batch in got] == [
+        [times(score(c)) for c in batch] for batch in (first, second)
+    ]
+    assert len({times(e) for batch in got for e in batch}) == 3  # three different answers
+    spans = {c.source_hash: (tmp_path / f"span-{c.source_hash}").read_text().split()
+             for c in first + second}  # fmt: skip
+    began_second = float(spans[second[0].source_hash][0])
+    assert all(began_second < float(end) for _, end in (spans[c.source_hash] for c in first))
+    assert sum(evaluator.served.values()) == 3
+
+
+def test_a_full_disk_in_a_cpu_task_reaches_its_caller_and_the_next_batch_is_served(
+    cluster, tmp_path
+):
+    task = make_task(tmp_path)
+    seed = load_candidate(task.seeds[0])
+    stages = StandInStages(tmp_path, full_disk_on={"BLOCK": "64"})
+    evaluator = RayEvaluator(task, VerifierSettings(), "stand-in", stages=stages, workers=2)
+    try:
+        with pytest.raises(OSError, match="No space left on device"):
+            evaluator([seed, with_block(seed, 64)])
+        [after] = evaluator([with_block(seed, 256)])
+    finally:
+        evaluator.close()
+    assert after.status is Status.ok
 
 
 def test_a_candidate_that_keeps_killing_its_worker_is_recorded_as_a_crash(cluster, tmp_path):
@@ -206,10 +263,7 @@ def test_a_candidate_that_keeps_killing_its_worker_is_recorded_as_a_crash(cluste
     evaluator = RayEvaluator(task, VerifierSettings(), "stand-in", stages=stages, workers=2)
     try:
         [evaluation] = evaluator([seed])
-        # The replacement workers serve the next batch.
-        other = seed.model_copy(update={"hip_source": seed.hip_source.replace(
-            "#define BLOCK 128", "#define BLOCK 64")})  # fmt: skip
-        [after] = evaluator([other])
+        [after] = evaluator([with_block(seed, 64)])  # the replacement workers serve it
     finally:
         evaluator.close()
     assert evaluation.status is Status.runtime_error
@@ -266,8 +320,11 @@ def test_two_slots_run_evaluations_concurrently_and_both_serve(tmp_path):
     settings = cpu_settings(tmp_path)
     with Slots("cpu", ("0", "1"), standby=1) as slots:
         running = [
-            slots.submit(lambda slot: run_prepared(Prepared(candidate=healthy), task, settings,
-                                                   "cpu", slot.judges))  # fmt: skip
+            slots.submit(
+                lambda slot: run_prepared(
+                    Prepared(candidate=healthy), task, settings, "cpu", slot.judges
+                )
+            )  # fmt: skip
             for _ in range(4)
         ]
         results = [r.result() for r in running]
