@@ -91,7 +91,9 @@ def test_a_zygote_killed_from_outside_costs_speed_not_results() -> None:
         first = run_worker(cpu_job(HEALTHY), pool.take(), pool=pool)
         assert first.status is Status.ok and first.reusable, first.message
         os.kill(zygote_of(first.judge_pid), signal.SIGKILL)
-        # The second job's sandbox was forked before the kill; the third is spawned.
+        # The judge forks the second job's sandbox after its first answer, so before, during or
+        # after the kill (during: a sandbox the dying zygote forked holds the old message pipe,
+        # and the spawned one must not hear it); the third job's sandbox is spawned.
         flags = []
         for _ in range(2):
             result = run_worker(cpu_job(HEALTHY), pool.take(), pool=pool)
@@ -99,5 +101,6 @@ def test_a_zygote_killed_from_outside_costs_speed_not_results() -> None:
             assert result.judge_pid == first.judge_pid
             flags.append([f.split(":")[0 if f.startswith("zygote") else 1] for f in result.flags
                           if f.startswith(("sandbox:", "zygote failed"))])  # fmt: skip
-        # The spawned one says why: the zygote's socket had closed.
-        assert flags == [["forked"], ["spawned", "zygote failed"]]
+        # A spawned one says why: the zygote's socket had closed.
+        spawned = ["spawned", "zygote failed"]
+        assert flags[0] in (["forked"], spawned) and flags[1] == spawned, flags

@@ -116,6 +116,11 @@ class Channel:
                 self.proc = zygote.fork(workdir, device, env, w)
             except ZygoteError as e:
                 self.zygote_failed = str(e)
+                # A zygote that died mid-fork can leave a sandbox holding this pipe: the
+                # spawned one gets a pipe of its own, so no message of the other reaches here.
+                os.close(r)
+                os.close(w)
+                r, w = os.pipe()
         if self.proc is None:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hipevolve.verifier.sandbox", str(w), workdir, device],
