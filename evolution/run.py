@@ -167,11 +167,11 @@ def run_evolution(
     done = generation - 1  # the last generation whose results are in the islands
     flight: deque[tuple[_Staged, Future[list[Evaluation]]]] = deque()  # oldest first
     reason: StopReason | None = None
-    latest = False  # the lagged plan of `generation` proposed nothing: plan it from `done`'s
+    latest = False  # the lagged plan of `generation` proposed nothing: plan it from g - 1's
     while True:
         while reason is None and len(flight) <= lag:
-            base = done if latest else max(0, generation - 1 - lag)
-            if generation > 0 and (base > done or (latest and done < generation - 1)):
+            base = generation - 1 if latest else max(0, generation - 1 - lag)
+            if generation > 0 and base > done:
                 break  # its islands are not in yet
             seen = search.seen_before(generation)
             if len(seen) >= budget:

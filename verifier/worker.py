@@ -321,10 +321,10 @@ class Judge:
         return reasons
 
     # --- the whole evaluation -----------------------------------------------------------------
-    def run(self, keep_mappings: bool = False) -> dict:
-        """The evaluation's result. keep_mappings: the sandbox's memory stays mapped until
-        `release` (the judge answers first: unmapping is driver work that waits on other
-        processes' contexts, and nothing is read from the mappings after this returns)."""
+    def run(self) -> dict:
+        """The evaluation's result. The sandbox's memory stays mapped until `release`, which
+        the judge calls after answering: unmapping is driver work that waits on other
+        processes' contexts, and nothing is read from the mappings after this returns."""
         try:
             t0 = time.monotonic()
             bad = self.build_references()
@@ -346,8 +346,6 @@ class Judge:
             left = [pid for pid in killed if pid != self.sandbox_pid]
             if left:
                 self.flags.append(f"killed:{len(left)}")
-            if not keep_mappings:
-                self.release()
         return self.result(status, message)
 
     def release(self) -> None:
@@ -582,7 +580,7 @@ def main() -> None:
             if chan is None:  # the sandbox after the last answer could not be started
                 chan = Channel(sandbox_dir, args.device, zygote)
             judge = Judge(job, chan, kept)
-            result = judge.run(keep_mappings=True)
+            result = judge.run()
         except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
             kill_group_except_self(zygote.spared())
             result = {
