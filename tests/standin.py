@@ -151,11 +151,17 @@ def logged(log: Path) -> list[str]:
 
 
 def sigkill_when(proc: subprocess.Popen, ready: Callable[[], bool], within_s: float = 30) -> None:
-    """Waits for ready() while the child lives, then kills it with SIGKILL and reaps it."""
+    """Waits for ready() while the child lives, then kills it with SIGKILL and reaps it. The
+    child is stopped while ready() is asked again, so what it saw is what the kill leaves."""
     deadline = time.monotonic() + within_s
-    while not ready():
+    while True:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the child made no progress"
+        if ready():
+            os.kill(proc.pid, signal.SIGSTOP)
+            if ready():
+                break
+            os.kill(proc.pid, signal.SIGCONT)
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
