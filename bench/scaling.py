@@ -21,6 +21,11 @@ wall time:
 - cold: each phase starts from an empty compile cache, so compiles (on the CPU cores, while
   other candidates run) are in the time, as in a search where every child is new.
 
+Before a local phase is timed, every judge of every slot serves one untimed job (warm_up):
+a judge's first job costs more than its later ones, a run's judges serve 64 jobs each, and a
+short phase timed from cold slots holds twice as many first jobs on two GPUs as on one.
+--no-warmup times from cold slots, as the bench did before.
+
 With --ray the warm phase also runs on Ray GPU workers on this machine (`evolve --ray auto`).
 Every phase must give the same statuses; the ratios are to the 1-GPU phase of the same kind.
 With --rounds N the warm local phases run N times, alternating, and the goal line pools them:
@@ -77,6 +82,10 @@ class Phase(BaseModel):
     stages: dict[str, float] = Field(description="mean seconds per evaluation stage (judges')")
     odd: list[str] = Field(default=[], description="status and message of each evaluation not ok")
     spans: Spans | None = None
+    warmup_jobs: int = Field(default=0, description="untimed jobs before the phase (warm_up)")
+    warmup_total_s: float | None = Field(
+        default=None, description="their mean seconds in the judge ('total')"
+    )
 
     @property
     def per_minute(self) -> float:
@@ -190,6 +199,28 @@ def slot_spans(spans: list[tuple[str, float, float]], windows: list[tuple[float,
     return Spans(busy=busy, judged=judged, before_first=before, between=between, after_last=after)
 
 
+def warm_up(slots: TimedSlots, evaluate, candidates: list, standby: int) -> list[Evaluation]:
+    """Untimed jobs until every slot has run standby + 1 of them; their spans are dropped.
+
+    A slot takes its warm judges in turn, and taking one starts another, so it turns through
+    standby + 1 judges, and a judge's first job does what its later ones skip: it builds every
+    seed's reference (later jobs of the task add the new hidden seed alone, references.py) and
+    makes its context's first launches and allocations. A run's judges serve 64 jobs each
+    (worker.JOBS_PER_JUDGE), so a first job is 1 in 64 at any GPU count; timed from cold
+    slots, a 48-evaluation phase holds 4 of them on one GPU and 8 on two. With the judges
+    past their first job, a phase times the steady state, as a run spends it."""
+    need, results = standby + 1, []
+    while min(slots.served[d] for d in slots.devices) < need:
+        if len(results) >= 4 * need * len(slots.devices):
+            raise RuntimeError(f"warm-up: slots served {dict(slots.served)} after "
+                               f"{len(results)} jobs, {need} each expected")  # fmt: skip
+        start = len(results)
+        batch = [candidates[(start + i) % len(candidates)] for i in range(len(slots.devices))]
+        results += evaluate(batch)
+    slots.spans.clear()
+    return results
+
+
 def not_ok(results: list[Evaluation]) -> list[str]:
     return [f"{r.status.value}: {r.message}" for r in results if not r.ok]
 
@@ -200,22 +231,34 @@ def stage_means(results: list[Evaluation]) -> dict[str, float]:
 
 
 def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[str, ...],
-                candidates, batch: int, cache: str, standby: int, window: int = 1) -> Phase:  # fmt: skip
+                candidates, batch: int, cache: str, standby: int, window: int = 1,
+                warmup: VerifierSettings | None = None) -> Phase:  # fmt: skip
+    """warmup: the settings of the warm compile cache, for warm_up's jobs (None: no warm-up)."""
     from hipevolve.verifier.pipeline import evaluate_many
 
     windows: list[tuple[float, float]] = []
     with TimedSlots(backend, devices, standby=standby) as slots:
+
+        def evaluate(cs, settings=settings):  # noqa: ANN001, ANN202
+            return evaluate_many(cs, task, settings, backend, slots=slots)
+
         time.sleep(10)  # every slot's standby judges are up, as during a run
+        warmed = []
+        if warmup is not None:  # from the warm cache: a cold phase's compiles stay in its time
+            warmed = warm_up(slots, lambda cs: evaluate(cs, warmup), candidates, standby)
+        if warmed:
+            time.sleep(2)  # the last warm-up jobs' judges have forked their next sandboxes
         started = time.monotonic()
-        results = in_batches(lambda cs: evaluate_many(cs, task, settings, backend, slots=slots),
-                             candidates, batch, windows, window)  # fmt: skip
+        results = in_batches(evaluate, candidates, batch, windows, window)
         wall = time.monotonic() - started
     label = f"local, {len(devices)} GPU{'s' if len(devices) > 1 else ''}"
     judged = sum(r.seconds.get("total", 0.0) for r in results)
     return Phase(label=label, gpus=len(devices), cache=cache, evaluations=len(results),
                  wall_s=wall, statuses=[r.status.value for r in results], standby=standby,
                  stages=stage_means(results), odd=not_ok(results),
-                 spans=slot_spans(slots.spans, windows, devices, judged))  # fmt: skip
+                 spans=slot_spans(slots.spans, windows, devices, judged),
+                 warmup_jobs=len(warmed),
+                 warmup_total_s=stage_means(warmed).get("total") if warmed else None)  # fmt: skip
 
 
 def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candidates,
@@ -252,6 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-cache phases")
     parser.add_argument("--rounds", type=int, default=1,
                         help="warm local phases: this many rounds over --gpus, pooled")  # fmt: skip
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="time local phases from cold slots, each judge's first job "
+                        "included (see warm_up)")  # fmt: skip
     parser.add_argument("--ray", action="store_true", help="also Ray GPU workers (warm)")
     parser.add_argument("--out", type=Path, help="write the phases as JSON, after each one")
     parser.add_argument("--cache-dir", type=Path,
@@ -283,6 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         prepare(c, task, warm, backend)
     print(f"compiled {len(candidates)} in {time.monotonic() - started:.0f} s", flush=True)
 
+    warmup = None if args.no_warmup else warm
     phases: list[Phase] = []
 
     def record(phase: Phase) -> None:
@@ -293,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in range(args.rounds):
         for n in args.gpus:
             phase = local_phase(task, warm, backend, devices[:n], candidates, args.batch,
-                                "warm", standby, args.window)  # fmt: skip
+                                "warm", standby, args.window, warmup)  # fmt: skip
             record(phase.model_copy(update={"round": r}))
             print(f"  {phase.label}, warm, round {r + 1}: {phase.per_minute:.1f}/min", flush=True)
     if not args.no_cold:
@@ -302,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
                 update={"cache_dir": Path(tempfile.mkdtemp(prefix="scaling-cold-"))}
             )
             record(local_phase(task, cold, backend, devices[:n], candidates, args.batch,
-                               "cold", standby, args.window))  # fmt: skip
+                               "cold", standby, args.window, warmup))  # fmt: skip
             shutil.rmtree(cold.cache_dir, ignore_errors=True)
             print(f"  {phases[-1].label}, cold: {phases[-1].per_minute:.1f}/min", flush=True)
     if args.ray:
@@ -326,6 +373,10 @@ def main(argv: list[str] | None = None) -> None:
     for p in phases:
         print(f"  {p.label} {p.cache} {p.round + 1}: "
               + ", ".join(f"{k} {v:.2f}" for k, v in p.stages.items()))  # fmt: skip
+    for p in phases:
+        if p.warmup_jobs:
+            print(f"  {p.label} {p.cache} {p.round + 1}: warm-up, untimed: {p.warmup_jobs} "
+                  f"jobs, total {p.warmup_total_s:.2f}")  # fmt: skip
     print("slot time, as a share of slots x wall time: busy (in the judge) | idle before a "
           "batch's first job, between jobs, after the last:")  # fmt: skip
     for p in phases:

@@ -114,3 +114,24 @@ def test_phases_saved_as_json_load_back_equal(tmp_path: Path) -> None:
     assert scaling.load_phases(out) == phases[:1]
     scaling.save_phases(out, phases)  # the next phase rewrites the file with both
     assert scaling.load_phases(out) == phases
+
+
+def test_warm_up_runs_until_every_slot_served_each_of_its_judges_and_forgets_their_spans() -> None:
+    """A slot turns through standby + 1 judges (taking one starts another): each must have
+    served a job before timing starts, and nothing of the warm-up may count in the phase."""
+    with scaling.TimedSlots("cpu", ("a", "b"), standby=1) as slots:
+        calls: list[list[int]] = []
+
+        def evaluate(batch: list[int]) -> list[str]:
+            calls.append(batch)
+            futures = [slots.submit(lambda slot: time.sleep(0.02) or slot.device) for _ in batch]
+            return [f.result() for f in futures]
+
+        done = scaling.warm_up(slots, evaluate, [10, 11, 12], standby=1)
+        assert min(slots.served["a"], slots.served["b"]) >= 2
+        assert len(done) == sum(slots.served.values())
+        assert all(len(b) == 2 for b in calls)  # a batch per round of the two slots
+        assert [c for b in calls for c in b][:3] == [10, 11, 12]  # the candidates, in turn
+        assert slots.spans == []
+        slots.submit(lambda slot: None).result()
+        assert len(slots.spans) == 1  # the timed jobs after it are recorded
