@@ -1,4 +1,4 @@
-"""The agents as the run loop's proposal policy (evolution/run.py ProposalPolicy).
+"""The agents as the run loop's proposal policy (evolution/generations.py ProposalPolicy).
 
 Each proposal of a generation runs the graph once; up to AgentLimits.concurrency runs go at
 once, so agents waiting on a model overlap with the evaluation in progress (the Workshop

@@ -33,99 +33,31 @@ would have.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
-import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from hipevolve.archive.store import Archive, canonical_json, evaluation_key
+from hipevolve.archive.store import Archive
 from hipevolve.errors import UserError
-from hipevolve.evolution.budget import Admission, Budget
-from hipevolve.evolution.descriptors import cell_key, cell_of
+from hipevolve.evolution.budget import Budget
 from hipevolve.evolution.evaluators import Evaluator
-from hipevolve.evolution.islands import (
-    Elite,
-    EvolutionSettings,
-    Island,
-    best,
-    insert,
+from hipevolve.evolution.generations import (
+    Progress,
+    ProposalPolicy,
+    RunSummary,
+    Search,
+    Staged,
+    StopReason,
+    lowered_reference,
 )
+from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.migration import exchange
-from hipevolve.evolution.offline import Child, propose, rescue
-from hipevolve.evolution.selection import PolicyState, Proposal, empty_islands, plan
-from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
-from hipevolve.evolution.workshop import Workshop
+from hipevolve.evolution.selection import PolicyState, empty_islands, plan
 from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate, load_candidate
+from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import Evaluation
-
-StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
-CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
-
-
-class ProposalPolicy(Protocol):
-    """Writes a generation's children instead of the offline mutator (the agents, with a model).
-
-    It may evaluate children itself through the Workshop (to repair them, or re-check a
-    winner) and returns every child it had evaluated; the loop records nothing twice.
-    `stop_reason` is set once the policy can write no more (its token or dollar budget).
-    """
-
-    def children(
-        self, proposals: Sequence[Proposal], workshop: Workshop, rng: random.Random
-    ) -> list[Child]: ...
-
-    def stop_reason(self) -> str | None: ...
-
-    def translates(self) -> bool:
-        """Whether it can write a first candidate from the reference (a task without seeds)."""
-        ...
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Progress(Frozen):
-    """What a progress line shows after each generation."""
-
-    run: int
-    generation: int = Field(description="generations completed, seeding (generation 0) included")
-    evaluations: int = Field(description="candidates of this run with an evaluation")
-    budget: int
-    valid_rate: float = Field(description="fraction of evaluations with status ok")
-    best_fitness: float = Field(
-        description="geometric-mean speedup of the islands' best; 0 if none"
-    )
-    best_candidate: int | None
-    best_speedups: dict[str, float] = Field(default_factory=dict, description="case -> speedup")
-    evaluations_per_minute: float = Field(description="this session's evaluations per minute")
-
-
-class _Staged(BaseModel):
-    """A generation stored and admitted, waiting for (or back from) the evaluator."""
-
-    generation: int
-    ids: list[tuple[int, int]] = Field(description="(candidate, island), in candidate order")
-    done: dict[int, Evaluation | None] = Field(description="evaluations the archive had")
-    pending: list[int] = Field(description="candidates the evaluator scores, in this order")
-    candidates: list[Candidate]
-
-
-class RunSummary(Frozen):
-    run: int
-    status: Literal["finished", "interrupted"]
-    reason: StopReason
-    message: str = Field(description="one line: why the run stopped, and how to resume it")
-    progress: Progress
-    resume: str | None = Field(default=None, description="how to continue an interrupted run")
-
 
 # ------------------------------------------------------------------------------------ the loop
 
@@ -148,14 +80,14 @@ def run_evolution(
     `policy` (the agents over a model) writes the children; None: the offline mutator.
     """
     if not task.seeds and (policy is None or not policy.translates()):
-        lowered = _lowered(task)
+        lowered = lowered_reference(task)
         if not isinstance(lowered, Candidate):
             raise UserError(
                 f"task {task.name} has no seed kernels to start from, and its reference does "
                 f"not lower offline ({lowered.reason})",
                 'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
             )
-    search = _Search(task, archive, settings, evaluate, budget, seed, run_id)
+    search = Search(task, archive, settings, evaluate, budget, seed, run_id)
     search.policy = policy
     generation, states = search.restore()
     # Where this session's numbers come from (a resumed run may move to another machine).
@@ -165,7 +97,7 @@ def run_evolution(
     archive.log_event(search.run, "environment", environment)
     lag = settings.lag
     done = generation - 1  # the last generation whose results are in the islands
-    flight: deque[tuple[_Staged, Future[list[Evaluation]]]] = deque()  # oldest first
+    flight: deque[tuple[Staged, Future[list[Evaluation]]]] = deque()  # oldest first
     reason: StopReason | None = None
     latest = False  # the lagged plan of `generation` proposed nothing: plan it from g - 1's
     while True:
@@ -226,7 +158,7 @@ def run_evolution(
     return search.finish(reason, done + 1, states.get(done, empty_islands(settings)))
 
 
-def _in_background(work: Callable[[_Staged], list[Evaluation]], staged: _Staged) -> Future:
+def _in_background(work: Callable[[Staged], list[Evaluation]], staged: Staged) -> Future:
     """work(staged) on a daemon thread: a second Ctrl-C ends the process without waiting for
     it (the thread writes nothing; what it was evaluating is re-queued on resume)."""
     future: Future[list[Evaluation]] = Future()
@@ -240,330 +172,3 @@ def _in_background(work: Callable[[_Staged], list[Evaluation]], staged: _Staged)
 
     threading.Thread(target=run, name=f"generation-{staged.generation}", daemon=True).start()
     return future
-
-
-def _lowered(task: TaskSpec):
-    """The offline translator's lowering of the task's reference (Candidate or Unlowered)."""
-    from hipevolve.agents.translator import lowered
-
-    return lowered(task)
-
-
-class _Search:
-    """The loop's state and its archive work, one method per step."""
-
-    def __init__(
-        self,
-        task: TaskSpec,
-        archive: Archive,
-        settings: EvolutionSettings,
-        evaluate: Evaluator,
-        budget: int,
-        seed: int,
-        run_id: int | None,
-    ) -> None:
-        if budget < 1:
-            raise UserError(
-                f"budget {budget}: at least one evaluation is needed", "pass --budget 1 or more"
-            )
-        self.task, self.archive, self.settings = task, archive, settings
-        self.evaluate, self.budget, self.seed = evaluate, budget, seed
-        self.sources: dict[int, Candidate] = {}
-        self.started = time.monotonic()
-        self.evaluated_here = 0
-        self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
-        self.resumed = run_id is not None
-        self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
-        self.policy: ProposalPolicy | None = None
-
-    # -------------------------------------------------------------------- resume
-
-    def restore(self) -> tuple[int, dict[int, tuple[Island, ...]]]:
-        """(next generation, the islands after each of the last lag + 1 generations): nothing
-        for a fresh run, the last checkpoints of a resumed one."""
-        if not self.resumed:
-            return 0, {}
-        info = self.archive.run(self.run)
-        if info.task != self.task.name:
-            raise UserError(
-                f"run {self.run} searched task {info.task}, not {self.task.name}",
-                f"pass --task {info.task} to resume it",
-            )
-        wanted = json.loads(canonical_json(self.settings))
-        if info.seed != self.seed or info.settings != wanted:
-            raise UserError(
-                f"run {self.run} was started with another seed or other settings",
-                f"resume it with seed {info.seed} and the settings it recorded",
-            )
-        resumed = self.archive.resume(self.run)
-        self.archive.log_event(
-            self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}
-        )
-        self.written = {(e.island, e.cell): e.candidate_id for e in self.archive.elites(self.run)}
-        checkpoints = self.archive.events(self.run, CHECKPOINT)[-(self.settings.lag + 1) :]
-        if not checkpoints:
-            return 0, {}
-        states = {
-            c.data["generation"]: tuple(Island.model_validate(i) for i in c.data["islands"])
-            for c in checkpoints
-        }
-        return max(states) + 1, states
-
-    def seen_before(self, generation: int) -> frozenset[str]:
-        """Source hashes of this run's candidates from generations before `generation`."""
-        rows = self.archive.db.execute(
-            "SELECT source_hash FROM candidates WHERE run = ? AND generation < ?",
-            [self.run, generation],
-        ).fetchall()
-        return frozenset(r[0] for r in rows)
-
-    # -------------------------------------------------------------------- proposing
-
-    def source(self, candidate_id: int) -> Candidate:
-        if candidate_id not in self.sources:
-            self.sources[candidate_id] = self.archive.candidate(candidate_id).candidate
-        return self.sources[candidate_id]
-
-    def first_children(self, rng: random.Random, admitted: Budget) -> list[Child]:
-        """Generation 0: the task's seed kernels; a task without any starts from the policy's
-        translations of its reference, one proposal per island (run_evolution refuses a task
-        without seeds unless the policy translates)."""
-        if self.task.seeds or self.policy is None:
-            return self.seed_children()
-        proposals = [Proposal(island=i, parent=None) for i in range(self.settings.islands)]
-        return list(self.policy.children(proposals, Workshop(self, 0, admitted), rng))
-
-    def seed_children(self) -> list[Child]:
-        seeds = {}
-        for path in self.task.seeds:
-            candidate = load_candidate(path)
-            seeds.setdefault(candidate.source_hash, candidate)
-        if not seeds:  # offline, no seeds: the translator's lowering of the reference
-            lowered = _lowered(self.task)
-            if isinstance(lowered, Candidate):
-                return [Child(candidate=lowered, island=0, agent="translator")]
-        return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
-
-    def children(
-        self,
-        proposals,
-        islands,
-        rng: random.Random,
-        seen: frozenset[str],
-        generation: int,
-        admitted: Budget,
-    ) -> list[Child]:
-        """One unseen child per proposal where possible; a rescue child when none is."""
-        for elite in (e for island in islands for e in island.elites):
-            self.source(elite.candidate_id)
-        if self.policy is not None:
-            workshop = Workshop(self, generation, admitted)
-            found = self.policy.children(proposals, workshop, rng)
-            if found or self.policy.stop_reason() is not None:
-                return found
-            # The models wrote nothing that could be evaluated this generation (every reply
-            # malformed): the offline mutator writes it, so the search goes on.
-            self.archive.log_event(self.run, "offline_fallback", {"generation": generation})
-        taken = set(seen)
-        found = []
-        for proposal in proposals:
-            child = propose(proposal, self.sources, rng, taken)
-            if child is not None:
-                taken.add(child.candidate.source_hash)
-                found.append(child)
-        if not found:
-            child = rescue(islands, self.sources, taken)
-            found = [child] if child is not None else []
-        return found
-
-    # -------------------------------------------------------------------- evaluating
-
-    def stage(self, generation: int, children: Sequence[Child], budget: Budget) -> _Staged:
-        """Stores and admits the children, and queues those not yet evaluated (here, or by
-        another run with the same evaluation key) for the evaluator."""
-        ids: list[tuple[int, int]] = []
-        for child in children:
-            admission = budget.admit(child.candidate.source_hash)
-            if admission is Admission.exhausted:
-                break
-            cid = self.archive.add_candidate(
-                self.run, child.candidate, parents=child.parents, kind=child.kind,
-                inspirations=child.inspirations, agent=child.agent, model=child.model,
-                prompt_hash=child.prompt_hash, island=child.island, generation=generation,
-            )  # fmt: skip
-            self.sources[cid] = child.candidate
-            ids.append((cid, child.island))
-        ids += self._orphans({cid for cid, _ in ids}, budget, generation)
-        ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
-        done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
-        pending = self._from_cache([cid for cid, _ in ids if done[cid] is None], done)
-        for cid in pending:
-            self.archive.enqueue(cid)
-        for cid in pending:
-            self.archive.mark_in_flight(cid)
-        return _Staged(generation=generation, ids=ids, done=done, pending=pending,
-                       candidates=[self.sources[cid] for cid in pending])  # fmt: skip
-
-    def evaluate_staged(self, staged: _Staged) -> list[Evaluation]:
-        """The evaluator's results for a staged generation (on its own thread: no archive work)."""
-        if not staged.candidates:
-            return []
-        results = self.evaluate(staged.candidates)
-        if len(results) != len(staged.candidates):
-            raise RuntimeError(
-                f"evaluator returned {len(results)} results for {len(staged.candidates)}"
-            )
-        return results
-
-    def complete(
-        self, staged: _Staged, results: list[Evaluation]
-    ) -> list[tuple[int, int, Evaluation]]:
-        """Records a staged generation's results; (candidate, island, evaluation) of each."""
-        done = dict(staged.done)
-        for cid, evaluation in zip(staged.pending, results, strict=True):
-            done[cid] = self._record(cid, evaluation)
-        self.evaluated_here += len(staged.pending)
-        return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
-
-    def _orphans(self, planned: set[int], budget: Budget, generation: int) -> list[tuple[int, int]]:
-        """Queued candidates of `generation` the replay did not propose again (a run written by
-        another version of the policy): evaluated all the same, since the budget counted them."""
-        found = []
-        for cid in self.archive.queued(self.run):
-            if cid not in planned:
-                record = self.archive.candidate(cid)
-                if record.generation != generation:
-                    continue  # another generation in flight when the run stopped: its own turn
-                budget.admit(record.source_hash)
-                self.sources[cid] = record.candidate
-                found.append((cid, record.island))
-        return found
-
-    def _record(self, cid: int, evaluation: Evaluation) -> Evaluation:
-        return self.archive.record_evaluation(
-            cid, evaluation, self.evaluate.settings_key, self.evaluate.toolchain
-        )
-
-    def _from_cache(self, ids: list[int], done: dict[int, Evaluation | None]) -> list[int]:
-        """Records evaluations another run already made with the same key; returns the rest."""
-        rest = []
-        for cid in ids:
-            key = evaluation_key(
-                self.sources[cid].source_hash, self.evaluate.settings_key, self.evaluate.toolchain
-            )
-            cached = self.archive.evaluated(key)
-            if cached is None:
-                rest.append(cid)
-            else:
-                done[cid] = self._record(cid, cached)
-        return rest
-
-    # -------------------------------------------------------------------- islands
-
-    def insert(
-        self, islands: tuple[Island, ...], results, *, everywhere: bool
-    ) -> tuple[Island, ...]:
-        """Islands with the ok results inserted: seeds into every island, children into theirs."""
-        updated = list(islands)
-        for cid, island_id, evaluation in results:
-            if not evaluation.ok:
-                continue
-            elite = Elite(
-                candidate_id=cid,
-                fitness=evaluation.fitness,
-                source_hash=self.sources[cid].source_hash,
-                cell=cell_of(evaluation.static, _configuration(self.sources[cid])),
-            )
-            for i, island in enumerate(updated):
-                if everywhere or island.id == island_id:
-                    updated[i] = insert(island, elite)
-        return tuple(updated)
-
-    def checkpoint(self, generation: int, islands: tuple[Island, ...], moves: Sequence) -> None:
-        """Mirrors the grids into the elites table, then records the generation as complete."""
-        for island in islands:
-            for elite in island.elites:
-                if self.written.get((island.id, cell_key(elite.cell))) != elite.candidate_id:
-                    self.archive.set_elite(
-                        self.run, island.id, cell_key(elite.cell), elite.candidate_id, elite.fitness
-                    )
-                    self.written[(island.id, cell_key(elite.cell))] = elite.candidate_id
-        self.archive.log_event(
-            self.run,
-            CHECKPOINT,
-            {
-                "generation": generation,
-                "islands": [i.model_dump(mode="json") for i in islands],
-                "moves": [m.model_dump(mode="json") for m in moves],
-            },
-        )
-
-    # -------------------------------------------------------------------- reporting
-
-    def progress(self, generation: int, islands: tuple[Island, ...]) -> Progress:
-        total, ok = self.archive.db.execute(
-            "SELECT count(*), coalesce(sum(e.status = 'ok'), 0) FROM candidates c"
-            " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ?",
-            [self.run],
-        ).fetchone()
-        tops = [b for b in (best(i) for i in islands) if b is not None]
-        top = max(tops, key=lambda e: (e.fitness, -e.candidate_id), default=None)
-        speedups: dict[str, float] = {}
-        if top is not None:
-            evaluation = self.archive.evaluation_of(top.candidate_id)
-            cases = evaluation.cases if evaluation else ()
-            speedups = {c.case: c.speedup for c in cases if c.speedup is not None}
-        minutes = max(time.monotonic() - self.started, 1e-9) / 60
-        return Progress(
-            run=self.run,
-            generation=generation,
-            evaluations=total,
-            budget=self.budget,
-            valid_rate=ok / total if total else 0.0,
-            best_fitness=top.fitness if top else 0.0,
-            best_candidate=top.candidate_id if top else None,
-            best_speedups=speedups,
-            evaluations_per_minute=self.evaluated_here / minutes,
-        )
-
-    def finish(
-        self, reason: StopReason, generation: int, islands: tuple[Island, ...]
-    ) -> RunSummary:
-        progress = self.progress(generation, islands)
-        done = f"{progress.evaluations} of {self.budget} evaluations"
-        messages = {
-            "budget": f"budget spent: {done}",
-            "exhausted": f"search space exhausted after {done}: every kernel one edit (a "
-            "tunable value or a transform) from every elite has been evaluated",
-            "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
-            "nothing to evolve from",
-            "stopped": f"stopped after {done}; the evaluations in flight were finished and recorded",
-            "llm_budget": f"LLM budget exhausted after {done}: "
-            f"{self.policy.stop_reason() if self.policy else ''}",
-        }
-        interrupted = reason == "stopped"
-        resume = (
-            f"resume run {self.run} with the same task, settings and seed (run_id={self.run})"
-            if interrupted
-            else None
-        )
-        self.archive.log_event(self.run, "stop", {"reason": reason, "generation": generation})
-        self.archive.finish_run(self.run, "interrupted" if interrupted else "finished")
-        message = messages[reason] + (f"; {resume}" if resume else "")
-        return RunSummary(
-            run=self.run,
-            status="interrupted" if interrupted else "finished",
-            reason=reason,
-            message=message,
-            progress=progress,
-            resume=resume,
-        )
-
-
-def _configuration(candidate: Candidate) -> dict[str, str]:
-    if candidate.format != "native" or candidate.hip_source is None:
-        return {}
-    try:
-        return current_configuration(parse_tunables(candidate.hip_source))
-    except TunableError:
-        return {}

@@ -13,7 +13,7 @@ from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import Evaluation
 
 if TYPE_CHECKING:
-    from hipevolve.evolution.run import _Search
+    from hipevolve.evolution.generations import Search
 
 
 class Workshop:
@@ -26,7 +26,7 @@ class Workshop:
 
     RECHECK = "audit-recheck"  # settings-key suffix of a failed hidden-seed re-check
 
-    def __init__(self, search: _Search, generation: int, budget: Budget) -> None:
+    def __init__(self, search: Search, generation: int, budget: Budget) -> None:
         self._search, self.generation, self._budget = search, generation, budget
         self.task, self.archive, self.run = search.task, search.archive, search.run
         self._lock = threading.Lock()  # admission and the sources map
