@@ -59,8 +59,6 @@ from hipevolve.taskspec import TaskSpec
 from hipevolve.verifier.candidate import Candidate
 from hipevolve.verifier.evaluation import Evaluation
 
-# ------------------------------------------------------------------------------------ the loop
-
 
 def run_evolution(
     task: TaskSpec,
