@@ -24,7 +24,8 @@ wall time:
 Before a local phase is timed, every judge of every slot serves one untimed job (warm_up):
 a judge's first job costs more than its later ones, a run's judges serve 64 jobs each, and a
 short phase timed from cold slots holds twice as many first jobs on two GPUs as on one.
---no-warmup times from cold slots, as the bench did before.
+--no-warmup times from cold slots, as the bench did before. Ray phases are still timed from
+cold workers: their slots live inside the actors.
 
 With --ray the warm phase also runs on Ray GPU workers on this machine (`evolve --ray auto`).
 Every phase must give the same statuses; the ratios are to the 1-GPU phase of the same kind.
