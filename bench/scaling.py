@@ -247,7 +247,6 @@ def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[s
         warmed = []
         if warmup is not None:  # from the warm cache: a cold phase's compiles stay in its time
             warmed = warm_up(slots, lambda cs: evaluate(cs, warmup), candidates, standby)
-        if warmed:
             time.sleep(2)  # the last warm-up jobs' judges have forked their next sandboxes
         started = time.monotonic()
         results = in_batches(evaluate, candidates, batch, windows, window)
