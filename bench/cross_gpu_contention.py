@@ -21,6 +21,12 @@ Meanwhile two processes on GPU 1 do one kind of work each row:
 Each column's "x" is the ratio to the first idle row, all measured in this one run. First, how
 many contexts per second one forking loop creates, with and without launch queues scaled to a
 quarter (CUDA_SCALE_LAUNCH_QUEUES=0.25x), which a context must allocate and map.
+
+    python bench/cross_gpu_contention.py --capacity   # about 1 minute
+
+How many contexts per second the machine creates with several forking loops at once, all on
+GPU 0 or split over GPUs 0 and 1, started together: whether more GPUs raise that number or the
+loops share one machine-wide ceiling. Each evaluation's sandbox creates one context.
 """
 
 import argparse
@@ -71,6 +77,7 @@ while True:
 CONTEXTS = r"""
 import os, sys, time, torch
 bare, seconds = sys.argv[1] == "bare", float(sys.argv[2])
+time.sleep(max(0.0, float(sys.argv[3]) - time.time()) if len(sys.argv) > 3 else 0.0)
 end, n = time.monotonic() + seconds, 0
 while time.monotonic() < end:
     pid = os.fork()
@@ -95,6 +102,8 @@ while True: np.copyto(b, a)
 """
 
 FOREVER = "1e9"
+# --capacity's rows: one forking loop per digit, on the GPU the digit names
+CAPACITY_ROWS = ("0", "00", "01", "0000", "0011", "00000000", "00001111")
 ROWS = {  # name: the code two processes on GPU 1 run, and its arguments
     "idle": None,
     "kernels": (KERNELS, []),
@@ -114,6 +123,17 @@ def contexts_per_second(bare: bool, **extra: str) -> float:
     args = [sys.executable, "-c", CONTEXTS, "bare" if bare else "full", "4"]
     out = subprocess.run(args, env=env_on("1", **extra), capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
+
+
+def contexts_together(gpus: str, seconds: float) -> float:
+    """Contexts per second, all loops together: one forking loop per character of `gpus` (the
+    GPU it runs on), every loop's window starting at the same moment, past torch's import."""
+    start = str(time.time() + 8.0)
+    command = [sys.executable, "-c", CONTEXTS, "full", str(seconds), start]
+    loops = [
+        subprocess.Popen(command, env=env_on(g), stdout=subprocess.PIPE, text=True) for g in gpus
+    ]
+    return sum(float(p.communicate()[0].split()[-1]) for p in loops)
 
 
 def probe(seconds: float, row: str) -> dict[str, float]:
@@ -136,6 +156,8 @@ def probe(seconds: float, row: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="probe window per row")
+    parser.add_argument("--capacity", action="store_true",
+                        help="only the machine's contexts per second, loops over 1 and 2 GPUs")  # fmt: skip
     args = parser.parse_args()
     import torch  # counts the GPUs without creating a context here
 
@@ -143,6 +165,13 @@ def main() -> None:
         raise SystemExit(
             "cross_gpu_contention plays two GPUs against each other: fewer are visible"
         )
+    if args.capacity:
+        print(f"{'loops on GPU 0, GPU 1':<24}{'contexts/s':>11}{'per loop':>10}")
+        for gpus in CAPACITY_ROWS:
+            rate = contexts_together(gpus, args.seconds)
+            print(f"{gpus.count('0'):>8}, {gpus.count('1'):<14}{rate:>11.2f}{rate / len(gpus):>10.2f}",
+                  flush=True)  # fmt: skip
+        return
     print("contexts per second, one forking loop on GPU 1:")
     for bare in (False, True):
         for extra in ({}, {"CUDA_SCALE_LAUNCH_QUEUES": "0.25x"}):
