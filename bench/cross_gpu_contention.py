@@ -169,8 +169,8 @@ def main() -> None:
         print(f"{'loops on GPU 0, GPU 1':<24}{'contexts/s':>11}{'per loop':>10}")
         for gpus in CAPACITY_ROWS:
             rate = contexts_together(gpus, args.seconds)
-            print(f"{gpus.count('0'):>8}, {gpus.count('1'):<14}{rate:>11.2f}{rate / len(gpus):>10.2f}",
-                  flush=True)  # fmt: skip
+            loops = f"{gpus.count('0'):>8}, {gpus.count('1')}"
+            print(f"{loops:<24}{rate:>11.2f}{rate / len(gpus):>10.2f}", flush=True)
         return
     print("contexts per second, one forking loop on GPU 1:")
     for bare in (False, True):
