@@ -5,7 +5,7 @@ Three runs of the `evolve` main job (the real command line, `main(evaluators=...
 policy) on the stand-in task, with different seeds, islands and generations in flight, and one
 replayed agent run (the scripted model server on loopback, nvcc compiling each candidate). Each
 archive is dumped table by table with what depends on the clock or the temporary folder left
-out: timestamps, lock heartbeats, latencies, paths under the run's folder.
+out: timestamps, lock heartbeats, latencies, the run's folder and the checkout's.
 
     python tests/golden_runs.py          # rewrite the snapshot (only when behaviour is meant to change)
 """
@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 SNAPSHOT = TESTS / "data" / "golden" / "runs.json"
 
 # (name, evolve arguments after --task/--tasks-dir/--archive)
@@ -47,7 +48,7 @@ TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(\+00:00|Z)?")
 
 def dump(path: Path, root: Path) -> dict[str, list[dict]]:
     """Every table of the archive, rows in primary-key order, volatile columns dropped, the run's
-    temporary folder replaced by `<root>`."""
+    temporary folder replaced by `<root>` and the checkout by `<repo>`."""
     conn = sqlite3.connect(path)
     conn.row_factory = sqlite3.Row
     tables = [r[0] for r in conn.execute(
@@ -68,7 +69,7 @@ def _clean(row: dict, root: Path) -> dict:
         if key in VOLATILE or (key == "value" and row.get("key") == "created"):
             continue
         if isinstance(value, str):
-            value = value.replace(str(root), "<root>")
+            value = value.replace(str(root), "<root>").replace(str(REPO), "<repo>")
             value = TIMESTAMP.sub("<time>", value)
         kept[key] = value
     return kept
