@@ -6,12 +6,12 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from hipevolve.agents.ensemble import Ensemble
-from hipevolve.agents.llm import LLMCall, record_call
+from hipevolve.agents.llm.client import LLMCall, record_call
+from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.state import AgentLimits
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.prompts.render import system_prompt
-from hipevolve.taskspec import TaskSpec
 
 
 @dataclass

@@ -22,7 +22,8 @@ from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from hipevolve.agents import (
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.roles import (
     auditor,
     mutator,
     optimizer,
@@ -30,9 +31,8 @@ from hipevolve.agents import (
     repairer,
     task_generator,
     translator,
-    verifier,
 )
-from hipevolve.agents.context import AgentContext
+from hipevolve.agents.roles import gate as verifier
 from hipevolve.agents.state import ProposalState
 
 

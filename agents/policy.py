@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.ensemble import Ensemble
 from hipevolve.agents.graph import build_graph
+from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.state import AgentLimits, ProposalState
-from hipevolve.evolution.offline import Child
+from hipevolve.evolution.offline.policy import Child
 from hipevolve.evolution.selection import Proposal
 from hipevolve.evolution.workshop import Workshop
 

@@ -12,10 +12,10 @@ from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hipevolve.evolution.offline import Child
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.evolution.offline.policy import Child
 from hipevolve.evolution.selection import Proposal
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation
 
 
 class AgentLimits(BaseModel):

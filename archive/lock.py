@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
 
 OTHER_HOST_STALE_S = 3600.0
 HEARTBEAT_EVERY_S = 10.0

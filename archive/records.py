@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import Evaluation
 
 RunStatus = Literal["running", "finished", "interrupted"]
 QueueState = Literal["queued", "in_flight", "done"]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from sqlite_utils import Database
 
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.core.evaluation import Evaluation
 
 MARKER = "hipevolve"  # meta 'app' value: tells our archives from other SQLite files
 

@@ -50,8 +50,8 @@ from hipevolve.archive.records import (
     now_iso,
 )
 from hipevolve.archive.tables import Tables
-from hipevolve.errors import UserError
-from hipevolve.taskspec import TaskSpec
+from hipevolve.core.errors import UserError
+from hipevolve.core.taskspec import TaskSpec
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

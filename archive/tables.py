@@ -28,8 +28,8 @@ from hipevolve.archive.records import (
     evaluation_key,
     now_iso,
 )
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import Evaluation
 
 if TYPE_CHECKING:
     from sqlite_utils import Database

@@ -2,7 +2,7 @@
 
     python bench/alloc_churn.py             # needs 2 GPUs; about 4 minutes
 
-A sandbox (verifier/sandbox.py) starts, creates its device context, takes its whole memory in one
+A sandbox (verifier/gpu/sandbox.py) starts, creates its device context, takes its whole memory in one
 allocation (worker.Judge.sandbox_reserve) and is killed; one per evaluation. This plays that on
 GPU 0 for each size: 8 processes in turn, each creating its context (timed), allocating SIZE
 bytes in one block (timed) and filling it (timed), then SIGKILLed, the parent timing the kill

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from hipevolve.archive.lineage import lineage_graph
 from hipevolve.archive.store import Archive
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, StaticFacts, Status
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
 
 GOAL_MS = 5.0
 ISLANDS, CELLS = 4, 64

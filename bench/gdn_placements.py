@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
+from hipevolve.core.reference import build_inputs, load_module
 from hipevolve.problems import get_task
-from hipevolve.reference import build_inputs, load_module
 
 HERE = Path(__file__).resolve().parent
 PAD_STEP = 7919 * 4096  # a prime number of 4 KiB pages: placements differ by odd page counts

@@ -71,9 +71,9 @@ from typing import Any
 
 import torch
 
+from hipevolve.core.reference import as_outputs, build_inputs, load_module
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems import get_task
-from hipevolve.reference import as_outputs, build_inputs, load_module
-from hipevolve.taskspec import TaskSpec
 
 PREFILL, DECODE = "gated_delta_net", "gated_delta_net_decode"
 TASK_ALIASES = {"prefill": PREFILL, "decode": DECODE, PREFILL: PREFILL, DECODE: DECODE}
@@ -402,8 +402,8 @@ def native_models(folders: dict[str, Path], cache: Path) -> dict[str, torch.nn.M
     instead, so the seeds and the candidate live side by side.
     """
     from hipevolve.runtime import Kernels
-    from hipevolve.verifier.backends import compiler_for, gpu_backend
-    from hipevolve.verifier.build import build_many
+    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build.compile import build_many
 
     try:
         compiler = compiler_for(gpu_backend() or "cuda")

@@ -308,9 +308,9 @@ def child_evaluate(candidate: Path, task_name: str, trials: int, correct_trials:
 
     import torch
 
+    from hipevolve.core.reference import load_module, to_device
+    from hipevolve.core.taskspec import Tolerance
     from hipevolve.problems import get_task
-    from hipevolve.reference import load_module, to_device
-    from hipevolve.taskspec import Tolerance
 
     task = get_task(task_name)
     if not torch.cuda.is_available():  # KernelBench asserts this too

@@ -9,7 +9,7 @@
 For each task (default: the built-ins that lower, gelu silu_and_mul softmax log_softmax layernorm
 rmsnorm fused_add_rmsnorm, and every task folder in tests/data/lowering/; `--tasks` takes
 built-in names, names of those folders, or task folder paths), one process, one run:
-1. lowers the reference with the offline translator (hipevolve.agents.translator.lowered) or
+1. lowers the reference with the offline translator (hipevolve.agents.roles.translator.lowered) or
    records the one-line reason it does not lower, and evaluates the lowered seed through the
    verifier pipeline (evaluate_many, through evolution.evaluators.pipeline_evaluator): its status;
 2. runs an offline search from it (run_evolution, the offline mutator, default
@@ -21,7 +21,7 @@ built-in names, names of those folders, or task folder paths), one process, one 
    verifier's worker processes), and, in this process right after the search, PyTorch eager (the
    reference Model) and torch.compile of the reference (default mode; compiled and warmed up
    before timing, so compile time is excluded). All three use the same timer
-   (hipevolve.verifier.timing: Clock and time_trials, caches flushed before every trial, events
+   (hipevolve.verifier.gpu.timing: Clock and time_trials, caches flushed before every trial, events
    around the call), input sets drawn the same way and the verifier's warm-up and trial counts;
    the median trial is reported. The eager time measured here is printed next to the verifier's
    own reference time for the case, so the two timings can be seen to agree.
@@ -206,8 +206,8 @@ def side_by_side(task: Any, case_name: str, settings: Any) -> dict[str, Any]:
     """Median trial times (us) of the reference eager and under torch.compile on one case."""
     import torch
 
-    from hipevolve.reference import build_inputs, load_module
-    from hipevolve.verifier.timing import Clock, input_sets_for, tensor_bytes, time_trials
+    from hipevolve.core.reference import build_inputs, load_module
+    from hipevolve.verifier.gpu.timing import Clock, input_sets_for, tensor_bytes, time_trials
 
     device = "cuda"  # ROCm builds of torch name HIP devices cuda too
     module = load_module(task.reference)
@@ -249,8 +249,8 @@ def release_device_memory() -> None:
 
 
 def largest_timed_case(task: Any) -> str:
-    from hipevolve.reference import build_inputs, load_module
-    from hipevolve.verifier.timing import tensor_bytes
+    from hipevolve.core.reference import build_inputs, load_module
+    from hipevolve.verifier.gpu.timing import tensor_bytes
 
     module = load_module(task.reference)
     timed = task.timed_cases or task.cases
@@ -260,12 +260,12 @@ def largest_timed_case(task: Any) -> str:
 
 
 def run_task(name: str, budget: int, seed: int, settings: Any) -> Row:
-    from hipevolve.agents.translator import lowered
+    from hipevolve.agents.roles.translator import lowered
     from hipevolve.archive.store import Archive
-    from hipevolve.evolution.evaluators import pipeline_evaluator
+    from hipevolve.core.candidate import Candidate
     from hipevolve.evolution.islands import EvolutionSettings
     from hipevolve.evolution.run import run_evolution
-    from hipevolve.verifier.candidate import Candidate
+    from hipevolve.verifier.evaluators import pipeline_evaluator
 
     began = time.monotonic()
     task = resolve_task(name).model_copy(update={"seeds": ()})
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import torch
 
-    from hipevolve.config import load_settings
+    from hipevolve.core.config import load_settings
 
     settings = load_settings().verifier
     started = time.monotonic()

@@ -50,13 +50,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from hipevolve.config import VerifierSettings, load_settings
-from hipevolve.evolution.tunables import configurations, parse_tunables, with_values
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.config import VerifierSettings, load_settings
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.offline.tunables import configurations, parse_tunables, with_values
 from hipevolve.problems import get_task
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate, load_candidate
-from hipevolve.verifier.evaluation import Evaluation
-from hipevolve.verifier.slots import Slots
+from hipevolve.verifier.gpu.slots import Slots
 
 GOAL = 1.8
 
@@ -263,7 +263,7 @@ def local_phase(task, settings: VerifierSettings, backend: str, devices: tuple[s
 
 def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candidates,
               batch: int, window: int = 1) -> Phase:  # fmt: skip
-    from hipevolve.evolution.ray_evaluator import RayEvaluator
+    from hipevolve.verifier.ray import RayEvaluator
 
     evaluator = RayEvaluator(task, settings, backend, "auto", workers=gpus)
     try:
@@ -273,7 +273,7 @@ def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candida
         wall = time.monotonic() - started
     finally:
         evaluator.close()
-    from hipevolve.verifier.slots import STANDBY_JUDGES
+    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES
 
     return Phase(label=f"ray, {gpus} GPU workers", gpus=gpus, cache="warm",
                  evaluations=len(results), wall_s=wall,
@@ -305,9 +305,9 @@ def main(argv: list[str] | None = None) -> None:
                         "folder, removed at the end)")  # fmt: skip
     args = parser.parse_args(argv)
 
-    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.verifier.build.backends import gpu_backend
+    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, visible_gpus
     from hipevolve.verifier.pipeline import prepare
-    from hipevolve.verifier.slots import STANDBY_JUDGES, visible_gpus
 
     backend = gpu_backend()
     if backend is None:

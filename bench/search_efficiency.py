@@ -52,10 +52,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from hipevolve.archive.store import Archive, canonical_json
-from hipevolve.evolution.evaluators import Evaluator
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.islands import EvolutionSettings
-from hipevolve.evolution.run import run_evolution
-from hipevolve.evolution.tunables import (
+from hipevolve.evolution.offline.tunables import (
     Configuration,
     configuration_key,
     configurations,
@@ -63,10 +64,9 @@ from hipevolve.evolution.tunables import (
     parse_tunables,
     with_values,
 )
+from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate, load_candidate
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.verifier.evaluators import Evaluator
 
 TASKS = ("softmax", "rmsnorm", "silu_and_mul")
 BUDGETS = (5, 10, 15, 20, 25, 50, 100)  # percent of the space
@@ -177,8 +177,8 @@ def measure(
     """Evaluates the configurations not yet in `out` (GPU), saving the table after each batch.
     `deadline_s`: start no batch that would end past it (by the last batch's time); `verifier`:
     settings to override (trials, suspect_speedup); None keeps the configured one."""
-    from hipevolve.config import load_settings
-    from hipevolve.evolution.evaluators import pipeline_evaluator
+    from hipevolve.core.config import load_settings
+    from hipevolve.verifier.evaluators import pipeline_evaluator
 
     settings = load_settings().verifier
     settings = settings.model_copy(update={k: v for k, v in verifier.items() if v is not None})

@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from hipevolve.verifier.timing import Clock, time_trials
+from hipevolve.verifier.gpu.timing import Clock, time_trials
 
 
 def kernels(scale: float) -> dict[str, tuple]:

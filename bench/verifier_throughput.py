@@ -136,9 +136,9 @@ def table(phases: list[Phase]) -> str:
 def run_ours(
     folders: list[Path], cache_dir: Path, cache: str, trials: int | None, backend: str
 ) -> Phase:
-    from hipevolve.config import load_settings
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.core.config import load_settings
     from hipevolve.problems import get_task
-    from hipevolve.verifier.candidate import load_candidate
     from hipevolve.verifier.pipeline import evaluate_many
 
     task = get_task("softmax")
@@ -270,7 +270,7 @@ def main() -> None:
         flush=True,
     )
 
-    from hipevolve.verifier.backends import resolve_backend
+    from hipevolve.verifier.build.backends import resolve_backend
 
     backend = resolve_backend(args.backend)
     folders = [CANDIDATES / c["native"] for c in chosen]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from hipevolve.verifier.evaluation import StaticFacts
+from hipevolve.core.evaluation import StaticFacts
 
 Cell = tuple[str, ...]
 

@@ -19,10 +19,12 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.archive.store import Archive, canonical_json, evaluation_key
-from hipevolve.errors import UserError
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Admission, Budget
 from hipevolve.evolution.descriptors import cell_key, cell_of
-from hipevolve.evolution.evaluators import Evaluator
 from hipevolve.evolution.islands import (
     Elite,
     EvolutionSettings,
@@ -30,13 +32,11 @@ from hipevolve.evolution.islands import (
     best,
     insert,
 )
-from hipevolve.evolution.offline import Child, propose, rescue
+from hipevolve.evolution.offline.policy import Child, propose, rescue
+from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.evolution.selection import Proposal
-from hipevolve.evolution.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.evolution.workshop import Workshop
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate, load_candidate
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.verifier.evaluators import Evaluator
 
 StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
@@ -102,7 +102,7 @@ class RunSummary(Frozen):
 
 def lowered_reference(task: TaskSpec):
     """The offline translator's lowering of the task's reference (Candidate or Unlowered)."""
-    from hipevolve.agents.translator import lowered
+    from hipevolve.agents.roles.translator import lowered
 
     return lowered(task)
 

@@ -2,7 +2,7 @@
 
 Generation 0 seeds every island with the task's seed kernels (a task without any: the proposal
 policy's translations of its reference, where a model is behind the translator). Each later
-generation asks selection.plan for proposals, lets the offline policy (evolution/offline.py)
+generation asks selection.plan for proposals, lets the offline policy (evolution/offline/policy.py)
 write one child per proposal, drops code the run has already seen, admits the rest against the
 budget, evaluates the batch through the injected evaluator (in production the verifier pipeline,
 evaluators.pipeline_evaluator), records each result in the archive before anything else happens
@@ -40,9 +40,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from hipevolve.archive.store import Archive
-from hipevolve.errors import UserError
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Budget
-from hipevolve.evolution.evaluators import Evaluator
 from hipevolve.evolution.generations import (
     Progress,
     ProposalPolicy,
@@ -55,9 +57,7 @@ from hipevolve.evolution.generations import (
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.migration import exchange
 from hipevolve.evolution.selection import PolicyState, empty_islands, plan
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.verifier.evaluators import Evaluator
 
 
 def run_evolution(

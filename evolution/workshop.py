@@ -7,10 +7,10 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.budget import Admission, Budget
-from hipevolve.evolution.offline import Child
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation
+from hipevolve.evolution.offline.policy import Child
 
 if TYPE_CHECKING:
     from hipevolve.evolution.generations import Search

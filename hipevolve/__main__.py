@@ -1,3 +1,3 @@
-from hipevolve.cli import main
+from hipevolve.app.cli import main
 
 main()

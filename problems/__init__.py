@@ -1,6 +1,6 @@
 """The task library: built-in tasks in this folder, plus user folders.
 
-A folder holding `task.toml` is one task (see hipevolve.taskspec). In a user folder, each such
+A folder holding `task.toml` is one task (see hipevolve.core.taskspec). In a user folder, each such
 subfolder is a task, and each other `*.py` file is read as a KernelBench-format task.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
+from hipevolve.core.taskspec import TaskSpec, parse_task_toml
 from hipevolve.problems.kernelbench import load_kernelbench_file
-from hipevolve.taskspec import TaskSpec, parse_task_toml
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 TASKS_ENV = "HIPEVOLVE_TASKS"

@@ -10,8 +10,8 @@ import ast
 import re
 from pathlib import Path
 
-from hipevolve.errors import UserError
-from hipevolve.taskspec import Case, TaskSpec, Tolerance
+from hipevolve.core.errors import UserError
+from hipevolve.core.taskspec import Case, TaskSpec, Tolerance
 
 REQUIRED = {"Model": ast.ClassDef, "get_inputs": ast.FunctionDef,
             "get_init_inputs": ast.FunctionDef}

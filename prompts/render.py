@@ -13,7 +13,7 @@ from string import Template
 
 from pydantic import BaseModel
 
-from hipevolve.verifier.candidate import load_candidate
+from hipevolve.core.candidate import load_candidate
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE / "examples" / "softmax_native"

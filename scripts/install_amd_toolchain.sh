@@ -4,12 +4,12 @@
 # runs as root, or through sudo when not root; idempotent (run it again to repair or update).
 #
 #   sudo scripts/install_amd_toolchain.sh
-#   python -c "from hipevolve.verifier.amd_static import find_toolchain; print(find_toolchain())"
+#   python -c "from hipevolve.verifier.build.amd_static import find_toolchain; print(find_toolchain())"
 #   pytest -m amd_static tests/test_amd_static.py
 #
 # It installs from the distribution: clang-19, lld-19 (clang links the code object with ld.lld),
 # llvm-19 (llvm-objdump-19, llvm-cxxfilt-19, llvm-as-19) and the ROCm device libraries. Then it
-# builds the prefix /opt/hipevolve-amd, which hipevolve.verifier.amd_static looks for:
+# builds the prefix /opt/hipevolve-amd, which hipevolve.verifier.build.amd_static looks for:
 #
 #   bin/clang, bin/llvm-objdump, bin/llvm-cxxfilt   links to the LLVM 19 tools
 #   include/hip/                                    HIP headers only, unpacked with dpkg -x from

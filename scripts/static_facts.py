@@ -13,12 +13,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hipevolve.config import load_settings
+from hipevolve.app.views import short_kernel_name
+from hipevolve.core.candidate import load_candidate
+from hipevolve.core.config import load_settings
 from hipevolve.problems import discover
-from hipevolve.verifier.amd_static import find_toolchain
-from hipevolve.verifier.candidate import load_candidate
+from hipevolve.verifier.build.amd_static import find_toolchain
 from hipevolve.verifier.pipeline import static_analysis
-from hipevolve.views import short_kernel_name
 
 TARGETS = ("gfx942", "gfx90a")
 HEADER = ("| seed | kernel | target | VGPR | AGPR | SGPR | LDS bytes | scratch | spills | "

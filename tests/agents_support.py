@@ -10,17 +10,17 @@ from pathlib import Path
 import torch
 from llm_server import Step
 
-from hipevolve.agents.ensemble import Ensemble, ModelSettings
+from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
 from hipevolve.agents.policy import AgentPolicy
 from hipevolve.agents.state import AgentLimits
 from hipevolve.archive.store import Archive, canonical_json
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.evolution.run import RunSummary, run_evolution
-from hipevolve.evolution.tunables import current_configuration, parse_tunables
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.build import Compiler, build_many
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
+from hipevolve.verifier.build.compile import Compiler, build_many
 
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 TRANSCRIPT = TRANSCRIPTS / "softmax_run.json"
@@ -42,7 +42,7 @@ def replay_steps(name: str = "softmax_run", delay_s: float = 0.0) -> list[Step]:
 
 
 def nvcc_compiler() -> Compiler:
-    from hipevolve.verifier.nvidia_layer import find_nvcc, nvcc_command, nvcc_version
+    from hipevolve.verifier.build.nvidia import find_nvcc, nvcc_command, nvcc_version
 
     nvcc = find_nvcc()
     assert nvcc is not None, "nvcc not found"
@@ -67,7 +67,7 @@ def halved_softmax_mismatch() -> tuple[str, CaseResult]:
     """What the verifier reports for the wrong-result kernel: its bug (every output halved)
     replayed in torch on the small case, compared by the verifier's own compare_values."""
     from hipevolve.problems import get_task
-    from hipevolve.verifier.compare import compare_values
+    from hipevolve.verifier.gpu.compare import compare_values
 
     x = torch.linspace(-4.0, 4.0, 64 * 1024).reshape(64, 1024)
     ref = torch.softmax(x, dim=-1)

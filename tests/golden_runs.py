@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from standin import StandInEvaluators
-from hipevolve.cli import main
+from hipevolve.app.cli import main
 sys.argv = ["evolve", *sys.argv[3:]]
 main(evaluators=StandInEvaluators(Path(sys.argv[2]), 0.0))
 """

@@ -3,7 +3,7 @@
 `StandIn` scores a native candidate by its declared tunable values (a known table, so the optimum
 of the small space is known), returns real Evaluation objects (ok with per-case results, or
 incorrect for one corner of the space) and appends every candidate it finished to a log file.
-This machine has no GPU; the production evaluator (hipevolve.evolution.evaluators.pipeline_evaluator)
+This machine has no GPU; the production evaluator (hipevolve.verifier.evaluators.pipeline_evaluator)
 is exercised by the gpu-marked tests.
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hipevolve.archive.store import canonical_json
-from hipevolve.config import Settings, VerifierSettings
-from hipevolve.evolution.tunables import current_configuration, parse_tunables
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.config import Settings, VerifierSettings
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
 
 GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"
 
@@ -224,7 +224,7 @@ def write_task_folder(root: Path) -> Path:
 
 
 class StandInEvaluators:
-    """An evaluator factory for hipevolve.run_job (and `hipevolve.cli.main(evaluators=...)`)."""
+    """An evaluator factory for hipevolve.app.run_job (and `hipevolve.app.cli.main(evaluators=...)`)."""
 
     def __init__(self, log: Path, delay_s: float = 0.0) -> None:
         self.log, self.delay_s = log, delay_s
@@ -241,7 +241,7 @@ class Ticket(BaseModel):
 
 
 class StandInStages:
-    """The stand-in as the Stages of a Ray evaluator (hipevolve.evolution.ray_evaluator): the
+    """The stand-in as the Stages of a Ray evaluator (hipevolve.verifier.ray): the
     worker actor scores as StandIn does. With `die_on` (tunable values), the worker process
     exits in the middle of that candidate's evaluation, the first `deaths` times it is asked
     for it (counted in files under `marks`, which every worker sees)."""
@@ -291,13 +291,13 @@ class JudgedOnCpu:
     which refuses the pure-PyTorch candidates a CPU can run; the screen has tests of its own."""
 
     def __init__(self, task: TaskSpec, settings: VerifierSettings) -> None:
-        from hipevolve.evolution.ray_evaluator import PipelineStages
+        from hipevolve.verifier.ray import PipelineStages
 
         self.stages = PipelineStages(task, settings, "cpu")
 
     def prepare(self, candidate: Candidate):
-        from hipevolve.evolution.ray_evaluator import Shipment
         from hipevolve.verifier.pipeline import Prepared
+        from hipevolve.verifier.ray import Shipment
 
         return Shipment(prepared=Prepared(candidate=candidate))
 

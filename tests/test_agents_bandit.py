@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hipevolve.agents.bandit import Arm, choose, update
+from hipevolve.agents.llm.bandit import Arm, choose, update
 
 arm = st.builds(
     Arm,

@@ -19,7 +19,7 @@ from agents_support import (
 from llm_server import ScriptedLLMServer
 
 from hipevolve.archive.store import Archive
-from hipevolve.verifier.evaluation import Status
+from hipevolve.core.evaluation import Status
 
 REPLIES = "softmax_wrong_result"
 SNAPSHOT = Path(__file__).resolve().parent / "snapshots" / "repairer_incorrect.txt"

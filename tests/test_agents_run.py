@@ -16,8 +16,8 @@ from agents_support import (
 from llm_server import ScriptedLLMServer
 
 from hipevolve.archive.store import Archive
-from hipevolve.verifier.build import build_many
-from hipevolve.verifier.evaluation import Status
+from hipevolve.core.evaluation import Status
+from hipevolve.verifier.build.compile import build_many
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +34,8 @@ def cache_dir(tmp_path_factory):
 def test_transcript_kernels_compile_with_nvcc_except_the_deliberately_broken_one(cache_dir):
     from agents_support import TRANSCRIPT
 
-    from hipevolve.agents.replies import parse_reply
-    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.agents.llm.replies import parse_reply
+    from hipevolve.core.candidate import load_candidate
 
     seed = load_candidate(TRANSCRIPT.parents[2] / "problems" / "softmax" / "seeds" / "tunable")
     kernels = [parse_reply(s["reply"], seed) for s in transcript() if "```hip" in s["reply"]]
@@ -118,9 +118,9 @@ def test_token_budget_stops_the_run_cleanly_and_says_so(tmp_path, cache_dir):
 
 @pytest.mark.gpu
 def test_replayed_run_evolves_softmax_on_the_gpu_with_every_call_in_the_archive(tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.evolution.evaluators import pipeline_evaluator
+    from hipevolve.core.config import VerifierSettings
     from hipevolve.problems import get_task
+    from hipevolve.verifier.evaluators import pipeline_evaluator
 
     evaluate = pipeline_evaluator(
         get_task("softmax"), VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto"

@@ -12,11 +12,11 @@ from agents_support import MODEL, CompilingStandIn, replay_steps, replayed_run, 
 from llm_server import ScriptedLLMServer
 
 from hipevolve.archive.store import Archive
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import Status
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task, load_task_folder
-from hipevolve.verifier.evaluation import Status
 
 REPLIES = "softmax_translate"
 LOWERING = Path(__file__).parent / "data" / "lowering"

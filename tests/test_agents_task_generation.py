@@ -16,11 +16,11 @@ import pytest
 from agents_support import transcript
 from llm_server import ScriptedLLMServer, Step
 
-from hipevolve.agents.task_admission import AdmissionWorker
-from hipevolve.agents.task_generator import CALL_LOG
+from hipevolve.agents.roles.task_admission import AdmissionWorker
+from hipevolve.agents.roles.task_generator import CALL_LOG
 from hipevolve.problems import discover
-from hipevolve.problems.synthetic import KeptTask, Rejection
-from hipevolve.problems.task_render import Candidate
+from hipevolve.problems.synthetic.generate import KeptTask, Rejection
+from hipevolve.problems.synthetic.render import Candidate
 
 REPLIES = "tasks_generate"
 
@@ -158,7 +158,7 @@ SNAPSHOT = Path(__file__).resolve().parent / "snapshots" / "task_generator_model
 
 
 def test_task_generator_prompt_matches_its_snapshot():
-    from hipevolve.agents.task_generator import prompt
+    from hipevolve.agents.roles.task_generator import prompt
     from hipevolve.problems import get_task
 
     text = prompt(get_task("softmax"), "compose", ["softmax", "rmsnorm"])
@@ -183,7 +183,7 @@ GOOD = transcript(REPLIES)[0]["reply"]
     ],
 )
 def test_malformed_task_replies_are_named(reply, error_class):
-    from hipevolve.agents.task_reply import parse_task_reply
+    from hipevolve.agents.llm.task_reply import parse_task_reply
 
     assert parse_task_reply(GOOD).ok
     parsed = parse_task_reply(reply)

@@ -7,10 +7,10 @@ import pytest
 from agents_support import nvcc_compiler
 from standin import MODEL  # a ModelNew calling kernels.scale(x, y, n)
 
-from hipevolve.agents.cuda_translation import from_cuda
-from hipevolve.errors import UserError
-from hipevolve.verifier.build import build
-from hipevolve.verifier.static_checks import screen
+from hipevolve.agents.lowering.hipify import from_cuda
+from hipevolve.core.errors import UserError
+from hipevolve.verifier.build.compile import build
+from hipevolve.verifier.screen.screening import screen
 
 CUDA = """\
 #include <cuda_runtime.h>

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.verifier.amd_static import (
+from hipevolve.core.evaluation import StaticFacts
+from hipevolve.verifier.build.amd_static import (
     AmdCompileError,
     analyze,
     device_compile_command,
@@ -20,7 +21,6 @@ from hipevolve.verifier.amd_static import (
     load_width,
     parse_resource_usage,
 )
-from hipevolve.verifier.evaluation import StaticFacts
 
 DATA = Path(__file__).parent / "data" / "amd"
 TARGETS = ("gfx942", "gfx90a")

@@ -15,9 +15,9 @@ import pytest
 from hipevolve.archive import schema
 from hipevolve.archive.lineage import ancestors_of_best, diffs_along, lineage_graph
 from hipevolve.archive.store import Archive, evaluation_key
-from hipevolve.errors import UserError
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, StaticFacts, Status
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
 
 MODEL = "from hipevolve.runtime import kernels\n\nclass ModelNew:\n    pass\n"
 

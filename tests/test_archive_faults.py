@@ -19,17 +19,17 @@ from pathlib import Path
 import pytest
 
 from hipevolve.archive.store import Archive, ArchiveFull, evaluation_key
-from hipevolve.errors import UserError
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and fork semantics")
 
 PRELUDE = """
 import sys, time
 from hipevolve.archive.store import Archive
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 
 def cand(i, pad=0):
     return Candidate(format="native", hip_source=f"__global__ void k{i}() {{}}\\n",

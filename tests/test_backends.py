@@ -1,11 +1,11 @@
-"""verifier/backends.py: the compiler's version, part of every compile cache key."""
+"""verifier/build/backends.py: the compiler's version, part of every compile cache key."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from hipevolve.verifier.backends import _version_text, tool_version
+from hipevolve.verifier.build.backends import _version_text, tool_version
 
 
 def test_tool_version_runs_the_compiler_once_until_its_binary_changes(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.verifier.build import Compiler, build, build_many, trim_log
+from hipevolve.verifier.build.compile import Compiler, build, build_many, trim_log
 
 GXX = Compiler(name="test", argv=("g++", "-x", "c++", "-shared", "-fPIC", "-O1", "kernel.hip",
                                   "-o", "lib.so"), toolchain="g++ (test)")
@@ -84,7 +84,7 @@ def test_huge_object_file_is_refused(tmp_path):
 def test_compile_killed_mid_way_leaves_nothing_that_blocks_the_next(tmp_path):
     script = (
         "import sys; from pathlib import Path; sys.path[:0] = sys.argv[2:]\n"
-        "from hipevolve.verifier.build import build, Compiler\n"
+        "from hipevolve.verifier.build.compile import build, Compiler\n"
         "c = Compiler(name='t', argv=('sh', '-c', 'sleep 60'), toolchain='t')\n"
         "build('int x;', c, Path(sys.argv[1]), timeout_s=120)\n")
     proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], start_new_session=True)
@@ -116,10 +116,11 @@ def test_prepare_compiles_cache_misses_side_by_side_and_looks_up_hits_without_co
 ):
     """prepare screens and looks the caches up one candidate at a time (a turn); a compile the
     cache lacks runs after the turn, so two of them overlap."""
-    from hipevolve.config import load_settings
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.core.config import load_settings
     from hipevolve.problems import get_task
-    from hipevolve.verifier import backends, pipeline
-    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.verifier import pipeline
+    from hipevolve.verifier.build import backends
 
     slow = Compiler(name="test", argv=("sh", "-c", "sleep 2 && : > lib.so"), toolchain="sleep")
     monkeypatch.setattr(backends, "compiler_for", lambda backend: slow)

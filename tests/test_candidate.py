@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hipevolve.errors import UserError
-from hipevolve.verifier.candidate import (
+from hipevolve.core.candidate import (
     MAX_SOURCE_BYTES,
     Candidate,
     load_candidate,
@@ -16,6 +15,7 @@ from hipevolve.verifier.candidate import (
     strip_c_comments,
     write_candidate,
 )
+from hipevolve.core.errors import UserError
 
 DATA = Path(__file__).parent / "data" / "candidates"
 NATIVE = DATA / "healthy_native_softmax"

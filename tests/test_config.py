@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from hipevolve.config import load_settings
-from hipevolve.errors import UserError
+from hipevolve.core.config import load_settings
+from hipevolve.core.errors import UserError
 
 
 def test_defaults_apply_without_a_config_file(tmp_path):

@@ -15,15 +15,15 @@ import typer
 from standin import TASK_NAME, StandIn, write_task_folder
 from typer.testing import CliRunner
 
+from hipevolve.app.export_commands import register
 from hipevolve.archive.lineage import lineage_graph
 from hipevolve.archive.store import Archive
-from hipevolve.cli_export import register
-from hipevolve.dataset import CaseRecord, DatasetRecord, ParentRef, export_dataset
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import StaticFacts
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
+from hipevolve.export.dataset import CaseRecord, DatasetRecord, ParentRef, export_dataset
 from hipevolve.problems import load_task_folder
-from hipevolve.verifier.evaluation import StaticFacts
 
 BUDGET = 40
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from hipevolve.core.evaluation import StaticFacts
 from hipevolve.evolution.budget import Admission, Budget
 from hipevolve.evolution.descriptors import (
     AXES,
@@ -35,7 +36,6 @@ from hipevolve.evolution.selection import (
     plan,
     select_parent,
 )
-from hipevolve.verifier.evaluation import StaticFacts
 
 # ---- strategies -------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """`evolve --task T --budget N`, the main job, as a user runs it: real processes, real SQLite.
 
 Refusals that come before any evaluator (budget, unknown task, no GPU here) run the real entry
-point, `python -m hipevolve`. Everything past the GPU check runs `hipevolve.cli.main` with the
+point, `python -m hipevolve`. Everything past the GPU check runs `hipevolve.app.cli.main` with the
 stand-in evaluator (tests/standin.py) in a child process, since the evaluator is the only part of
 the job that needs a GPU; parsing, archive, display, signals and exit codes are the real ones.
 The gpu-marked test at the bottom runs the real thing end to end.
@@ -32,11 +32,11 @@ from standin import (
 )
 from typer.testing import CliRunner
 
+from hipevolve.app.cli import app
+from hipevolve.app.run_job import JobOptions, run_job
 from hipevolve.archive.store import Archive
-from hipevolve.cli import app
+from hipevolve.core.candidate import load_candidate
 from hipevolve.problems import get_task
-from hipevolve.run_job import JobOptions, run_job
-from hipevolve.verifier.candidate import load_candidate
 
 TESTS = Path(__file__).resolve().parent
 
@@ -47,7 +47,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from standin import StandInEvaluators
-from hipevolve.cli import main
+from hipevolve.app.cli import main
 log, delay = Path(sys.argv[2]), float(sys.argv[3])
 sys.argv = ["evolve", *sys.argv[4:]]
 main(evaluators=StandInEvaluators(log, delay))

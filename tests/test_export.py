@@ -22,18 +22,18 @@ import typer
 from standin import KERNEL, MODEL, TASK_NAME, StandIn, write_task_folder
 from typer.testing import CliRunner
 
+from hipevolve.app.export_commands import register
 from hipevolve.archive.store import Archive
-from hipevolve.cli_export import register
-from hipevolve.errors import UserError
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
-from hipevolve.export import export_package, rewrite_runtime_import
-from hipevolve.export_folders import MARKER
-from hipevolve.export_manifest import ExportManifest
-from hipevolve.export_signature import op_signature
+from hipevolve.export.folders import MARKER
+from hipevolve.export.manifest import ExportManifest
+from hipevolve.export.package import export_package, rewrite_runtime_import
+from hipevolve.export.signature import op_signature
 from hipevolve.problems import get_task, load_task_folder
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = f"hipevolve_kernel_{TASK_NAME}"
@@ -202,7 +202,7 @@ print(library)
 
 
 def test_loader_compiles_with_the_flags_the_verifier_measured_with(exported, tmp_path):
-    from hipevolve.verifier.nvidia_layer import include_dir, nvcc_command
+    from hipevolve.verifier.build.nvidia import include_dir, nvcc_command
 
     _, out = exported
     code = f"""
@@ -300,14 +300,14 @@ def test_model_imports_the_packages_loader_instead_of_hipevolve(line, expected):
     assert rewrite_runtime_import(source) == f'"""doc"""\nimport torch\n{expected}\n\nx = 1\n'
 
 
-@pytest.mark.parametrize("line", ["import hipevolve.verifier", "from hipevolve.reference import x"])
+@pytest.mark.parametrize("line", ["import hipevolve.verifier", "from hipevolve.core.reference import x"])
 def test_model_needing_more_of_hipevolve_is_refused(line):
     with pytest.raises(UserError, match="an exported package cannot"):
         rewrite_runtime_import(f"{line}\n")
 
 
 def test_a_kernelbench_format_winner_is_exported_as_its_own_file_without_the_loader(tmp_path):
-    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.core.candidate import load_candidate
 
     source = (
         REPO / "bench" / "candidates" / "softmax" / "kernelbench" / "s01_ok_b256_scalar_smem.py"
@@ -471,9 +471,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 @pytest.mark.gpu
 def test_exported_package_runs_on_the_gpu_in_a_fresh_process_and_matches_the_reference(tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.verifier.backends import resolve_backend
-    from hipevolve.verifier.candidate import load_candidate
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.build.backends import resolve_backend
     from hipevolve.verifier.pipeline import evaluate
 
     task = get_task("softmax")

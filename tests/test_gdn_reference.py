@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hipevolve.core.reference import build_inputs, load_module, run_case
 from hipevolve.problems import get_task
-from hipevolve.reference import build_inputs, load_module, run_case
 
 PREFILL = get_task("gated_delta_net")
 DECODE = get_task("gated_delta_net_decode")

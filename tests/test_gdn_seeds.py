@@ -35,8 +35,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hipevolve.core.reference import as_outputs, build_inputs, build_model, load_module
 from hipevolve.problems import get_task
-from hipevolve.reference import as_outputs, build_inputs, build_model, load_module
 
 PREFILL = get_task("gated_delta_net")
 DECODE = get_task("gated_delta_net_decode")
@@ -383,8 +383,8 @@ def test_each_seed_declares_a_tunable_whose_current_value_is_listed():
 
 
 def test_seeds_compile_with_nvcc_through_the_hip_layer(tmp_path):
-    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
-    from hipevolve.verifier.build import Compiler, build_many
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
+    from hipevolve.verifier.build.compile import Compiler, build_many
 
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
@@ -397,13 +397,13 @@ def test_seeds_compile_with_nvcc_through_the_hip_layer(tmp_path):
 
 
 def _gfx942_facts(source: str, workdir: Path):
-    from hipevolve.verifier import amd_static
+    from hipevolve.verifier.build import amd_static
 
     return amd_static.analyze(source, "gfx942", workdir, timeout_s=300)
 
 
 def test_seeds_compile_for_gfx942_without_spills_at_every_tunable_value(tmp_path):
-    amd_static = pytest.importorskip("hipevolve.verifier.amd_static")
+    amd_static = pytest.importorskip("hipevolve.verifier.build.amd_static")
     toolchain = amd_static.find_toolchain()
     if toolchain is None or "gfx942" not in toolchain.targets:
         pytest.skip("no AMD static toolchain for gfx942 (scripts/install_amd_toolchain.sh)")
@@ -489,8 +489,8 @@ def test_cpu_inputs_are_refused_for_being_off_the_gpu():
 
 
 def test_seeds_pass_the_verifier_static_screen():
-    from hipevolve.verifier.candidate import load_candidate
-    from hipevolve.verifier.static_checks import screen
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.verifier.screen.screening import screen
 
     for _task, seed in SEEDS.values():
         screening = screen(load_candidate(seed))
@@ -505,7 +505,7 @@ def test_seeds_pass_the_verifier_static_screen():
 
 @pytest.fixture(scope="module")
 def gpu_compiler():
-    from hipevolve.verifier.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
 
     return compiler_for(gpu_backend())
 
@@ -518,7 +518,7 @@ def gpu_cache(tmp_path_factory) -> Path:
 def bound_model(seed: Path, source: str, compiler, cache: Path):
     """ModelNew of `seed` with `source` built the way the verifier builds it, and bound."""
     from hipevolve.runtime import kernels
-    from hipevolve.verifier.build import build
+    from hipevolve.verifier.build.compile import build
 
     result = build(source, compiler, cache)
     assert result.ok, result.log

@@ -75,7 +75,7 @@ def test_tensor_core_roundings_stay_within_the_tolerance_with_margin(u_bf16):
 
 
 def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
-    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")

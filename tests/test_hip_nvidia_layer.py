@@ -1,4 +1,4 @@
-"""The cuda backend's HIP-to-CUDA header layer (verifier/hip_nvidia) and its nvcc command.
+"""The cuda backend's HIP-to-CUDA header layer (verifier/build/hip_nvidia) and its nvcc command.
 
 CPU tests compile with the real nvcc: one translation unit that uses every covered API group
 (so COVERAGE.md is proven by compiling), the softmax worked example, and small sources using
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
 from hipevolve.runtime import Kernels, kernels
-from hipevolve.verifier import nvidia_layer
+from hipevolve.verifier.build import nvidia as nvidia_layer
 
 REPO = Path(__file__).resolve().parents[1]
 HIP_DATA = REPO / "tests" / "data" / "hip"

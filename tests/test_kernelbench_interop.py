@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
+from hipevolve.core.reference import run_case
 from hipevolve.problems import discover
+from hipevolve.problems.check import run_reference
 from hipevolve.problems.kernelbench import load_kernelbench_file
-from hipevolve.reference import run_case
-from hipevolve.taskcheck import run_reference
 
 DATA = Path(__file__).parent / "data" / "kernelbench"
 

@@ -8,8 +8,15 @@ import time
 import pytest
 from llm_server import ScriptedLLMServer, Step
 
-from hipevolve.agents.llm import LLMCall, LLMClient, Usage, check_model, prompt_hash, record_call
-from hipevolve.errors import UserError
+from hipevolve.agents.llm.client import (
+    LLMCall,
+    LLMClient,
+    Usage,
+    check_model,
+    prompt_hash,
+    record_call,
+)
+from hipevolve.core.errors import UserError
 
 MODEL = "openai/test-model"
 MESSAGES = [{"role": "user", "content": "write a softmax kernel"}]

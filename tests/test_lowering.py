@@ -1,4 +1,4 @@
-"""The offline translator's lowering (agents/lowering.py): PyTorch reference -> native candidate.
+"""The offline translator's lowering (agents/lowering/lower.py): PyTorch reference -> native candidate.
 
 Without a GPU:
 - which built-in tasks and test tasks (tests/data/lowering/) lower, and the one-line reason for
@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.agents.lowering import Unlowered, lower
-from hipevolve.evolution.tunables import parse_tunables, with_values
+from hipevolve.agents.lowering.lower import Unlowered, lower
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.reference import build_inputs, build_model, load_module
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.offline.tunables import parse_tunables, with_values
 from hipevolve.problems import get_task, load_task_folder
-from hipevolve.reference import build_inputs, build_model, load_module
 from hipevolve.runtime import Kernels
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate
 
 DATA = Path(__file__).parent / "data" / "lowering"
 BUILTIN = ("gelu", "silu_and_mul", "softmax", "log_softmax", "layernorm", "rmsnorm",
@@ -58,7 +58,7 @@ LOWERS = BUILTIN + TEST_TASKS
 
 @pytest.mark.parametrize("name", LOWERS)
 def test_task_lowers_to_a_native_candidate_that_passes_the_static_screen(name):
-    from hipevolve.verifier.static_checks import screen
+    from hipevolve.verifier.screen.screening import screen
 
     got = lowered(name)
     assert isinstance(got, Candidate), got
@@ -114,7 +114,7 @@ def test_bf16_stores_round_with_one_cvt_on_nvidia_and_in_software_elsewhere(tmp_
     import re
     import subprocess
 
-    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc is not installed")
@@ -285,8 +285,8 @@ def test_seedless_task_starts_offline_from_its_lowered_candidate(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", LOWERS)
 def test_lowered_candidate_is_ok_through_the_verifier_pipeline(name, tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.build.backends import gpu_backend
     from hipevolve.verifier.pipeline import evaluate_many
 
     settings = VerifierSettings(cache_dir=tmp_path, trials=10)

@@ -1,5 +1,5 @@
-"""The offline translator's GEMM lowering (agents/lower_gemm.py) and chained Level-2 graphs
-(agents/lower_chain.py), on the test tasks of tests/data/lowering/.
+"""The offline translator's GEMM lowering (agents/lowering/gemm.py) and chained Level-2 graphs
+(agents/lowering/chain.py), on the test tasks of tests/data/lowering/.
 
 Without a GPU:
 - each GEMM and chain task lowers, passes the static screen (its only warning: the PTX mma.sync
@@ -42,17 +42,17 @@ from test_lowering import (
 )
 
 import hipevolve.runtime as runtime
-from hipevolve.agents.lowering import Unlowered, lower
-from hipevolve.evolution.tunables import (
+from hipevolve.agents.lowering.lower import Unlowered, lower
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.reference import load_module
+from hipevolve.evolution.offline.tunables import (
     configuration_key,
     configurations,
     parse_tunables,
     with_values,
 )
 from hipevolve.problems import load_task_folder
-from hipevolve.reference import load_module
 from hipevolve.runtime import Kernels
-from hipevolve.verifier.candidate import Candidate
 
 GEMM = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual",
         "l2_matmul_relu")  # fmt: skip
@@ -79,7 +79,7 @@ def candidate(name: str) -> Candidate:
 
 @pytest.mark.parametrize("name", TASKS)
 def test_gemm_task_lowers_and_passes_the_static_screen_with_only_the_ptx_asm_noted(name):
-    from hipevolve.verifier.static_checks import screen
+    from hipevolve.verifier.screen.screening import screen
 
     got = candidate(name)
     assert got.format == "native" and "from hipevolve.runtime import kernels" in got.python_source
@@ -256,7 +256,7 @@ def test_a_sample_of_gemm_configurations_of_every_task_compiles_with_nvcc(tmp_pa
 
 def ptxas_report(source: str, folder: Path) -> dict[str, dict[str, int]]:
     """kernel -> registers, spill bytes, stack bytes, from nvcc -Xptxas -v for sm_90."""
-    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc is not installed")
@@ -311,7 +311,7 @@ def test_tensor_cores_take_16_bit_operands_and_fp32_linear_weights_in_the_nvidia
     mma.sync) for bf16/f16 operands, and for fp32 ones whose B is [N, K] in memory (3xTF32:
     three mma per product, and cvt.rna.tf32 to split the operands); an fp32 [K, N] B stays on
     the FMA path."""
-    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc is not installed")
@@ -347,8 +347,8 @@ def test_l1_matmul_at_every_tile_and_a_sample_compile_for_gfx942_without_spills(
 @pytest.mark.amd_static
 @pytest.mark.parametrize("name", TASKS)
 def test_mfma_is_in_the_gfx942_isa_exactly_for_sixteen_bit_operands(name, tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.verifier.amd_static import find_toolchain
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.build.amd_static import find_toolchain
     from hipevolve.verifier.pipeline import static_analysis
 
     toolchain = find_toolchain()
@@ -493,8 +493,8 @@ def test_matrix_core_path_is_exact_on_unaligned_and_ragged_operands(path, warp, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", TASKS)
 def test_lowered_gemm_candidate_is_ok_through_the_verifier_pipeline(name, tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.build.backends import gpu_backend
     from hipevolve.verifier.pipeline import evaluate_many
 
     settings = VerifierSettings(cache_dir=tmp_path, trials=10)
@@ -506,8 +506,8 @@ def test_lowered_gemm_candidate_is_ok_through_the_verifier_pipeline(name, tmp_pa
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["l1_matmul", "l2_gemm_scale_residual"])
 def test_sampled_gemm_configurations_are_ok_through_the_verifier_pipeline(name, tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.build.backends import gpu_backend
     from hipevolve.verifier.pipeline import evaluate_many
 
     c = candidate(name)

@@ -30,10 +30,10 @@ from test_lowering import (
     task_named,
 )
 
-from hipevolve.agents.lower_ir import DEVICE_HELPERS
-from hipevolve.agents.lowering import lower
+from hipevolve.agents.lowering.ir import DEVICE_HELPERS
+from hipevolve.agents.lowering.lower import lower
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems import load_task_folder
-from hipevolve.taskspec import TaskSpec
 
 # [B, H, C] with a suffix-shaped [H, C] parameter (INNER), a per-row gate [B, H, 1] (ROW) and
 # a per-column bias [C] (COL); cases of whole-pack rows (64) and of rows no VEC > 1 divides.
@@ -240,8 +240,8 @@ def test_broadcast_kernels_match_the_reference_on_cpu_threads(name, config, warp
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_broadcast_task_is_ok_through_the_verifier_pipeline(name, tasks, tmp_path):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.build.backends import gpu_backend
     from hipevolve.verifier.pipeline import evaluate_many
 
     settings = VerifierSettings(cache_dir=tmp_path, trials=10)

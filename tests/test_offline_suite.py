@@ -118,7 +118,7 @@ def test_default_suite_is_the_builtins_and_every_lowering_test_task_and_all_reso
 
 
 def judges_of(pid: int) -> list[int]:
-    """Processes pid started that run the verifier's judge (hipevolve.verifier.worker)."""
+    """Processes pid started that run the verifier's judge (hipevolve.verifier.gpu.worker)."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -126,7 +126,7 @@ def judges_of(pid: int) -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError):  # exited while listed
             continue
-        if int(parent) == pid and b"hipevolve.verifier.worker" in argv:
+        if int(parent) == pid and b"hipevolve.verifier.gpu.worker" in argv:
             found.append(int(proc.name))
     return found
 
@@ -138,7 +138,7 @@ def test_a_task_leaves_no_judge_running_for_the_next(tmp_path):
     import os
     import time
 
-    from hipevolve.config import VerifierSettings
+    from hipevolve.core.config import VerifierSettings
 
     settings = VerifierSettings(cache_dir=tmp_path, trials=5, warmup=2)
     row = osu.run_task("gelu", 2, 0, settings)

@@ -12,14 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.agents import auditor, mutator, optimizer, profiler_reader, repairer, translator
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.roles import (
+    auditor,
+    mutator,
+    optimizer,
+    profiler_reader,
+    repairer,
+    translator,
+)
 from hipevolve.agents.state import AgentLimits, Failure
+from hipevolve.core.candidate import load_candidate
+from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
 from hipevolve.evolution.selection import Proposal
 from hipevolve.problems import get_task
 from hipevolve.prompts.render import render, schema_text, system_prompt
-from hipevolve.verifier.candidate import load_candidate
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, StaticFacts, Status
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
-"""Evaluation on a Ray cluster (evolution/ray_evaluator.py) and on several local worker slots
-(verifier/slots.py).
+"""Evaluation on a Ray cluster (verifier/ray.py) and on several local worker slots
+(verifier/gpu/slots.py).
 
 On this machine a real local Ray cluster runs CPU workers:
 - the verifier pipeline's own stages on the static backend (compiles for gfx942 as Ray tasks)
@@ -28,18 +28,18 @@ import pytest
 from standin import JudgedOnCpu, StandIn, StandInStages, make_task, score
 
 from hipevolve.archive.store import Archive
-from hipevolve.config import VerifierSettings
+from hipevolve.core.candidate import load_candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.evaluation import Status
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
-from hipevolve.verifier.candidate import load_candidate
-from hipevolve.verifier.evaluation import Status
+from hipevolve.verifier.gpu.slots import Slots, visible_gpus
 from hipevolve.verifier.pipeline import evaluate_many
-from hipevolve.verifier.slots import Slots, visible_gpus
 
 ray = pytest.importorskip("ray")
 
-from hipevolve.evolution.ray_evaluator import LOST_LIMIT, RayEvaluator  # noqa: E402
+from hipevolve.verifier.ray import LOST_LIMIT, RayEvaluator  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 HOSTILE = TESTS / "hostile"
@@ -85,7 +85,7 @@ def summary(evaluation) -> tuple:
 
 
 def test_static_backend_over_ray_tasks_gives_the_local_pipelines_evaluations(cluster, tmp_path):
-    from hipevolve.verifier.amd_static import find_toolchain
+    from hipevolve.verifier.build.amd_static import find_toolchain
 
     if find_toolchain() is None:
         pytest.skip("no AMD static toolchain: run scripts/install_amd_toolchain.sh")
@@ -344,7 +344,7 @@ def two_gpus() -> None:
 
 @pytest.mark.gpu
 def test_two_gpu_slots_evaluate_a_batch_on_both_gpus(tmp_path):
-    from hipevolve.evolution.evaluators import pipeline_evaluator
+    from hipevolve.verifier.evaluators import pipeline_evaluator
 
     two_gpus()
     task = get_task("softmax")

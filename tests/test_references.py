@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.verifier import references
-from hipevolve.verifier.evaluation import Status
-from hipevolve.verifier.isolate import StandbyPool, run_worker
+from hipevolve.core.evaluation import Status
+from hipevolve.verifier.gpu import references
+from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hipevolve.agents.replies import MAX_REPLY_BYTES, parse_reply
-from hipevolve.verifier.candidate import Candidate
+from hipevolve.agents.llm.replies import MAX_REPLY_BYTES, parse_reply
+from hipevolve.core.candidate import Candidate
 
 HIP = """#include <hip/hip_runtime.h>
 

@@ -17,14 +17,14 @@ import typer
 from standin import TASK_NAME, StandIn, write_task_folder
 from typer.testing import CliRunner
 
+from hipevolve.app.export_commands import register
 from hipevolve.archive.lineage import ancestors_of_best
 from hipevolve.archive.store import Archive
-from hipevolve.cli_export import register
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
+from hipevolve.export.report import write_report
 from hipevolve.problems import load_task_folder
-from hipevolve.report import write_report
 
 CALLS = [("mutator", "openai/gpt-x", 1200, 300, 0.0125), ("mutator", "openai/gpt-x", 800, 200, 0.01),
          ("repairer", "local/qwen", 500, 100, 0.0)]  # fmt: skip

@@ -30,12 +30,12 @@ from standin import (
 
 from hipevolve.archive.lineage import lineage_graph
 from hipevolve.archive.store import Archive
-from hipevolve.errors import UserError
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import Status
 from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.evolution.run import Progress, run_evolution
-from hipevolve.evolution.tunables import current_configuration, parse_tunables
 from hipevolve.problems import load_task_folder
-from hipevolve.verifier.evaluation import Status
 
 TESTS = Path(__file__).resolve().parent
 
@@ -236,8 +236,8 @@ def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_p
 @pytest.mark.gpu
 @pytest.mark.parametrize(("lag", "budget"), [(0, 3), (1, 5)])  # lag 1: two generations at once
 def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path, lag, budget):
-    from hipevolve.config import VerifierSettings
-    from hipevolve.evolution.evaluators import pipeline_evaluator
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.verifier.evaluators import pipeline_evaluator
 
     task = load_task_folder(GDN_DECODE, "builtin")
     evaluator = pipeline_evaluator(

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.evolution.tunables import (
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.evolution.offline.tunables import (
     Configuration,
     configuration_key,
     current_configuration,
     parse_tunables,
 )
 from hipevolve.problems import get_task
-from hipevolve.verifier.evaluation import CaseResult, Evaluation, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import search_efficiency as se  # noqa: E402  (bench/ is a folder of scripts, not a package)

@@ -8,9 +8,9 @@ import time
 import pytest
 import torch
 
+from hipevolve.core.reference import as_outputs, build_model, load_module, run_case
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems import BUILTIN_DIR, discover
-from hipevolve.reference import as_outputs, build_model, load_module, run_case
-from hipevolve.taskspec import TaskSpec
 
 TASKS: dict[str, TaskSpec] = discover()
 NAMES = sorted(TASKS)

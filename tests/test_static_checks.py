@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.verifier.candidate import Candidate, load_candidate
-from hipevolve.verifier.static_checks import CHECKS, Screening, screen
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.verifier.screen.screening import CHECKS, Screening, screen
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hipevolve.core.taskspec import parse_task_toml
 from hipevolve.problems import discover, load_task_folder
-from hipevolve.problems.ops_library import OPS
-from hipevolve.problems.synthetic import (
+from hipevolve.problems.synthetic.generate import (
     GenerationReport,
     KeptTask,
     Rejection,
@@ -22,7 +22,7 @@ from hipevolve.problems.synthetic import (
     generate_tasks,
     meets,
 )
-from hipevolve.taskspec import parse_task_toml
+from hipevolve.problems.synthetic.ops import OPS
 
 
 @pytest.fixture(scope="module")

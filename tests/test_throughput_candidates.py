@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.verifier.candidate import load_candidate
-from hipevolve.verifier.static_checks import screen
+from hipevolve.core.candidate import load_candidate
+from hipevolve.verifier.screen.screening import screen
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -129,11 +129,11 @@ def test_throughput_table_counts_statuses_and_rates_over_what_ran():
 
 @pytest.mark.slow
 def test_only_the_declared_compile_errors_fail_nvcc(tmp_path):
-    layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
+    layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = layer.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found")
-    from hipevolve.verifier.build import Compiler, build_many
+    from hipevolve.verifier.build.compile import Compiler, build_many
 
     argv = layer.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
     compiler = Compiler(name="cuda", argv=tuple(argv), toolchain=layer.nvcc_version(nvcc))

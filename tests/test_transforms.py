@@ -15,8 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.evolution.transforms import CATALOGUE, Transform, blank_comments, transform_named
-from hipevolve.evolution.tunables import current_configuration, parse_tunables
+from hipevolve.evolution.offline.transforms import (
+    CATALOGUE,
+    Transform,
+    blank_comments,
+    transform_named,
+)
+from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = (ROOT / "prompts" / "examples" / "softmax_native" / "kernel.hip").read_text()
@@ -226,8 +231,8 @@ def test_transforms_edit_only_code_outside_comments():
 
 
 def test_transformed_sources_compile_with_nvcc_through_the_hip_layer(tmp_path):
-    from hipevolve.verifier import nvidia_layer
-    from hipevolve.verifier.build import Compiler, build_many
+    from hipevolve.verifier.build import nvidia as nvidia_layer
+    from hipevolve.verifier.build.compile import Compiler, build_many
 
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
@@ -242,7 +247,7 @@ def test_transformed_sources_compile_with_nvcc_through_the_hip_layer(tmp_path):
 
 @pytest.mark.amd_static
 def test_transformed_sources_compile_for_gfx942(tmp_path):
-    from hipevolve.verifier import amd_static
+    from hipevolve.verifier.build import amd_static
 
     toolchain = amd_static.find_toolchain()
     if toolchain is None or "gfx942" not in toolchain.targets:

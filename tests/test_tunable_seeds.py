@@ -31,9 +31,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.config import VerifierSettings
-from hipevolve.evolution.transforms import CATALOGUE
-from hipevolve.evolution.tunables import (
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.reference import build_inputs, build_model, load_module
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.offline.transforms import CATALOGUE
+from hipevolve.evolution.offline.tunables import (
     Configuration,
     configuration_key,
     configurations,
@@ -43,10 +46,7 @@ from hipevolve.evolution.tunables import (
     with_values,
 )
 from hipevolve.problems import get_task
-from hipevolve.reference import build_inputs, build_model, load_module
 from hipevolve.runtime import Kernels
-from hipevolve.taskspec import TaskSpec
-from hipevolve.verifier.candidate import Candidate, load_candidate
 
 TASKS = ("softmax", "rmsnorm", "silu_and_mul")
 SAMPLE = 8  # configurations per task compiled in the CPU-only tests
@@ -112,7 +112,7 @@ def test_no_catalogue_transform_leads_out_of_the_tunable_grid(name):
 
 @pytest.mark.parametrize("name", TASKS)
 def test_seed_passes_the_verifier_static_screen(name):
-    from hipevolve.verifier.static_checks import screen
+    from hipevolve.verifier.screen.screening import screen
 
     screening = screen(seed_of(name)[1])
     assert screening.passed and not screening.warnings, screening.flags
@@ -334,8 +334,8 @@ def test_seed_matches_the_reference_on_cpu_threads_at_sampled_configurations(nam
 
 
 def nvcc_compiler():
-    nvidia_layer = pytest.importorskip("hipevolve.verifier.nvidia_layer")
-    from hipevolve.verifier.build import Compiler
+    nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
+    from hipevolve.verifier.build.compile import Compiler
 
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None:
@@ -345,7 +345,7 @@ def nvcc_compiler():
 
 
 def assert_all_compile(sources: dict[str, str], compiler, cache: Path) -> None:
-    from hipevolve.verifier.build import build_many
+    from hipevolve.verifier.build.compile import build_many
 
     results = build_many(list(sources.values()), compiler, cache)
     failed = {label: r.log for label, r in zip(sources, results, strict=True) if not r.ok}
@@ -355,7 +355,7 @@ def assert_all_compile(sources: dict[str, str], compiler, cache: Path) -> None:
 def assert_gfx942_clean(sources: dict[str, str], cache: Path) -> None:
     """Through the pipeline's static stage (cached, one thread per core): compiles, no spills,
     no scratch, LDS within 64 KiB."""
-    from hipevolve.verifier.amd_static import find_toolchain
+    from hipevolve.verifier.build.amd_static import find_toolchain
     from hipevolve.verifier.pipeline import static_analysis
 
     toolchain = find_toolchain()
@@ -398,7 +398,7 @@ def test_sampled_configurations_compile_for_gfx942_without_spills(tmp_path):
 
 @pytest.mark.gpu
 def test_every_configuration_compiles_for_the_gpu_backend(tmp_path):
-    from hipevolve.verifier.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
 
     assert_all_compile(every_source(), compiler_for(gpu_backend()), tmp_path)
 
@@ -415,7 +415,7 @@ GPU_SAMPLE = 4  # configurations per task through the whole pipeline
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", TASKS)
 def test_sampled_configurations_are_ok_through_the_verifier_pipeline(name, tmp_path):
-    from hipevolve.verifier.backends import gpu_backend
+    from hipevolve.verifier.build.backends import gpu_backend
     from hipevolve.verifier.pipeline import evaluate_many
 
     task, seed = seed_of(name)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.evolution.mutate import crossover, mutate, transformed
-from hipevolve.evolution.transforms import transform_named
-from hipevolve.evolution.tunables import (
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.evolution.offline.mutate import crossover, mutate, transformed
+from hipevolve.evolution.offline.transforms import transform_named
+from hipevolve.evolution.offline.tunables import (
     TunableError,
     configuration_key,
     configurations,
@@ -20,7 +21,6 @@ from hipevolve.evolution.tunables import (
     space_size,
     with_values,
 )
-from hipevolve.verifier.candidate import Candidate, load_candidate
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hipevolve.verifier.amd_static import find_toolchain
+from hipevolve.verifier.build.amd_static import find_toolchain
 
 HEALTHY = Path(__file__).parent / "data" / "candidates" / "healthy_native_softmax"
 needs_amd = pytest.mark.skipif(find_toolchain() is None,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.verifier import compare, ipc, wire
-from hipevolve.verifier.evaluation import Status
-from hipevolve.verifier.isolate import (
+from hipevolve.core.evaluation import Status
+from hipevolve.verifier.gpu import compare, ipc, wire
+from hipevolve.verifier.gpu.isolate import (
     PeakRates,
     StandbyPool,
     Timeouts,
@@ -26,7 +26,7 @@ from hipevolve.verifier.isolate import (
     run_worker,
     wait_retired,
 )
-from hipevolve.verifier.worker import Judge
+from hipevolve.verifier.gpu.worker import Judge
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, assert_gone, cpu_job  # noqa: E402
@@ -53,7 +53,7 @@ def test_timed_model_with_random_parameters_passes_the_check_after_timing() -> N
     # The post-timing check compares the timed model with the reference of one seed: the model
     # must be built from that seed, or a weight drawn at construction differs (rmsnorm).
     from hipevolve.problems import get_task
-    from hipevolve.verifier.isolate import CandidateJob, CaseJob, WorkerJob
+    from hipevolve.verifier.gpu.isolate import CandidateJob, CaseJob, WorkerJob
 
     task = get_task("rmsnorm")
     small = next(c for c in task.cases if c.name == "small")
@@ -240,7 +240,7 @@ def test_a_late_window_alone_is_window_only_and_with_another_hack_it_is_not() ->
 
 
 def test_gdn_tasks_raise_the_suspect_limit_and_other_tasks_keep_the_setting() -> None:
-    from hipevolve.config import VerifierSettings
+    from hipevolve.core.config import VerifierSettings
     from hipevolve.problems import get_task
     from hipevolve.verifier.pipeline import suspect_threshold
 
@@ -413,7 +413,7 @@ def test_strides_must_be_contiguous_or_the_references() -> None:
 
 @pytest.mark.gpu
 def test_loading_the_check_kernels_leaves_the_random_state_that_draws_inputs_as_it_was() -> None:
-    from hipevolve.verifier.sandbox import load_kernels
+    from hipevolve.verifier.gpu.sandbox import load_kernels
 
     cpu, gpu = torch.random.get_rng_state(), torch.cuda.get_rng_state()
     load_kernels(torch, "cuda")

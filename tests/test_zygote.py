@@ -1,4 +1,4 @@
-"""The judge's zygote (verifier/zygote.py) forks each sandbox with torch imported. The sandbox it
+"""The judge's zygote (verifier/gpu/zygote.py) forks each sandbox with torch imported. The sandbox it
 forks is a new process, a child of the judge in the judge's process group, with the judge's
 environment and its own folder; a candidate cannot reach the zygote; a dead zygote costs only
 speed (the judge spawns its sandboxes again)."""
@@ -11,9 +11,9 @@ import signal
 import sys
 from pathlib import Path
 
-from hipevolve.verifier import confine
-from hipevolve.verifier.evaluation import Status
-from hipevolve.verifier.isolate import StandbyPool, run_worker
+from hipevolve.core.evaluation import Status
+from hipevolve.verifier.gpu import confine
+from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402
@@ -48,7 +48,7 @@ def zygote_of(judge_pid: int) -> int:
                 ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
         except (OSError, ValueError):
             continue
-        if b"hipevolve.verifier.zygote" in cmdline and ppid == judge_pid:
+        if b"hipevolve.verifier.gpu.zygote" in cmdline and ppid == judge_pid:
             return int(pid)
     raise AssertionError(f"judge {judge_pid} has no zygote")
 

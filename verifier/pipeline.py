@@ -4,9 +4,9 @@
 
 `prepare` runs the CPU stages of one candidate and `run_prepared` its GPU stage in a warm judge.
 `evaluate_many` compiles and analyses the candidates on all CPU cores and hands each to a free
-worker slot (verifier/slots.py: one per visible GPU) as soon as it is compiled, so compiles
+worker slot (verifier/gpu/slots.py: one per visible GPU) as soon as it is compiled, so compiles
 overlap evaluations, and warm standby judges make a fresh judge's start-up overlap the
-evaluations before it. The Ray evaluator (evolution/ray_evaluator.py) runs the same two stages
+evaluations before it. The Ray evaluator (verifier/ray.py) runs the same two stages
 as Ray tasks and actors.
 """
 
@@ -23,10 +23,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hipevolve.config import VerifierSettings
-from hipevolve.hardware import H200, MI300X
-from hipevolve.taskspec import Case, TaskSpec
-from hipevolve.verifier.build import (
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.evaluation import Evaluation, StaticFacts, Status
+from hipevolve.core.hardware import H200, MI300X
+from hipevolve.core.taskspec import Case, TaskSpec
+from hipevolve.verifier.build.compile import (
     BuildResult,
     build,
     cache_key,
@@ -34,9 +36,7 @@ from hipevolve.verifier.build import (
     remove_stale_builds,
     trim_log,
 )
-from hipevolve.verifier.candidate import Candidate
-from hipevolve.verifier.evaluation import Evaluation, StaticFacts, Status
-from hipevolve.verifier.static_checks import screen
+from hipevolve.verifier.screen.screening import screen
 
 
 class StaticResult(BaseModel):
@@ -60,7 +60,7 @@ def static_analysis(source: str, settings: VerifierSettings,
                     cached_only: bool = False) -> StaticResult | None:  # fmt: skip
     """gfx facts for every configured target, cached by source, target and toolchain.
     cached_only: None unless every target's facts are in the cache (nothing is compiled)."""
-    from hipevolve.verifier.amd_static import AmdCompileError, analyze, find_toolchain
+    from hipevolve.verifier.build.amd_static import AmdCompileError, analyze, find_toolchain
 
     tc = find_toolchain()
     if tc is None:
@@ -102,7 +102,7 @@ def _device(backend: str) -> str:
 
 
 def _peak(backend: str):
-    from hipevolve.verifier.isolate import PeakRates
+    from hipevolve.verifier.gpu.isolate import PeakRates
 
     gpu = MI300X if backend == "rocm" else H200
     return PeakRates(bytes_per_s=gpu.hbm_bytes_per_s, flops_per_s=gpu.bf16_flops_per_s)
@@ -151,7 +151,7 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
         checked = screen(candidate)
         native = checked.passed and candidate.format == "native" and backend != "cpu"
         if native and backend in ("cuda", "rocm"):
-            from hipevolve.verifier.backends import compiler_for
+            from hipevolve.verifier.build.backends import compiler_for
 
             compiler = compiler_for(backend)
             built = cached_build(candidate.hip_source, compiler, settings.cache_dir)
@@ -199,8 +199,8 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
     and timed; the judge goes back to the pool if it can serve again. A candidate found hacked
     on late timing windows alone (WorkerResult.window_only) runs once more, and that run is
     the evaluation, flagged "run again"."""
-    from hipevolve.verifier.candidate import write_candidate
-    from hipevolve.verifier.isolate import CandidateJob, Timeouts, WorkerJob, run_worker
+    from hipevolve.core.candidate import write_candidate
+    from hipevolve.verifier.gpu.isolate import CandidateJob, Timeouts, WorkerJob, run_worker
 
     workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
     try:
@@ -243,7 +243,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
     slots: the worker slots (verifier.slots.Slots) to run on; None: one slot per visible GPU,
     started for this call and closed after it.
     """
-    from hipevolve.verifier.slots import STANDBY_JUDGES, Slots, visible_gpus
+    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, Slots, visible_gpus
 
     remove_stale_builds(settings.cache_dir)
     results: list[Evaluation | None] = [None] * len(candidates)

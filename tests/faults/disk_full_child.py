@@ -27,10 +27,10 @@ BALLAST = DISK_PATH / "ballast"
 from standin import StandIn, evaluated_hashes, logged, make_task  # noqa: E402
 
 from hipevolve.archive.store import Archive  # noqa: E402
-from hipevolve.errors import UserError  # noqa: E402
+from hipevolve.core.errors import UserError  # noqa: E402
 from hipevolve.evolution.islands import EvolutionSettings  # noqa: E402
 from hipevolve.evolution.run import run_evolution  # noqa: E402
-from hipevolve.verifier.build import Compiler, build, build_many  # noqa: E402
+from hipevolve.verifier.build.compile import Compiler, build, build_many  # noqa: E402
 
 GXX = Compiler(
     name="test",

@@ -22,7 +22,7 @@ from tiny_disk import run_on_tiny_disk, unavailable
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
-from hipevolve.verifier.build import Compiler, build
+from hipevolve.verifier.build.compile import Compiler, build
 
 BUDGET, SEED = 24, 11  # as in disk_full_child.py
 
@@ -104,7 +104,7 @@ def test_full_disk_under_the_build_cache_mid_run_pauses_it_and_resume_completes_
 FILE_SIZE_LIMIT = """
 import json, resource, sqlite3, sys
 from hipevolve.archive.store import Archive
-from hipevolve.verifier.candidate import Candidate
+from hipevolve.core.candidate import Candidate
 
 def cand(i, pad):
     return Candidate(format="native", hip_source=f"__global__ void k{i}() {{}}\\n",

@@ -26,8 +26,8 @@ from test_hostile import (  # noqa: E402
     gpu_job,
 )
 
-from hipevolve.verifier.evaluation import Status  # noqa: E402
-from hipevolve.verifier.isolate import WorkerResult, run_worker  # noqa: E402
+from hipevolve.core.evaluation import Status  # noqa: E402
+from hipevolve.verifier.gpu.isolate import WorkerResult, run_worker  # noqa: E402
 
 
 def evaluate(name: str, **fields) -> WorkerResult:

@@ -11,7 +11,7 @@ import os
 import torch
 import torch.nn as nn
 
-from hipevolve.verifier import ipc
+from hipevolve.verifier.gpu import ipc
 
 _share = ipc.share
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from hipevolve.core.evaluation import Status
 from hipevolve.problems import get_task
-from hipevolve.verifier import confine
-from hipevolve.verifier.evaluation import Status
-from hipevolve.verifier.isolate import (
+from hipevolve.verifier.gpu import confine
+from hipevolve.verifier.gpu.isolate import (
     CandidateJob,
     CaseJob,
     StandbyPool,
@@ -30,7 +30,7 @@ from hipevolve.verifier.isolate import (
     WorkerResult,
     run_worker,
 )
-from hipevolve.verifier.worker import REUSABLE
+from hipevolve.verifier.gpu.worker import REUSABLE
 
 HERE = Path(__file__).resolve().parent
 HEALTHY = HERE.parent / "data" / "candidates" / "softmax_ok.py"
@@ -246,8 +246,8 @@ GPU_CHECK_TIMEOUT = 20.0  # 6 checked calls of 64 MB outputs
 
 
 def gpu_job(folder: Path, tmp_path: Path, **fields) -> WorkerJob:
-    from hipevolve.verifier.backends import compiler_for, gpu_backend
-    from hipevolve.verifier.build import build
+    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build.compile import build
 
     source = (folder / "kernel.hip").read_text()
     built = build(source, compiler_for(gpu_backend()), tmp_path / "build-cache")
@@ -343,12 +343,12 @@ def test_gpu_work_on_a_side_stream_is_caught(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 def test_gpu_side_stream_run_again_is_hacked_again(tmp_path: Path) -> None:
-    from hipevolve.config import VerifierSettings
-    from hipevolve.taskspec import Case
-    from hipevolve.verifier.backends import compiler_for, gpu_backend
-    from hipevolve.verifier.build import build
-    from hipevolve.verifier.candidate import load_candidate
-    from hipevolve.verifier.isolate import StandbyPool
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.core.taskspec import Case
+    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build.compile import build
+    from hipevolve.verifier.gpu.isolate import StandbyPool
     from hipevolve.verifier.pipeline import Prepared, run_prepared
 
     folder = HERE / "dyn_gpu_side_stream"
@@ -367,7 +367,7 @@ def test_gpu_side_stream_run_again_is_hacked_again(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
-    from hipevolve.verifier.isolate import StandbyPool
+    from hipevolve.verifier.gpu.isolate import StandbyPool
 
     job = gpu_job(HEALTHY_NATIVE, tmp_path)
     with StandbyPool(size=1, device="cuda") as pool:

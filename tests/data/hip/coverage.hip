@@ -1,4 +1,4 @@
-// Uses every API group that verifier/hip_nvidia/COVERAGE.md lists, so that compiling this one
+// Uses every API group that verifier/build/hip_nvidia/COVERAGE.md lists, so that compiling this one
 // translation unit with nvcc through the layer proves the list. Nothing here runs: the host
 // function only has to compile and link.
 #include <hip/hip_runtime.h>

@@ -1,0 +1,36 @@
+"""A model's reply turned into a candidate, and a malformed one recorded (FAULTS 27).
+
+Shared by the roles that write code (translator, mutator, repairer): parse the reply against
+the candidate it edits; on failure store a `parse_error` event holding the error class, the
+message and the raw reply (the first `raw_reply_chars` of it, with its full size), and hand the
+repairer a Failure it can quote.
+"""
+
+from __future__ import annotations
+
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.client import LLMCall
+from hipevolve.agents.llm.replies import parse_reply
+from hipevolve.agents.state import Failure
+from hipevolve.core.candidate import Candidate
+
+
+def candidate_from(
+    ctx: AgentContext, role: str, call: LLMCall, base: Candidate | None
+) -> Candidate | Failure:
+    parsed = parse_reply(call.text, base)
+    if parsed.ok and parsed.candidate is not None:
+        return parsed.candidate
+    ctx.log(
+        "parse_error",
+        {
+            "role": role,
+            "model": call.model,
+            "prompt_hash": call.prompt_hash,
+            "error_class": parsed.error_class,
+            "message": parsed.message,
+            "reply_chars": len(call.text),
+            "reply": call.text[: ctx.limits.raw_reply_chars],
+        },
+    )
+    return Failure(kind="parse_error", message=f"{parsed.error_class}: {parsed.message}")

@@ -1,0 +1,1 @@
+"""The agents' roles, one module each; agents/graph.py wires them."""

@@ -1,0 +1,81 @@
+"""auditor: screens every candidate for shortcuts before GPU time, and sends surprising
+winners (fitness above AgentLimits.surprising_speedup) back for one evaluation on a fresh
+hidden seed. Reasons go to the archive's events: audit_reject, audit_warning, audit_review."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.structured import parse_json_reply
+from hipevolve.agents.roles.profiler_reader import measurements_text
+from hipevolve.agents.state import Failure, ProposalState
+from hipevolve.prompts.render import block, render, schema_text
+from hipevolve.verifier.screen.screening import screen
+
+ROLE = "auditor"
+
+
+class Verdict(BaseModel):
+    """Your reading of a surprisingly fast candidate."""
+
+    shortcut: bool = Field(description="true if the kernel skips, caches or fakes work")
+    reasons: str = Field(description="what you saw, quoting the lines")
+
+
+def prompt(ctx: AgentContext, state: ProposalState) -> str:
+    candidate, evaluation = state["candidate"], state["evaluation"]
+    assert candidate is not None and evaluation is not None
+    return render(
+        "auditor",
+        task_name=ctx.task.name,
+        task_description=ctx.task.description,
+        fitness=f"{evaluation.fitness:.2f}",
+        measurements=measurements_text(evaluation),
+        kernel=block(candidate.hip_source),
+        model=block(candidate.python_source),
+        schema=schema_text(Verdict, json_reply=True),
+    )
+
+
+def surprising(ctx: AgentContext, state: ProposalState) -> bool:
+    evaluation = state.get("evaluation")
+    return (
+        evaluation is not None
+        and evaluation.ok
+        and evaluation.fitness > ctx.limits.surprising_speedup
+        and state.get("rechecks", 0) < ctx.limits.audit_rechecks
+    )
+
+
+def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
+    def auditor(state: ProposalState) -> dict:
+        """phase screen: the static checker, before any compile; phase winner: the model's
+        review (when the role has a model) and a hidden-seed re-check."""
+        candidate = state.get("candidate")
+        if state.get("phase") == "winner":
+            if ctx.uses_model(ROLE) and not state.get("stopped"):
+                call = ctx.ask(ROLE, prompt(ctx, state))
+                verdict = parse_json_reply(call.text, Verdict) if call.ok else call.error
+                ctx.log("audit_review", {
+                    "candidate": state.get("candidate_id"),
+                    "verdict": verdict.model_dump() if isinstance(verdict, Verdict) else None,
+                    "error": verdict if isinstance(verdict, str) else None,
+                })  # fmt: skip
+            return {"phase": "recheck"}
+        assert candidate is not None
+        screening = screen(candidate)
+        if screening.warnings:
+            ctx.log("audit_warning", {"candidate": candidate.source_hash,
+                                      "flags": list(screening.flags)})  # fmt: skip
+        if not screening.passed:
+            ctx.log("audit_reject", {"candidate": candidate.source_hash, "author":
+                                     state.get("author"), "flags": list(screening.flags)})  # fmt: skip
+            failure = Failure(kind="rejected", message=screening.message,
+                              detail="\n".join(screening.flags))  # fmt: skip
+            return {"phase": "screen", "failure": failure}
+        return {"phase": "screen", "failure": None}
+
+    return auditor

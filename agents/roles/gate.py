@@ -1,0 +1,57 @@
+"""verifier: the deterministic gate (never a model). Evaluates the candidate in hand through the
+run's evaluator (Workshop.evaluate: budget, archive, one GPU slot), or re-checks a surprising
+winner on a fresh hidden seed (Workshop.recheck)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.roles.repairer import failure_of
+from hipevolve.agents.state import ProposalState
+from hipevolve.evolution.offline.policy import Child
+
+
+def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
+    def verifier(state: ProposalState) -> dict:
+        if state.get("phase") == "recheck":
+            return recheck(ctx, state)
+        candidate = state["candidate"]
+        assert candidate is not None
+        proposal = state["proposal"]
+        parents = state.get("parents", ())
+        child = Child(
+            candidate=candidate, island=proposal.island, parents=parents,
+            inspirations=tuple(e.candidate_id for e in proposal.inspirations
+                               if e.candidate_id not in parents),
+            agent=state.get("author", "mutator"), model=state.get("model", ""),
+            prompt_hash=state.get("prompt_hash", ""),
+        )  # fmt: skip
+        done = ctx.workshop.evaluate(child)
+        if done is None:
+            return {"stopped": "evaluation budget spent", "evaluation": None, "phase": "done"}
+        cid, evaluation = done
+        if ctx.ensemble is not None and child.model:
+            before = state.get("parent_evaluation")
+            gain = evaluation.fitness - (before.fitness if before else 0.0)
+            ctx.ensemble.credit(child.agent, child.model, gain)
+        return {
+            "candidate_id": cid,
+            "evaluation": evaluation,
+            "failure": None if evaluation.ok else failure_of(evaluation),
+            "children": [child],
+            "phase": "winner" if evaluation.ok else "done",
+        }
+
+    return verifier
+
+
+def recheck(ctx: AgentContext, state: ProposalState) -> dict:
+    cid, before = state["candidate_id"], state["evaluation"]
+    assert cid is not None and before is not None
+    again = ctx.workshop.recheck(cid)
+    ctx.log("audit_recheck", {
+        "candidate": cid, "fitness_before": before.fitness, "status": again.status.value,
+        "fitness_after": again.fitness, "message": again.message,
+    })  # fmt: skip
+    return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}

@@ -1,0 +1,92 @@
+"""optimizer: the next optimisation idea for a parent (the idea, before any code)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.structured import parse_json_reply
+from hipevolve.agents.state import ProposalState
+from hipevolve.core.candidate import Candidate
+from hipevolve.evolution.offline.transforms import CATALOGUE
+from hipevolve.prompts.render import block, render, schema_text
+
+ROLE = "optimizer"
+# Catalogue transforms worth trying first for each bottleneck the profiler_reader names.
+PREFERRED = {
+    "memory": ("widen_vector", "restrict_pointers"),
+    "latency": ("unroll_constant_loops", "restrict_pointers"),
+    "registers": ("restrict_pointers",),
+    "compute": ("unroll_constant_loops",),
+}
+
+
+class Idea(BaseModel):
+    """One optimisation idea for the parent, concrete enough to implement as an edit."""
+
+    idea: str = Field(description="what to change and why it should be faster, in two sentences")
+    transform: str | None = Field(
+        default=None, description="name of a known source transform that implements it, or null"
+    )
+
+
+def offline(diagnosis: str) -> Idea:
+    """The catalogue transform the diagnosis points to (the mutator applies it if it can)."""
+    bottleneck = diagnosis.split(":", 1)[0].strip()
+    names = {t.name: t for t in CATALOGUE}
+    for name in PREFERRED.get(bottleneck, ()):
+        if name in names:
+            return Idea(idea=names[name].rationale, transform=name)
+    return Idea(idea="mutate the declared tunable parameters", transform=None)
+
+
+def inspirations_text(items: list[tuple[int, Candidate, float]]) -> str:
+    if not items:
+        return "(none)"
+    return "\n".join(
+        f"### candidate {cid} (fitness {fitness:.3f})\n```hip\n{block(c.hip_source)}```"
+        for cid, c, fitness in items
+    )
+
+
+def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
+    parent = state.get("parent")
+    evaluation = state.get("parent_evaluation")
+    return render(
+        "optimizer",
+        task_name=ctx.task.name,
+        task_description=ctx.task.description,
+        diagnosis=state.get("diagnosis") or "(none)",
+        parent_fitness=f"{evaluation.fitness:.3f}" if evaluation else "unknown",
+        kernel=block(parent.hip_source if parent else ""),
+        inspirations=inspirations,
+        schema=schema_text(Idea, json_reply=True),
+    )
+
+
+def inspirations_of(ctx: AgentContext, state: ProposalState) -> list[tuple[int, Candidate, float]]:
+    proposal = state["proposal"]
+    return [(e.candidate_id, ctx.workshop.source(e.candidate_id), e.fitness)
+            for e in proposal.inspirations]  # fmt: skip
+
+
+def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
+    def optimizer(state: ProposalState) -> dict:
+        """The idea the mutator implements: the model's, or the diagnosis's catalogue pick."""
+        fallback = offline(state.get("diagnosis") or "")
+        if not ctx.uses_model(ROLE) or state.get("stopped"):
+            return {"idea": fallback.idea, "transform": fallback.transform}
+        text = inspirations_text(inspirations_of(ctx, state))
+        call = ctx.ask(ROLE, prompt(ctx, state, text))
+        if not call.ok:
+            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
+            return {"idea": fallback.idea, "transform": fallback.transform, "stopped": stopped}
+        parsed = parse_json_reply(call.text, Idea)
+        if isinstance(parsed, str):
+            ctx.log("reply_error", {"role": ROLE, "error": parsed, "reply": call.text[:2000]})
+            return {"idea": fallback.idea, "transform": fallback.transform}
+        return {"idea": parsed.idea, "transform": parsed.transform}
+
+    return optimizer

@@ -1,0 +1,133 @@
+"""profiler_reader: static AMD facts and measurements -> a short bottleneck diagnosis."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.structured import parse_json_reply
+from hipevolve.agents.state import ProposalState
+from hipevolve.core.evaluation import Evaluation, StaticFacts
+from hipevolve.prompts.render import block, render, schema_text
+
+ROLE = "profiler_reader"
+Bottleneck = Literal["memory", "latency", "registers", "lds", "launch", "compute", "unknown"]
+
+
+class Diagnosis(BaseModel):
+    """The kernel's main bottleneck, named, with the numbers that show it."""
+
+    bottleneck: Bottleneck = Field(
+        description="memory, latency, registers, lds, launch, compute or unknown"
+    )
+    summary: str = Field(description="two or three sentences quoting the facts")
+
+    def text(self) -> str:
+        return f"{self.bottleneck}: {self.summary}"
+
+
+def facts_text(facts: tuple[StaticFacts, ...]) -> str:
+    """One line per kernel: the static AMD facts a prompt quotes."""
+    if not facts:
+        return "(no static AMD analysis on this machine)"
+    lines = []
+    for f in facts:
+        loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
+        buffers = ", ".join(f"{w}:{n}" for w, n in sorted(f.buffer_loads.items())) or "none"
+        lines.append(
+            f"- {f.kernel} ({f.target}): {f.vgprs} VGPRs, {f.agprs} AGPRs, {f.sgprs} SGPRs, "
+            f"LDS {f.lds_bytes} B, scratch {f.scratch_bytes} B, occupancy {f.occupancy} "
+            f"waves/SIMD, spills {f.spills}, MFMA {f.mfma}, global loads {loads}, "
+            f"buffer loads {buffers}"
+        )
+    return "\n".join(lines)
+
+
+def measurements_text(evaluation: Evaluation | None) -> str:
+    if evaluation is None or not evaluation.cases:
+        return "(not measured)"
+    lines = []
+    for c in evaluation.cases:
+        parts = [f"- {c.case}: {'correct' if c.correct else 'WRONG'}"]
+        if c.time_us is not None:
+            parts.append(f"{c.time_us:.1f} us")
+        if c.speedup is not None:
+            parts.append(f"{c.speedup:.2f}x the reference")
+        if c.roofline_fraction is not None:
+            parts.append(f"{100 * c.roofline_fraction:.0f}% of the memory roofline")
+        lines.append(", ".join(parts))
+    return "\n".join(lines)
+
+
+def offline(evaluation: Evaluation | None) -> Diagnosis:
+    """A rule-based reading of the facts: spills, occupancy, vector width, roofline."""
+    facts = evaluation.static if evaluation else ()
+    if any(f.spills for f in facts):
+        worst = max(facts, key=lambda f: f.spills)
+        return Diagnosis(
+            bottleneck="registers",
+            summary=f"{worst.kernel} spills {worst.spills} registers to scratch "
+            f"({worst.vgprs} VGPRs): cut live values or split the kernel.",
+        )
+    if any(0 < f.occupancy <= 2 for f in facts):
+        low = min((f for f in facts if f.occupancy), key=lambda f: f.occupancy)
+        return Diagnosis(
+            bottleneck="latency",
+            summary=f"{low.kernel} runs {low.occupancy} waves per SIMD ({low.vgprs} VGPRs, "
+            f"LDS {low.lds_bytes} B): too few to hide memory latency.",
+        )
+    narrow = [f for f in facts if f.global_loads and max(map(_bits, f.global_loads)) < 128]
+    if narrow:
+        return Diagnosis(
+            bottleneck="memory",
+            summary=f"{narrow[0].kernel} issues no 128-bit loads "
+            f"({', '.join(sorted(narrow[0].global_loads))}): widen accesses to 16 bytes.",
+        )
+    fractions = [c.roofline_fraction for c in (evaluation.cases if evaluation else ())
+                 if c.roofline_fraction is not None]  # fmt: skip
+    if fractions and min(fractions) < 0.6:
+        return Diagnosis(
+            bottleneck="memory",
+            summary=f"the slowest case reaches {100 * min(fractions):.0f}% of the memory "
+            "roofline: fewer passes over memory and more bytes in flight per wave.",
+        )
+    return Diagnosis(bottleneck="unknown", summary="no static facts or roofline to read.")
+
+
+def _bits(width: str) -> int:
+    digits = "".join(ch for ch in width if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def prompt(ctx: AgentContext, state: ProposalState) -> str:
+    parent, evaluation = state.get("parent"), state.get("parent_evaluation")
+    return render(
+        "profiler_reader",
+        task_name=ctx.task.name,
+        task_description=ctx.task.description,
+        measurements=measurements_text(evaluation),
+        static_facts=facts_text(evaluation.static if evaluation else ()),
+        kernel=block(parent.hip_source if parent else ""),
+        schema=schema_text(Diagnosis, json_reply=True),
+    )
+
+
+def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
+    def profiler_reader(state: ProposalState) -> dict:
+        """Diagnosis of the parent: the model's reading, or the rule-based one."""
+        fallback = offline(state.get("parent_evaluation"))
+        if not ctx.uses_model(ROLE):
+            return {"diagnosis": fallback.text()}
+        call = ctx.ask(ROLE, prompt(ctx, state))
+        if not call.ok:
+            return {"diagnosis": fallback.text(), "stopped": ctx.ensemble.stop_reason()}
+        parsed = parse_json_reply(call.text, Diagnosis)
+        if isinstance(parsed, str):
+            ctx.log("reply_error", {"role": ROLE, "error": parsed, "reply": call.text[:2000]})
+            return {"diagnosis": fallback.text()}
+        return {"diagnosis": parsed.text()}
+
+    return profiler_reader

@@ -1,0 +1,94 @@
+"""repairer: fixes a compile error, a wrong result, a rejected shortcut or a malformed reply,
+a bounded number of turns (AgentLimits.repair_turns)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.reply_record import candidate_from
+from hipevolve.agents.state import Failure, ProposalState
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.prompts.render import block, render, schema_text
+
+ROLE = "repairer"
+REPAIRABLE = frozenset(
+    {"parse_error", "rejected", "compile_error", "incorrect", "runtime_error", "timeout"}
+)
+
+
+class RepairReply(BaseModel):
+    """The repaired candidate: SEARCH/REPLACE edits against the files shown (the line before
+    each `<<<<<<< SEARCH` names the file), or whole files as one ```hip block and one ```python
+    block. Change only what the failure needs."""
+
+
+def failure_of(evaluation: Evaluation) -> Failure:
+    """What the verifier said, as the repairer is shown it: the one-line message and the
+    trimmed compiler log (in the candidate's own line numbers) or the mismatch summary."""
+    detail = evaluation.compile_log or evaluation.mismatch
+    if not detail and evaluation.flags:
+        detail = "\n".join(evaluation.flags)
+    return Failure(kind=evaluation.status.value, message=evaluation.message, detail=detail)
+
+
+def problem_text(failure: Failure) -> str:
+    text = f"{failure.kind}: {failure.message}".rstrip()
+    if failure.detail:
+        text += f"\n```\n{block(failure.detail)}```"
+    return text
+
+
+def prompt(ctx: AgentContext, state: ProposalState) -> str:
+    failure = state["failure"]
+    assert failure is not None
+    shown = state.get("candidate") or state.get("base")
+    return render(
+        "repairer",
+        task_name=ctx.task.name,
+        task_description=ctx.task.description,
+        failure=failure.kind,
+        turn=str(state.get("repair_turns", 0) + 1),
+        max_turns=str(ctx.limits.repair_turns),
+        problem=problem_text(failure),
+        kernel=block(shown.hip_source if shown else ""),
+        model=block(shown.python_source if shown else ""),
+        schema=schema_text(RepairReply, json_reply=False),
+    )
+
+
+def can_repair(ctx: AgentContext, state: ProposalState) -> bool:
+    failure = state.get("failure")
+    return (
+        ctx.uses_model(ROLE)
+        and not state.get("stopped")
+        and failure is not None
+        and failure.kind in REPAIRABLE
+        and state.get("repair_turns", 0) < ctx.limits.repair_turns
+    )
+
+
+def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
+    def repairer(state: ProposalState) -> dict:
+        """One repair turn. Edits apply to the failed candidate (or, after a malformed reply,
+        to what that reply was to edit); a repaired child descends from the failed one."""
+        turns = state.get("repair_turns", 0) + 1
+        shown = state.get("candidate") or state.get("base")
+        failed_id = state.get("candidate_id") if state.get("candidate") else None
+        parents = (failed_id,) if failed_id is not None else state.get("parents", ())
+        call = ctx.ask(ROLE, prompt(ctx, state))
+        update: dict = {"repair_turns": turns, "parents": parents, "author": ROLE,
+                        "candidate_id": None, "evaluation": None}  # fmt: skip
+        if not call.ok:
+            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
+            return {**update, "candidate": None, "stopped": stopped,
+                    "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
+        got = candidate_from(ctx, ROLE, call, shown)
+        update |= {"model": call.model, "prompt_hash": call.prompt_hash, "base": shown}
+        if isinstance(got, Failure):
+            return {**update, "candidate": None, "failure": got}
+        return {**update, "candidate": got, "failure": None}
+
+    return repairer

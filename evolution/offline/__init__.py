@@ -1,0 +1,1 @@
+"""The offline proposal policy: tunables, source transforms and the mutator over them."""

@@ -1,0 +1,90 @@
+"""`evolve doctor`: what works on this machine, and the command that fixes each missing piece."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+INSTALL_AMD = "sudo bash scripts/install_amd_toolchain.sh"
+
+
+class Check(BaseModel):
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _gpus() -> Check:
+    import torch
+
+    build = f"torch {torch.__version__}"
+    if not torch.cuda.is_available():
+        return Check(name="GPU", ok=False, detail=f"none visible to {build}",
+                     fix="a ROCm or CUDA build of PyTorch and a GPU; the static backend still works")
+    backend = "rocm" if torch.version.hip else "cuda"
+    names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    return Check(name="GPU", ok=True, detail=f"{names}: backend {backend} ({build})")
+
+
+def _hipcc() -> Check:
+    hipcc = shutil.which("hipcc") or (
+        "/opt/rocm/bin/hipcc" if Path("/opt/rocm/bin/hipcc").exists() else None)
+    if not hipcc:
+        return Check(name="hipcc (rocm backend)", ok=False, detail="not found",
+                     fix="install ROCm on an AMD GPU machine (ROCm's install guide); not needed "
+                         "for the cuda and static backends")
+    out = subprocess.run([hipcc, "--version"], capture_output=True, text=True, timeout=30)
+    version = next((ln for ln in out.stdout.splitlines() if "HIP version" in ln), out.stdout[:60])
+    return Check(name="hipcc (rocm backend)", ok=True, detail=f"{hipcc}: {version.strip()}")
+
+
+def _nvcc() -> Check:
+    from hipevolve.verifier.build.nvidia import find_nvcc, nvcc_version
+
+    nvcc = find_nvcc()
+    if not nvcc:
+        return Check(name="nvcc (cuda backend)", ok=False, detail="not found",
+                     fix="install the CUDA toolkit (NVIDIA's install guide); needed only on NVIDIA")
+    return Check(name="nvcc (cuda backend)", ok=True, detail=f"{nvcc}: {nvcc_version(nvcc)}")
+
+
+def _amd_static() -> Check:
+    from hipevolve.verifier.build.amd_static import find_toolchain
+
+    tc = find_toolchain()
+    if tc is None:
+        return Check(name="AMD static compiler", ok=False, detail="not found", fix=INSTALL_AMD)
+    targets = ", ".join(tc.targets) or "none"
+    return Check(name="AMD static compiler", ok=bool(tc.targets),
+                 detail=f"{tc.clang} ({tc.version}); targets: {targets}",
+                 fix="" if tc.targets else INSTALL_AMD)
+
+
+def run_checks() -> list[Check]:
+    checks = [Check(name="Python", ok=True, detail=platform.python_version())]
+    for probe in (_gpus, _hipcc, _nvcc, _amd_static):
+        try:
+            checks.append(probe())
+        except Exception as e:  # a broken probe is a finding, not a crash of doctor
+            checks.append(Check(name=probe.__name__.strip("_"), ok=False, detail=str(e)[:200]))
+    return checks
+
+
+def print_report(console: Console, checks: list[Check]) -> int:
+    """Prints the table; returns 0 when at least one backend can run or analyse candidates."""
+    table = Table(title="evolve doctor")
+    for column in ("piece", "", "found", "fix"):
+        table.add_column(column, overflow="fold")
+    for c in checks:
+        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]missing[/red]", c.detail, c.fix)
+    console.print(table)
+    usable = [c.name for c in checks if c.ok and c.name != "Python"]
+    console.print("usable: " + (", ".join(usable) if usable else "nothing yet"))
+    return 0 if usable else 1

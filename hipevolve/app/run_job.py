@@ -1,0 +1,434 @@
+"""The main job, `evolve --task T --budget N`: check the inputs, open the archive, start or resume
+a run, drive the evolution loop with a live display, then save and report the best kernel.
+
+Every check that can fail on the user's input (budget, task, seeds, GPU and compiler) runs
+before the archive is opened, so a refused command writes nothing. The evaluator comes from a
+factory: in production `gpu_evaluator` (the verifier pipeline on this machine's GPU); tests pass
+a stand-in, since the evaluator is the only part that needs a GPU.
+
+Ctrl-C: the first one asks the loop to stop after the batch in flight (which is finished and
+recorded), the second interrupts at once; either way the run is marked interrupted, its lock
+released, and the resume command printed (exit 130). What was in flight at a second Ctrl-C is
+re-queued by the resume.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from hipevolve.app.display import (
+    BestKernel,
+    Outcome,
+    RunDisplay,
+    command,
+    print_outcome,
+    resume_command,
+)
+from hipevolve.archive.store import Archive
+from hipevolve.core.candidate import write_candidate
+from hipevolve.core.config import Settings, load_settings
+from hipevolve.core.errors import UserError
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.run import RunSummary, run_evolution
+from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
+
+INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
+BEST_DIR = "hipevolve_best"
+EXPORT_DIR = "hipevolve_export"
+
+
+class JobOptions(BaseModel):
+    """The parsed command line of the main job; None means not given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    budget: int | None = Field(default=None, description="verifier evaluations to spend")
+    islands: int | None = None
+    seed: int | None = None
+    archive: Path = Path("hipevolve.db")
+    resume: int | None = Field(default=None, description="id of the run to continue")
+    backend: Literal["auto", "cuda", "rocm", "static"] | None = None
+    tasks_dirs: tuple[Path, ...] = ()
+    ray: str | None = Field(default=None, description="Ray cluster: auto or an address")
+    model: str | None = Field(default=None, description="litellm model string; None: offline")
+    api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
+    token_budget: int | None = Field(default=None, description="LLM tokens (in+out) per run")
+    cost_budget_usd: float | None = Field(default=None, description="LLM dollars per run")
+
+
+EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
+
+
+class _Plan(BaseModel):
+    """What run_evolution is called with: fresh, or read back from the run being resumed."""
+
+    run: int | None
+    budget: int
+    seed: int
+    settings: EvolutionSettings
+
+
+# ------------------------------------------------------------------------------ the evaluator
+
+
+def require_gpu(requested: str) -> str:
+    """The GPU backend to search on ("cuda" or "rocm"); one-line UserError when there is none."""
+    import torch
+
+    from hipevolve.verifier.build.backends import gpu_backend
+
+    if requested == "static":
+        raise UserError(
+            "--backend static cannot search: it compiles kernels but runs none, so nothing is "
+            "timed",
+            "use --backend auto, cuda or rocm; `evolve verify --backend static` checks one "
+            "candidate",
+        )
+    found = gpu_backend()
+    if found is not None and requested in ("auto", found):
+        return found
+    build = f"torch {torch.__version__}"
+    why = {
+        "cuda": f"{build} is not a CUDA build" if torch.version.cuda is None else "",
+        "rocm": f"{build} is not a ROCm build" if torch.version.hip is None else "",
+    }
+    for backend, vendor in (("cuda", "NVIDIA"), ("rocm", "AMD")):
+        if not why[backend]:
+            why[backend] = (
+                f"{torch.cuda.get_device_name(0)} found" if found == backend
+                else f"no {vendor} GPU visible to {build}"
+            )  # fmt: skip
+    where = f"cuda: {why['cuda']}, rocm: {why['rocm']}"
+    if found is not None:  # a GPU of the other kind
+        raise UserError(
+            f"--backend {requested}: no {requested} GPU here ({where})",
+            f"use --backend auto (or {found}); run `evolve doctor` for what is missing",
+        )
+    raise UserError(
+        f"no usable GPU here ({where}); `evolve verify --backend static` and `evolve tasks ...` "
+        "still work; run `evolve doctor` for what is missing"
+    )
+
+
+def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
+    """The production evaluator: the verifier pipeline on this machine's GPUs (one worker slot
+    per visible GPU), or on a Ray cluster's when settings.verifier.ray names one.
+
+    Raises UserError when there is no usable GPU or its compiler is missing.
+    """
+    if settings.verifier.ray:
+        return ray_evaluator(task, settings, backend)
+    return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+
+
+def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
+    """Workers on the cluster's GPUs; the GPU backend is the workers', this machine may have none."""
+    try:
+        import ray  # noqa: F401  (the evaluator imports it when it connects)
+    except ImportError:
+        raise UserError(
+            "--ray needs Ray, which is not installed here",
+            "run scripts/setup.sh, or pip install 'hipevolve[ray]'",
+        ) from None
+    from hipevolve.verifier.ray import RayEvaluator
+
+    if backend == "static":
+        require_gpu(backend)  # the one-line refusal: a static backend cannot search
+    if backend == "auto":
+        backend = _cluster_backend()
+    return RayEvaluator(task, settings.verifier, backend, settings.verifier.ray or "auto")
+
+
+def _cluster_backend() -> str:
+    """rocm when this machine runs ROCm's PyTorch, else cuda (a cluster runs one kind of GPU)."""
+    import torch
+
+    return "rocm" if torch.version.hip else "cuda"
+
+
+# ------------------------------------------------------------------------------ the job
+
+
+def run_job(
+    options: JobOptions, evaluators: EvaluatorFactory, console: Console, err_console: Console
+) -> Outcome:
+    """Runs (or resumes) one search, prints how it ended and returns that; UserError for bad
+    input."""
+    if options.budget is not None and options.budget < 1:
+        raise UserError(
+            f"--budget {options.budget}: the budget counts verifier evaluations, so at least "
+            "one is needed",
+            "pass --budget 1 or more",
+        )
+    if options.resume is None and options.budget is None:
+        raise UserError("--budget is required to start a run", "pass --budget N (evaluations)")
+    if options.islands is not None and options.islands < 1:
+        raise UserError(f"--islands {options.islands}: at least one island is needed")
+    flags: dict = {}
+    if options.tasks_dirs:
+        flags["tasks"] = {"dirs": options.tasks_dirs}
+    verifier = {"backend": options.backend, "ray": options.ray}
+    if any(verifier.values()):
+        flags["verifier"] = {k: v for k, v in verifier.items() if v}
+    settings = load_settings(flags)
+    if options.api_base and not options.model:
+        raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
+    if options.model:
+        from hipevolve.agents.llm.client import check_model
+
+        check_model(options.model, options.api_base)  # one line before anything is written
+
+    from hipevolve.problems import get_task
+
+    task = get_task(options.task, settings.tasks.dirs)
+    if not task.seeds and not options.model:  # with a model, the translator writes the first
+        from hipevolve.agents.lowering.lower import Unlowered
+        from hipevolve.agents.roles.translator import lowered
+
+        found = lowered(task)  # offline, the translator lowers the reference where it can
+        if isinstance(found, Unlowered):
+            raise UserError(
+                f"task {task.name} has no seed kernels to start from, and its reference does "
+                f"not lower offline ({found.reason})",
+                'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
+                "or pass --model so the translator writes a first kernel",
+            )
+    evaluate = evaluators(task, settings, settings.verifier.backend)
+    try:
+        # A resume never creates an archive: a mistyped path should not leave an empty file.
+        with Archive.open(options.archive, create=options.resume is None) as archive:
+            plan = _plan(options, archive, task, getattr(evaluate, "parallelism", 1))
+            return _drive(options, task, archive, plan, evaluate, console, err_console)
+    finally:
+        close = getattr(evaluate, "close", None)
+        if close is not None:  # the worker slots' judges, or the Ray workers
+            close()
+
+
+def _plan(options: JobOptions, archive: Archive, task: TaskSpec, parallelism: int = 1) -> _Plan:
+    """A fresh run's plan, or the resumed run's own. `parallelism`: evaluations the evaluator
+    runs at once (its GPUs); a generation proposes at least that many children. A fresh run
+    plans each generation from the islands one generation back (lag 1), so the next generation
+    compiles and evaluates while the slowest evaluations of the last one finish; the lag is
+    recorded with the run's settings, and a resumed run keeps its own."""
+    if options.resume is None:
+        islands = options.islands or EvolutionSettings().islands
+        settings = EvolutionSettings(
+            islands=islands, proposals_per_island=max(1, math.ceil(parallelism / islands)), lag=1
+        )
+        return _Plan(run=None, budget=options.budget or 0, seed=options.seed or 0,
+                     settings=settings)  # fmt: skip
+    runs = archive.runs()
+    info = next((r for r in runs if r.id == options.resume), None)
+    if info is None:
+        listed = "; ".join(
+            f"run {r.id}: {r.task}, {r.status}, {archive.count_evaluations(r.id)} evaluations"
+            for r in runs
+        )
+        raise UserError(
+            f"no run {options.resume} in {archive.path}",
+            f"runs there: {listed}" if runs else "it holds no runs yet; start one with --budget",
+        )
+    if info.task != task.name:
+        raise UserError(
+            f"run {info.id} searched task {info.task}, not {task.name}",
+            f"pass --task {info.task} to resume it",
+        )
+    settings = EvolutionSettings.model_validate(info.settings)
+    if options.seed is not None and options.seed != info.seed:
+        raise UserError(
+            f"run {info.id} was started with --seed {info.seed}, not {options.seed}",
+            "leave --seed out when resuming",
+        )
+    if options.islands is not None and options.islands != settings.islands:
+        raise UserError(
+            f"run {info.id} was started with --islands {settings.islands}, not {options.islands}",
+            "leave --islands out when resuming",
+        )
+    # A run resumed with a larger --budget keeps it: the loop logs it in its resume events.
+    resumes = archive.events(info.id, "resume")
+    budget = options.budget or (resumes[-1].data.get("budget") if resumes else None) or info.budget
+    if budget is None:
+        raise UserError(f"run {info.id} recorded no budget", "pass --budget N")
+    return _Plan(run=info.id, budget=budget, seed=info.seed, settings=settings)
+
+
+def _drive(
+    options: JobOptions,
+    task: TaskSpec,
+    archive: Archive,
+    plan: _Plan,
+    evaluate: Evaluator,
+    console: Console,
+    err_console: Console,
+) -> Outcome:
+    intro = (
+        f"{task.name}: resuming run {plan.run} (budget {plan.budget} evaluations)"
+        if plan.run is not None
+        else f"{task.name}: evaluating the seed kernels (budget {plan.budget} evaluations)"
+    )
+    display = RunDisplay(console, err_console, task.name, intro)
+    with _CtrlC(display.stopping) as ctrl_c:
+        try:
+            with ctrl_c.searching(), display:
+                summary = run_evolution(
+                    task, archive, plan.settings, evaluate, budget=plan.budget, seed=plan.seed,
+                    run_id=plan.run, on_progress=display.update, should_stop=ctrl_c.stop.is_set,
+                    policy=_policy(options, archive, plan.run),
+                )  # fmt: skip
+        except KeyboardInterrupt:  # the second Ctrl-C
+            run = _held_here(archive, task)
+            run = run if run is not None else plan.run
+            best = _save_best(archive, run, task) if run is not None else None
+            outcome = _outcome(
+                options, task, archive, run, best, INTERRUPTED,
+                "aborted: the evaluations in flight were dropped; resuming evaluates them first",
+            )  # fmt: skip
+        except UserError as e:  # disk full and the like, mid-run: say how to go on
+            run = _held_here(archive, task)
+            if run is None:  # refused before the run was ours (a live writer holds it, ...)
+                raise
+            resume = resume_command(task.name, options.archive, run, options.tasks_dirs,
+                                    options.backend, options.ray)  # fmt: skip
+            raise UserError(e.problem, f"{e.fix}; then: {resume}" if e.fix else resume) from None
+        else:
+            best = _save_best(archive, summary.run, task)
+            outcome = _outcome(
+                options, task, archive, summary.run, best,
+                _exit_code(summary), _message(summary),
+            )  # fmt: skip
+        print_outcome(console, outcome)
+    return outcome
+
+
+def _policy(options: JobOptions, archive: Archive, run: int | None):
+    """The agents over the model (None: the offline mutator). A resumed run's LLM spending
+    counts against its budgets."""
+    if not options.model:
+        return None
+    from hipevolve.agents.llm.client import spent_in
+    from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
+    from hipevolve.agents.policy import AgentPolicy
+
+    models = ModelSettings.for_model(
+        options.model, api_base=options.api_base, token_budget=options.token_budget,
+        cost_budget_usd=options.cost_budget_usd,
+    )  # fmt: skip
+    spent = spent_in(archive, run) if run is not None else None
+    return AgentPolicy(Ensemble(models, spent=spent))
+
+
+def _exit_code(summary: RunSummary) -> int:
+    if summary.status == "interrupted":
+        return INTERRUPTED
+    return 1 if summary.reason == "no_seed" else 0
+
+
+def _message(summary: RunSummary) -> str:
+    # The loop's message ends with a resume hint for library callers; the CLI prints its own.
+    if summary.resume:
+        return summary.message.removesuffix(f"; {summary.resume}")
+    return summary.message
+
+
+def _outcome(
+    options: JobOptions,
+    task: TaskSpec,
+    archive: Archive,
+    run: int | None,
+    best: BestKernel | None,
+    exit_code: int,
+    message: str,
+) -> Outcome:
+    resume = export = verify = None
+    if run is not None and exit_code == INTERRUPTED:
+        resume = resume_command(task.name, options.archive, run, options.tasks_dirs,
+                                options.backend, options.ray)  # fmt: skip
+    if run is not None and best is not None:
+        out = archive.path.parent / EXPORT_DIR / f"{task.name}-run{run}"
+        export = command("evolve", "export", "--task", task.name, "--run", str(run),
+                         "--archive", options.archive, "--out", out)  # fmt: skip
+        dirs = [a for d in options.tasks_dirs for a in ("--tasks-dir", str(d))]
+        verify = command("evolve", "verify", best.folder, "--task", task.name, *dirs)
+    return Outcome(
+        task=task.name, run=run, archive=options.archive, message=message, best=best,
+        resume=resume, export=export, verify=verify, exit_code=exit_code,
+    )  # fmt: skip
+
+
+def _held_here(archive: Archive, task: TaskSpec) -> int | None:
+    """The run this process started or resumed and still holds, if it got that far."""
+    mine = [
+        r.id for r in archive.runs()
+        if r.task == task.name and r.writer_pid == os.getpid() and r.status == "running"
+    ]  # fmt: skip
+    return mine[-1] if mine else None
+
+
+def _save_best(archive: Archive, run: int, task: TaskSpec) -> BestKernel | None:
+    """Writes the run's best candidate to <archive dir>/hipevolve_best/<task>-run<R>/."""
+    top = archive.best(run)
+    if top is None:
+        return None
+    record = archive.candidate(top.candidate_id)
+    folder = archive.path.parent / BEST_DIR / f"{task.name}-run{run}"
+    written = write_candidate(record.candidate, folder)
+    return BestKernel(
+        candidate_id=top.candidate_id,
+        source_hash=record.source_hash,
+        fitness=top.fitness,
+        speedups={c.case: c.speedup for c in top.evaluation.cases if c.speedup is not None},
+        folder=written,
+    )
+
+
+class _CtrlC:
+    """SIGINT while searching: the first sets `stop` (the loop finishes the batch in flight),
+    the second raises KeyboardInterrupt. Outside the search (saving the best kernel, printing
+    the summary, a few milliseconds) it is ignored, so the resume line is always printed.
+    The previous handler is restored on exit."""
+
+    def __init__(self, on_first: Callable[[], None]) -> None:
+        self.stop = threading.Event()
+        self.on_first = on_first
+        self.active = False
+        self.previous: object = None
+
+    def __enter__(self) -> _CtrlC:
+        # Handlers can only be set from the main thread; elsewhere Ctrl-C keeps its default.
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    @contextmanager
+    def searching(self) -> Iterator[None]:
+        self.active = True
+        try:
+            yield
+        finally:
+            self.active = False
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if not self.active:
+            return
+        if not self.stop.is_set():
+            self.stop.set()
+            self.on_first()
+            return
+        raise KeyboardInterrupt

@@ -1,0 +1,143 @@
+"""Rich renderings of tasks for the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from hipevolve.core.hardware import ROOFLINE_GPUS
+from hipevolve.core.taskspec import TaskSpec
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.1f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def task_table(tasks: Iterable[TaskSpec]) -> Table:
+    table = Table(title="tasks")
+    table.add_column("name", no_wrap=True)
+    for column in ("family", "origin", "cases", "tolerance", "description"):
+        table.add_column(column, overflow="fold")
+    for t in sorted(tasks, key=lambda t: (t.origin != "builtin", t.family, t.name)):
+        cases = f"{len(t.timed_cases)} timed, {len(t.small_cases)} small"
+        table.add_row(t.name, t.family, t.origin, cases, t.tolerance.kind, t.description)
+    return table
+
+
+def case_table(task: TaskSpec) -> Table:
+    table = Table(title=f"{task.name}: cases")
+    table.add_column("case", no_wrap=True)
+    table.add_column("arguments", overflow="fold")
+    table.add_column("dtypes")
+    table.add_column("timed")
+    for c in task.cases:
+        args = ", ".join(f"{k}={v}" for k, v in {**c.init, **c.inputs}.items())
+        table.add_row(c.name, args, ", ".join(c.dtypes), "yes" if c.timed else "no")
+    return table
+
+
+def roofline_table(task: TaskSpec) -> Table:
+    """Lower bounds per case and GPU: memory-bound / compute-bound, microseconds."""
+    table = Table(title=f"{task.name}: roofline (lower bounds, us: memory / compute)")
+    table.add_column("case", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("FLOP", justify="right", no_wrap=True)
+    for gpu in ROOFLINE_GPUS:
+        table.add_column(gpu.name, justify="right", no_wrap=True)
+    for c in task.cases:
+        if not c.roofline:
+            continue
+        bounds = c.roofline.bounds_us()
+        table.add_row(c.name, _si(c.roofline.bytes, "B"), _si(c.roofline.flops, "FLOP"),
+                      *(f"{bounds[g.name][0]:.1f} / {bounds[g.name][1]:.1f}" for g in ROOFLINE_GPUS))
+    return table
+
+
+def reference_runs_table(runs) -> Table:
+    table = Table(title="reference runs")
+    for column in ("task", "case", "", "seconds", "outputs / error"):
+        table.add_column(column, overflow="fold")
+    for r in runs:
+        mark = "[green]ok[/green]" if r.ok else "[red]failed[/red]"
+        table.add_row(r.task, r.case, mark, f"{r.seconds:.3f}", "; ".join(r.outputs) or r.error)
+    return table
+
+
+def short_kernel_name(name: str) -> str:
+    """'void (anonymous namespace)::softmax_rows<float>(float const*, long)' -> 'softmax_rows<float>'."""
+    name = name.replace("(anonymous namespace)::", "").removeprefix("void ")
+    return name.split("(")[0] or name
+
+
+def static_table(facts) -> Table:
+    targets = sorted({f.target for f in facts})
+    table = Table(title=f"static AMD facts ({', '.join(targets)})",
+                  caption="regs: VGPR/AGPR/SGPR; occ: waves per SIMD; spill: scratch bytes/spills; "
+                  "loads: bits x count; ds: LDS instructions")
+    table.add_column("kernel", overflow="fold", min_width=24)
+    for column in ("regs", "occ", "LDS", "spill", "MFMA", "loads", "ds"):
+        table.add_column(column, no_wrap=True)
+    for f in facts:
+        loads = " ".join(f"{w}x{n}" for w, n in {**f.global_loads, **f.buffer_loads}.items())
+        name = short_kernel_name(f.kernel).replace("__hip_bfloat16", "bf16")
+        if len(targets) > 1:
+            name += f" [{f.target}]"
+        table.add_row(name, f"{f.vgprs}/{f.agprs}/{f.sgprs}", str(f.occupancy), str(f.lds_bytes),
+                      f"{f.scratch_bytes}/{f.spills}", str(f.mfma), loads or "-", str(f.lds_ops))
+    return table
+
+
+def print_evaluation(console: Console, ev) -> None:
+    colour = "green" if ev.status.value in ("ok", "compiled") else "red"
+    console.print(f"[{colour}]{ev.status.value}[/{colour}] on {ev.task} ({ev.backend}): "
+                  f"{ev.message}", soft_wrap=True)
+    if ev.cases:
+        table = Table(title="cases")
+        for column in ("case", "correct", "time us", "reference us", "speedup", "CV",
+                       "rel RMS err", "max abs err", "roofline"):
+            table.add_column(column, justify="right")
+
+        def fmt(v, spec=".3g"):
+            return "-" if v is None else format(v, spec)
+
+        for c in ev.cases:
+            table.add_row(c.case, "yes" if c.correct else "no", fmt(c.time_us, ".1f"),
+                          fmt(c.ref_time_us, ".1f"), fmt(c.speedup, ".2f") + "x",
+                          fmt(c.cv, ".1%"), fmt(c.rel_rms_err, ".2e"), fmt(c.max_abs_err, ".2e"),
+                          fmt(c.roofline_fraction, ".0%"))
+        console.print(table)
+        if ev.status.value == "ok":
+            console.print(f"fitness (geometric-mean speedup): {ev.fitness:.3f}x")
+    if ev.static:
+        console.print(static_table(ev.static))
+    for text in (ev.compile_log, ev.mismatch):
+        if text:
+            console.print(text, markup=False, highlight=False)
+    for flag in ev.flags:
+        console.print(f"flag: {flag}", markup=False, highlight=False)
+
+
+def print_task(console: Console, task: TaskSpec) -> None:
+    console.print(f"[bold]{task.name}[/bold] ({task.family}, {task.origin}): {task.description}")
+    console.print(f"reference: {task.reference}")
+    console.print(f"tolerance: {task.tolerance.describe()}; checked on {task.check_seeds} seeds")
+    if task.seeds:
+        console.print("seed kernels: " + ", ".join(str(s) for s in task.seeds))
+    if task.notes:
+        console.print(task.notes.strip())
+    console.print(case_table(task))
+    console.print(roofline_table(task))
+    for anchor in task.anchors:
+        table = Table(title=f"anchor: {anchor.name} ({anchor.hardware})", caption=anchor.source)
+        table.add_column("case")
+        table.add_column(anchor.unit, justify="right")
+        for case, value in anchor.figures.items():
+            table.add_row(case, f"{value:g}")
+        console.print(table)
+    console.print(Syntax(task.reference.read_text(), "python", line_numbers=False))

@@ -1,0 +1,1 @@
+"""The thin core every layer stands on: task specs, candidates, evaluations, settings, errors."""

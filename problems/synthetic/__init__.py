@@ -1,0 +1,1 @@
+"""Synthetic task generation: mutation, composition and constraints, each task verified."""

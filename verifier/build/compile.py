@@ -1,0 +1,230 @@
+"""Compiling a native candidate's kernel.hip into a shared library, cached by content.
+
+Design (FAULTS.md 22-25):
+- The cache key hashes the source, the full command line (flags, target) and the toolchain's
+  version; a library is published by an atomic rename into the cache, so there are no locks: a
+  compile killed mid-way leaves only its own build folder, never something the next one waits on,
+  and two different sources can never share an output.
+- Each compile runs in a fresh build folder (removed afterwards) with the source written as
+  `kernel.hip`, so compiler messages carry the candidate's own line numbers.
+- Limits: wall time (the process group is killed), captured output, object size (RLIMIT_FSIZE on
+  the compiler and a check on the result), address space of the compiler.
+- The command line is ours alone: candidates cannot add flags, defines or include paths (their
+  #includes are screened by verifier.static_checks).
+- A full disk (FAULTS.md 26) is not the candidate's fault: it raises BuildDiskFull, a one-line
+  UserError that pauses the run, instead of recording a compile_error against the candidate.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from hipevolve.core.errors import UserError
+
+MAX_LOG_CHARS = 2400
+COMPILER_MEMORY_BYTES = 16 << 30
+SOURCE_NAME = "kernel.hip"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class BuildDiskFull(UserError):
+    """The disk under the build cache (or the temporary folder) filled up during a compile."""
+
+
+def _disk_full(cache_dir: Path, detail: str) -> BuildDiskFull:
+    return BuildDiskFull(
+        f"build cache {cache_dir}: the disk is full; {detail}",
+        "free space on that disk, then resume the run; no candidate was marked as failing",
+    )
+
+
+def _free_bytes(*folders: Path) -> int:
+    free = []
+    for folder in folders:
+        try:
+            stat = os.statvfs(folder)
+        except OSError:
+            continue
+        free.append(stat.f_bavail * stat.f_frsize)
+    return min(free, default=0)
+
+
+
+
+class BuildResult(BaseModel):
+    ok: bool
+    library: Path | None = None
+    log: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+    key: str = ""
+
+
+class CommandResult(BaseModel):
+    returncode: int | None  # None: killed at the time limit
+    output: str
+    seconds: float
+
+
+def _limit_child(max_file_bytes: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_AS, (COMPILER_MEMORY_BYTES, COMPILER_MEMORY_BYTES))
+
+    return apply
+
+
+def run_limited(argv: Sequence[str], cwd: Path, timeout_s: float, max_file_bytes: int,
+                max_output: int = 1 << 20) -> CommandResult:
+    """Runs a compiler in its own process group; kills the group at the time limit."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile(dir=cwd) as out:
+        proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_limit_child(max_file_bytes))
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+        out.seek(0)
+        text = out.read(max_output).decode(errors="replace")
+    return CommandResult(returncode=code, output=text, seconds=time.monotonic() - start)
+
+
+_DIAGNOSTIC = re.compile(r"(error|warning|note)", re.I)
+
+
+def trim_log(output: str, build_dir: Path, limit: int = MAX_LOG_CHARS) -> str:
+    """Compiler output with build paths replaced by `kernel.hip`, errors first, trimmed."""
+    text = output.replace(f"{build_dir}/", "").replace(str(build_dir), ".")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln, re.I)]
+    if errors:  # keep each error with the two lines after it (source excerpt and caret)
+        keep = sorted({j for i in errors for j in range(i, min(i + 3, len(lines)))})
+        lines = [lines[j] for j in keep]
+    text = "\n".join(lines)
+    if len(text) > limit:
+        text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
+    return text
+
+
+def cache_key(source: str, argv_template: Sequence[str], toolchain: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(argv_template), toolchain):
+        h.update(part.encode())
+        h.update(b"\1")
+    return h.hexdigest()
+
+
+class Compiler(BaseModel):
+    """A command that turns `kernel.hip` into `lib.so` in the current folder."""
+
+    name: str  # cuda, rocm
+    argv: tuple[str, ...]  # uses the literal names kernel.hip and lib.so
+    toolchain: str  # version text: part of the cache key
+
+
+def _library_path(cache_dir: Path, key: str) -> Path:
+    return cache_dir / "lib" / key[:2] / f"{key}.so"
+
+
+def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
+    target = _library_path(cache_dir, key)
+    if not target.exists():
+        return None
+    return BuildResult(ok=True, library=target, cached=True, key=key,
+                       seconds=time.monotonic() - start)  # fmt: skip
+
+
+def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResult | None:
+    """The library for `source` if the cache holds it, else None (no compile)."""
+    start = time.monotonic()
+    return _cached(cache_dir, cache_key(source, compiler.argv, compiler.toolchain), start)
+
+
+def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 120.0,
+          max_object_bytes: int = 64 << 20) -> BuildResult:
+    """The cached library for `source`, compiling it if needed."""
+    start = time.monotonic()
+    key = cache_key(source, compiler.argv, compiler.toolchain)
+    cached = _cached(cache_dir, key, start)
+    if cached is not None:
+        return cached
+    target = _library_path(cache_dir, key)
+    try:
+        (cache_dir / "build").mkdir(parents=True, exist_ok=True)
+        build_dir = Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=cache_dir / "build"))
+    except OSError as e:
+        if e.errno in _NO_SPACE:
+            raise _disk_full(cache_dir, f"no room for a build folder: {e.strerror}") from None
+        raise
+    try:
+        try:
+            (build_dir / SOURCE_NAME).write_text(source)
+            result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
+        except OSError as e:
+            if e.errno in _NO_SPACE:
+                raise _disk_full(cache_dir, f"writing the source: {e.strerror}") from None
+            raise
+        log = trim_log(result.output, build_dir)
+        seconds = time.monotonic() - start
+        if result.returncode is None:
+            return BuildResult(ok=False, key=key, seconds=seconds,
+                               log=f"compile killed after {timeout_s:.0f} s\n{log}")
+        produced = build_dir / "lib.so"
+        if result.returncode != 0 or not produced.exists():
+            # Why it failed cannot be read from its output: on a full disk the output file
+            # (in the build folder) loses the linker's "No space left on device" too, and a
+            # candidate could print those words itself. The disk's free space is the evidence:
+            # less than one compile may write (its file-size limit) means it is full.
+            free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
+            if free < 2 * max_object_bytes:
+                raise _disk_full(cache_dir, f"a compile failed with {free} bytes free, less than"
+                                            f" the {2 * max_object_bytes} one compile may write")
+            return BuildResult(ok=False, key=key, seconds=seconds, log=log or "compiler failed")
+        size = produced.stat().st_size
+        if size > max_object_bytes:
+            return BuildResult(ok=False, key=key, seconds=seconds,
+                               log=f"library is {size} bytes, over the {max_object_bytes} limit")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(produced, target)  # atomic publish
+        return BuildResult(ok=True, library=target, key=key, seconds=seconds, log=log)
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def build_many(sources: Sequence[str], compiler: Compiler, cache_dir: Path, jobs: int = 0,
+               **limits: float) -> list[BuildResult]:
+    """Compiles in parallel on all CPU cores (or `jobs`); results in the order given."""
+    remove_stale_builds(cache_dir)
+    workers = jobs or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda s: build(s, compiler, cache_dir, **limits), sources))
+
+
+def remove_stale_builds(cache_dir: Path, older_than_s: float = 3600.0) -> int:
+    """Removes build folders left by killed compiles (they block nothing; this frees disk)."""
+    removed = 0
+    now = time.time()
+    for entry in (cache_dir / "build").glob("*") if (cache_dir / "build").exists() else ():
+        if entry.is_dir() and now - entry.stat().st_mtime > older_than_s:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed

@@ -1,0 +1,115 @@
+"""What scores candidates for the run loop: the Evaluator protocol and the production evaluator
+over the verifier pipeline (tests and benches bring their own Evaluators)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from hipevolve.archive.store import canonical_json
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.verifier.build.backends import device_name
+
+
+class Evaluator(Protocol):
+    """Scores a batch of candidates, results in the order given; callable from several threads
+    at once (a run with settings.lag > 0 evaluates generations side by side).
+
+    `settings_key` (canonical JSON naming the task, its cases and the verifier settings) and
+    `toolchain` (compiler, runtime and device) make the archive's idempotency key: an
+    evaluation with the same key is never run twice, not even by another run.
+    """
+
+    settings_key: str
+    toolchain: str
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+
+class PipelineEvaluator:
+    """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task, on one
+    worker slot per visible GPU (verifier/gpu/slots.py), kept for the evaluator's life so judges
+    started during one batch serve the next. `close()` stops them."""
+
+    def __init__(self, task: TaskSpec, settings: VerifierSettings, backend: str) -> None:
+        self.task, self.settings, self.backend = task, settings, backend
+        self.settings_key = settings_key(task, settings, backend)
+        self.toolchain = toolchain_of(backend)
+        self.device = device_name(backend)
+        self._slots = None
+        self._starting = threading.Lock()  # generations in flight call from several threads
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """The GPUs it runs on (ids as CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES take them)."""
+        from hipevolve.verifier.gpu.slots import visible_gpus
+
+        return visible_gpus(self.backend)
+
+    @property
+    def parallelism(self) -> int:
+        """Evaluations it runs at once: one per GPU."""
+        return max(1, len(self.gpus))
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        from hipevolve.verifier.gpu.slots import Slots
+        from hipevolve.verifier.pipeline import evaluate_many
+
+        with self._starting:
+            if self._slots is None and self.backend != "static":
+                self._slots = Slots(self.backend, self.gpus)
+        # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
+        return evaluate_many(list(candidates), self.task, self.settings, self.backend,
+                             slots=self._slots)  # fmt: skip
+
+    def close(self) -> None:
+        if self._slots is not None:
+            self._slots.close()
+            self._slots = None
+
+
+def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> str:
+    """Canonical JSON of what decides an evaluation's result: the task, its cases, the settings."""
+    # Where the cache lives, how many cores compile and where the work runs do not change one.
+    verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs", "ray"})
+    return canonical_json(
+        {
+            "task": task.name,
+            "cases": [c.model_dump(mode="json") for c in task.cases],
+            "tolerance": task.tolerance.model_dump(mode="json"),
+            "verifier": verifier | {"backend": backend},
+        }
+    )
+
+
+def pipeline_evaluator(
+    task: TaskSpec, verifier_settings: VerifierSettings, backend: str
+) -> PipelineEvaluator:
+    """An Evaluator over the verifier pipeline; backend "auto" resolves to rocm, cuda or static."""
+    from hipevolve.verifier.build.backends import resolve_backend
+
+    return PipelineEvaluator(task, verifier_settings, resolve_backend(backend))
+
+
+def toolchain_of(backend: str) -> str:
+    """Compiler, runtime and PyTorch of a backend on this machine, for the idempotency key."""
+    import torch
+
+    if backend in ("cuda", "rocm"):
+        from hipevolve.verifier.build.backends import compiler_for
+
+        # The compiler command names the device architecture (sm_90, gfx942) without
+        # creating a GPU context in the controller.
+        compiler = compiler_for(backend)
+        compiler_id = f"{compiler.toolchain.strip()} | {' '.join(compiler.argv)}"
+    elif backend == "static":
+        from hipevolve.verifier.build.amd_static import find_toolchain
+
+        tc = find_toolchain()
+        compiler_id = f"{tc.version} {','.join(tc.targets)}" if tc else "no AMD toolchain"
+    else:
+        compiler_id = "no compiler"
+    return f"{backend} | {compiler_id} | torch {torch.__version__}"

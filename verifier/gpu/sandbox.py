@@ -1,0 +1,372 @@
+"""The candidate process: forked for the judge by its zygote (zygote.py), or spawned by the judge
+as `python -m hipevolve.verifier.gpu.sandbox MSG_FD WORKDIR DEVICE`.
+
+It reads its job (no reference outputs: those never enter this process) as JSON on stdin,
+confines itself, imports torch and captures the timer before the candidate exists, then loads
+the candidate, runs every case and seed twice on fresh input copies with the caching allocator
+poisoned, and sends outputs, the inputs as they were after the call, and metadata (exact type,
+strides, aliasing, Python thread counts) to the judge over MSG_FD in the wire format. It judges
+nothing: the judge decides. After the checks it waits for the judge's word on stdin ("time" or
+"stop"), times the timed cases, runs one more check call after timing, and leaves with
+os._exit, so atexit handlers and lingering threads never run past the end.
+
+Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+
+from hipevolve.verifier.gpu import confine
+
+_LINE = 300
+GUARD = 4096  # canary bytes on each side of every input copy (keeps any dtype aligned)
+CANARY = 0xA5
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    line = f"{type(e).__name__}: {text[0] if text else ''}".strip()
+    return line[:_LINE]
+
+
+class Sandbox:
+    def __init__(self, job: dict, out) -> None:  # noqa: ANN001 (a binary file)
+        import torch
+
+        from hipevolve.core import reference
+        from hipevolve.verifier.gpu import ipc, timing, wire
+
+        self.torch, self.reference, self.timing, self.wire = torch, reference, timing, wire
+        self.job = job
+        self.out = out
+        self.device = job["device"]
+        # Captured before the candidate exists: it may patch any of these later.
+        self.clock = timing.Clock(self.device, job["flush_bytes"])
+        self.write_message = wire.write_message
+        self.readline = sys.stdin.readline
+        self.release = ipc.release
+        # Outputs go to the judge by IPC on the GPU (ipc.py); on the CPU as bytes.
+        self.share = self.device.startswith("cuda")
+        self.active_count = threading.active_count
+        self.clone = torch.Tensor.clone
+        self.ref_module = reference.load_module(job["reference"])
+        self.model_class = None
+
+    def send(self, kind: str, tensors=(), **fields) -> None:  # noqa: ANN001
+        self.write_message(self.out, kind, list(tensors), **fields)
+
+    # --- loading ------------------------------------------------------------------------------
+    def load(self) -> None:
+        cand = self.job["candidate"]
+        if cand["format"] == "native":
+            from hipevolve.runtime import kernels
+
+            with open(cand["source"]) as f:
+                kernels.bind(cand["library"], f.read())
+        module = _import_path(cand["model"])
+        if not hasattr(module, "ModelNew"):
+            raise AttributeError(f"{os.path.basename(cand['model'])} defines no ModelNew")
+        self.model_class = module.ModelNew
+
+    def build_model(self, case: dict, seed: int):  # noqa: ANN201
+        self.torch.manual_seed(seed)
+        init = list(self.ref_module.get_init_inputs(**case["init"]))
+        model = self.model_class(*init)
+        if isinstance(model, self.torch.nn.Module):
+            model = model.to(self.device).eval()
+        return model
+
+    def inputs(self, case: dict, seed: int) -> list:
+        """Drawn on the device, as the judge draws them: the same values for the same seed."""
+        return self.reference.build_inputs(
+            self.ref_module, case["inputs"], self.device, seed, draw_on_device=True
+        )
+
+    # --- checking -----------------------------------------------------------------------------
+    def poison(self, sizes: list[int]) -> None:
+        """Fills free allocator memory with 0xFF (NaN in every float type) and frees it, so an
+        output the candidate allocates but never writes reads NaN, not a stale answer: one
+        block twice the outputs' total (split by the CUDA caching allocator), and two blocks of
+        each output's size (reused as they are by the CUDA allocator and by malloc)."""
+        torch = self.torch
+        blocks = [
+            torch.empty(n, dtype=torch.uint8, device=self.device)
+            for n in [2 * sum(sizes)] + [n for n in sizes for _ in range(2)]
+            if n > 0
+        ]
+        for block in blocks:
+            block.fill_(0xFF)
+        self.clock.sync()
+        del blocks
+
+    def guarded_clone(self, t):  # noqa: ANN001, ANN201
+        """A copy of input `t` between two canary regions: (view, (buffer, size)), or a plain
+        clone when `t` is not contiguous. A write just past either end breaks a canary."""
+        torch = self.torch
+        if not t.is_contiguous():
+            return self.clone(t), None
+        size = t.numel() * t.element_size()
+        buf = torch.empty(GUARD + size + GUARD, dtype=torch.uint8, device=t.device)
+        buf[:GUARD].fill_(CANARY)
+        buf[GUARD + size :].fill_(CANARY)
+        view = buf[GUARD : GUARD + size].view(t.dtype).view(t.shape)
+        view.copy_(t)
+        return view, (buf, size)
+
+    def intact(self, guard: tuple) -> bool:
+        buf, size = guard
+        return bool((buf[:GUARD] == CANARY).all()) and bool((buf[GUARD + size :] == CANARY).all())
+
+    def call(self, model, args: list):  # noqa: ANN001, ANN201
+        with self.clock.no_grad():
+            result = model(*args)
+        self.clock.sync()
+        return result
+
+    def describe(self, outs: list, args: list) -> list[dict]:
+        torch = self.torch
+        spans = [_span(a) for a in args if type(a) is torch.Tensor]
+        metas = []
+        for t in outs:
+            exact = type(t) is torch.Tensor
+            meta = {"type": f"{type(t).__module__}.{type(t).__qualname__}", "exact": exact}
+            if exact:
+                s = _span(t)
+                meta |= {
+                    "dtype": str(t.dtype).removeprefix("torch."),
+                    "shape": list(t.shape),
+                    "stride": list(t.stride()),
+                    "device": str(t.device),
+                    "contiguous": t.is_contiguous(),
+                    "span": list(s),
+                    "aliases_input": [i for i, a in enumerate(spans) if _overlap(s, a)],
+                }
+            metas.append(meta)
+        return metas
+
+    def check_call(
+        self,
+        case: dict,
+        seed: int,
+        model,
+        base: list,
+        run: str,  # noqa: ANN001
+        send_inputs: bool,
+    ) -> list:
+        torch = self.torch
+        guarded = [self.guarded_clone(a) if type(a) is torch.Tensor else (a, None) for a in base]
+        args = [a for a, _ in guarded]
+        self.poison(case["poison_sizes"])
+        before = self.active_count()
+        result = self.call(model, args)
+        after = self.active_count()
+        outs = [result] if isinstance(result, torch.Tensor) else result
+        if not isinstance(outs, (list, tuple)) or not all(
+            isinstance(o, torch.Tensor) for o in outs
+        ):
+            raise TypeError(f"forward returned {type(result).__name__}, expected tensors")
+        outs = list(outs)
+        metas = self.describe(outs, args)
+        tensor_guards = [g for a, g in guarded if type(a) is torch.Tensor]
+        broken = [i for i, g in enumerate(tensor_guards) if g is not None and not self.intact(g)]
+        values = [o for o, m in zip(outs, metas, strict=True) if m["exact"]]
+        tensor_args = [a for a in args if type(a) is torch.Tensor] if send_inputs else []
+        shared = self.write_message(
+            self.out,
+            "outputs",
+            values + tensor_args,
+            share=self.share,
+            case=case["name"],
+            seed=seed,
+            run=run,
+            meta=metas,
+            n_inputs=len(tensor_args),
+            guards_broken=broken,
+            threads_before=before,
+            threads_after=after,
+        )
+        if shared:
+            # The judge reads shared memory in place: nothing here may be freed before its ack.
+            if self.readline().strip() != "ack":
+                raise RuntimeError("the judge did not acknowledge shared outputs")
+            self.release(shared)
+        return outs
+
+    def check(self) -> None:
+        for case in self.job["cases"]:
+            kept: list[tuple[str, list]] = []  # outputs of every call stay alive until the end
+            for seed in self.job["seeds"]:
+                model = self.build_model(case, seed)
+                base = self.inputs(case, seed)
+                for run in ("1", "2"):
+                    outs = self.check_call(case, seed, model, base, run, run == "1")
+                    kept.append((f"seed {seed} run {run}", outs))
+            self.send("case_checked", case=case["name"], reuse=_shared_storage(kept))
+            del kept
+        self.send("checked", threads=self.active_count())
+
+    # --- timing -------------------------------------------------------------------------------
+    def time_cases(self) -> None:
+        for case in self.job["cases"]:
+            if not case["timed"]:
+                continue
+            # Built from the seed the post-timing check compares with: a task's random
+            # parameters (a norm's weight) are drawn from it, on both sides.
+            seed = self.job["seeds"][-1]
+            model = self.build_model(case, seed)
+            sets = [
+                self.inputs(case, self.job["timing_seed"] + i) for i in range(case["timing_sets"])
+            ]
+            self.clock.sync()
+            self.send("timing_start", case=case["name"])
+            trials, windows = self.timing.time_trials(
+                self.clock, lambda a, m=model: m(*a), sets, self.job["trials"], self.job["warmup"]
+            )
+            self.send(
+                "timing_done",
+                case=case["name"],
+                trials=trials,
+                windows=windows,
+                threads=self.active_count(),
+            )
+            del sets
+            # Detecting the warm-up to cut work afterwards shows here: one more checked call.
+            self.check_call(case, seed, model, self.inputs(case, seed), "post", False)
+        self.send("done", threads=self.active_count())
+
+
+def reserve(torch, device: str, nbytes: int) -> None:  # noqa: ANN001
+    """Takes `nbytes` of device memory in one allocation and frees it into the caching
+    allocator, which then serves the check and timing stages from it (worker.sandbox_reserve)."""
+    if nbytes > 0:
+        with contextlib.suppress(RuntimeError):  # short of memory: allocate as the run goes
+            block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            del block
+
+
+def load_kernels(torch, device: str) -> None:  # noqa: ANN001
+    """Runs, once and small, the kernels every check runs (drawing inputs in the usual float
+    types, poison and canary fills, the canary test and its read back), before the job arrives.
+    CUDA loads a kernel when it is first launched (lazy loading), and each sandbox is a fresh
+    process: launched first during the check, the canary test took 38-43 ms of each softmax
+    evaluation on an H200; loaded here, all of a check's canary tests take 3-4 ms
+    (bench/scaling.py, docs/SCALING.md). The global random state is left as it was."""
+    draws = torch.Generator(device=device)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        torch.randn(64, dtype=dtype, device=device, generator=draws)
+    buf = torch.empty(2 * GUARD, dtype=torch.uint8, device=device)
+    buf.fill_(CANARY)
+    bool((buf[:GUARD] == CANARY).all())
+    buf.zero_()
+
+
+def _span(t) -> tuple[int, int]:  # noqa: ANN001
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[0] != a[1] and b[0] != b[1]
+
+
+def _shared_storage(kept: list[tuple[str, list]]) -> list[str]:
+    """Pairs of calls whose outputs share memory: a buffer handed out again across calls."""
+    found = []
+    spans = [
+        (label, [_span(o) for o in outs if type(o).__name__ == "Tensor"]) for label, outs in kept
+    ]
+    for i, (la, sa) in enumerate(spans):
+        for lb, sb in spans[i + 1 :]:
+            if any(_overlap(x, y) for x in sa for y in sb):
+                found.append(f"{la} and {lb}")
+    return found[:5]
+
+
+def _import_path(path: str):  # noqa: ANN202
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hipevolve_candidate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hipevolve_candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error_fields(e: BaseException, torch) -> dict:  # noqa: ANN001
+    # torch's CPU allocator raises a plain RuntimeError when the address space limit is hit.
+    oom = (
+        isinstance(e, MemoryError)
+        or (torch is not None and isinstance(e, torch.cuda.OutOfMemoryError))
+        or (isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
+    )
+    line = _first_line(e)
+    return {"message": f"resource exhaustion: {line}" if oom else line, "oom": oom}
+
+
+def main() -> None:
+    """argv: MSG_FD WORKDIR DEVICE: a sandbox spawned as a new Python (the judge's fallback
+    when its zygote cannot fork one, zygote.py)."""
+    serve(int(sys.argv[1]), sys.argv[2], sys.argv[3], forked=False)
+
+
+def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
+    """Confines this process, creates its device context and loads the check's kernels
+    (load_kernels), waits for its job, runs it and exits. Starts before its job exists, so the
+    judge's next evaluation finds it ready. In a process forked from the zygote torch is
+    imported already; in a spawned one it is imported here, after confine_process."""
+    # CUDA's driver writes under the process's own /proc entry while it initialises (measured on
+    # an H200: without it cudaGetDeviceCount fails with error 304); "/proc/self" resolves to
+    # this process's folder when the rule is made, so no other process's entry becomes writable.
+    flags = confine.confine_process([workdir, "/dev", "/proc/self"])
+    flags.append("sandbox:forked" if forked else "sandbox:spawned")
+    out = os.fdopen(msg_fd, "wb")
+    torch = None
+    stage = "start"
+    try:
+        import torch
+
+        if device.startswith("cuda"):
+            torch.cuda.init()
+            torch.zeros(1, device=device)
+            load_kernels(torch, device)
+        else:
+            torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
+        job = json.loads(sys.stdin.readline())
+        if not job:
+            os._exit(0)  # the judge needs no candidate run (a bad reference)
+        job["workdir"] = workdir
+        if device.startswith("cuda"):
+            reserve(torch, device, job.get("reserve_bytes", 0))
+        box = Sandbox(job, out)
+        flags.append(confine.confine_syscalls(job["allow_processes"]))
+        if not job["allow_processes"]:
+            flags.append("processes:denied")
+        box.send("ready", flags=flags, pid=os.getpid())
+        stage = "load"
+        box.load()
+        box.send("loaded")
+        stage = "check"
+        box.check()
+        if sys.stdin.readline().strip() == "time":
+            stage = "timing"
+            box.time_cases()
+    except BaseException as e:  # noqa: BLE001 (everything the candidate raises is a result)
+        from hipevolve.verifier.gpu import wire
+
+        with contextlib.suppress(BaseException):  # else the judge sees the pipe close
+            wire.write_message(out, "error", [], stage=stage, **_error_fields(e, torch))
+    try:
+        out.flush()
+    finally:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

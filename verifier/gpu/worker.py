@@ -1,0 +1,616 @@
+"""The judge: `python -m hipevolve.verifier.gpu.worker --result-fd N [--device cuda]`.
+
+A judge process scores candidates one at a time; the controller (isolate.py) spawns it in its
+own process group with an allowlisted environment, writes one JSON job per line on stdin and reads
+one JSON result line per job from fd N. For each job the judge builds every reference output
+(keeping those of the seeds its next job shares: references.py) and times the reference before
+the candidate exists, then runs the candidate in a fresh process (sandbox.py, in a fresh folder)
+that it watches, times out and kills, and decides the status from what comes back. It serves
+another job only after one that ended ok, incorrect or suspect, with its device context still
+sound, and at most JOBS_PER_JUDGE. Every number the tool reports comes from here.
+
+What it protects against (FAULTS.md):
+- hangs in host code or kernels (stage timeouts here, a group kill in the controller), crashes
+  (SIGSEGV, SIGABRT, os._exit) and device errors: all recorded, never a pass (1-3);
+- unwritten or stale outputs: the allocator is poisoned with NaN before each call, every call
+  runs twice on fresh input copies and both must pass; outputs sharing memory across calls,
+  aliasing an input, or mutated inputs fail (5, 11);
+- out-of-bounds writes next to an input: every input copy sits between canary regions that
+  must come back intact (4). Writes past an output's end are caught only when they land in an
+  input's canary or corrupt values: the candidate allocates its own outputs;
+- fork bombs (no new processes at all unless the candidate compiles with load_inline, then
+  RLIMIT_NPROC and a process-count watchdog), OOM (resource exhaustion), a gigabyte on stdout
+  (only the first 64 KiB kept, drained by threads so nothing blocks) (6, 7);
+- writes outside the sandbox folder, TCP sockets, signals to or ptrace of other processes, and
+  API keys: Landlock, seccomp and an allowlisted environment (8);
+- wrong shape, dtype, strides, device, NaN/Inf, lazy tensor subclasses (9, 10, 14);
+- reaching the expected outputs: they never exist in the candidate's process, the judge is not
+  dumpable, and the result channel is closed in the sandbox (12, 19);
+- caching by input identity and replaying warm-up answers: several seeds, the last one never
+  shown to agents, all inputs alive at once, a distinct input set per timed trial, and one
+  more checked call after timing (13, 15, 20);
+- patched timers and statistics: the sandbox captured its timer before the candidate was
+  imported, statistics are computed here from raw trials, and the trials must fit inside the
+  wall time the judge measured itself (17); threads left running are `hacked`; work on another
+  stream is inside the window because timing synchronises the whole device (18);
+- speedups beyond the roofline or above `suspect_speedup` are `suspect`, not crowned (21).
+
+What it does not protect against:
+- native or ctypes code in the candidate process can rewrite the sandbox's own memory: it can
+  forge timing messages and metadata (not output values, which the judge compares). The
+  wall-clock cross-check, the roofline and 10x gates and the static checker are the mitigations;
+- Python code in the candidate can likewise reach the sandbox's objects through gc; same
+  mitigations;
+- reading files: Landlock here restricts writes only; the reference outputs are never in a file,
+  but anything else the user can read, the candidate can read (a judge removes each sandbox's
+  folder before the next sandbox starts, so nothing one candidate writes reaches the next);
+- where Landlock, seccomp or RLIMIT_NPROC are missing (other kernels, other architectures, root
+  for RLIMIT_NPROC) the layer is off; the result's flags say which;
+- a candidate that compiles with load_inline may start processes, bounded only by
+  RLIMIT_NPROC and the watchdog's poll (which a fast fork bomb can outrun when running as root);
+- work moved off the timed stream is flagged only when the device stays busy at least 50 us and
+  twice the timed time past the timed stream; a smaller escape shows as a speedup, which the
+  roofline and 10x gates catch when it is large;
+- outputs come by CUDA IPC (ipc.py): a forged description naming more memory than the
+  allocation holds makes the judge read out of bounds; its own context faults and the
+  evaluation ends as a runtime error, never a pass;
+- GPU side effects beyond the process: another process's device memory is protected by the
+  driver, not by us; a kernel that hangs the GPU itself (not just its context) needs a reset.
+
+The running sandbox, its pipe and drained output, and the group kill live in channel.py.
+
+Imports torch, numpy, the standard library, hipevolve.core.reference and
+hipevolve.verifier.{channel,compare,confine,ipc,references,timing,wire,zygote} only (no pydantic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from hipevolve.verifier.gpu import confine
+from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
+from hipevolve.verifier.gpu.zygote import Zygote
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.references import Kept
+
+RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
+ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
+
+
+class Judge:
+    def __init__(self, job: dict, chan: Channel, kept: Kept | None = None) -> None:
+        import torch
+
+        from hipevolve.core import reference
+        from hipevolve.verifier.gpu import compare, ipc, references, timing
+
+        self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
+        self.references = references
+        self.kept = kept if kept is not None else references.Kept()  # from the judge's last job
+        self.job = job
+        self.device = job["device"]
+        self.ipc = ipc
+        self.counter = ipc.JudgeCounter() if self.device.startswith("cuda") else None
+        self.seconds: dict[str, float] = {}
+        self.flags: list[str] = []
+        self.hacks: list[str] = []
+        self.window_hacks = 0  # of those, late timing windows (see judge_timing)
+        self.mismatch = ""
+        self.sandbox_pid: int | None = None
+        self.cases = {c["name"]: c for c in job["cases"]}
+        self.case_out = {
+            c["name"]: {"case": c["name"], "correct": True, "message": ""} for c in job["cases"]
+        }
+        self.refs: dict[tuple[str, int], tuple[list, list]] = {}
+        self.module: Any = None
+        self.chan = chan
+
+    # --- before the candidate exists ----------------------------------------------------------
+    def build_references(self) -> str:
+        built = self.references.build(self.job, self.kept)
+        if isinstance(built, str):
+            return built
+        self.module, self.refs = built
+        for case in self.job["cases"]:
+            first = self.refs[(case["name"], self.job["seeds"][0])]
+            case["poison_sizes"] = [o.numel() * o.element_size() for o in first[1]]
+            set_bytes = self.timing.tensor_bytes(first[0])
+            case["input_bytes"] = set_bytes
+            case["timing_sets"] = self.timing.input_sets_for(
+                set_bytes, self.job["timing_budget_bytes"], self.job["warmup"] + self.job["trials"]
+            )
+        return ""
+
+    def time_reference(self) -> None:
+        clock = self.timing.Clock(self.device, self.job["flush_bytes"])
+        for case in self.job["cases"]:
+            if not case["timed"]:
+                continue
+            model = self.reference.build_model(  # the seed the sandbox times its model with
+                self.module, case["init"], self.device, self.job["seeds"][-1]
+            )
+            sets = [
+                self.reference.build_inputs(
+                    self.module,
+                    case["inputs"],
+                    self.device,
+                    self.job["timing_seed"] + i,
+                    draw_on_device=True,
+                )
+                for i in range(case["timing_sets"])
+            ]
+            trials, _ = self.timing.time_trials(
+                clock, lambda a, m=model: m(*a), sets, self.job["trials"], self.job["warmup"]
+            )
+            self.case_out[case["name"]]["ref_trials"] = trials
+            del sets, model
+        del clock
+
+    # --- judging what comes back --------------------------------------------------------------
+    def fail(self, case: str, message: str, mismatch: str = "") -> None:
+        out = self.case_out[case]
+        if out["correct"]:
+            out["correct"] = False
+            out["message"] = message[:300]
+            if mismatch and not self.mismatch:
+                self.mismatch = mismatch
+
+    def receive_outputs(self, header: dict, items: list) -> None:
+        """Judges one `outputs` message; shared tensors are opened in place, released, and
+        acknowledged, so the sandbox may go on (ipc.py)."""
+        shared = any(isinstance(t, self.ipc.Shared) for t in items)
+        why = header.get("not_shared")
+        if isinstance(why, str) and not any(f.startswith("outputs:bytes") for f in self.flags):
+            self.flags.append(f"outputs:bytes ({why[:120]})")
+        if shared:
+            if self.counter is None:
+                raise SandboxError("hacked", "shared GPU memory sent to a judge on the CPU")
+            try:
+                items = [
+                    self.counter.open(t) if isinstance(t, self.ipc.Shared) else t for t in items
+                ]
+            except RuntimeError as e:
+                raise SandboxError(
+                    "runtime_error", f"could not open the candidate's shared outputs: {e}"[:300]
+                ) from None
+            if "outputs:ipc" not in self.flags:
+                self.flags.append("outputs:ipc")
+        self.judge_outputs(header, items)
+        if shared:
+            del items
+            self.torch.cuda.synchronize()  # comparisons done before the sandbox may free
+            self.chan.tell("ack")
+
+    def judge_outputs(self, header: dict, tensors: list) -> None:
+        name, seed, run = header["case"], header["seed"], header["run"]
+        where = f"seed {seed} run {run}"
+        if (name, seed) not in self.refs:
+            raise SandboxError(
+                "hacked", "the candidate process sent outputs for a case or seed it was not given"
+            )
+        ref_inputs, ref_outs = self.refs[(name, seed)]
+        metas = header["meta"]
+        n_in = int(header.get("n_inputs", 0))
+        values, inputs_after = tensors[: len(tensors) - n_in], tensors[len(tensors) - n_in :]
+        # The sandbox itself never starts a Python thread: any other one is the candidate's.
+        if header["threads_after"] > 1:
+            self.hacks.append(f"{name}: a thread started by the call is still running ({where})")
+        if any(not m["exact"] for m in metas):
+            bad = next(m["type"] for m in metas if not m["exact"])
+            self.hacks.append(f"{name}: output is a {bad}, not a plain torch.Tensor")
+            return
+        if run == "post":
+            where = "after timing"
+        if len(metas) != len(ref_outs) or len(values) != len(metas):
+            self.fail(name, f"{len(metas)} outputs, expected {len(ref_outs)} ({where})")
+            return
+        for i, (meta, ref) in enumerate(zip(metas, ref_outs, strict=True)):
+            if meta["aliases_input"]:
+                self.fail(
+                    name,
+                    f"output {i} shares memory with input {meta['aliases_input'][0]} ({where})",
+                )
+                return
+            problem = self.compare.check_meta(i, meta, ref)
+            if problem:
+                self.fail(name, f"{problem} ({where})")
+                return
+        if header.get("guards_broken"):
+            self.fail(
+                name,
+                f"out-of-bounds write: the canary next to input "
+                f"{header['guards_broken'][0]} was overwritten ({where})",
+            )
+            return
+        if n_in:
+            changed = self.compare.inputs_unchanged(ref_inputs, inputs_after)
+            if changed:
+                self.fail(name, f"{changed} ({where})")
+        errors = self.case_out[name]
+        for i, (got, ref) in enumerate(zip(values, ref_outs, strict=True)):
+            ok, max_abs, rel_rms, mismatch = self.compare.compare_values(
+                i, got, ref, self.job["tolerance"]
+            )
+            errors["max_abs_err"] = max(errors.get("max_abs_err") or 0.0, max_abs)
+            errors["rel_rms_err"] = max(errors.get("rel_rms_err") or 0.0, rel_rms)
+            if not ok:
+                if run == "post":
+                    self.hacks.append(
+                        f"{name}: outputs correct in the checks but wrong after "
+                        "timing (behaviour changed after warm-up)"
+                    )
+                    return
+                self.fail(name, f"wrong values ({where})", f"case {name} {where}: {mismatch}")
+                return
+
+    def judge_timing(self, name: str, trials: Any, windows: Any, wall_us: float) -> None:
+        out = self.case_out[name]
+        if not all(
+            isinstance(series, list)
+            and len(series) == self.job["trials"]
+            and all(isinstance(t, (int, float)) for t in series)
+            for series in (trials, windows)
+        ):
+            self.hacks.append(f"{name}: malformed timing report")
+            return
+        if not all(math.isfinite(t) and t > 0 for t in trials + windows):
+            self.hacks.append(f"{name}: timer reported non-positive or non-finite times")
+            return
+        total = sum(trials)
+        median = statistics.median(trials)
+        window = statistics.median(windows)
+        if window > median + max(ESCAPE_SLACK_US, median):
+            # Read from GPU timestamps, which another process's work on the device can delay
+            # too (seen once in 960 evaluations of honest softmax configurations on H200s,
+            # bench/scaling.py): see window_only.
+            self.window_hacks += 1
+            self.hacks.append(
+                f"{name}: the device stayed busy until {window:.0f} us but the timed stream "
+                f"finished at {median:.0f} us: work outside the timed stream"
+            )
+        if total > wall_us * 1.02 + 1000:
+            self.hacks.append(
+                f"{name}: trials add up to {total:.0f} us but the judge saw {wall_us:.0f} us pass"
+            )
+        if median < self.job["min_trial_us"]:
+            self.hacks.append(
+                f"{name}: median trial {median:.3g} us is below the "
+                f"{self.job['min_trial_us']} us any call takes"
+            )
+        out["trials"] = trials
+        out["time_us"] = median
+        mean = statistics.fmean(trials)
+        out["cv"] = statistics.pstdev(trials) / mean if mean > 0 else None
+        out["wall_us"] = wall_us
+
+    def gates(self) -> list[str]:
+        """Suspect reasons: faster than the roofline, or faster than suspect_speedup allows."""
+        reasons = []
+        peak = self.job.get("peak") or None
+        for name, out in self.case_out.items():
+            ref_trials = out.get("ref_trials")
+            if ref_trials:
+                out["ref_time_us"] = statistics.median(ref_trials)
+            t = out.get("time_us")
+            if not t:
+                continue
+            if out.get("ref_time_us"):
+                speedup = out["ref_time_us"] / t
+                if speedup > self.job["suspect_speedup"]:
+                    reasons.append(
+                        f"{name}: speedup {speedup:.1f}x above {self.job['suspect_speedup']:g}x"
+                    )
+            roof = self.cases[name].get("roofline")
+            if peak and roof:
+                mem_us = roof["bytes"] / peak["bytes_per_s"] * 1e6
+                flop_us = roof["flops"] / peak["flops_per_s"] * 1e6
+                out["roofline_fraction"] = mem_us / t
+                if t < max(mem_us, flop_us):
+                    reasons.append(
+                        f"{name}: {t:.2f} us beats the roofline bound {max(mem_us, flop_us):.2f} us"
+                    )
+        return reasons
+
+    # --- the whole evaluation -----------------------------------------------------------------
+    def run(self) -> dict:
+        """The evaluation's result. The sandbox's memory stays mapped until `release`, which
+        the judge calls after answering: unmapping is driver work that waits on other
+        processes' contexts, and nothing is read from the mappings after this returns."""
+        try:
+            t0 = time.monotonic()
+            bad = self.build_references()
+            self.seconds["reference"] = round(time.monotonic() - t0, 3)
+            if bad:
+                return self.result("runtime_error", bad)
+            if self.job["do_timing"]:
+                t = time.monotonic()
+                self.time_reference()
+                self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
+            if self.device.startswith("cuda"):
+                self.trim_cache()
+            status, message = self.run_candidate()
+        finally:
+            t = time.monotonic()
+            killed = kill_group_except_self(self.chan.spared())
+            self.seconds["sandbox_end"] = round(time.monotonic() - t, 3)
+            # What the candidate left running; the sandbox itself may still be exiting.
+            left = [pid for pid in killed if pid != self.sandbox_pid]
+            if left:
+                self.flags.append(f"killed:{len(left)}")
+        return self.result(status, message)
+
+    def release(self) -> None:
+        """Closes the mappings of the sandbox's shared memory and the judge's counter file."""
+        if self.counter is not None:
+            self.counter.close()
+
+    def sandbox_job(self) -> dict:
+        job = self.job
+        keys = (
+            "reference",
+            "seeds",
+            "candidate",
+            "device",
+            "trials",
+            "warmup",
+            "flush_bytes",
+            "timing_seed",
+        )
+        return {k: job[k] for k in keys} | {
+            "allow_processes": job["allow_processes"],
+            "reserve_bytes": self.sandbox_reserve(),
+            "cases": [
+                {
+                    k: c[k]
+                    for k in ("name", "init", "inputs", "timed", "poison_sizes", "timing_sets")
+                }
+                for c in job["cases"]
+            ],
+        }
+
+    def trim_cache(self) -> None:
+        """Gives the memory this judge holds free back to the device when it is much (the
+        sandbox needs it); a smaller cache stays, so the comparisons and the next job allocate
+        nothing new (each allocation is a driver call: see sandbox_reserve)."""
+        torch = self.torch
+        idle = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        if idle > torch.cuda.get_device_properties(self.device).total_memory // 16:
+            torch.cuda.empty_cache()
+
+    def sandbox_reserve(self) -> int:
+        """Device memory the sandbox takes in one block before the candidate loads and hands
+        back to its caching allocator (sandbox.reserve): enough for the largest case's checked
+        outputs (six kept, poison twice over), input copies and timing sets, so that checking
+        and timing make no further device allocations and every output shared with this judge
+        lies in one allocation, opened once (ipc.JudgeCounter). Each allocation and IPC
+        mapping is a driver call that waits on the device contexts other processes create and
+        destroy: on two busy H200s, opening and closing mappings took a quarter of the check."""
+        if not self.device.startswith("cuda"):
+            return 0
+        need = max(
+            (
+                10 * sum(c["poison_sizes"]) + (3 + c["timing_sets"]) * c["input_bytes"]
+                for c in self.job["cases"]
+            ),
+            default=0,
+        )
+        cap = self.torch.cuda.get_device_properties(self.device).total_memory // 4
+        return min(need + RESERVE_SLACK, cap)
+
+    def run_candidate(self) -> tuple[str, str]:
+        job, timeouts = self.job, self.job["timeouts"]
+        chan = self.chan
+        mark = time.monotonic()
+        stage = "start"
+        try:
+            chan.start(self.sandbox_job(), job["max_processes"])
+            self.sandbox_pid = chan.proc.pid
+            ready, _, _ = chan.next("start", mark + timeouts["startup"])
+            self.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
+            if chan.zygote_failed:
+                self.flags.append(f"zygote failed: {chan.zygote_failed[:120]}")
+            mark, stage = self._stage(stage, mark), "load"
+            chan.next("load", mark + timeouts["load"])
+            mark, stage = self._stage(stage, mark), "check"
+            self.check_stage(chan, mark + timeouts["check"])
+            mark, stage = self._stage(stage, mark), "timing"
+            failed = [n for n, c in self.case_out.items() if not c["correct"]]
+            if self.hacks or failed or not job["do_timing"]:
+                chan.tell("stop")
+            else:
+                told = time.perf_counter()  # the clock the channel stamps messages with
+                chan.tell("time")
+                self.timing_stage(chan, mark + timeouts["timing"], told)
+                self._stage(stage, mark)
+        except SandboxError as e:
+            self._stage(stage, mark)  # how long the stage ran before it was cut short
+            if self.hacks:
+                return "hacked", self.hacks[0]
+            return e.status, e.message
+        return self.verdict()
+
+    def _stage(self, name: str, since: float) -> float:
+        now = time.monotonic()
+        self.seconds[name] = round(now - since, 3)
+        return now
+
+    def check_stage(self, chan: Channel, deadline: float) -> None:
+        while True:
+            header, tensors, _ = chan.next("check", deadline)
+            kind = header["kind"]
+            if kind == "outputs":
+                self.receive_outputs(header, tensors)
+            elif kind == "case_checked":
+                reuse = header.get("reuse") or []
+                if reuse:
+                    self.hacks.append(
+                        f"{header.get('case')}: outputs of different calls share "
+                        f"memory ({str(reuse[0])[:80]})"
+                    )
+            elif kind == "checked":
+                return
+            else:
+                raise SandboxError("hacked", f"unexpected message {kind!r} in stage check")
+
+    def timing_stage(self, chan: Channel, deadline: float, told: float) -> None:
+        """Reads the timing reports. Each case's wall window runs from the moment the judge told
+        the waiting sandbox to time (`told`) to the arrival of its report: an upper bound of its
+        true duration however late a busy judge reads its messages, so an honest candidate is
+        never flagged (a window from the arrival of `timing_start` could shrink to nothing)."""
+        started: set[str] = set()
+        while True:
+            header, tensors, at = chan.next("timing", deadline)
+            kind = header["kind"]
+            if kind == "timing_start":
+                started.add(header["case"])
+            elif kind == "timing_done" and header.get("case") in started:
+                started.discard(header["case"])
+                wall_us = (at - told) * 1e6
+                self.judge_timing(
+                    header["case"], header.get("trials"), header.get("windows"), wall_us
+                )
+                if header.get("threads", 0) > 1:
+                    self.hacks.append(f"{header['case']}: a thread is still running after timing")
+            elif kind == "outputs" and header.get("run") == "post":
+                self.receive_outputs(header, tensors)
+            elif kind == "done":
+                missing = [
+                    n
+                    for n, c in self.cases.items()
+                    if c["timed"] and "time_us" not in self.case_out[n]
+                ]
+                if missing:
+                    raise SandboxError("hacked", f"no timing for case {missing[0]}")
+                return
+            else:
+                raise SandboxError("hacked", f"unexpected message {kind!r} in stage timing")
+
+    def verdict(self) -> tuple[str, str]:
+        if self.hacks:
+            return "hacked", self.hacks[0]
+        failed = [c for c in self.case_out.values() if not c["correct"]]
+        if failed:
+            return "incorrect", f"case {failed[0]['case']}: {failed[0]['message']}"
+        reasons = self.gates()
+        if reasons:
+            return "suspect", reasons[0]
+        return "ok", ""
+
+    def result(self, status: str, message: str) -> dict:
+        if status in ("runtime_error", "timeout") and "check" not in self.seconds:
+            for out in self.case_out.values():
+                out["correct"] = False  # never (completely) checked
+        return {
+            "status": status,
+            "message": message[:500],
+            "cases": list(self.case_out.values()),
+            "flags": self.flags,
+            "hacks": self.hacks[:10],
+            "window_only": bool(self.hacks) and self.window_hacks == len(self.hacks),
+            "mismatch": self.mismatch,
+            "seconds": self.seconds,
+            "sandbox_pid": self.sandbox_pid,
+        }
+
+
+REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed
+JOBS_PER_JUDGE = 64  # then a fresh judge: a bounded life for anything a long one accumulates
+
+
+def healthy(torch, device: str) -> bool:  # noqa: ANN001
+    """The judge's device context still works (a fault reading shared memory is sticky)."""
+    if not device.startswith("cuda"):
+        return True
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device=device).add_(1).item()
+    except RuntimeError:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="hipevolve judge (evaluations, one at a time)")
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu", help="cuda: create the context before the job")
+    parser.add_argument("--workdir", required=True, help="this judge's folder")
+    args = parser.parse_args()
+    os.set_inheritable(args.result_fd, False)  # the sandbox must never hold it (FAULTS 19)
+    confine.set_not_dumpable()
+    confine.become_subreaper()
+    # The zygote starts first, so its torch import overlaps ours. Every evaluation gets a fresh
+    # sandbox process, forked by the zygote, in a fresh, empty folder; it waits for its job.
+    zygote = Zygote.start()
+    import torch
+
+    from hipevolve.verifier.gpu import references
+
+    # The reference's inputs and outputs, kept for the judge's next job of the same task.
+    kept = references.Kept()
+    if args.device.startswith("cuda"):
+        torch.cuda.init()
+        torch.zeros(1, device=args.device)
+    sandbox_dir = os.path.join(args.workdir, "sandbox-0")
+    chan: Channel | None = Channel(sandbox_dir, args.device, zygote)
+    # A judge serves jobs, one JSON line each on stdin, until stdin closes or a job leaves it in
+    # doubt: it answers each with one JSON line on the result pipe, whose "reusable" says
+    # whether it waits for another. Reusing a judge saves creating and destroying one device
+    # context per evaluation: driver work that all the GPUs of a machine wait on in turn.
+    # What the next job needs and this answer does not (closing the last sandbox's mappings,
+    # removing its folder, forking the next sandbox) comes after the answer: the slot sends
+    # its next job to another warm judge meanwhile.
+    for served in range(1, JOBS_PER_JUDGE + 1):
+        line = sys.stdin.readline()  # a standby judge waits here, torch and context ready
+        if not line:
+            break
+        judge: Judge | None = None
+        try:
+            job = json.loads(line)
+            if job["device"] == "cpu":
+                torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
+            if chan is None:  # the sandbox after the last answer could not be started
+                chan = Channel(sandbox_dir, args.device, zygote)
+            judge = Judge(job, chan, kept)
+            result = judge.run()
+        except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
+            kill_group_except_self(zygote.spared())
+            result = {
+                "status": "runtime_error",
+                "cases": [],
+                "flags": ["judge-error"],
+                "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
+            }
+        reusable = (
+            result["status"] in REUSABLE and served < JOBS_PER_JUDGE and healthy(torch, args.device)
+        )
+        result["reusable"] = reusable
+        answer = memoryview(json.dumps(result).encode() + b"\n")
+        while answer:
+            answer = answer[os.write(args.result_fd, answer) :]
+        if judge is not None:
+            judge.release()
+        if not reusable:
+            break
+        # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
+        shutil.rmtree(sandbox_dir, ignore_errors=True)
+        sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
+        try:
+            chan = Channel(sandbox_dir, args.device, zygote)
+        except OSError:  # no process or folder to be had now: tried again with the next job
+            chan = None
+    os.close(args.result_fd)
+    zygote.close()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

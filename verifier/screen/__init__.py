@@ -1,0 +1,1 @@
+"""Static screening: named checks over a candidate's sources, before any compile."""
