@@ -7,8 +7,6 @@ cycle; store.py re-exports every name here, so `from hipevolve.archive.store imp
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -91,11 +89,6 @@ class Event(Record):
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def canonical_json(value: BaseModel | Mapping[str, Any]) -> str:
-    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def evaluation_key(source_hash: str, settings_key: str, toolchain: str) -> str:

@@ -16,9 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from hipevolve.archive.store import Archive, canonical_json, evaluation_key
+from hipevolve.core.base import Frozen
 from hipevolve.core.candidate import Candidate, load_candidate
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation
@@ -59,10 +60,6 @@ class ProposalPolicy(Protocol):
     def translates(self) -> bool:
         """Whether it can write a first candidate from the reference (a task without seeds)."""
         ...
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Progress(Frozen):

@@ -15,19 +15,14 @@ import math
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     field_serializer,
     field_validator,
     model_validator,
 )
 
+from hipevolve.core.base import Frozen
 from hipevolve.evolution.descriptors import Cell
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Elite(Frozen):

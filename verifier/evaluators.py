@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from hipevolve.archive.store import canonical_json
+from hipevolve.core.base import canonical_json
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation

@@ -11,15 +11,16 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from hipevolve.core.base import Frozen
 from hipevolve.core.errors import UserError
 
 CONFIG_FILE = "hipevolve.toml"
 
 
-class Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Section(Frozen):
+    """A section of the settings tree."""
 
 
 class TaskSettings(Section):

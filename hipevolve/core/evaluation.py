@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from hipevolve.core.base import Frozen
 
 
 class Status(StrEnum):
@@ -19,10 +21,6 @@ class Status(StrEnum):
     hacked = "hacked"  # a dynamic hack check fired
     suspect = "suspect"  # correct, but faster than physics or 10x allows: not crowned
     compiled = "compiled"  # static backend only: compiles and analysed for AMD, never run
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class StaticFacts(Frozen):

@@ -10,15 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from hipevolve.core.base import Frozen
 from hipevolve.core.hardware import ROOFLINE_GPUS, bounds_us
 
 Scalar = int | float | str | bool
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Roofline(Frozen):

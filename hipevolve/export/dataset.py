@@ -16,9 +16,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from hipevolve.archive.store import Archive
+from hipevolve.core.base import Frozen
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation, StaticFacts
 from hipevolve.export.folders import check_output, publish, render, staging_folder
@@ -27,10 +28,6 @@ from hipevolve.export.runs import describe_runs, find_run, open_archive
 SCHEMA_VERSION = 1
 RECORDS_FILE = "evaluations.jsonl"
 _DESCENT = ("mutation", "crossover", "migration")  # edges that pass code on (lineage.py)
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class CaseRecord(Frozen):

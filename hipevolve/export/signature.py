@@ -10,16 +10,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from hipevolve.core.base import Frozen
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.export.folders import render
 
 _RESERVED = {"torch", "typing", "instances", "ModelNew", "Model", "OUTPUTS", "kernel_op", "_fake"}
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class OpArg(Frozen):

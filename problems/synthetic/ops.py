@@ -11,13 +11,11 @@ from __future__ import annotations
 import random
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from hipevolve.core.base import Frozen
 
 DTYPES = ("bfloat16", "float16", "float32")
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Param(Frozen):

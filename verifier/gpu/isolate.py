@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hipevolve.core.base import Frozen
 from hipevolve.core.evaluation import CaseResult, Status
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.verifier.gpu.confine import become_subreaper, group_pids
@@ -67,10 +68,6 @@ ENV_ALLOWLIST = (
 JUDGE_ENV_FIXED = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 MARGIN_S = 30.0
 LOG_TAIL = 600
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class CaseJob(Frozen):
