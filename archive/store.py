@@ -45,11 +45,11 @@ from hipevolve.archive.records import (
     RunInfo,
     RunStatus,
     Scored,
-    canonical_json,
     evaluation_key,
     now_iso,
 )
 from hipevolve.archive.tables import Tables
+from hipevolve.core.base import canonical_json
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 

@@ -24,10 +24,10 @@ from hipevolve.archive.records import (
     LlmUsage,
     QueueState,
     Scored,
-    canonical_json,
     evaluation_key,
     now_iso,
 )
+from hipevolve.core.base import canonical_json
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 
