@@ -10,7 +10,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
@@ -77,6 +77,48 @@ class LlmUsage(Record):
     tokens_in: int
     tokens_out: int
     cost_usd: float
+
+
+class Outcome(Record):
+    """One evaluated candidate of a run, without its sources."""
+
+    candidate_id: int
+    island: int
+    generation: int
+    status: str
+    fitness: float
+
+
+class LineageEdge(Record):
+    child: int
+    parent: int
+    kind: EdgeKind
+    parent_fitness: float = Field(description="the parent's fitness; 0 if it has none")
+
+
+class EvaluatedRecord(Record):
+    """A candidate with the evaluation that scores it."""
+
+    candidate: CandidateRecord
+    evaluation_id: int
+    evaluated_for: int = Field(
+        description="the candidate the evaluation was made for: another one's id when this "
+        "candidate's result came from the cache (same source, settings and toolchain)"
+    )
+    evaluation: Evaluation
+    evaluated: str = Field(description="when the evaluation was recorded (ISO time)")
+
+
+class RoleUsage(Record):
+    """LLM calls of one role and model in a run."""
+
+    role: str
+    model: str
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    mean_latency_s: float
 
 
 class Event(Record):

@@ -13,8 +13,9 @@ Only the process holding a run's lock (archive/lock.py) writes that run: start_r
 take it, finish_run and close release it. Reading needs no lock.
 
 This module holds opening, transactions and runs; the candidate, queue, evaluation, elite and
-accounting reads and writes are the Tables mixin (tables.py), the record types records.py;
-both are re-exported here.
+accounting reads and writes are the Tables mixin (tables.py), the exports' and the report's
+read-only questions the Queries mixin (queries.py), the record types records.py; the records are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -33,15 +34,20 @@ from pydantic import BaseModel
 from sqlite_utils import Database
 
 from hipevolve.archive import lock, schema
+from hipevolve.archive.queries import Queries
 from hipevolve.archive.records import (
     CandidateRecord,
     EdgeKind,
     Elite,
+    EvaluatedRecord,
     Event,
+    LineageEdge,
     LlmUsage,
+    Outcome,
     QueueState,
     Record,
     Resumed,
+    RoleUsage,
     RunInfo,
     RunStatus,
     Scored,
@@ -61,11 +67,15 @@ __all__ = [
     "CandidateRecord",
     "EdgeKind",
     "Elite",
+    "EvaluatedRecord",
     "Event",
+    "LineageEdge",
     "LlmUsage",
+    "Outcome",
     "QueueState",
     "Record",
     "Resumed",
+    "RoleUsage",
     "RunInfo",
     "RunStatus",
     "Scored",
@@ -116,7 +126,7 @@ def _corrupt(path: Path, detail: str) -> UserError:
     )
 
 
-class Archive(Tables):
+class Archive(Tables, Queries):
     """The archive of one SQLite file. Open with Archive.open; use as a context manager."""
 
     def __init__(self, path: Path, db: Database) -> None:

@@ -130,15 +130,9 @@ def _cases(evaluation: Evaluation) -> list[CaseRecord]:
 
 def _lineage(archive: Archive, run: int) -> dict[int, list[tuple[int, str, float]]]:
     """child -> [(parent, kind, parent fitness)] for the run's candidates."""
-    rows = archive.db.execute(
-        "SELECT l.child, l.parent, l.kind, coalesce(p.fitness, 0) FROM lineage l"
-        " JOIN candidates c ON c.id = l.child LEFT JOIN candidates p ON p.id = l.parent"
-        " WHERE c.run = ? ORDER BY l.child, l.parent, l.kind",
-        [run],
-    ).fetchall()
     edges: dict[int, list[tuple[int, str, float]]] = {}
-    for child, parent, kind, fitness in rows:
-        edges.setdefault(child, []).append((parent, kind, fitness))
+    for edge in archive.lineage_edges(run):
+        edges.setdefault(edge.child, []).append((edge.parent, edge.kind, edge.parent_fitness))
     return edges
 
 
@@ -146,31 +140,23 @@ def records(archive: Archive, run: int) -> Iterator[DatasetRecord]:
     """The run's scored candidates as records, in the order their evaluations were recorded."""
     task = find_run(archive, run).task
     edges = _lineage(archive, run)
-    cursor = archive.db.execute(
-        "SELECT c.id, c.source_hash, c.format, c.hip_source, c.python_source, c.agent, c.model,"
-        " c.prompt_hash, c.island, c.generation, e.id, e.candidate, e.evaluation, e.created"
-        " FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
-        " WHERE c.run = ? ORDER BY e.id, c.id",
-        [run],
-    )
-    for row in cursor:
-        cid, source_hash, fmt, hip, python, agent, model, prompt_hash, island, generation = row[:10]
-        eval_id, eval_candidate, stored, created = row[10:]
-        evaluation = Evaluation.model_validate_json(stored)
-        into = edges.get(cid, [])
+    for found in archive.evaluated_records(run):
+        c, evaluation = found.candidate, found.evaluation
+        into = edges.get(c.id, [])
         descent = [(p, f) for p, kind, f in into if kind in _DESCENT]
         parent = max(descent, key=lambda pf: (pf[1], -pf[0]))[0] if descent else None
         yield DatasetRecord(
-            run=run, task=task, candidate_id=cid, evaluation_id=eval_id,
-            cached=eval_candidate != cid, format=fmt, hip_source=hip, python_source=python,
-            source_hash=source_hash, parent=parent,
+            run=run, task=task, candidate_id=c.id, evaluation_id=found.evaluation_id,
+            cached=found.evaluated_for != c.id, format=c.candidate.format,
+            hip_source=c.candidate.hip_source, python_source=c.candidate.python_source,
+            source_hash=c.source_hash, parent=parent,
             parents=[ParentRef(candidate_id=p, kind=kind) for p, kind, _ in into],
-            agent=agent or "", model=model or "", prompt_hash=prompt_hash or "",
-            island=island or 0, generation=generation or 0, status=evaluation.status.value,
+            agent=c.agent, model=c.model, prompt_hash=c.prompt_hash, island=c.island,
+            generation=c.generation, status=evaluation.status.value,
             correct=evaluation.ok, fitness=evaluation.fitness, backend=evaluation.backend,
             message=evaluation.message, flags=list(evaluation.flags),
             compile_log=evaluation.compile_log, mismatch=evaluation.mismatch,
-            cases=_cases(evaluation), static=list(evaluation.static), evaluated=created,
+            cases=_cases(evaluation), static=list(evaluation.static), evaluated=found.evaluated,
         )  # fmt: skip
 
 

@@ -22,7 +22,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from hipevolve.archive.lineage import ancestors_of_best, lineage_graph
-from hipevolve.archive.store import Archive, RunInfo
+from hipevolve.archive.store import Archive, Outcome, RunInfo
 from hipevolve.evolution.descriptors import AXES, BINS, cell_from_key
 from hipevolve.export.folders import render
 from hipevolve.export.runs import find_run, open_archive, run_environment
@@ -35,18 +35,6 @@ STATUS_COLORS = {
 ISLAND_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b")
 DESCENT = ("mutation", "crossover", "migration")
 MAX_TREE_NODES = 160  # a lineage tree past this is cut to the nodes nearest the best
-
-
-class Scored(BaseModel):
-    """One evaluated candidate of the run, in candidate order."""
-
-    model_config = ConfigDict(frozen=True)
-
-    candidate: int
-    island: int
-    generation: int
-    status: str
-    fitness: float
 
 
 class ReportResult(BaseModel):
@@ -159,14 +147,14 @@ def _best_so_far(points: Sequence[tuple[int, float]]) -> list[tuple[float, float
     return out
 
 
-def progress_chart(scored: Sequence[Scored]) -> str:
+def progress_chart(scored: Sequence[Outcome]) -> str:
     top = max((s.fitness for s in scored), default=1.0) or 1.0
     plot = Plot(1100, 300, (1, max(len(scored), 2)), (0, top * 1.1), "evaluations",
                 "fitness (geo-mean speedup)")  # fmt: skip
     for i, s in enumerate(scored, 1):
         if s.status == "ok":
             plot.dot(i, s.fitness, ISLAND_COLORS[s.island % len(ISLAND_COLORS)],
-                     f"candidate {s.candidate}: {s.fitness:.3f}x, island {s.island}")  # fmt: skip
+                     f"candidate {s.candidate_id}: {s.fitness:.3f}x, island {s.island}")  # fmt: skip
     best = _best_so_far([(i, s.fitness) for i, s in enumerate(scored, 1)])
     if best:
         best.append((float(len(scored)), best[-1][1]))
@@ -174,7 +162,7 @@ def progress_chart(scored: Sequence[Scored]) -> str:
     return plot.svg("best fitness so far against evaluations")
 
 
-def island_chart(scored: Sequence[Scored]) -> str:
+def island_chart(scored: Sequence[Outcome]) -> str:
     top = max((s.fitness for s in scored), default=1.0) or 1.0
     plot = Plot(1100, 260, (1, max(len(scored), 2)), (0, top * 1.1), "evaluations",
                 "island best so far")  # fmt: skip
@@ -187,7 +175,7 @@ def island_chart(scored: Sequence[Scored]) -> str:
     return plot.svg("best fitness so far per island")
 
 
-def status_chart(scored: Sequence[Scored]) -> str:
+def status_chart(scored: Sequence[Outcome]) -> str:
     by_gen: dict[int, Counter[str]] = defaultdict(Counter)
     for s in scored:
         by_gen[s.generation][s.status] += 1
@@ -369,13 +357,9 @@ def llm_section(archive: Archive, run: int) -> str:
     usage = archive.llm_usage(run)
     if usage.calls == 0:
         return '<p class="note">No LLM calls: the offline policies wrote every candidate.</p>'
-    rows = archive.db.execute(
-        "SELECT role, model, count(*), sum(tokens_in), sum(tokens_out), sum(cost_usd),"
-        " avg(latency_s) FROM llm_calls WHERE run = ? GROUP BY role, model ORDER BY role, model",
-        [run],
-    ).fetchall()
-    body = [(e(r[0]), e(r[1] or "-"), str(r[2]), str(r[3] or 0), str(r[4] or 0),
-             f"${r[5] or 0:.4f}", f"{r[6] or 0:.2f}") for r in rows]  # fmt: skip
+    body = [(e(r.role), e(r.model or "-"), str(r.calls), str(r.tokens_in), str(r.tokens_out),
+             f"${r.cost_usd:.4f}", f"{r.mean_latency_s:.2f}")
+            for r in archive.llm_usage_by_role(run)]  # fmt: skip
     body.append(("<b>all</b>", "", str(usage.calls), str(usage.tokens_in), str(usage.tokens_out),
                  f"<b>${usage.cost_usd:.4f}</b>", ""))  # fmt: skip
     return _table(("role", "model", "calls", "tokens in", "tokens out", "cost", "latency (s)"),
@@ -385,17 +369,7 @@ def llm_section(archive: Archive, run: int) -> str:
 # ---------------------------------------------------------------------------- the page
 
 
-def scored_candidates(archive: Archive, run: int) -> list[Scored]:
-    rows = archive.db.execute(
-        "SELECT c.id, c.island, c.generation, e.status, coalesce(c.fitness, 0) FROM candidates c"
-        " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ? ORDER BY c.id",
-        [run],
-    ).fetchall()
-    return [Scored(candidate=r[0], island=r[1] or 0, generation=r[2] or 0, status=r[3],
-                   fitness=r[4]) for r in rows]  # fmt: skip
-
-
-def _headline(info: RunInfo, scored: Sequence[Scored], archive: Archive) -> str:
+def _headline(info: RunInfo, scored: Sequence[Outcome], archive: Archive) -> str:
     ok = sum(s.status == "ok" for s in scored)
     best = max((s.fitness for s in scored), default=0.0)
     env = run_environment(archive, info.id)
@@ -419,7 +393,7 @@ def _headline(info: RunInfo, scored: Sequence[Scored], archive: Archive) -> str:
 
 def build_report(archive: Archive, run: int) -> str:
     info = find_run(archive, run)
-    scored = scored_candidates(archive, run)
+    scored = archive.outcomes(run)
     sections = [_headline(info, scored, archive)]
     if not scored:
         sections.append('<p class="note">This run has recorded no evaluation yet.</p>')
@@ -455,7 +429,7 @@ def write_report(archive_path: Path, run: int, out: Path | None = None) -> Repor
     """Writes the run's report to `out` (default report-run<RUN>.html) atomically."""
     with open_archive(archive_path) as archive:
         page = build_report(archive, run)
-        scored = scored_candidates(archive, run)
+        scored = archive.outcomes(run)
     out = Path(out) if out is not None else Path(f"report-run{run}.html")
     if out.is_dir():
         out = out / f"report-run{run}.html"

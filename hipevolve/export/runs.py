@@ -25,10 +25,7 @@ def describe_runs(archive: Archive) -> str:
     for info in archive.runs():
         best = archive.best(info.id)
         fitness = f"best {best.fitness:.3g}x" if best else "no correct candidate"
-        scored = archive.db.execute(
-            "SELECT count(*) FROM candidates WHERE run = ? AND evaluation_id IS NOT NULL",
-            [info.id],
-        ).fetchone()[0]
+        scored = archive.count_scored(info.id)
         parts.append(f"{info.id} ({info.task}, {info.status}, {scored} evaluated, {fitness})")
     return "; ".join(parts) if parts else "none"
 
@@ -80,11 +77,9 @@ def task_spec(archive: Archive, name: str, tasks_dirs: Iterable[Path] = ()) -> T
         tasks = {}
     if name in tasks:
         return tasks[name]
-    row = archive.db.execute("SELECT spec FROM tasks WHERE name = ?", [name]).fetchone()
-    if row and row[0]:
-        spec = TaskSpec.model_validate_json(row[0])
-        if spec.reference.is_file():
-            return spec
+    spec = archive.stored_task(name)
+    if spec is not None and spec.reference.is_file():
+        return spec
     raise UserError(f"task {name} is neither in the task library nor stored with its reference",
                     "pass --tasks-dir with the folder that holds it")  # fmt: skip
 

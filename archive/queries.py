@@ -1,0 +1,112 @@
+"""Read-only questions the exports and the report ask of a run: outcomes, lineage edges, the
+evaluated candidates with their sources, LLM use per role, stored task specs.
+
+A mixin of Archive, like Tables (tables.py): the SQL stays inside archive/, and callers get
+frozen records back (records.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hipevolve.archive.records import (
+    CandidateRecord,
+    EvaluatedRecord,
+    LineageEdge,
+    Outcome,
+    RoleUsage,
+)
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+
+class Queries:
+    """Reads for the exports and the report; Archive provides the members declared below."""
+
+    if TYPE_CHECKING:
+        path: Path
+        db: Database
+
+        def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]: ...
+
+    def outcomes(self, run: int) -> list[Outcome]:
+        """Every candidate of the run that has an evaluation (cache hits included), by id."""
+        rows = self._rows(
+            "SELECT c.id, c.island, c.generation, e.status, coalesce(c.fitness, 0) FROM candidates c"
+            " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ? ORDER BY c.id",
+            [run],
+        )
+        return [
+            Outcome(candidate_id=r[0], island=r[1] or 0, generation=r[2] or 0, status=r[3],
+                    fitness=r[4])
+            for r in rows
+        ]  # fmt: skip
+
+    def count_scored(self, run: int) -> int:
+        """Candidates of the run that have an evaluation (cache hits from other runs included)."""
+        return self._rows(
+            "SELECT count(*) FROM candidates WHERE run = ? AND evaluation_id IS NOT NULL", [run]
+        )[0][0]
+
+    def lineage_edges(self, run: int) -> list[LineageEdge]:
+        """Every edge into the run's candidates, with the parent's fitness (0 if unscored)."""
+        rows = self._rows(
+            "SELECT l.child, l.parent, l.kind, coalesce(p.fitness, 0) FROM lineage l"
+            " JOIN candidates c ON c.id = l.child LEFT JOIN candidates p ON p.id = l.parent"
+            " WHERE c.run = ? ORDER BY l.child, l.parent, l.kind",
+            [run],
+        )
+        return [LineageEdge(child=r[0], parent=r[1], kind=r[2], parent_fitness=r[3]) for r in rows]
+
+    def evaluated_records(self, run: int) -> Iterator[EvaluatedRecord]:
+        """The run's evaluated candidates with their sources and scoring evaluation, in the order
+        the evaluations were recorded; streamed, so a large run is never held in memory."""
+        cursor = self.db.execute(
+            "SELECT c.id, c.run, c.source_hash, c.format, c.name, c.hip_source, c.python_source,"
+            " c.agent, c.model, c.prompt_hash, c.island, c.generation, c.created, c.fitness,"
+            " e.id, e.candidate, e.evaluation, e.created"
+            " FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
+            " WHERE c.run = ? ORDER BY e.id, c.id",
+            [run],
+        )
+        for r in cursor:
+            record = CandidateRecord(
+                id=r[0], run=r[1], source_hash=r[2], agent=r[7] or "", model=r[8] or "",
+                prompt_hash=r[9] or "", island=r[10] or 0, generation=r[11] or 0, created=r[12],
+                fitness=r[13],
+                candidate=Candidate(format=r[3], name=r[4] or f"c{r[0]}", hip_source=r[5],
+                                    python_source=r[6]),
+            )  # fmt: skip
+            yield EvaluatedRecord(
+                candidate=record, evaluation_id=r[14], evaluated_for=r[15],
+                evaluation=Evaluation.model_validate_json(r[16]), evaluated=r[17],
+            )  # fmt: skip
+
+    def llm_usage_by_role(self, run: int) -> list[RoleUsage]:
+        """The run's LLM calls summed per role and model, in role then model order."""
+        rows = self._rows(
+            "SELECT role, model, count(*), coalesce(sum(tokens_in), 0),"
+            " coalesce(sum(tokens_out), 0), coalesce(sum(cost_usd), 0.0),"
+            " coalesce(avg(latency_s), 0.0)"
+            " FROM llm_calls WHERE run = ? GROUP BY role, model ORDER BY role, model",
+            [run],
+        )
+        return [
+            RoleUsage(role=r[0], model=r[1] or "", calls=r[2], tokens_in=r[3], tokens_out=r[4],
+                      cost_usd=r[5], mean_latency_s=r[6])
+            for r in rows
+        ]  # fmt: skip
+
+    def stored_task(self, name: str) -> TaskSpec | None:
+        """The task spec a run stored when it started, or None."""
+        rows = self._rows("SELECT spec FROM tasks WHERE name = ?", [name])
+        if not rows or not rows[0][0]:
+            return None
+        return TaskSpec.model_validate_json(rows[0][0])
