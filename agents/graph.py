@@ -1,6 +1,5 @@
-"""The eight agents as one langgraph StateGraph; one run writes the children of one proposal.
+"""The agents of a search as one langgraph StateGraph; one run writes the children of one proposal.
 
-    START --> task_generator --> END                                   (mode "task")
     START --> translator ------------------------------+               (no parent: empty island)
     START --> profiler_reader --> optimizer --> mutator --> auditor --> verifier --> END
                                                    ^          |   ^        |
@@ -13,11 +12,13 @@
 Every loop is bounded: the repairer by AgentLimits.repair_turns, the winner's re-check by
 AgentLimits.audit_rechecks, the whole run by AgentLimits.recursion_limit(); a spent token,
 dollar or evaluation budget ends the run at the next edge.
+
+The eighth agent, task_generator (agents/roles/task_generator.py), writes tasks rather than
+children: `evolve tasks generate` calls it directly, outside any search, so it is no node here.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -29,21 +30,18 @@ from hipevolve.agents.roles import (
     optimizer,
     profiler_reader,
     repairer,
-    task_generator,
     translator,
 )
 from hipevolve.agents.roles import gate as verifier
 from hipevolve.agents.state import ProposalState
 
 
-def start(state: ProposalState) -> Literal["task_generator", "translator", "profiler_reader"]:
-    # A task request goes to the task generator; an empty island needs a first candidate.
-    if state.get("mode") == "task":
-        return "task_generator"
+def start(state: ProposalState) -> Literal["translator", "profiler_reader"]:
+    # An empty island needs a first candidate; a parent is improved.
     return "translator" if state.get("parent") is None else "profiler_reader"
 
 
-def build_graph(ctx: AgentContext, task_dir: Path | None = None):
+def build_graph(ctx: AgentContext):
     """The compiled graph over `ctx`; invoke with a ProposalState and
     config={"recursion_limit": ctx.limits.recursion_limit()}."""
 
@@ -71,7 +69,6 @@ def build_graph(ctx: AgentContext, task_dir: Path | None = None):
 
     graph = StateGraph(ProposalState)
     # Nodes, one per role; the verifier is deterministic code, never a model.
-    graph.add_node("task_generator", task_generator.node(ctx, task_dir))
     graph.add_node("translator", translator.node(ctx))
     graph.add_node("profiler_reader", profiler_reader.node(ctx))
     graph.add_node("optimizer", optimizer.node(ctx))
@@ -79,9 +76,8 @@ def build_graph(ctx: AgentContext, task_dir: Path | None = None):
     graph.add_node("repairer", repairer.node(ctx))
     graph.add_node("auditor", auditor.node(ctx))
     graph.add_node("verifier", verifier.node(ctx))
-    # Edges. Entry by mode and parent:
+    # Edges. Entry by parent:
     graph.add_conditional_edges(START, start)
-    graph.add_edge("task_generator", END)
     # idea before code: the diagnosis feeds the idea, the idea the edit
     graph.add_edge("profiler_reader", "optimizer")
     graph.add_edge("optimizer", "mutator")

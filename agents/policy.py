@@ -50,7 +50,7 @@ class AgentPolicy:
                 workshop.evaluation_of(proposal.parent.candidate_id) if proposal.parent else None
             )
             state: ProposalState = {
-                "mode": "evolve", "proposal": proposal, "parent": parent,
+                "proposal": proposal, "parent": parent,
                 "parent_evaluation": parent_eval, "repair_turns": 0, "rechecks": 0,
                 "phase": "screen", "children": [], "stopped": None,
             }  # fmt: skip

@@ -49,7 +49,6 @@ Phase = Literal["screen", "winner", "recheck", "done"]
 
 
 class ProposalState(TypedDict, total=False):
-    mode: Literal["evolve", "task"]
     proposal: Proposal
     parent: Candidate | None
     parent_evaluation: Evaluation | None
@@ -72,4 +71,3 @@ class ProposalState(TypedDict, total=False):
     phase: Phase
     stopped: str | None
     children: Annotated[list[Child], operator.add]
-    task_idea: dict | None

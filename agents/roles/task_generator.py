@@ -12,8 +12,7 @@ the output folder and every task the library knows, built-in ones included) in a
 Where the calls go: `evolve tasks generate --model M` starts no search run, so there is no
 archive run to hold them. Every call is appended to `<out>/llm_calls.jsonl`, one JSON object a
 line: the call as agents/llm/client.py's LLMCall (reply text, tokens, cost, latency, error) with the
-source task, the mode and the outcome (kept: its folder; rejected: the reason). Inside a search
-(the graph's "task" mode) the calls go to the run's archive, as every agent's do.
+source task, the mode and the outcome (kept: its folder; rejected: the reason).
 """
 
 from __future__ import annotations
@@ -22,12 +21,10 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.client import LLMCall
 from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.llm.task_reply import TaskCaseDraft, TaskDraft, candidate_of, parse_task_reply
 from hipevolve.agents.roles.task_admission import AdmissionWorker
-from hipevolve.agents.state import ProposalState
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems.synthetic.dedupe import graph_hash
@@ -153,30 +150,3 @@ def generate_with_model(
     if staging.is_dir() and not any(staging.iterdir()):
         staging.rmdir()
     return report
-
-
-def offline(ctx: AgentContext, out_dir: Path, seed: int) -> dict:
-    from hipevolve.problems.synthetic.generate import generate_tasks
-
-    report = generate_tasks(n=1, seed=seed, modes=("mutate",), sources=[ctx.task], out_dir=out_dir)
-    return report.model_dump(mode="json")
-
-
-def node(ctx: AgentContext, out_dir: Path | None = None) -> Callable[[ProposalState], dict]:
-    def task_generator(state: ProposalState) -> dict:
-        """One verified task near the run's task into out_dir: the model's (its call in the
-        run's archive) or the synthetic generator's (offline); nothing without out_dir."""
-        if out_dir is None:
-            return {"task_idea": None}
-        seed = ctx.rng.randrange(1 << 30)
-        if not ctx.uses_model(ROLE) or state.get("stopped"):
-            return {"task_idea": offline(ctx, out_dir, seed)}
-        call = ctx.ask(ROLE, prompt(ctx.task, "mutate", [ctx.task.name]))
-        with AdmissionWorker(out_dir) as worker:
-            seen = known_hashes([ctx.task]) | worker.existing_hashes()
-            outcome = draft_task(call, worker, seen, f"llm{seed}", "mutate", ctx.task.name)
-        data = outcome.model_dump(mode="json")
-        ctx.log("task_generated" if isinstance(outcome, KeptTask) else "task_rejected", data)
-        return {"task_idea": data}
-
-    return task_generator
