@@ -70,3 +70,19 @@ def test_bad_input_is_one_line_without_traceback(args, expected):
     out = evolve(*args)
     assert out.returncode == 2 and expected in out.stderr
     assert "Traceback" not in out.stderr and out.stderr.strip().count("\n") == 0
+
+
+@needs_amd
+def test_a_cuda_folder_is_hipified_and_scored_like_a_native_candidate(tmp_path):
+    from standin import MODEL  # ModelNew calling kernels.scale(x, y, n)
+    from test_agents_translation import CUDA
+
+    folder = tmp_path / "cuda_scale"
+    folder.mkdir()
+    (folder / "kernel.cu").write_text(CUDA)
+    (folder / "model.py").write_text(MODEL)
+    out = evolve("verify", str(folder), "--task", "softmax", "--backend", "static", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "translated to HIP with PyTorch's hipify" in out.stderr
+    data = json.loads(out.stdout)
+    assert data["status"] == "compiled" and data["static"][0]["target"] == "gfx942"

@@ -5,6 +5,9 @@ hipGetLastError, <cuda_runtime.h> -> <hip/hip_runtime.h>) and rewrites `<<<...>>
 hipLaunchKernelGGL. The source must already follow the native contract's shape: kernels
 launched from `extern "C"` host functions taking device pointers, sizes and a stream; the
 model.py that calls them is given alongside (hipify has nothing to say about Python).
+
+`evolve verify FOLDER` translates a folder holding kernel.cu and model.py this way (or a .cu file
+with a model.py beside it) and scores the HIP it gets.
 """
 
 from __future__ import annotations
@@ -51,3 +54,23 @@ def from_cuda(cuda_source: str, model_source: str, name: str = "hipified") -> Ca
         )
     return Candidate(format="native", hip_source=hipify_source(cuda_source),
                      python_source=model_source, name=name)  # fmt: skip
+
+
+def cuda_folder(path: Path) -> tuple[Path, Path] | None:
+    """(kernel.cu, model.py) when `path` is a CUDA candidate: a folder holding kernel.cu and
+    model.py (and no kernel.hip), or a .cu file with a model.py beside it; else None."""
+    path = Path(path)
+    if path.is_dir():
+        kernel, model = path / "kernel.cu", path / "model.py"
+        if kernel.is_file() and model.is_file() and not (path / "kernel.hip").exists():
+            return kernel, model
+        return None
+    if path.suffix.lower() == ".cu" and path.is_file() and path.with_name("model.py").is_file():
+        return path, path.with_name("model.py")
+    return None
+
+
+def load_cuda_candidate(kernel: Path, model: Path) -> Candidate:
+    """The native candidate hipify makes of a CUDA kernel file and its model.py."""
+    name = kernel.parent.name if kernel.name == "kernel.cu" else kernel.stem
+    return from_cuda(kernel.read_text(), model.read_text(), name=name)

@@ -352,7 +352,8 @@ def verify(
     candidate: Annotated[
         Path,
         typer.Argument(
-            help="A native candidate folder (kernel.hip + model.py) or a KernelBench .py file."
+            help="A native candidate folder (kernel.hip + model.py), a KernelBench .py file, or "
+            "a CUDA folder (kernel.cu + model.py: translated with PyTorch's hipify first)."
         ),
     ],
     task: Annotated[str, typer.Option(help="Task to score against.")],
@@ -376,13 +377,24 @@ def verify(
         raise UserError(f"unknown backend {backend!r}", "use auto, cuda, rocm or static")
     settings = _settings(tasks_dir)
     spec = get_task(task, settings.tasks.dirs)
-    loaded = load_candidate(candidate)
+    loaded = _cuda_translated(candidate) or load_candidate(candidate)
     evaluation = evaluate(loaded, spec, settings.verifier, resolve_backend(backend))
     if as_json:
         print(evaluation.model_dump_json(indent=2))
     else:
         print_evaluation(console, evaluation)
     raise typer.Exit(0 if evaluation.status.value in ("ok", "compiled") else 1)
+
+
+def _cuda_translated(path: Path):
+    """The hipified candidate of a CUDA folder (kernel.cu + model.py), said so; else None."""
+    from hipevolve.agents.lowering.hipify import cuda_folder, load_cuda_candidate
+
+    found = cuda_folder(path)
+    if found is None:
+        return None
+    err_console.print(f"{found[0]}: CUDA source, translated to HIP with PyTorch's hipify")
+    return load_cuda_candidate(*found)
 
 
 @app.command()
