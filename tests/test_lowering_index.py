@@ -1,5 +1,5 @@
-"""Broadcast indexing in the lowered pointwise and row kernels (lower_ir, lower_pointwise,
-lower_rowreduce).
+"""Broadcast indexing in the lowered pointwise and row kernels (agents/lowering: ir.py,
+pointwise.py, rowreduce.py).
 
 Without a GPU:
 - the pointwise vector loop finds a pack's row and column with one division per pack, reads a

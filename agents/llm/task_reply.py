@@ -2,7 +2,7 @@
 
 The reply carries the task as two fenced blocks: one ```json block with the TaskDraft (what
 task.toml holds) and one ```python block with reference.py (KernelBench format). Nothing in it
-is run here; the draft becomes a problems.task_render.Candidate that the synthetic generator's
+is run here; the draft becomes a problems.synthetic.render.Candidate that the synthetic generator's
 admission (verification and WL-hash dedupe) judges like any other.
 """
 

@@ -1,8 +1,8 @@
 """Splitting a traced graph into the kernels that compute it (KernelBench Level 2 chains).
 
-One kernel computes one of: a pointwise graph (lower_pointwise), last-dimension reductions with
-their prologue and epilogue (lower_rowreduce), or one matrix product with a pointwise epilogue
-(lower_gemm). A graph that is none of these is cut where no kernel can fuse across:
+One kernel computes one of: a pointwise graph (pointwise.py), last-dimension reductions with
+their prologue and epilogue (rowreduce.py), or one matrix product with a pointwise epilogue
+(gemm.py). A graph that is none of these is cut where no kernel can fuse across:
 - an operand of a matrix product that is computed (not a tensor in memory) is materialised first,
   in its own kernel (a pointwise prologue fuses into that kernel, so relu -> layernorm -> GEMM
   is two kernels);

@@ -20,7 +20,7 @@ compile time in the same source:
 - anything else (other fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN
   micro-tile per thread.
 All accumulate in fp32. The epilogue (bias, activation, scale, residual, casts: any expression
-lower_ir can emit) is applied to each accumulator in registers before the single store, with the
+ir.py can emit) is applied to each accumulator in registers before the single store, with the
 output rounded to its dtype as PyTorch rounds it.
 """
 

@@ -7,7 +7,7 @@ that computes in bf16 keeps PyTorch's rounding. Broadcasting is resolved lazily 
 used: an input of shape S read at an output position of shape T is FULL (same shape), COL (one per
 column, [C]), ROW (one per row, [..., 1]), SCALAR or INNER (a suffix of T, index modulo its size).
 Composite ops (softmax, log_softmax, layer_norm, mean) are expanded into reductions over the last
-dimension and pointwise ops here; lower_rowreduce emits the reductions.
+dimension and pointwise ops here; rowreduce.py emits the reductions.
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ class _Builder:
             y = V("bin", ("add", y, b), x.shape, "float32")
         return (y, mean, rstd)
 
-    # -- views and matrix products (lower_gemm emits the products; lower_chain splits around them)
+    # -- views and matrix products (gemm.py emits the products; chain.py splits around them)
 
     def op_view(self, node) -> V:
         """A reshape that keeps the last dimension is the same contiguous data, read with the

@@ -1,8 +1,8 @@
 """The offline translator's lowering: a task's PyTorch reference -> a native candidate.
 
-lower(task) traces every case (fx_trace), turns each graph into expressions (lower_ir), picks
-the pattern (lower_rowreduce when the graph reduces over the last dimension, else
-lower_pointwise), emits one kernel per dtype variant of the cases, and writes model.py: ModelNew
+lower(task) traces every case (fx_trace.py), turns each graph into expressions (ir.py), picks
+the pattern (rowreduce.py when the graph reduces over the last dimension, else
+pointwise.py), emits one kernel per dtype variant of the cases, and writes model.py: ModelNew
 with the reference's own __init__ (so parameters are drawn exactly as the reference draws them),
 a forward that dispatches on the input dtypes, and every size the kernel needs derived from the
 input shapes by a rule fitted over the task's cases (a dimension times a fixed ratio, or a

@@ -19,9 +19,9 @@ The folder it writes runs without hipevolve installed:
     DIR/PACKAGE/include/hip/*.h    the HIP-to-CUDA headers nvcc compiles kernel.hip through
 
 Nothing is written unless the run has a correct candidate; the folder is assembled beside DIR
-and renamed into place. The pieces: export_runs.py (the run lookup) and export_folders.py (the
+and renamed into place. The pieces: runs.py (the run lookup) and folders.py (the
 output-folder rules, the templates), both shared with dataset.py and report.py;
-export_signature.py (the custom op), export_manifest.py (manifest.json), export_readme.py
+signature.py (the custom op), manifest.py (manifest.json), readme.py
 (README.md).
 """
 

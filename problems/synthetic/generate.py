@@ -10,8 +10,8 @@ near-copies (same torch.fx graph up to names and constants, same shapes). What i
 the generated references in this process (they are our own templates, under a time guard), and it
 does not judge whether a task is interesting beyond those checks.
 
-Modes: task_compose, task_mutate, task_constrain; text: task_render; checks: task_measure,
-task_verify, task_dedupe. This module admits candidates and drives the modes.
+Modes: compose.py, mutate.py, constrain.py; text: render.py; checks: measure.py,
+verify.py, dedupe.py; operators: ops.py. This module admits candidates and drives the modes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The registry of static checks: each is a named function over `Sources` with a tier.
 
-Check modules register with `@check(...)`; `static_checks` imports them and runs `CHECKS`. This
+Check modules register with `@check(...)`; `screening` imports them and runs `CHECKS`. This
 module imports no check module, so registering never forms an import cycle.
 """
 

@@ -23,10 +23,10 @@ wrong answers. Screening is a cheap first gate, never a proof of honesty.
 Model code is parsed with `ast` (never imported); HIP is matched with regexes over source whose
 comments are stripped (and, for call patterns, whose string literals are blanked).
 
-Where things live: screen_sources parses the candidate (PyModel, CxxSource, Sources);
-screen_registry holds Check and the @check registry; the checks are in checks_compute (the kernel
-does the work), checks_escape (side channels, tampering, reaching outside), checks_toolchain
-(what reaches the compiler) and checks_warnings (the warning tier). This module runs them.
+Where things live (verifier/screen/): sources.py parses the candidate (PyModel, CxxSource,
+Sources); registry.py holds Check and the @check registry; the checks are in compute.py (the
+kernel does the work), escape.py (side channels, tampering, reaching outside), toolchain.py
+(what reaches the compiler) and warnings.py (the warning tier). This module runs them.
 """
 
 from __future__ import annotations
