@@ -400,7 +400,7 @@ def _walk(v: V):
         stack.extend(a for a in x.args if isinstance(a, V))
 
 
-def build_graph(case: TracedCase) -> Graph:
+def expression_graph(case: TracedCase) -> Graph:
     """The case's graph as Vs; Unsupported names the first op or pattern that cannot be emitted."""
     return _Builder(case).build()
 

@@ -30,7 +30,7 @@ from hipevolve.agents.lowering.ir import (
     Emitter,
     Graph,
     Unsupported,
-    build_graph,
+    expression_graph,
     reductions,
 )
 from hipevolve.core.candidate import Candidate, parse_python
@@ -78,7 +78,7 @@ def lower(task: TaskSpec) -> Candidate | Unlowered:
     """A native candidate computing the task's reference, or why there is none."""
     try:
         cases = trace_task(task)
-        graphs = [build_graph(c) for c in cases]
+        graphs = [expression_graph(c) for c in cases]
         variants = _variants(task, graphs)
     except (TraceError, Unsupported) as e:
         return Unlowered(task=task.name, reason=str(e).splitlines()[0])
