@@ -23,7 +23,7 @@ from hipevolve.verifier.build import nvidia as nvidia_layer
 REPO = Path(__file__).resolve().parents[1]
 HIP_DATA = REPO / "tests" / "data" / "hip"
 EXAMPLE = REPO / "prompts" / "examples" / "softmax_native"
-COVERAGE_MD = REPO / "verifier" / "hip_nvidia" / "COVERAGE.md"
+COVERAGE_MD = REPO / "verifier" / "build" / "hip_nvidia" / "COVERAGE.md"
 
 NVCC = nvidia_layer.find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
