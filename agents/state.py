@@ -2,7 +2,8 @@
 
 One graph run writes the children of one proposal: parent -> diagnosis -> idea -> candidate ->
 audit -> evaluation, with bounded repair and re-check loops. `children` accumulates every
-candidate the run had evaluated (the loop records nothing twice).
+candidate the run had evaluated (the loop records nothing twice). The hard limits, AgentLimits,
+are the [agents] section of the settings tree (hipevolve/core/config.py), re-exported here.
 """
 
 from __future__ import annotations
@@ -10,29 +11,15 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from hipevolve.core.candidate import Candidate
+from hipevolve.core.config import AgentLimits
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.offline.policy import Child
 from hipevolve.evolution.selection import Proposal
 
-
-class AgentLimits(BaseModel):
-    """Hard limits on every loop of the graph."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    repair_turns: int = Field(default=2, ge=0, le=6, description="repairer turns per proposal")
-    audit_rechecks: int = Field(default=1, ge=0, le=1, description="hidden-seed re-checks")
-    surprising_speedup: float = Field(default=3.0, gt=1, description="fitness sent back")
-    proposals_per_generation: int = Field(default=8, ge=1, description="graph runs per generation")
-    concurrency: int = Field(default=2, ge=1, le=32, description="graph runs at once")
-    raw_reply_chars: int = Field(default=16384, ge=0, description="kept of a malformed reply")
-
-    def recursion_limit(self) -> int:
-        """langgraph steps one run may take: the longest path with every loop at its limit."""
-        return 8 + 3 * (self.repair_turns + 1) + 2 * self.audit_rechecks
+__all__ = ["AgentLimits", "Failure", "Phase", "ProposalState"]
 
 
 class Failure(BaseModel):

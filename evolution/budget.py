@@ -15,6 +15,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from hipevolve.core.errors import UserError
+
+
+def check_budget(budget: int) -> int:
+    """The run's budget, at least one evaluation: the one place this rule is checked (the
+    command line before it opens the archive, the run loop for library callers)."""
+    if budget < 1:
+        raise UserError(
+            f"--budget {budget}: the budget counts verifier evaluations, so at least one is "
+            "needed",
+            "pass --budget 1 or more",
+        )
+    return budget
+
 
 class Admission(StrEnum):
     evaluate = "evaluate"  # new code: one unit spent, send it to the verifier

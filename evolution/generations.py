@@ -10,7 +10,6 @@ runs when; see its docstring for generations in flight, resume and determinism.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
@@ -18,13 +17,12 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from hipevolve.archive.store import Archive, canonical_json, evaluation_key
+from hipevolve.archive.store import Archive, evaluation_key
 from hipevolve.core.base import Frozen
 from hipevolve.core.candidate import Candidate, load_candidate
-from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import Admission, Budget
+from hipevolve.evolution.budget import Admission, Budget, check_budget
 from hipevolve.evolution.descriptors import cell_key, cell_of
 from hipevolve.evolution.islands import (
     Elite,
@@ -35,6 +33,7 @@ from hipevolve.evolution.islands import (
 )
 from hipevolve.evolution.offline.policy import Child, propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.selection import Proposal
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
@@ -117,10 +116,7 @@ class Search:
         seed: int,
         run_id: int | None,
     ) -> None:
-        if budget < 1:
-            raise UserError(
-                f"budget {budget}: at least one evaluation is needed", "pass --budget 1 or more"
-            )
+        check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
         self.evaluate, self.budget, self.seed = evaluate, budget, seed
         self.sources: dict[int, Candidate] = {}
@@ -138,18 +134,7 @@ class Search:
         for a fresh run, the last checkpoints of a resumed one."""
         if not self.resumed:
             return 0, {}
-        info = self.archive.run(self.run)
-        if info.task != self.task.name:
-            raise UserError(
-                f"run {self.run} searched task {info.task}, not {self.task.name}",
-                f"pass --task {info.task} to resume it",
-            )
-        wanted = json.loads(canonical_json(self.settings))
-        if info.seed != self.seed or info.settings != wanted:
-            raise UserError(
-                f"run {self.run} was started with another seed or other settings",
-                f"resume it with seed {info.seed} and the settings it recorded",
-            )
+        check_resume(self.archive.run(self.run), self.task.name, self.seed, self.settings)
         resumed = self.archive.resume(self.run)
         self.archive.log_event(
             self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}

@@ -6,13 +6,14 @@ inserts, and the property tests check them:
 - one elite per cell, and one cell per source_hash (the same code is never held twice, so
   migration and inspirations never show an agent the same kernel as two entries).
 Fitness is the geometric-mean speedup (Evaluation.fitness); correctness is a gate the caller
-applies before inserting, not a term here.
+applies before inserting, not a term here. The policy settings, EvolutionSettings, are the
+[evolution] section of the settings tree (hipevolve/core/config.py), re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     Field,
@@ -22,7 +23,11 @@ from pydantic import (
 )
 
 from hipevolve.core.base import Frozen
+from hipevolve.core.config import EvolutionSettings
 from hipevolve.evolution.descriptors import Cell
+
+__all__ = ["Elite", "EvolutionSettings", "Frozen", "Island", "best", "best_fitness", "insert",
+           "ranked"]  # fmt: skip
 
 
 class Elite(Frozen):
@@ -103,54 +108,3 @@ def best(island: Island) -> Elite | None:
 def best_fitness(island: Island) -> float:
     top = best(island)
     return top.fitness if top else -math.inf
-
-
-class EvolutionSettings(Frozen):
-    """How the search spends its proposals: islands, selection mix, migration and reseeding."""
-
-    islands: int = Field(default=4, ge=1, description="independent MAP-Elites grids")
-    migration_every: int = Field(
-        default=5, ge=0, description="generations between ring migrations; 0 = never"
-    )
-    migrants: int = Field(
-        default=1, ge=0, description="top elites each island sends to the next in the ring"
-    )
-    reseed_every: int = Field(
-        default=20,
-        ge=0,
-        description="generations between resets of the weaker half of the islands; 0 = never",
-    )
-    reseed_from: Literal["elites", "best"] = Field(
-        default="elites", description="a reset island copies the best island's grid, or its best"
-    )
-    elite_fraction: float = Field(
-        default=0.5, ge=0, le=1, description="parents drawn uniformly from the top-k elites"
-    )
-    fitness_weighted_fraction: float = Field(
-        default=0.3, ge=0, le=1, description="parents drawn rank-weighted over the whole grid"
-    )
-    uniform_fraction: float = Field(
-        default=0.2, ge=0, le=1, description="parents drawn uniformly over the whole grid"
-    )
-    elite_top_k: int = Field(default=3, ge=1, description="k of the elite draw")
-    inspirations: int = Field(
-        default=3, ge=0, description="other elites shown in a prompt: best, grid neighbours, random"
-    )
-    proposals_per_island: int = Field(
-        default=1, ge=1, description="parents planned per island per generation"
-    )
-    lag: int = Field(
-        default=0,
-        ge=0,
-        le=4,
-        description="generations a plan may lag behind: generation g is planned from the islands "
-        "after generation g-1-lag, so up to lag+1 generations evaluate at once (0: each waits "
-        "for the one before)",
-    )
-
-    @model_validator(mode="after")
-    def _fractions_sum_to_one(self) -> EvolutionSettings:
-        total = self.elite_fraction + self.fitness_weighted_fraction + self.uniform_fraction
-        if not math.isclose(total, 1.0, abs_tol=1e-9):
-            raise ValueError(f"parent-selection fractions sum to {total:g}, not 1")
-        return self

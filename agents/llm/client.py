@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from hipevolve.core.config import ModelSettings
 from hipevolve.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -366,6 +367,15 @@ def _short(e: BaseException | None) -> str:
 
 
 # ----------------------------------------------------------------------------- preflight
+
+
+def check_models(settings: ModelSettings) -> None:
+    """The model settings' one check before anything is written: an api_base needs a model, and
+    every model named must be callable (check_model). One-line UserErrors."""
+    if settings.api_base and not settings.models():
+        raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
+    for model in settings.models():
+        check_model(model, settings.api_base)
 
 
 def check_model(model: str, api_base: str | None = None, timeout_s: float = 3.0) -> str:

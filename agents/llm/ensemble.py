@@ -1,4 +1,5 @@
-"""Per-role model settings and the ensemble that picks a model for each call.
+"""The ensemble that picks a model for each call, by the per-role model settings (ModelSettings,
+the [models] section of the settings tree in hipevolve/core/config.py, re-exported here).
 
 A role with no model runs its offline policy. A role with several models asks the bandit
 (agents/llm/bandit.py) before each call; the reward it learns from is the fitness a model's
@@ -11,48 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.agents.llm import bandit
 from hipevolve.agents.llm.client import LLMCall, LLMClient, Message, Usage
+from hipevolve.core.config import ModelSettings
 
-Role = Literal[
-    "task_generator", "translator", "profiler_reader", "optimizer", "mutator", "repairer", "auditor"
-]
-# The roles `--model M` puts a model behind. The auditor's model review of surprising winners
-# is opt-in (its static screen and hidden-seed re-check run either way).
-WRITING_ROLES: tuple[Role, ...] = (
-    "translator", "profiler_reader", "optimizer", "mutator", "repairer", "task_generator"
-)  # fmt: skip
-
-
-class ModelSettings(BaseModel):
-    """Which models serve which role, and the run's LLM budgets."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    roles: dict[str, tuple[str, ...]] = Field(
-        default_factory=dict, description="role -> litellm model strings; absent: offline"
-    )
-    api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
-    token_budget: int | None = Field(default=None, ge=1, description="tokens in+out per run")
-    cost_budget_usd: float | None = Field(default=None, gt=0, description="dollars per run")
-    timeout_s: float = Field(default=120.0, gt=0, description="per request")
-    max_retries: int = Field(default=4, ge=0)
-    backoff_s: float = Field(default=1.0, gt=0)
-    exploration: float = Field(default=1.0, ge=0, description="UCB exploration weight")
-    max_reply_tokens: int = Field(default=8192, ge=256)
-    temperature: float | None = Field(default=None, ge=0)
-
-    @classmethod
-    def for_model(cls, model: str, **kw: object) -> ModelSettings:
-        """One model behind every writing role (what `--model M` means)."""
-        return cls(roles={r: (model,) for r in WRITING_ROLES}, **kw)  # type: ignore[arg-type]
-
-    def models(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(m for ms in self.roles.values() for m in ms))
+__all__ = ["Ensemble", "ModelSettings"]
 
 
 class Ensemble:
@@ -68,7 +33,9 @@ class Ensemble:
         self._spent = spent or Usage(calls=0, tokens_in=0, tokens_out=0, cost_usd=0.0)
         make = client or self._client
         self._clients = {m: make(m) for m in settings.models()}
-        self._arms = {r: tuple(bandit.Arm(model=m) for m in ms) for r, ms in settings.roles.items()}
+        self._arms = {
+            r: tuple(bandit.Arm(model=m) for m in ms) for r, ms in settings.role_models().items()
+        }
         self._lock = threading.Lock()
         self._stopped: str | None = None
 
@@ -80,7 +47,7 @@ class Ensemble:
         )  # fmt: skip
 
     def has(self, role: str) -> bool:
-        return bool(self.settings.roles.get(role))
+        return bool(self.settings.role_models().get(role))
 
     def usage(self) -> Usage:
         totals = [c.usage for c in self._clients.values()]

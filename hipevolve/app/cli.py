@@ -10,12 +10,13 @@
     evolve verify prompts/examples/softmax_native --task softmax
     evolve doctor                                # which backends and toolchains work here
 
-`evolve --help` and `evolve COMMAND --help` list the options.
+`evolve --help` and `evolve COMMAND --help` list the options. Every option but the task, the
+budget, --resume and a command's own arguments is a setting: it only maps onto the settings tree
+(hipevolve/core/config.py), which ./hipevolve.toml sets too, and is checked there.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -78,24 +79,27 @@ def search(
     islands: Annotated[
         int | None,
         typer.Option(
-            help="Independent MAP-Elites islands.", show_default="4", rich_help_panel=SEARCH
+            help="Independent MAP-Elites islands (evolution.islands).",
+            show_default="4",
+            rich_help_panel=SEARCH,
         ),
     ] = None,
     seed: Annotated[
         int | None,
         typer.Option(
-            help="Random seed: the same seed makes the same search.",
+            help="Random seed: the same seed makes the same search (run.seed).",
             show_default="0",
             rich_help_panel=SEARCH,
         ),
     ] = None,
     archive: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            help="SQLite archive the run is written to (created if missing).",
+            help="SQLite archive the run is written to (created if missing; run.archive).",
+            show_default="hipevolve.db",
             rich_help_panel=SEARCH,
         ),
-    ] = Path("hipevolve.db"),
+    ] = None,
     resume: Annotated[
         int | None,
         typer.Option(
@@ -107,7 +111,9 @@ def search(
     backend: Annotated[
         str | None,
         typer.Option(
-            help="auto (the GPU here), cuda or rocm.", show_default="auto", rich_help_panel=SEARCH
+            help="auto (the GPU here), cuda or rocm (verifier.backend).",
+            show_default="auto",
+            rich_help_panel=SEARCH,
         ),
     ] = None,
     tasks_dir: Annotated[
@@ -164,10 +170,10 @@ def search(
     ] = None,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""
-    given = [task, budget, islands, seed, resume, backend, tasks_dir, ray, model, api_base,
-             token_budget, cost_budget]  # fmt: skip
+    given = [task, budget, islands, seed, archive, resume, backend, tasks_dir, ray, model,
+             api_base, token_budget, cost_budget]  # fmt: skip
     if ctx.invoked_subcommand is not None:
-        if any(v is not None for v in given) or archive != Path("hipevolve.db"):
+        if any(v is not None for v in given):
             raise UserError(
                 f"the search options start a search and take no command (got "
                 f"`{ctx.invoked_subcommand}` after them)",
@@ -176,8 +182,6 @@ def search(
         return
     if task is None:
         raise UserError("--task is required", "`evolve tasks list` shows the tasks")
-    if backend is not None and backend not in ("auto", "cuda", "rocm", "static"):
-        raise UserError(f"unknown backend {backend!r}", "use auto, cuda or rocm")
     from hipevolve.app.run_job import JobOptions, gpu_evaluator, run_job
 
     options = JobOptions(
@@ -190,8 +194,7 @@ def search(
         backend=backend,
         tasks_dirs=tuple(tasks_dir or ()),
         ray=ray,
-        # HIPEVOLVE_MODEL is documented in hipevolve/core/config.py; --model wins over it.
-        model=model or os.environ.get("HIPEVOLVE_MODEL") or None,
+        model=model,  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
         api_base=api_base,
         token_budget=token_budget,
         cost_budget_usd=cost_budget,
@@ -200,10 +203,11 @@ def search(
     raise typer.Exit(outcome.exit_code)
 
 
-def _settings(tasks_dir: list[Path] | None):
+def _settings(tasks_dir: list[Path] | None, **sections: dict):
+    """The settings tree with the flags given (--tasks-dir, and `sections`) over the file's."""
     from hipevolve.core.config import load_settings
 
-    return load_settings({"tasks": {"dirs": tasks_dir}} if tasks_dir else None)
+    return load_settings({"tasks": {"dirs": tasks_dir or None}, **sections})
 
 
 @tasks_app.command("list")
@@ -304,16 +308,17 @@ def tasks_generate(
     for m in mode or ():
         if m not in MODES:
             raise UserError(f"unknown mode {m!r}", f"use {', '.join(MODES)}")
-    model = model or os.environ.get("HIPEVOLVE_MODEL") or None
-    if api_base and not model:
-        raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
-    if model:
-        from hipevolve.agents.llm.client import check_model
-
-        check_model(model, api_base)  # one line before anything is written
+    from hipevolve.agents.llm.client import check_models
     from hipevolve.problems import discover, get_task
 
-    dirs = _settings(tasks_dir).tasks.dirs
+    settings = _settings(tasks_dir, models={"model": model, "api_base": api_base})
+    # The task generator's models (models.model, HIPEVOLVE_MODEL or models.roles), alone.
+    writer = settings.models.role_models().get("task_generator", ())
+    models = settings.models.model_copy(
+        update={"model": None, "roles": {"task_generator": writer} if writer else {}}
+    )
+    check_models(models)  # one line before anything is written
+    dirs = settings.tasks.dirs
     sources = [get_task(name, dirs) for name in from_tasks or ()]
 
     def show(item) -> None:
@@ -325,13 +330,13 @@ def tasks_generate(
             highlight=False,
         )
 
-    if model:
-        from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
+    if models.models():
+        from hipevolve.agents.llm.ensemble import Ensemble
         from hipevolve.agents.roles.task_generator import CALL_LOG, generate_with_model
 
         library = list(discover(dirs).values())
         usable = sources or [t for t in library if t.small_cases]
-        ensemble = Ensemble(ModelSettings(roles={"task_generator": (model,)}, api_base=api_base))
+        ensemble = Ensemble(models)
         report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
                                      ensemble, progress=show)  # fmt: skip
         stopped = ensemble.stop_reason()
@@ -358,11 +363,13 @@ def verify(
     ],
     task: Annotated[str, typer.Option(help="Task to score against.")],
     backend: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="auto (the GPU here, else static), cuda, rocm or static (AMD compile only)."
+            help="auto (the GPU here, else static), cuda, rocm or static (AMD compile only; "
+            "verifier.backend).",
+            show_default="auto",
         ),
-    ] = "auto",
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Evaluation as JSON.")] = False,
     tasks_dir: TasksDir = None,
 ) -> None:
@@ -373,12 +380,11 @@ def verify(
     from hipevolve.verifier.build.backends import resolve_backend
     from hipevolve.verifier.pipeline import evaluate
 
-    if backend not in ("auto", "cuda", "rocm", "static"):
-        raise UserError(f"unknown backend {backend!r}", "use auto, cuda, rocm or static")
-    settings = _settings(tasks_dir)
+    settings = _settings(tasks_dir, verifier={"backend": backend})
     spec = get_task(task, settings.tasks.dirs)
     loaded = _cuda_translated(candidate) or load_candidate(candidate)
-    evaluation = evaluate(loaded, spec, settings.verifier, resolve_backend(backend))
+    backend_here = resolve_backend(settings.verifier.backend)
+    evaluation = evaluate(loaded, spec, settings.verifier, backend_here)
     if as_json:
         print(evaluation.model_dump_json(indent=2))
     else:

@@ -18,13 +18,23 @@ from rich.console import Console
 
 from hipevolve.core.errors import UserError
 
-DEFAULT_ARCHIVE = Path("hipevolve.db")  # the main job's default (hipevolve/app/cli.py)
-
 console = Console(highlight=False, soft_wrap=True)
 
 ArchiveOption = Annotated[
-    Path, typer.Option("--archive", help="The SQLite archive the runs were written to.")
+    Path | None,
+    typer.Option(
+        "--archive",
+        help="The SQLite archive the runs were written to (run.archive).",
+        show_default="hipevolve.db",
+    ),
 ]
+
+
+def _settings(archive: Path | None, tasks_dir: list[Path] | None = None):
+    """The settings tree (hipevolve/core/config.py) with --archive and --tasks-dir over it."""
+    from hipevolve.core.config import load_settings
+
+    return load_settings({"run": {"archive": archive}, "tasks": {"dirs": tasks_dir or None}})
 
 
 def export(
@@ -52,7 +62,7 @@ def export(
             show_default=False,
         ),
     ] = None,
-    archive: ArchiveOption = DEFAULT_ARCHIVE,
+    archive: ArchiveOption = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace the contents of a non-empty output folder.")
     ] = False,
@@ -71,6 +81,8 @@ def export(
     if (out is None) == (dataset is None):
         raise UserError("pass one of --out DIR (a kernel package) and --dataset DIR (JSONL)",
                         "`evolve export --help` shows both")  # fmt: skip
+    settings = _settings(archive, tasks_dir)
+    archive = settings.run.archive
     if dataset is not None:
         from hipevolve.export.dataset import export_dataset
 
@@ -94,7 +106,7 @@ def export(
     from hipevolve.export.package import export_package
 
     done = export_package(archive, task, out, run=runs[0] if runs else None, force=force,
-                          tasks_dirs=tasks_dir or ())  # fmt: skip
+                          tasks_dirs=settings.tasks.dirs)  # fmt: skip
     op = f"; torch.ops.hipevolve.{done.op}" if done.op else ""
     console.print(f"exported candidate {done.candidate} of run {done.run} ({done.fitness:.3f}x) "
                   f"to {done.out}: package {done.package}{op}; see {done.out}/README.md")  # fmt: skip
@@ -108,13 +120,13 @@ def report(
             help="HTML file to write (default: report-run<RUN>.html).", show_default=False
         ),
     ] = None,
-    archive: ArchiveOption = DEFAULT_ARCHIVE,
+    archive: ArchiveOption = None,
 ) -> None:
     """Write one self-contained HTML page about a run: progress, islands, lineage, grids,
     speedups, the best kernel and its diff, LLM cost."""  # fmt: skip
     from hipevolve.export.report import write_report
 
-    done = write_report(archive, run, out)
+    done = write_report(_settings(archive).run.archive, run, out)
     console.print(f"wrote {done.out} (run {done.run}: {done.evaluations} evaluations, "
                   f"best {done.best_fitness:.3f}x)")  # fmt: skip
 

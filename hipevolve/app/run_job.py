@@ -1,8 +1,11 @@
 """The main job, `evolve --task T --budget N`: check the inputs, open the archive, start or resume
 a run, drive the evolution loop with a live display, then save and report the best kernel.
 
-Every check that can fail on the user's input (budget, task, seeds, GPU and compiler) runs
-before the archive is opened, so a refused command writes nothing. The evaluator comes from a
+Every check that can fail on the user's input (budget, settings, models, task, seeds, GPU and
+compiler) runs before the archive is opened, so a refused command writes nothing. The flags only
+map onto the settings tree (JobOptions.flags, hipevolve/core/config.py); each rule is checked
+where it lives: the settings in the tree, the budget in evolution/budget.py, a resume's rules in
+evolution/resume.py, the models in agents/llm/client.py. The evaluator comes from a
 factory: in production `gpu_evaluator` (the verifier pipeline on this machine's GPU); tests pass
 a stand-in, since the evaluator is the only part that needs a GPU.
 
@@ -21,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
@@ -36,10 +39,11 @@ from hipevolve.app.display import (
 )
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import write_candidate
-from hipevolve.core.config import Settings, load_settings
+from hipevolve.core.config import EvolutionSettings, Settings, load_settings
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.budget import check_budget
+from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.run import RunSummary, run_evolution
 from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
 
@@ -49,23 +53,38 @@ EXPORT_DIR = "hipevolve_export"
 
 
 class JobOptions(BaseModel):
-    """The parsed command line of the main job; None means not given."""
+    """The parsed command line of the main job; None means not given.
+
+    task, budget and resume are what this invocation asks for; every other flag is a setting and
+    only maps onto the settings tree (`flags`), where it is checked.
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    task: str
+    task: str = Field(description="the task to search")
     budget: int | None = Field(default=None, description="verifier evaluations to spend")
-    islands: int | None = None
-    seed: int | None = None
-    archive: Path = Path("hipevolve.db")
     resume: int | None = Field(default=None, description="id of the run to continue")
-    backend: Literal["auto", "cuda", "rocm", "static"] | None = None
-    tasks_dirs: tuple[Path, ...] = ()
-    ray: str | None = Field(default=None, description="Ray cluster: auto or an address")
-    model: str | None = Field(default=None, description="litellm model string; None: offline")
-    api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
-    token_budget: int | None = Field(default=None, description="LLM tokens (in+out) per run")
-    cost_budget_usd: float | None = Field(default=None, description="LLM dollars per run")
+    islands: int | None = Field(default=None, description="evolution.islands")
+    seed: int | None = Field(default=None, description="run.seed")
+    archive: Path | None = Field(default=None, description="run.archive")
+    backend: str | None = Field(default=None, description="verifier.backend")
+    tasks_dirs: tuple[Path, ...] = Field(default=(), description="tasks.dirs")
+    ray: str | None = Field(default=None, description="verifier.ray")
+    model: str | None = Field(default=None, description="models.model")
+    api_base: str | None = Field(default=None, description="models.api_base")
+    token_budget: int | None = Field(default=None, description="models.token_budget")
+    cost_budget_usd: float | None = Field(default=None, description="models.cost_budget_usd")
+
+    def flags(self) -> dict[str, Any]:
+        """The flags given, as the part of the settings tree they set (None: not given)."""
+        return {
+            "tasks": {"dirs": self.tasks_dirs or None},
+            "verifier": {"backend": self.backend, "ray": self.ray},
+            "evolution": {"islands": self.islands},
+            "models": {"model": self.model, "api_base": self.api_base,
+                       "token_budget": self.token_budget, "cost_budget_usd": self.cost_budget_usd},
+            "run": {"archive": self.archive, "seed": self.seed},
+        }  # fmt: skip
 
 
 EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
@@ -166,34 +185,18 @@ def run_job(
 ) -> Outcome:
     """Runs (or resumes) one search, prints how it ended and returns that; UserError for bad
     input."""
-    if options.budget is not None and options.budget < 1:
-        raise UserError(
-            f"--budget {options.budget}: the budget counts verifier evaluations, so at least "
-            "one is needed",
-            "pass --budget 1 or more",
-        )
+    if options.budget is not None:
+        check_budget(options.budget)
     if options.resume is None and options.budget is None:
         raise UserError("--budget is required to start a run", "pass --budget N (evaluations)")
-    if options.islands is not None and options.islands < 1:
-        raise UserError(f"--islands {options.islands}: at least one island is needed")
-    flags: dict = {}
-    if options.tasks_dirs:
-        flags["tasks"] = {"dirs": options.tasks_dirs}
-    verifier = {"backend": options.backend, "ray": options.ray}
-    if any(verifier.values()):
-        flags["verifier"] = {k: v for k, v in verifier.items() if v}
-    settings = load_settings(flags)
-    if options.api_base and not options.model:
-        raise UserError("--api-base needs --model", "pass e.g. --model openai/<served name>")
-    if options.model:
-        from hipevolve.agents.llm.client import check_model
-
-        check_model(options.model, options.api_base)  # one line before anything is written
-
+    settings = load_settings(options.flags())
+    from hipevolve.agents.llm.client import check_models
     from hipevolve.problems import get_task
 
+    check_models(settings.models)  # one line before anything is written
     task = get_task(options.task, settings.tasks.dirs)
-    if not task.seeds and not options.model:  # with a model, the translator writes the first
+    translates = bool(settings.models.role_models().get("translator"))
+    if not task.seeds and not translates:  # with a model, the translator writes the first
         from hipevolve.agents.lowering.lower import Unlowered
         from hipevolve.agents.roles.translator import lowered
 
@@ -208,28 +211,27 @@ def run_job(
     evaluate = evaluators(task, settings, settings.verifier.backend)
     try:
         # A resume never creates an archive: a mistyped path should not leave an empty file.
-        with Archive.open(options.archive, create=options.resume is None) as archive:
-            plan = _plan(options, archive, task, getattr(evaluate, "parallelism", 1))
-            return _drive(options, task, archive, plan, evaluate, console, err_console)
+        with Archive.open(settings.run.archive, create=options.resume is None) as archive:
+            plan = _plan(options, settings, archive, task, getattr(evaluate, "parallelism", 1))
+            return _drive(options, settings, task, archive, plan, evaluate, console, err_console)
     finally:
         close = getattr(evaluate, "close", None)
         if close is not None:  # the worker slots' judges, or the Ray workers
             close()
 
 
-def _plan(options: JobOptions, archive: Archive, task: TaskSpec, parallelism: int = 1) -> _Plan:
+def _plan(
+    options: JobOptions, settings: Settings, archive: Archive, task: TaskSpec, parallelism: int = 1
+) -> _Plan:
     """A fresh run's plan, or the resumed run's own. `parallelism`: evaluations the evaluator
-    runs at once (its GPUs); a generation proposes at least that many children. A fresh run
-    plans each generation from the islands one generation back (lag 1), so the next generation
-    compiles and evaluates while the slowest evaluations of the last one finish; the lag is
-    recorded with the run's settings, and a resumed run keeps its own."""
+    runs at once (its GPUs); unless evolution.proposals_per_island is set, a generation proposes
+    at least that many children. Unless evolution.lag is set, a fresh run plans each generation
+    from the islands one generation back (lag 1), so the next generation compiles and evaluates
+    while the slowest evaluations of the last one finish; the lag is recorded with the run's
+    settings, and a resumed run keeps its own."""
     if options.resume is None:
-        islands = options.islands or EvolutionSettings().islands
-        settings = EvolutionSettings(
-            islands=islands, proposals_per_island=max(1, math.ceil(parallelism / islands)), lag=1
-        )
-        return _Plan(run=None, budget=options.budget or 0, seed=options.seed or 0,
-                     settings=settings)  # fmt: skip
+        return _Plan(run=None, budget=options.budget or 0, seed=settings.run.seed,
+                     settings=_fresh(settings.evolution, parallelism))  # fmt: skip
     runs = archive.runs()
     info = next((r for r in runs if r.id == options.resume), None)
     if info is None:
@@ -241,32 +243,34 @@ def _plan(options: JobOptions, archive: Archive, task: TaskSpec, parallelism: in
             f"no run {options.resume} in {archive.path}",
             f"runs there: {listed}" if runs else "it holds no runs yet; start one with --budget",
         )
-    if info.task != task.name:
-        raise UserError(
-            f"run {info.id} searched task {info.task}, not {task.name}",
-            f"pass --task {info.task} to resume it",
-        )
-    settings = EvolutionSettings.model_validate(info.settings)
-    if options.seed is not None and options.seed != info.seed:
-        raise UserError(
-            f"run {info.id} was started with --seed {info.seed}, not {options.seed}",
-            "leave --seed out when resuming",
-        )
-    if options.islands is not None and options.islands != settings.islands:
-        raise UserError(
-            f"run {info.id} was started with --islands {settings.islands}, not {options.islands}",
-            "leave --islands out when resuming",
-        )
+    # The flags given must match the run; the file's [evolution] and run.seed are for new runs.
+    asked = None
+    if options.islands is not None:
+        recorded = EvolutionSettings.model_validate(info.settings)
+        asked = recorded.model_copy(update={"islands": options.islands})
+    evolution = check_resume(info, task.name, options.seed, asked)
     # A run resumed with a larger --budget keeps it: the loop logs it in its resume events.
     resumes = archive.events(info.id, "resume")
     budget = options.budget or (resumes[-1].data.get("budget") if resumes else None) or info.budget
     if budget is None:
         raise UserError(f"run {info.id} recorded no budget", "pass --budget N")
-    return _Plan(run=info.id, budget=budget, seed=info.seed, settings=settings)
+    return _Plan(run=info.id, budget=budget, seed=info.seed, settings=evolution)
+
+
+def _fresh(evolution: EvolutionSettings, parallelism: int) -> EvolutionSettings:
+    """A new run's evolution settings: the tree's, with what `evolve` decides where they leave
+    it unset (lag 1; enough proposals per generation to keep every GPU busy)."""
+    decided: dict[str, int] = {}
+    if "lag" not in evolution.model_fields_set:
+        decided["lag"] = 1
+    if "proposals_per_island" not in evolution.model_fields_set:
+        decided["proposals_per_island"] = max(1, math.ceil(parallelism / evolution.islands))
+    return EvolutionSettings.model_validate({**evolution.model_dump(), **decided})
 
 
 def _drive(
     options: JobOptions,
+    settings: Settings,
     task: TaskSpec,
     archive: Archive,
     plan: _Plan,
@@ -286,48 +290,44 @@ def _drive(
                 summary = run_evolution(
                     task, archive, plan.settings, evaluate, budget=plan.budget, seed=plan.seed,
                     run_id=plan.run, on_progress=display.update, should_stop=ctrl_c.stop.is_set,
-                    policy=_policy(options, archive, plan.run),
+                    policy=_policy(settings, archive, plan.run),
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
             run = run if run is not None else plan.run
             best = _save_best(archive, run, task) if run is not None else None
             outcome = _outcome(
-                options, task, archive, run, best, INTERRUPTED,
+                options, settings, task, archive, run, best, INTERRUPTED,
                 "aborted: the evaluations in flight were dropped; resuming evaluates them first",
             )  # fmt: skip
         except UserError as e:  # disk full and the like, mid-run: say how to go on
             run = _held_here(archive, task)
             if run is None:  # refused before the run was ours (a live writer holds it, ...)
                 raise
-            resume = resume_command(task.name, options.archive, run, options.tasks_dirs,
+            resume = resume_command(task.name, settings.run.archive, run, options.tasks_dirs,
                                     options.backend, options.ray)  # fmt: skip
             raise UserError(e.problem, f"{e.fix}; then: {resume}" if e.fix else resume) from None
         else:
             best = _save_best(archive, summary.run, task)
             outcome = _outcome(
-                options, task, archive, summary.run, best,
+                options, settings, task, archive, summary.run, best,
                 _exit_code(summary), _message(summary),
             )  # fmt: skip
         print_outcome(console, outcome)
     return outcome
 
 
-def _policy(options: JobOptions, archive: Archive, run: int | None):
-    """The agents over the model (None: the offline mutator). A resumed run's LLM spending
-    counts against its budgets."""
-    if not options.model:
+def _policy(settings: Settings, archive: Archive, run: int | None):
+    """The agents over the models (None: no model, the offline mutator), within the agents'
+    limits. A resumed run's LLM spending counts against its budgets."""
+    if not settings.models.models():
         return None
     from hipevolve.agents.llm.client import spent_in
-    from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
+    from hipevolve.agents.llm.ensemble import Ensemble
     from hipevolve.agents.policy import AgentPolicy
 
-    models = ModelSettings.for_model(
-        options.model, api_base=options.api_base, token_budget=options.token_budget,
-        cost_budget_usd=options.cost_budget_usd,
-    )  # fmt: skip
     spent = spent_in(archive, run) if run is not None else None
-    return AgentPolicy(Ensemble(models, spent=spent))
+    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents)
 
 
 def _exit_code(summary: RunSummary) -> int:
@@ -345,6 +345,7 @@ def _message(summary: RunSummary) -> str:
 
 def _outcome(
     options: JobOptions,
+    settings: Settings,
     task: TaskSpec,
     archive: Archive,
     run: int | None,
@@ -354,16 +355,16 @@ def _outcome(
 ) -> Outcome:
     resume = export = verify = None
     if run is not None and exit_code == INTERRUPTED:
-        resume = resume_command(task.name, options.archive, run, options.tasks_dirs,
+        resume = resume_command(task.name, settings.run.archive, run, options.tasks_dirs,
                                 options.backend, options.ray)  # fmt: skip
     if run is not None and best is not None:
         out = archive.path.parent / EXPORT_DIR / f"{task.name}-run{run}"
         export = command("evolve", "export", "--task", task.name, "--run", str(run),
-                         "--archive", options.archive, "--out", out)  # fmt: skip
+                         "--archive", settings.run.archive, "--out", out)  # fmt: skip
         dirs = [a for d in options.tasks_dirs for a in ("--tasks-dir", str(d))]
         verify = command("evolve", "verify", best.folder, "--task", task.name, *dirs)
     return Outcome(
-        task=task.name, run=run, archive=options.archive, message=message, best=best,
+        task=task.name, run=run, archive=settings.run.archive, message=message, best=best,
         resume=resume, export=export, verify=verify, exit_code=exit_code,
     )  # fmt: skip
 
