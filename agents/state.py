@@ -14,8 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
-from hipevolve.evolution.offline.policy import Child
-from hipevolve.evolution.selection import Proposal
+from hipevolve.evolution.child import Child, Proposal
 
 
 class AgentLimits(BaseModel):

@@ -25,6 +25,7 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Admission, Budget
+from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.descriptors import cell_key, cell_of
 from hipevolve.evolution.islands import (
     Elite,
@@ -33,9 +34,8 @@ from hipevolve.evolution.islands import (
     best,
     insert,
 )
-from hipevolve.evolution.offline.policy import Child, propose, rescue
+from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
-from hipevolve.evolution.selection import Proposal
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.budget import Admission, Budget
-from hipevolve.evolution.offline.policy import Child
+from hipevolve.evolution.child import Child
 
 if TYPE_CHECKING:
     from hipevolve.evolution.generations import Search
