@@ -166,11 +166,7 @@ class Search:
 
     def seen_before(self, generation: int) -> frozenset[str]:
         """Source hashes of this run's candidates from generations before `generation`."""
-        rows = self.archive.db.execute(
-            "SELECT source_hash FROM candidates WHERE run = ? AND generation < ?",
-            [self.run, generation],
-        ).fetchall()
-        return frozenset(r[0] for r in rows)
+        return self.archive.source_hashes_before(self.run, generation)
 
     # -------------------------------------------------------------------- proposing
 
@@ -356,11 +352,8 @@ class Search:
     # -------------------------------------------------------------------- reporting
 
     def progress(self, generation: int, islands: tuple[Island, ...]) -> Progress:
-        total, ok = self.archive.db.execute(
-            "SELECT count(*), coalesce(sum(e.status = 'ok'), 0) FROM candidates c"
-            " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ?",
-            [self.run],
-        ).fetchone()
+        counts = self.archive.evaluation_counts(self.run)
+        total, ok = counts.evaluated, counts.ok
         tops = [b for b in (best(i) for i in islands) if b is not None]
         top = max(tops, key=lambda e: (e.fitness, -e.candidate_id), default=None)
         speedups: dict[str, float] = {}
