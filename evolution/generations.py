@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from hipevolve.archive.store import Archive, canonical_json, evaluation_key
+from hipevolve.archive.store import Archive, canonical_json
 from hipevolve.core.base import Frozen
 from hipevolve.core.candidate import Candidate, load_candidate
 from hipevolve.core.errors import UserError
@@ -36,6 +36,7 @@ from hipevolve.evolution.islands import (
 )
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -123,10 +124,9 @@ class Search:
             )
         self.task, self.archive, self.settings = task, archive, settings
         self.evaluate, self.budget, self.seed = evaluate, budget, seed
-        self.sources: dict[int, Candidate] = {}
         self.started = time.monotonic()
-        self.evaluated_here = 0
         self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
+        self.recorder = Recorder(archive, self.run, evaluate)  # stores, caches, records
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
@@ -170,11 +170,6 @@ class Search:
 
     # -------------------------------------------------------------------- proposing
 
-    def source(self, candidate_id: int) -> Candidate:
-        if candidate_id not in self.sources:
-            self.sources[candidate_id] = self.archive.candidate(candidate_id).candidate
-        return self.sources[candidate_id]
-
     def first_children(self, rng: random.Random, admitted: Budget) -> list[Child]:
         """Generation 0: the task's seed kernels; a task without any starts from the policy's
         translations of its reference, one proposal per island (run_evolution refuses a task
@@ -182,7 +177,7 @@ class Search:
         if self.task.seeds or self.policy is None:
             return self.seed_children()
         proposals = [Proposal(island=i, parent=None) for i in range(self.settings.islands)]
-        return list(self.policy.children(proposals, Workshop(self, 0, admitted), rng))
+        return list(self.policy.children(proposals, Workshop(self.task, self.recorder, 0, admitted), rng))
 
     def seed_children(self) -> list[Child]:
         seeds = {}
@@ -206,9 +201,9 @@ class Search:
     ) -> list[Child]:
         """One unseen child per proposal where possible; a rescue child when none is."""
         for elite in (e for island in islands for e in island.elites):
-            self.source(elite.candidate_id)
+            self.recorder.source(elite.candidate_id)
         if self.policy is not None:
-            workshop = Workshop(self, generation, admitted)
+            workshop = Workshop(self.task, self.recorder, generation, admitted)
             found = self.policy.children(proposals, workshop, rng)
             if found or self.policy.stop_reason() is not None:
                 return found
@@ -218,12 +213,12 @@ class Search:
         taken = set(seen)
         found = []
         for proposal in proposals:
-            child = propose(proposal, self.sources, rng, taken)
+            child = propose(proposal, self.recorder.sources, rng, taken)
             if child is not None:
                 taken.add(child.candidate.source_hash)
                 found.append(child)
         if not found:
-            child = rescue(islands, self.sources, taken)
+            child = rescue(islands, self.recorder.sources, taken)
             found = [child] if child is not None else []
         return found
 
@@ -237,23 +232,14 @@ class Search:
             admission = budget.admit(child.candidate.source_hash)
             if admission is Admission.exhausted:
                 break
-            cid = self.archive.add_candidate(
-                self.run, child.candidate, parents=child.parents, kind=child.kind,
-                inspirations=child.inspirations, agent=child.agent, model=child.model,
-                prompt_hash=child.prompt_hash, island=child.island, generation=generation,
-            )  # fmt: skip
-            self.sources[cid] = child.candidate
-            ids.append((cid, child.island))
+            ids.append((self.recorder.store(child, generation), child.island))
         ids += self._orphans({cid for cid, _ in ids}, budget, generation)
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
-        pending = self._from_cache([cid for cid, _ in ids if done[cid] is None], done)
-        for cid in pending:
-            self.archive.enqueue(cid)
-        for cid in pending:
-            self.archive.mark_in_flight(cid)
+        pending = self.recorder.from_cache([cid for cid, _ in ids if done[cid] is None], done)
+        self.recorder.dispatch(pending)
         return Staged(generation=generation, ids=ids, done=done, pending=pending,
-                       candidates=[self.sources[cid] for cid in pending])  # fmt: skip
+                       candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
 
     def evaluate_staged(self, staged: Staged) -> list[Evaluation]:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
@@ -272,8 +258,8 @@ class Search:
         """Records a staged generation's results; (candidate, island, evaluation) of each."""
         done = dict(staged.done)
         for cid, evaluation in zip(staged.pending, results, strict=True):
-            done[cid] = self._record(cid, evaluation)
-        self.evaluated_here += len(staged.pending)
+            done[cid] = self.recorder.record(cid, evaluation)
+        self.recorder.add_evaluated(len(staged.pending))
         return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
 
     def _orphans(self, planned: set[int], budget: Budget, generation: int) -> list[tuple[int, int]]:
@@ -286,28 +272,9 @@ class Search:
                 if record.generation != generation:
                     continue  # another generation in flight when the run stopped: its own turn
                 budget.admit(record.source_hash)
-                self.sources[cid] = record.candidate
+                self.recorder.remember(cid, record.candidate)
                 found.append((cid, record.island))
         return found
-
-    def _record(self, cid: int, evaluation: Evaluation) -> Evaluation:
-        return self.archive.record_evaluation(
-            cid, evaluation, self.evaluate.settings_key, self.evaluate.toolchain
-        )
-
-    def _from_cache(self, ids: list[int], done: dict[int, Evaluation | None]) -> list[int]:
-        """Records evaluations another run already made with the same key; returns the rest."""
-        rest = []
-        for cid in ids:
-            key = evaluation_key(
-                self.sources[cid].source_hash, self.evaluate.settings_key, self.evaluate.toolchain
-            )
-            cached = self.archive.evaluated(key)
-            if cached is None:
-                rest.append(cid)
-            else:
-                done[cid] = self._record(cid, cached)
-        return rest
 
     # -------------------------------------------------------------------- islands
 
@@ -322,8 +289,8 @@ class Search:
             elite = Elite(
                 candidate_id=cid,
                 fitness=evaluation.fitness,
-                source_hash=self.sources[cid].source_hash,
-                cell=cell_of(evaluation.static, _configuration(self.sources[cid])),
+                source_hash=self.recorder.sources[cid].source_hash,
+                cell=cell_of(evaluation.static, _configuration(self.recorder.sources[cid])),
             )
             for i, island in enumerate(updated):
                 if everywhere or island.id == island_id:
@@ -371,7 +338,7 @@ class Search:
             best_fitness=top.fitness if top else 0.0,
             best_candidate=top.candidate_id if top else None,
             best_speedups=speedups,
-            evaluations_per_minute=self.evaluated_here / minutes,
+            evaluations_per_minute=self.recorder.evaluated_here / minutes,
         )
 
     def finish(
