@@ -1,11 +1,14 @@
 """The run loop's steps against the archive, and the types it hands out.
 
 `Search` holds a run's state between generations and does each step of one: restore a resumed
-run's last checkpoints, write a generation's children (generation 0: the seeds, or the policy's
-translations of the reference), store and admit them (`stage`), evaluate the ones the archive
-has no evaluation for, record each result as it lands, insert the ok ones into their islands,
-checkpoint the islands, and sum up the run. evolution/run.py's loop decides which generation
-runs when; see its docstring for generations in flight, resume and determinism.
+run's last checkpoints, write a generation's children (generation 0: the first candidates the
+caller passed, or the policy's translations of the reference), store and admit them (`stage`),
+evaluate the ones the archive has no evaluation for, record each result as it lands, insert the
+ok ones into their islands, checkpoint the islands, and sum up the run. Its archive writes for
+candidates (storing, the evaluation cache, recording) go through a Recorder
+(evolution/recorder.py), which the Workshop a policy writes through shares. evolution/run.py's
+loop decides which generation runs when; see its docstring for generations in flight, resume
+and determinism.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from hipevolve.archive.store import Archive, canonical_json
 from hipevolve.core.base import Frozen
-from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.candidate import Candidate
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
@@ -98,13 +101,6 @@ class RunSummary(Frozen):
     resume: str | None = Field(default=None, description="how to continue an interrupted run")
 
 
-def lowered_reference(task: TaskSpec):
-    """The offline translator's lowering of the task's reference (Candidate or Unlowered)."""
-    from hipevolve.agents.roles.translator import lowered
-
-    return lowered(task)
-
-
 class Search:
     """The loop's state and its archive work, one method per step."""
 
@@ -170,25 +166,18 @@ class Search:
 
     # -------------------------------------------------------------------- proposing
 
-    def first_children(self, rng: random.Random, admitted: Budget) -> list[Child]:
-        """Generation 0: the task's seed kernels; a task without any starts from the policy's
-        translations of its reference, one proposal per island (run_evolution refuses a task
-        without seeds unless the policy translates)."""
-        if self.task.seeds or self.policy is None:
-            return self.seed_children()
+    def first_children(
+        self, first: Sequence[Child], rng: random.Random, admitted: Budget
+    ) -> list[Child]:
+        """Generation 0: the first candidates the caller passed (the task's seed kernels, or the
+        offline lowering of its reference); none: the policy's translations of the reference,
+        one proposal per island (run_evolution refuses no first candidates unless the policy
+        translates)."""
+        if first or self.policy is None:
+            return list(first)
         proposals = [Proposal(island=i, parent=None) for i in range(self.settings.islands)]
-        return list(self.policy.children(proposals, Workshop(self.task, self.recorder, 0, admitted), rng))
-
-    def seed_children(self) -> list[Child]:
-        seeds = {}
-        for path in self.task.seeds:
-            candidate = load_candidate(path)
-            seeds.setdefault(candidate.source_hash, candidate)
-        if not seeds:  # offline, no seeds: the translator's lowering of the reference
-            lowered = lowered_reference(self.task)
-            if isinstance(lowered, Candidate):
-                return [Child(candidate=lowered, island=0, agent="translator")]
-        return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
+        workshop = Workshop(self.task, self.recorder, 0, admitted)
+        return list(self.policy.children(proposals, workshop, rng))
 
     def children(
         self,
