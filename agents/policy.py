@@ -16,8 +16,7 @@ from hipevolve.agents.context import AgentContext
 from hipevolve.agents.graph import build_graph
 from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.state import AgentLimits, ProposalState
-from hipevolve.evolution.offline.policy import Child
-from hipevolve.evolution.selection import Proposal
+from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.workshop import Workshop
 
 

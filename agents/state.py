@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import AgentLimits
 from hipevolve.core.evaluation import Evaluation
-from hipevolve.evolution.offline.policy import Child
-from hipevolve.evolution.selection import Proposal
+from hipevolve.evolution.child import Child, Proposal
 
 __all__ = ["AgentLimits", "Failure", "Phase", "ProposalState"]
 

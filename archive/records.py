@@ -72,6 +72,11 @@ class Elite(Record):
     fitness: float
 
 
+class EvaluationCounts(Record):
+    evaluated: int  # candidates of the run with an evaluation (cache hits included)
+    ok: int  # of those, the ones whose evaluation has status ok
+
+
 class LlmUsage(Record):
     calls: int
     tokens_in: int

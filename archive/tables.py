@@ -20,6 +20,7 @@ from hipevolve.archive.records import (
     CandidateRecord,
     EdgeKind,
     Elite,
+    EvaluationCounts,
     Event,
     LlmUsage,
     QueueState,
@@ -152,6 +153,15 @@ class Tables:
     def candidate_ids(self, run: int) -> list[int]:
         return [r[0] for r in self._rows("SELECT id FROM candidates WHERE run = ?", [run])]
 
+    def source_hashes_before(self, run: int, generation: int) -> frozenset[str]:
+        """Source hashes of the run's candidates from generations before `generation`: the code
+        a (replayed) generation must not propose again, and the budget already spent."""
+        rows = self._rows(
+            "SELECT source_hash FROM candidates WHERE run = ? AND generation < ?",
+            [run, generation],
+        )
+        return frozenset(r[0] for r in rows)
+
     # ------------------------------------------------------------------------ queue
 
     def enqueue(self, candidate_id: int) -> None:
@@ -249,6 +259,16 @@ class Tables:
             [run],
         )
         return rows[0][0]
+
+    def evaluation_counts(self, run: int) -> EvaluationCounts:
+        """How many of the run's candidates have an evaluation, and how many of those are ok;
+        unlike count_evaluations, a cache hit from another run counts (it scores a candidate)."""
+        r = self._rows(
+            "SELECT count(*), coalesce(sum(e.status = 'ok'), 0) FROM candidates c"
+            " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ?",
+            [run],
+        )[0]
+        return EvaluationCounts(evaluated=r[0], ok=r[1])
 
     def top(self, run: int, k: int) -> list[Scored]:
         """The k fittest ok candidates of the run, best first (ties: the older first)."""

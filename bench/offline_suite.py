@@ -261,6 +261,7 @@ def largest_timed_case(task: Any) -> str:
 
 def run_task(name: str, budget: int, seed: int, settings: Any) -> Row:
     from hipevolve.agents.roles.translator import lowered
+    from hipevolve.app.run_job import first_candidates
     from hipevolve.archive.store import Archive
     from hipevolve.core.candidate import Candidate
     from hipevolve.evolution.islands import EvolutionSettings
@@ -291,8 +292,9 @@ def run_task(name: str, budget: int, seed: int, settings: Any) -> Row:
                 Archive.open(Path(tmp) / "offline.db") as archive,
             ):
                 summary = run_evolution(
-                    task, archive, EvolutionSettings(), evaluate, budget=budget, seed=seed
-                )
+                    task, archive, EvolutionSettings(), evaluate,
+                    first=first_candidates(task), budget=budget, seed=seed,
+                )  # fmt: skip
                 top = archive.best(summary.run)
                 assert top is not None  # the seed itself is ok
             update |= {

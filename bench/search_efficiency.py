@@ -51,6 +51,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive, canonical_json
 from hipevolve.core.candidate import Candidate, load_candidate
 from hipevolve.core.evaluation import Evaluation
@@ -340,8 +341,9 @@ def our_search(
         Archive.open(Path(tmp) / "search.db") as archive,
     ):
         summary = run_evolution(
-            task, archive, EvolutionSettings(), evaluator, budget=table.space, seed=seed
-        )
+            task, archive, EvolutionSettings(), evaluator, first=first_candidates(task),
+            budget=table.space, seed=seed,
+        )  # fmt: skip
     return evaluator.order, summary.reason
 
 

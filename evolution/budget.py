@@ -60,6 +60,11 @@ class Budget:
     def seen(self, source_hash: str) -> bool:
         return source_hash in self._seen
 
+    def admitted(self) -> frozenset[str]:
+        """Every hash admitted so far (those it started with included), as a snapshot: a policy
+        writing children avoids them while admissions go on."""
+        return frozenset(self._seen)
+
     def admit(self, source_hash: str) -> Admission:
         """Decide one proposal; a duplicate is a duplicate even when the budget is spent."""
         if source_hash in self._seen:

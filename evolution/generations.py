@@ -1,11 +1,14 @@
 """The run loop's steps against the archive, and the types it hands out.
 
 `Search` holds a run's state between generations and does each step of one: restore a resumed
-run's last checkpoints, write a generation's children (generation 0: the seeds, or the policy's
-translations of the reference), store and admit them (`stage`), evaluate the ones the archive
-has no evaluation for, record each result as it lands, insert the ok ones into their islands,
-checkpoint the islands, and sum up the run. evolution/run.py's loop decides which generation
-runs when; see its docstring for generations in flight, resume and determinism.
+run's last checkpoints, write a generation's children (generation 0: the first candidates the
+caller passed, or the policy's translations of the reference), store and admit them (`stage`),
+evaluate the ones the archive has no evaluation for, record each result as it lands, insert the
+ok ones into their islands, checkpoint the islands, and sum up the run. Its archive writes for
+candidates (storing, the evaluation cache, recording) go through a Recorder
+(evolution/recorder.py), which the Workshop a policy writes through shares. evolution/run.py's
+loop decides which generation runs when; see its docstring for generations in flight, resume
+and determinism.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from hipevolve.archive.store import Archive, evaluation_key
+from hipevolve.archive.store import Archive
 from hipevolve.core.base import Frozen
-from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Admission, Budget, check_budget
+from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.descriptors import cell_key, cell_of
 from hipevolve.evolution.islands import (
     Elite,
@@ -31,10 +35,10 @@ from hipevolve.evolution.islands import (
     best,
     insert,
 )
-from hipevolve.evolution.offline.policy import Child, propose, rescue
+from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.resume import check_resume
-from hipevolve.evolution.selection import Proposal
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -96,13 +100,6 @@ class RunSummary(Frozen):
     resume: str | None = Field(default=None, description="how to continue an interrupted run")
 
 
-def lowered_reference(task: TaskSpec):
-    """The offline translator's lowering of the task's reference (Candidate or Unlowered)."""
-    from hipevolve.agents.roles.translator import lowered
-
-    return lowered(task)
-
-
 class Search:
     """The loop's state and its archive work, one method per step."""
 
@@ -119,10 +116,9 @@ class Search:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
         self.evaluate, self.budget, self.seed = evaluate, budget, seed
-        self.sources: dict[int, Candidate] = {}
         self.started = time.monotonic()
-        self.evaluated_here = 0
         self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
+        self.recorder = Recorder(archive, self.run, evaluate)  # stores, caches, records
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
@@ -151,38 +147,22 @@ class Search:
 
     def seen_before(self, generation: int) -> frozenset[str]:
         """Source hashes of this run's candidates from generations before `generation`."""
-        rows = self.archive.db.execute(
-            "SELECT source_hash FROM candidates WHERE run = ? AND generation < ?",
-            [self.run, generation],
-        ).fetchall()
-        return frozenset(r[0] for r in rows)
+        return self.archive.source_hashes_before(self.run, generation)
 
     # -------------------------------------------------------------------- proposing
 
-    def source(self, candidate_id: int) -> Candidate:
-        if candidate_id not in self.sources:
-            self.sources[candidate_id] = self.archive.candidate(candidate_id).candidate
-        return self.sources[candidate_id]
-
-    def first_children(self, rng: random.Random, admitted: Budget) -> list[Child]:
-        """Generation 0: the task's seed kernels; a task without any starts from the policy's
-        translations of its reference, one proposal per island (run_evolution refuses a task
-        without seeds unless the policy translates)."""
-        if self.task.seeds or self.policy is None:
-            return self.seed_children()
+    def first_children(
+        self, first: Sequence[Child], rng: random.Random, admitted: Budget
+    ) -> list[Child]:
+        """Generation 0: the first candidates the caller passed (the task's seed kernels, or the
+        offline lowering of its reference); none: the policy's translations of the reference,
+        one proposal per island (run_evolution refuses no first candidates unless the policy
+        translates)."""
+        if first or self.policy is None:
+            return list(first)
         proposals = [Proposal(island=i, parent=None) for i in range(self.settings.islands)]
-        return list(self.policy.children(proposals, Workshop(self, 0, admitted), rng))
-
-    def seed_children(self) -> list[Child]:
-        seeds = {}
-        for path in self.task.seeds:
-            candidate = load_candidate(path)
-            seeds.setdefault(candidate.source_hash, candidate)
-        if not seeds:  # offline, no seeds: the translator's lowering of the reference
-            lowered = lowered_reference(self.task)
-            if isinstance(lowered, Candidate):
-                return [Child(candidate=lowered, island=0, agent="translator")]
-        return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
+        workshop = Workshop(self.task, self.recorder, 0, admitted)
+        return list(self.policy.children(proposals, workshop, rng))
 
     def children(
         self,
@@ -195,9 +175,9 @@ class Search:
     ) -> list[Child]:
         """One unseen child per proposal where possible; a rescue child when none is."""
         for elite in (e for island in islands for e in island.elites):
-            self.source(elite.candidate_id)
+            self.recorder.source(elite.candidate_id)
         if self.policy is not None:
-            workshop = Workshop(self, generation, admitted)
+            workshop = Workshop(self.task, self.recorder, generation, admitted)
             found = self.policy.children(proposals, workshop, rng)
             if found or self.policy.stop_reason() is not None:
                 return found
@@ -207,12 +187,12 @@ class Search:
         taken = set(seen)
         found = []
         for proposal in proposals:
-            child = propose(proposal, self.sources, rng, taken)
+            child = propose(proposal, self.recorder.sources, rng, taken)
             if child is not None:
                 taken.add(child.candidate.source_hash)
                 found.append(child)
         if not found:
-            child = rescue(islands, self.sources, taken)
+            child = rescue(islands, self.recorder.sources, taken)
             found = [child] if child is not None else []
         return found
 
@@ -226,23 +206,14 @@ class Search:
             admission = budget.admit(child.candidate.source_hash)
             if admission is Admission.exhausted:
                 break
-            cid = self.archive.add_candidate(
-                self.run, child.candidate, parents=child.parents, kind=child.kind,
-                inspirations=child.inspirations, agent=child.agent, model=child.model,
-                prompt_hash=child.prompt_hash, island=child.island, generation=generation,
-            )  # fmt: skip
-            self.sources[cid] = child.candidate
-            ids.append((cid, child.island))
+            ids.append((self.recorder.store(child, generation), child.island))
         ids += self._orphans({cid for cid, _ in ids}, budget, generation)
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
-        pending = self._from_cache([cid for cid, _ in ids if done[cid] is None], done)
-        for cid in pending:
-            self.archive.enqueue(cid)
-        for cid in pending:
-            self.archive.mark_in_flight(cid)
+        pending = self.recorder.from_cache([cid for cid, _ in ids if done[cid] is None], done)
+        self.recorder.dispatch(pending)
         return Staged(generation=generation, ids=ids, done=done, pending=pending,
-                       candidates=[self.sources[cid] for cid in pending])  # fmt: skip
+                       candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
 
     def evaluate_staged(self, staged: Staged) -> list[Evaluation]:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
@@ -261,8 +232,8 @@ class Search:
         """Records a staged generation's results; (candidate, island, evaluation) of each."""
         done = dict(staged.done)
         for cid, evaluation in zip(staged.pending, results, strict=True):
-            done[cid] = self._record(cid, evaluation)
-        self.evaluated_here += len(staged.pending)
+            done[cid] = self.recorder.record(cid, evaluation)
+        self.recorder.add_evaluated(len(staged.pending))
         return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
 
     def _orphans(self, planned: set[int], budget: Budget, generation: int) -> list[tuple[int, int]]:
@@ -275,28 +246,9 @@ class Search:
                 if record.generation != generation:
                     continue  # another generation in flight when the run stopped: its own turn
                 budget.admit(record.source_hash)
-                self.sources[cid] = record.candidate
+                self.recorder.remember(cid, record.candidate)
                 found.append((cid, record.island))
         return found
-
-    def _record(self, cid: int, evaluation: Evaluation) -> Evaluation:
-        return self.archive.record_evaluation(
-            cid, evaluation, self.evaluate.settings_key, self.evaluate.toolchain
-        )
-
-    def _from_cache(self, ids: list[int], done: dict[int, Evaluation | None]) -> list[int]:
-        """Records evaluations another run already made with the same key; returns the rest."""
-        rest = []
-        for cid in ids:
-            key = evaluation_key(
-                self.sources[cid].source_hash, self.evaluate.settings_key, self.evaluate.toolchain
-            )
-            cached = self.archive.evaluated(key)
-            if cached is None:
-                rest.append(cid)
-            else:
-                done[cid] = self._record(cid, cached)
-        return rest
 
     # -------------------------------------------------------------------- islands
 
@@ -311,8 +263,8 @@ class Search:
             elite = Elite(
                 candidate_id=cid,
                 fitness=evaluation.fitness,
-                source_hash=self.sources[cid].source_hash,
-                cell=cell_of(evaluation.static, _configuration(self.sources[cid])),
+                source_hash=self.recorder.sources[cid].source_hash,
+                cell=cell_of(evaluation.static, _configuration(self.recorder.sources[cid])),
             )
             for i, island in enumerate(updated):
                 if everywhere or island.id == island_id:
@@ -341,11 +293,8 @@ class Search:
     # -------------------------------------------------------------------- reporting
 
     def progress(self, generation: int, islands: tuple[Island, ...]) -> Progress:
-        total, ok = self.archive.db.execute(
-            "SELECT count(*), coalesce(sum(e.status = 'ok'), 0) FROM candidates c"
-            " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.run = ?",
-            [self.run],
-        ).fetchone()
+        counts = self.archive.evaluation_counts(self.run)
+        total, ok = counts.evaluated, counts.ok
         tops = [b for b in (best(i) for i in islands) if b is not None]
         top = max(tops, key=lambda e: (e.fitness, -e.candidate_id), default=None)
         speedups: dict[str, float] = {}
@@ -363,7 +312,7 @@ class Search:
             best_fitness=top.fitness if top else 0.0,
             best_candidate=top.candidate_id if top else None,
             best_speedups=speedups,
-            evaluations_per_minute=self.evaluated_here / minutes,
+            evaluations_per_minute=self.recorder.evaluated_here / minutes,
         )
 
     def finish(

@@ -1,15 +1,17 @@
 """The evolution run loop: plan, propose, deduplicate, admit, evaluate, record, insert, repeat.
 
-Generation 0 seeds every island with the task's seed kernels (a task without any: the proposal
-policy's translations of its reference, where a model is behind the translator). Each later
-generation asks selection.plan for proposals, lets the offline policy (evolution/offline/policy.py)
-write one child per proposal, drops code the run has already seen, admits the rest against the
-budget, evaluates the batch through the injected evaluator (in production the verifier pipeline,
-evaluators.pipeline_evaluator), records each result in the archive before anything else happens
-(write-through), and inserts the ok ones into their islands. The loop stops when the budget is
-spent, when nothing unseen is one edit from any elite (the reachable space is exhausted), or
-when should_stop() says so (Ctrl-C: the generations in flight are finished first and the run is
-marked interrupted).
+Generation 0 seeds every island with the first candidates the caller passes in: the task's seed
+kernels, or the offline translator's lowering of its reference, chosen by the composition root
+(hipevolve/app/run_job.py first_candidates), so the loop imports no agent; with none passed, the
+proposal policy writes them, translating the reference (a task without seeds, where a model is
+behind the translator). Each later generation asks selection.plan for proposals, lets the
+offline policy (evolution/offline/policy.py) write one child per proposal, drops code the run
+has already seen, admits the rest against the budget, evaluates the batch through the injected
+evaluator (in production the verifier pipeline, evaluators.pipeline_evaluator), records each
+result in the archive before anything else happens (write-through), and inserts the ok ones into
+their islands. The loop stops when the budget is spent, when nothing unseen is one edit from any
+elite (the reachable space is exhausted), or when should_stop() says so (Ctrl-C: the generations
+in flight are finished first and the run is marked interrupted).
 
 Generations in flight. With settings.lag = L, generation g is planned from the islands after
 generation g-1-L (generation 1 and the first L after it from generation 0's), so it can be
@@ -22,7 +24,8 @@ called exhausted.
 
 Resume and determinism. A generation is a pure function of the islands it is planned from, the
 source hashes of earlier generations and an rng seeded by (seed, generation, evaluations so
-far), whatever order the evaluations finish in. Its end is checkpointed as one `generation`
+far), whatever order the evaluations finish in (generation 0: of the first candidates passed in,
+which a resume passes again). Its end is checkpointed as one `generation`
 event holding the islands. Resuming reopens the run, restores the islands of the last L + 1
 checkpoints and replays the unfinished generations: the same children come out, those the
 archive already holds keep their ids, those already evaluated are not evaluated again, and the
@@ -36,15 +39,14 @@ from __future__ import annotations
 import random
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from hipevolve.archive.store import Archive
-from hipevolve.core.candidate import Candidate
-from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Budget
+from hipevolve.evolution.child import Child
 from hipevolve.evolution.generations import (
     Progress,
     ProposalPolicy,
@@ -52,7 +54,6 @@ from hipevolve.evolution.generations import (
     Search,
     Staged,
     StopReason,
-    lowered_reference,
 )
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.migration import exchange
@@ -66,6 +67,7 @@ def run_evolution(
     settings: EvolutionSettings,
     evaluate: Evaluator,
     *,
+    first: Sequence[Child],
     budget: int,
     seed: int,
     run_id: int | None = None,
@@ -75,16 +77,12 @@ def run_evolution(
 ) -> RunSummary:
     """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions.
 
-    `policy` (the agents over a model) writes the children; None: the offline mutator.
+    `first`: generation 0's candidates (hipevolve.app.run_job.first_candidates: the task's seed
+    kernels, or the offline lowering of its reference); empty: `policy` translates the reference
+    instead. `policy` (the agents over a model) writes the children; None: the offline mutator.
     """
-    if not task.seeds and (policy is None or not policy.translates()):
-        lowered = lowered_reference(task)
-        if not isinstance(lowered, Candidate):
-            raise UserError(
-                f"task {task.name} has no seed kernels to start from, and its reference does "
-                f"not lower offline ({lowered.reason})",
-                'add `seeds = ["seeds/NAME"]` to its task.toml (native candidate folders)',
-            )
+    if not first and (policy is None or not policy.translates()):
+        raise ValueError("no first candidates, and no policy that translates the reference")
     search = Search(task, archive, settings, evaluate, budget, seed, run_id)
     search.policy = policy
     generation, states = search.restore()
@@ -113,7 +111,7 @@ def run_evolution(
             rng = random.Random(f"hipevolve:{seed}:{generation}:{len(seen)}")
             admitted = Budget(budget, seen)
             if generation == 0:
-                children = search.first_children(rng, admitted)
+                children = search.first_children(first, rng, admitted)
             elif not any(island.grid for island in states[base]):
                 reason = "no_seed"
                 break

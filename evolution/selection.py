@@ -17,6 +17,7 @@ import random
 
 from pydantic import Field
 
+from hipevolve.evolution.child import Proposal
 from hipevolve.evolution.descriptors import hamming
 from hipevolve.evolution.islands import Elite, EvolutionSettings, Frozen, Island, best, ranked
 from hipevolve.evolution.migration import Move, exchange
@@ -67,16 +68,6 @@ def choose_inspirations(
     for elite in rest:
         take(elite)
     return tuple(chosen)
-
-
-class Proposal(Frozen):
-    """What one agent call gets: where the child goes, whom it mutates, whom it may quote."""
-
-    island: int = Field(description="island id the child is inserted into")
-    parent: Elite | None = Field(
-        description="None: the island is empty; start from the translator or a seed kernel"
-    )
-    inspirations: tuple[Elite, ...] = ()
 
 
 class PolicyState(Frozen):

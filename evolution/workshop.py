@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Admission, Budget
-from hipevolve.evolution.offline.policy import Child
-
-if TYPE_CHECKING:
-    from hipevolve.evolution.generations import Search
+from hipevolve.evolution.child import Child
+from hipevolve.evolution.recorder import Recorder
 
 
 class Workshop:
@@ -21,24 +19,25 @@ class Workshop:
 
     Children are admitted against the run's evaluation budget (the same Budget the loop then
     stages the generation with), stored with their lineage and evaluated one at a time (one
-    GPU slot), so agents waiting on a model overlap with the evaluation in progress.
+    GPU slot), so agents waiting on a model overlap with the evaluation in progress. Storing,
+    the evaluation cache and recording go through the run's Recorder, as the loop's own do.
     """
 
     RECHECK = "audit-recheck"  # settings-key suffix of a failed hidden-seed re-check
 
-    def __init__(self, search: Search, generation: int, budget: Budget) -> None:
-        self._search, self.generation, self._budget = search, generation, budget
-        self.task, self.archive, self.run = search.task, search.archive, search.run
+    def __init__(self, task: TaskSpec, recorder: Recorder, generation: int, budget: Budget) -> None:
+        self._recorder, self.generation, self._budget = recorder, generation, budget
+        self.task, self.archive, self.run = task, recorder.archive, recorder.run
         self._lock = threading.Lock()  # admission and the sources map
         self._gpu = threading.Lock()  # one evaluation at a time
 
     @property
     def sources(self) -> Mapping[int, Candidate]:
-        return self._search.sources
+        return self._recorder.sources
 
     def source(self, candidate_id: int) -> Candidate:
         with self._lock:
-            return self._search.source(candidate_id)
+            return self._recorder.source(candidate_id)
 
     def evaluation_of(self, candidate_id: int) -> Evaluation | None:
         return self.archive.evaluation_of(candidate_id)
@@ -46,7 +45,7 @@ class Workshop:
     def seen(self) -> frozenset[str]:
         """Source hashes admitted so far (earlier generations and this one)."""
         with self._lock:
-            return frozenset(self._budget._seen)
+            return self._budget.admitted()
 
     def room(self) -> int:
         with self._lock:
@@ -57,35 +56,25 @@ class Workshop:
         with self._lock:
             if self._budget.admit(child.candidate.source_hash) is Admission.exhausted:
                 return None
-            cid = self.archive.add_candidate(
-                self.run, child.candidate, parents=child.parents, kind=child.kind,
-                inspirations=child.inspirations, agent=child.agent, model=child.model,
-                prompt_hash=child.prompt_hash, island=child.island, generation=self.generation,
-            )  # fmt: skip
-            self._search.sources[cid] = child.candidate
+            cid = self._recorder.store(child, self.generation)
         with self._gpu:
             done = self.archive.evaluation_of(cid)
             if done is not None:  # a duplicate of this generation: reuse its result
                 return cid, done
-            pending = self._search._from_cache([cid], {})
-            if not pending:
+            if not self._recorder.from_cache([cid], {}):
                 return cid, self.archive.evaluation_of(cid)  # type: ignore[return-value]
-            self.archive.enqueue(cid)
-            self.archive.mark_in_flight(cid)
-            (evaluation,) = self._search.evaluate([child.candidate])
-            self._search.evaluated_here += 1
-            return cid, self._search._record(cid, evaluation)
+            self._recorder.dispatch([cid])
+            (evaluation,) = self._recorder.evaluate([child.candidate])
+            self._recorder.add_evaluated(1)
+            return cid, self._recorder.record(cid, evaluation)
 
     def recheck(self, candidate_id: int) -> Evaluation:
         """One more evaluation of a stored candidate, bypassing the archive's cache: the
         verifier draws a fresh hidden check seed for every evaluation. A failed re-check
         becomes the candidate's standing evaluation, so it is never crowned."""
         with self._gpu:
-            (evaluation,) = self._search.evaluate([self.source(candidate_id)])
-            self._search.evaluated_here += 1
+            (evaluation,) = self._recorder.evaluate([self.source(candidate_id)])
+            self._recorder.add_evaluated(1)
         if not evaluation.ok:
-            self.archive.record_evaluation(
-                candidate_id, evaluation, f"{self._search.evaluate.settings_key}|{self.RECHECK}",
-                self._search.evaluate.toolchain,
-            )  # fmt: skip
+            self._recorder.record(candidate_id, evaluation, suffix=self.RECHECK)
         return evaluation

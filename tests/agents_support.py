@@ -13,6 +13,7 @@ from llm_server import Step
 from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
 from hipevolve.agents.policy import AgentPolicy
 from hipevolve.agents.state import AgentLimits
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive, canonical_json
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import CaseResult, Evaluation, Status
@@ -152,8 +153,9 @@ def replayed_run(
     models_settings = ModelSettings.for_model(MODEL, api_base=api_base, max_retries=0,
                                               timeout_s=30, **models)  # fmt: skip
     policy = AgentPolicy(Ensemble(models_settings), AgentLimits(concurrency=concurrency))
-    return run_evolution(task or get_task("softmax"), archive, settings, evaluate, budget=budget,
-                         seed=0, policy=policy)  # fmt: skip
+    task = task or get_task("softmax")
+    return run_evolution(task, archive, settings, evaluate, first=first_candidates(task, translates=True),
+                         budget=budget, seed=0, policy=policy)  # fmt: skip
 
 
 BROKEN_MARK = "undeclared_scale"  # the identifier that breaks the one broken kernel

@@ -11,6 +11,7 @@ import pytest
 from agents_support import MODEL, CompilingStandIn, replay_steps, replayed_run, transcript
 from llm_server import ScriptedLLMServer
 
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Status
@@ -111,8 +112,8 @@ def test_seedless_task_that_does_not_lower_is_refused_offline_in_one_line_before
     evaluate = CompilingStandIn(tmp_path / "cache", task=task.name, build=False)
     with Archive.open(tmp_path / "a.db") as archive:
         with pytest.raises(UserError) as refused:
-            run_evolution(task, archive, EvolutionSettings(islands=1), evaluate, budget=2,
-                          seed=0)  # fmt: skip
+            run_evolution(task, archive, EvolutionSettings(islands=1), evaluate,
+                          first=first_candidates(task), budget=2, seed=0)  # fmt: skip
         runs = archive.runs()
     line = refused.value.line()
     assert f"task {task.name} has no seed kernels to start from" in line and "\n" not in line

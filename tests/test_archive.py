@@ -14,7 +14,7 @@ import pytest
 
 from hipevolve.archive import schema
 from hipevolve.archive.lineage import ancestors_of_best, diffs_along, lineage_graph
-from hipevolve.archive.store import Archive, evaluation_key
+from hipevolve.archive.store import Archive, EvaluationCounts, evaluation_key
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
@@ -148,6 +148,32 @@ def test_best_and_top_rank_only_ok_candidates_by_fitness(archive):
     assert archive.best(run).candidate_id == ids["fast"]
     assert archive.best(run).fitness == pytest.approx(4.0)
     assert archive.best(archive.start_run("softmax", {}, 1, None)) is None
+
+
+def test_source_hashes_before_a_generation_are_the_runs_earlier_candidates_only(archive):
+    run = archive.start_run("softmax", {}, 0, None)
+    hashes = {}
+    for name, generation in [("g0", 0), ("g1", 1), ("g2", 2)]:
+        cid = archive.add_candidate(run, native(f"int {name};"), generation=generation)
+        hashes[name] = archive.candidate(cid).source_hash
+    other = archive.start_run("softmax", {}, 1, None)
+    archive.add_candidate(other, native("int elsewhere;"), generation=0)
+    assert archive.source_hashes_before(run, 0) == frozenset()
+    assert archive.source_hashes_before(run, 2) == {hashes["g0"], hashes["g1"]}
+    assert archive.source_hashes_before(run, 9) == set(hashes.values())
+
+
+def test_evaluation_counts_count_the_runs_scored_candidates_cache_hits_included(archive):
+    first = archive.start_run("softmax", {}, 0, None)
+    archive.record_evaluation(archive.add_candidate(first, native("int a;")), scored(2.0), "s", "t")
+    run = archive.start_run("softmax", {}, 1, None)
+    assert archive.evaluation_counts(run) == EvaluationCounts(evaluated=0, ok=0)
+    for name, status in [("a", Status.ok), ("b", Status.incorrect), ("c", Status.ok)]:
+        cid = archive.add_candidate(run, native(f"int {name};"))
+        archive.record_evaluation(cid, scored(2.0, status), "s", "t")  # "a": another run's
+    archive.add_candidate(run, native("int never_evaluated;"))
+    assert archive.evaluation_counts(run) == EvaluationCounts(evaluated=3, ok=2)
+    assert archive.count_evaluations(run) == 2  # the cache hit cost this run nothing
 
 
 def test_recording_an_evaluation_marks_the_queue_row_done(archive):

@@ -16,6 +16,7 @@ from standin import TASK_NAME, StandIn, write_task_folder
 from typer.testing import CliRunner
 
 from hipevolve.app.export_commands import register
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.lineage import lineage_graph
 from hipevolve.archive.store import Archive
 from hipevolve.core.errors import UserError
@@ -32,7 +33,7 @@ def search(root: Path, db: Path, seed: int) -> None:
     task = load_task_folder(write_task_folder(root) / TASK_NAME, "user")
     with Archive.open(db) as archive:
         run_evolution(task, archive, EvolutionSettings(), StandIn(root / f"log{seed}"),
-                      budget=BUDGET, seed=seed)  # fmt: skip
+                      first=first_candidates(task), budget=BUDGET, seed=seed)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

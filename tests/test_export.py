@@ -23,6 +23,7 @@ from standin import KERNEL, MODEL, TASK_NAME, StandIn, write_task_folder
 from typer.testing import CliRunner
 
 from hipevolve.app.export_commands import register
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.errors import UserError
@@ -73,8 +74,8 @@ def standin_run(root: Path, budget: int = 16, seed: int = 3) -> Path:
     task = load_task_folder(write_task_folder(root) / TASK_NAME, "user")
     db = root / "run.db"
     with Archive.open(db) as archive:
-        run_evolution(task, archive, EvolutionSettings(), StandIn(root / "log"), budget=budget,
-                      seed=seed)  # fmt: skip
+        run_evolution(task, archive, EvolutionSettings(), StandIn(root / "log"),
+                      first=first_candidates(task), budget=budget, seed=seed)  # fmt: skip
     return db
 
 

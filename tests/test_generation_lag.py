@@ -29,6 +29,7 @@ from standin import (
     sigkill_when,
 )
 
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import Progress, run_evolution
@@ -63,8 +64,9 @@ def lagged_search(root: Path, name: str, budget: int, evaluator=None, seed: int 
     path = root / f"{name}.db"
     evaluator = evaluator or Jittered(root / f"{name}.log", salt=name)
     with Archive.open(path) as archive:
-        summary = run_evolution(make_task(root), archive, LAGGED, evaluator, budget=budget,
-                                seed=seed, **kwargs)  # fmt: skip
+        task = make_task(root)
+        summary = run_evolution(task, archive, LAGGED, evaluator, first=first_candidates(task),
+                                budget=budget, seed=seed, **kwargs)  # fmt: skip
     return summary, path, evaluator
 
 
@@ -116,7 +118,9 @@ def test_lagged_generations_evaluate_while_the_one_before_finishes(tmp_path):
     plain.mkdir()
     evaluator = Jittered(plain / "log", salt="a")
     with Archive.open(plain / "run.db") as archive:
-        run_evolution(make_task(plain), archive, EvolutionSettings(), evaluator, budget=24, seed=7)
+        task = make_task(plain)
+        run_evolution(task, archive, EvolutionSettings(), evaluator, first=first_candidates(task),
+                      budget=24, seed=7)  # fmt: skip
     calls = sorted(evaluator.calls)
     assert not any(b0 < a1 for (_, a1), (b0, _) in zip(calls, calls[1:], strict=False))
 
@@ -134,8 +138,9 @@ def test_lag_changes_which_islands_a_generation_is_planned_from(tmp_path):
     lagged = lagged_search(tmp_path, "lagged", budget=30)[1]
     plain = tmp_path / "plain.db"
     with Archive.open(plain) as archive:
-        run_evolution(make_task(tmp_path), archive, EvolutionSettings(),
-                      StandIn(tmp_path / "plain.log"), budget=30, seed=7)  # fmt: skip
+        task = make_task(tmp_path)
+        run_evolution(task, archive, EvolutionSettings(), StandIn(tmp_path / "plain.log"),
+                      first=first_candidates(task), budget=30, seed=7)  # fmt: skip
     # Generations 0 and 1 are planned from the same islands either way; later ones are not.
     early = [c for c in shape(lagged)["candidates"] if c[1] <= 1]
     assert early == [c for c in shape(plain)["candidates"] if c[1] <= 1]
@@ -166,7 +171,7 @@ def test_a_lagged_search_of_an_exhausted_space_evaluates_all_of_it_and_says_so(t
     task = load_task_folder(GDN_DECODE, "builtin")
     with Archive.open(tmp_path / "gdn.db") as archive:
         summary = run_evolution(task, archive, LAGGED, Jittered(tmp_path / "gdn.log", "g"),
-                                budget=50, seed=1)  # fmt: skip
+                                first=first_candidates(task), budget=50, seed=1)  # fmt: skip
     assert summary.reason == "exhausted" and summary.progress.evaluations == 8
     assert summary.progress.best_fitness == pytest.approx(1.3)
 
@@ -182,8 +187,9 @@ def test_stopping_finishes_the_generations_in_flight_and_the_run_resumes(tmp_pat
         assert archive.queued(summary.run) == archive.queued(summary.run, "in_flight") == []
         # Both generations in flight at the stop were finished and checkpointed.
         assert len(archive.events(summary.run, "generation")) == len(progress) == 4
-        resumed = run_evolution(make_task(tmp_path), archive, LAGGED, evaluator, budget=30,
-                                seed=7, run_id=summary.run)  # fmt: skip
+        task = make_task(tmp_path)
+        resumed = run_evolution(task, archive, LAGGED, evaluator, first=first_candidates(task),
+                                budget=30, seed=7, run_id=summary.run)  # fmt: skip
         assert resumed.reason == "budget" and archive.count_evaluations(summary.run) == 30
     sent = logged(evaluator.log)
     assert len(sent) == len(set(sent)) == 30
@@ -199,12 +205,15 @@ sys.path.insert(0, sys.argv[1])
 from standin import StandIn, make_task
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.app.run_job import first_candidates
 from hipevolve.evolution.run import run_evolution
 
 root = Path(sys.argv[2])
 with Archive.open(root / "run.db") as archive:
-    run_evolution(make_task(root), archive, EvolutionSettings(lag=1),
-                  StandIn(root / "child.log", delay_s=0.1), budget=int(sys.argv[3]), seed=11)
+    task = make_task(root)
+    run_evolution(task, archive, EvolutionSettings(lag=1),
+                  StandIn(root / "child.log", delay_s=0.1), first=first_candidates(task),
+                  budget=int(sys.argv[3]), seed=11)
 """
 
 
@@ -242,14 +251,16 @@ def test_sigkill_with_generations_in_flight_then_resume_makes_the_uninterrupted_
 
     log = tmp_path / "resume.log"
     with Archive.open(db) as archive:
-        summary = run_evolution(make_task(tmp_path), archive, LAGGED, StandIn(log),
+        task = make_task(tmp_path)
+        summary = run_evolution(task, archive, LAGGED, StandIn(log), first=first_candidates(task),
                                 budget=budget, seed=11, run_id=1)  # fmt: skip
         assert summary.reason == "budget" and archive.count_evaluations(1) == budget
     assert not recorded & set(logged(log)), "an evaluation completed before the kill was redone"
     whole = tmp_path / "whole"
     whole.mkdir()
     with Archive.open(whole / "run.db") as archive:
-        run_evolution(make_task(whole), archive, LAGGED, StandIn(whole / "log"),
-                      budget=budget, seed=11)  # fmt: skip
+        task = make_task(whole)
+        run_evolution(task, archive, LAGGED, StandIn(whole / "log"),
+                      first=first_candidates(task), budget=budget, seed=11)  # fmt: skip
     assert shape(db) == shape(whole / "run.db")
     assert evaluated_hashes(db) == evaluated_hashes(whole / "run.db")

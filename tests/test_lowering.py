@@ -254,6 +254,7 @@ def test_seedless_task_starts_offline_from_its_lowered_candidate(tmp_path):
 
     from agents_support import CompilingStandIn
 
+    from hipevolve.app.run_job import first_candidates
     from hipevolve.archive.store import Archive
     from hipevolve.evolution.islands import EvolutionSettings
     from hipevolve.evolution.run import run_evolution
@@ -270,7 +271,7 @@ def test_seedless_task_starts_offline_from_its_lowered_candidate(tmp_path):
     evaluate = CompilingStandIn(tmp_path / "cache", task=task.name)
     with Archive.open(tmp_path / "a.db") as archive:
         summary = run_evolution(task, archive, EvolutionSettings(islands=1), evaluate,
-                                budget=1, seed=0)  # fmt: skip
+                                first=first_candidates(task), budget=1, seed=0)  # fmt: skip
         rows = archive.db.execute(
             "SELECT c.agent, c.generation, e.status FROM candidates c JOIN evaluations e"
             " ON e.id = c.evaluation_id WHERE c.run = ?", [summary.run]).fetchall()  # fmt: skip

@@ -24,7 +24,7 @@ from hipevolve.agents.roles import (
 from hipevolve.agents.state import AgentLimits, Failure
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
-from hipevolve.evolution.selection import Proposal
+from hipevolve.evolution.child import Proposal
 from hipevolve.problems import get_task
 from hipevolve.prompts.render import render, schema_text, system_prompt
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from standin import JudgedOnCpu, StandIn, StandInStages, make_task, score
 
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.config import VerifierSettings
@@ -158,8 +159,9 @@ def archive_rows(path: Path) -> dict[str, list]:
 
 def run_with(evaluator, root: Path, budget: int = 30, seed: int = 5, lag: int = 0):
     with Archive.open(root / "run.db") as archive:
-        summary = run_evolution(make_task(root), archive, EvolutionSettings(lag=lag), evaluator,
-                                budget=budget, seed=seed)  # fmt: skip
+        task = make_task(root)
+        summary = run_evolution(task, archive, EvolutionSettings(lag=lag), evaluator,
+                                first=first_candidates(task), budget=budget, seed=seed)  # fmt: skip
     return summary, archive_rows(root / "run.db")
 
 
@@ -390,7 +392,7 @@ def test_ray_gpu_workers_one_per_gpu_run_a_search_and_survive_a_lost_worker(tmp_
     try:
         with Archive.open(tmp_path / "run.db") as archive:
             summary = run_evolution(task, archive, EvolutionSettings(), evaluator,
-                                    budget=24, seed=0)  # fmt: skip
+                                    first=first_candidates(task), budget=24, seed=0)  # fmt: skip
             evaluations = archive.count_evaluations(summary.run)
     finally:
         evaluator.close()

@@ -18,6 +18,7 @@ from standin import TASK_NAME, StandIn, write_task_folder
 from typer.testing import CliRunner
 
 from hipevolve.app.export_commands import register
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.lineage import ancestors_of_best
 from hipevolve.archive.store import Archive
 from hipevolve.core.errors import UserError
@@ -37,8 +38,8 @@ def archive_path(tmp_path_factory) -> Path:
     task = load_task_folder(write_task_folder(root) / TASK_NAME, "user")
     db = root / "run.db"
     with Archive.open(db) as archive:
-        run_evolution(task, archive, EvolutionSettings(), StandIn(root / "log"), budget=30,
-                      seed=5)  # fmt: skip
+        run_evolution(task, archive, EvolutionSettings(), StandIn(root / "log"),
+                      first=first_candidates(task), budget=30, seed=5)  # fmt: skip
         archive.resume(1)  # take the run's lock again to record into its accounting
         for role, model, tokens_in, tokens_out, cost in CALLS:
             archive.record_llm_call(1, role, model, "p", tokens_in, tokens_out, cost, 1.5)

@@ -28,6 +28,7 @@ from standin import (
     sigkill_when,
 )
 
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.lineage import lineage_graph
 from hipevolve.archive.store import Archive
 from hipevolve.core.errors import UserError
@@ -44,11 +45,13 @@ def search(tmp_path: Path, name: str, budget: int, seed: int = 7, **kwargs):
     log = tmp_path / f"{name}.log"
     path = tmp_path / f"{name}.db"
     with Archive.open(path) as archive:
+        task = make_task(tmp_path)
         summary = run_evolution(
-            make_task(tmp_path),
+            task,
             archive,
             EvolutionSettings(),
             StandIn(log),
+            first=first_candidates(task),
             budget=budget,
             seed=seed,
             **kwargs,
@@ -115,8 +118,8 @@ def test_exhausted_space_stops_before_the_budget_and_says_so(tmp_path):
     task = load_task_folder(GDN_DECODE, "builtin")
     log = tmp_path / "gdn.log"
     with Archive.open(tmp_path / "gdn.db") as archive:
-        summary = run_evolution(task, archive, EvolutionSettings(), StandIn(log), budget=50,
-                                seed=1)  # fmt: skip
+        summary = run_evolution(task, archive, EvolutionSettings(), StandIn(log),
+                                first=first_candidates(task), budget=50, seed=1)  # fmt: skip
     assert summary.reason == "exhausted" and summary.status == "finished"
     assert "exhausted" in summary.message
     assert len(logged(log)) == 8 == summary.progress.evaluations
@@ -126,8 +129,10 @@ def test_exhausted_space_stops_before_the_budget_and_says_so(tmp_path):
 def test_resume_refuses_another_seed(tmp_path):
     summary, path, log = search(tmp_path, "a", budget=8, should_stop=lambda: True)
     with Archive.open(path) as archive, pytest.raises(UserError, match="another seed"):
-        run_evolution(make_task(tmp_path), archive, EvolutionSettings(), StandIn(log),
-                      budget=8, seed=8, run_id=summary.run)  # fmt: skip
+        task = make_task(tmp_path)
+        run_evolution(task, archive, EvolutionSettings(), StandIn(log),
+                      first=first_candidates(task), budget=8, seed=8,
+                      run_id=summary.run)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- stopping
@@ -146,8 +151,10 @@ def test_should_stop_finishes_the_batch_in_flight_and_the_run_resumes(tmp_path):
     with Archive.open(path) as archive:
         assert archive.run(summary.run).status == "interrupted"
         assert archive.queued(summary.run) == archive.queued(summary.run, "in_flight") == []
-        resumed = run_evolution(make_task(tmp_path), archive, EvolutionSettings(),
-                                StandIn(log), budget=30, seed=7, run_id=summary.run)  # fmt: skip
+        task = make_task(tmp_path)
+        resumed = run_evolution(task, archive, EvolutionSettings(), StandIn(log),
+                                first=first_candidates(task), budget=30, seed=7,
+                                run_id=summary.run)  # fmt: skip
         assert resumed.reason == "budget" and archive.count_evaluations(summary.run) == 30
     after = logged(log)
     assert len(after) == len(set(after)) == 30
@@ -162,12 +169,15 @@ sys.path.insert(0, sys.argv[1])
 from test_run_loop import StandIn, make_task
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.app.run_job import first_candidates
 from hipevolve.evolution.run import run_evolution
 
 root = Path(sys.argv[2])
 with Archive.open(root / "run.db") as archive:
-    run_evolution(make_task(root), archive, EvolutionSettings(),
-                  StandIn(root / "child.log", delay_s=0.1), budget=int(sys.argv[3]), seed=11)
+    task = make_task(root)
+    run_evolution(task, archive, EvolutionSettings(),
+                  StandIn(root / "child.log", delay_s=0.1), first=first_candidates(task),
+                  budget=int(sys.argv[3]), seed=11)
 """
 
 
@@ -200,7 +210,8 @@ def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_p
     log = tmp_path / "resume.log"
     with Archive.open(db) as archive:
         summary = run_evolution(task, archive, EvolutionSettings(), StandIn(log),
-                                budget=budget, seed=11, run_id=1)  # fmt: skip
+                                first=first_candidates(task), budget=budget, seed=11,
+                                run_id=1)  # fmt: skip
         assert summary.reason == "budget"
         assert archive.count_evaluations(1) == budget
         nodes_after, edges_after = _nodes_and_edges(lineage_graph(archive, 1))
@@ -224,8 +235,9 @@ def test_sigkill_mid_run_then_resume_repeats_nothing_and_keeps_the_lineage(tmp_p
     whole = tmp_path / "whole"
     whole.mkdir()
     with Archive.open(whole / "run.db") as archive:
-        run_evolution(make_task(whole), archive, EvolutionSettings(),
-                      StandIn(whole / "log"), budget=budget, seed=11)  # fmt: skip
+        task = make_task(whole)
+        run_evolution(task, archive, EvolutionSettings(), StandIn(whole / "log"),
+                      first=first_candidates(task), budget=budget, seed=11)  # fmt: skip
         assert _nodes_and_edges(lineage_graph(archive, 1))[1] == edges_after
     assert hashes == evaluated_hashes(whole / "run.db")
 
@@ -245,7 +257,7 @@ def test_pipeline_evaluator_runs_a_short_search_on_the_gpu(tmp_path, lag, budget
     )
     with Archive.open(tmp_path / "gpu.db") as archive:
         summary = run_evolution(task, archive, EvolutionSettings(islands=2, lag=lag), evaluator,
-                                budget=budget, seed=0)  # fmt: skip
+                                first=first_candidates(task), budget=budget, seed=0)  # fmt: skip
         evaluator.close()
         assert summary.progress.evaluations == budget
         statuses = [

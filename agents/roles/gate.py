@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.roles.repairer import failure_of
 from hipevolve.agents.state import ProposalState
-from hipevolve.evolution.offline.policy import Child
+from hipevolve.evolution.child import Child
 
 
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:

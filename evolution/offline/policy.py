@@ -14,9 +14,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Set
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from hipevolve.core.candidate import Candidate
+from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Island, ranked
 from hipevolve.evolution.offline.mutate import crossover, mutate, transformed
 from hipevolve.evolution.offline.transforms import CATALOGUE
@@ -27,28 +26,10 @@ from hipevolve.evolution.offline.tunables import (
     parse_tunables,
     with_values,
 )
-from hipevolve.evolution.selection import Proposal
-
-AGENT = "offline-mutator"
 
 # Draw thresholds: mutation below the first, crossover below the second, else a transform.
 MUTATE_BELOW = 0.6
 CROSSOVER_BELOW = 0.8
-
-
-class Child(BaseModel):
-    """A proposed candidate with the lineage the archive records for it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate: Candidate
-    island: int = Field(description="island the child is inserted into if it verifies")
-    parents: tuple[int, ...] = Field(default=(), description="candidate ids it descends from")
-    kind: str = Field(default="mutation", description="lineage edge kind: mutation or crossover")
-    inspirations: tuple[int, ...] = Field(default=(), description="elites shown, not ancestors")
-    agent: str = AGENT
-    model: str = Field(default="", description="the model that wrote it; empty: no model")
-    prompt_hash: str = Field(default="", description="hash of the prompt that asked for it")
 
 
 def _safe(make: Callable[[], Candidate | None]) -> Candidate | None:

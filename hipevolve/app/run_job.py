@@ -1,6 +1,11 @@
 """The main job, `evolve --task T --budget N`: check the inputs, open the archive, start or resume
 a run, drive the evolution loop with a live display, then save and report the best kernel.
 
+This is where the run is put together: the evaluator, the proposal policy (the agents over a
+model, or none: the offline mutator) and the first candidates (`first_candidates`: the task's
+seed kernels, or the agents' offline lowering of its reference) are chosen here and passed into
+the evolution loop, which imports none of them.
+
 Every check that can fail on the user's input (budget, settings, models, task, seeds, GPU and
 compiler) runs before the archive is opened, so a refused command writes nothing. The flags only
 map onto the settings tree (JobOptions.flags, hipevolve/core/config.py); each rule is checked
@@ -21,7 +26,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,11 +43,12 @@ from hipevolve.app.display import (
     resume_command,
 )
 from hipevolve.archive.store import Archive
-from hipevolve.core.candidate import write_candidate
+from hipevolve.core.candidate import Candidate, load_candidate, write_candidate
 from hipevolve.core.config import EvolutionSettings, Settings, load_settings
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import check_budget
+from hipevolve.evolution.child import Child
 from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.run import RunSummary, run_evolution
 from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
@@ -196,28 +202,45 @@ def run_job(
     check_models(settings.models)  # one line before anything is written
     task = get_task(options.task, settings.tasks.dirs)
     translates = bool(settings.models.role_models().get("translator"))
-    if not task.seeds and not translates:  # with a model, the translator writes the first
-        from hipevolve.agents.lowering.lower import Unlowered
-        from hipevolve.agents.roles.translator import lowered
-
-        found = lowered(task)  # offline, the translator lowers the reference where it can
-        if isinstance(found, Unlowered):
-            raise UserError(
-                f"task {task.name} has no seed kernels to start from, and its reference does "
-                f"not lower offline ({found.reason})",
-                'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
-                "or pass --model so the translator writes a first kernel",
-            )
+    first = first_candidates(task, translates=translates)  # with a model, the translator writes them
     evaluate = evaluators(task, settings, settings.verifier.backend)
     try:
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(settings.run.archive, create=options.resume is None) as archive:
             plan = _plan(options, settings, archive, task, getattr(evaluate, "parallelism", 1))
-            return _drive(options, settings, task, archive, plan, evaluate, console, err_console)
+            return _drive(options, settings, task, archive, plan, first, evaluate, console,
+                          err_console)  # fmt: skip
     finally:
         close = getattr(evaluate, "close", None)
         if close is not None:  # the worker slots' judges, or the Ray workers
             close()
+
+
+def first_candidates(task: TaskSpec, *, translates: bool = False) -> list[Child]:
+    """Generation 0's candidates, for run_evolution: the task's seed kernels, one per distinct
+    code. A task without any starts from its reference: translated by the model behind the
+    agents' translator where there is one (`translates`: none here, the policy writes them),
+    else lowered offline by the translator. One that does not lower is refused in one line,
+    before anything is written."""
+    if task.seeds:
+        seeds: dict[str, Candidate] = {}
+        for path in task.seeds:
+            candidate = load_candidate(path)
+            seeds.setdefault(candidate.source_hash, candidate)
+        return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
+    if translates:
+        return []
+    from hipevolve.agents.roles.translator import ROLE, lowered  # torch.fx, only when needed
+
+    found = lowered(task)
+    if not isinstance(found, Candidate):
+        raise UserError(
+            f"task {task.name} has no seed kernels to start from, and its reference does "
+            f"not lower offline ({found.reason})",
+            'list its seed kernel folders in its task.toml: seeds = ["seeds/NAME"], '
+            "or pass --model so the translator writes a first kernel",
+        )
+    return [Child(candidate=found, island=0, agent=ROLE)]
 
 
 def _plan(
@@ -274,6 +297,7 @@ def _drive(
     task: TaskSpec,
     archive: Archive,
     plan: _Plan,
+    first: Sequence[Child],
     evaluate: Evaluator,
     console: Console,
     err_console: Console,
@@ -288,9 +312,9 @@ def _drive(
         try:
             with ctrl_c.searching(), display:
                 summary = run_evolution(
-                    task, archive, plan.settings, evaluate, budget=plan.budget, seed=plan.seed,
-                    run_id=plan.run, on_progress=display.update, should_stop=ctrl_c.stop.is_set,
-                    policy=_policy(settings, archive, plan.run),
+                    task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
+                    seed=plan.seed, run_id=plan.run, on_progress=display.update,
+                    should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run),
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)

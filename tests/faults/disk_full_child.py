@@ -26,6 +26,7 @@ BALLAST = DISK_PATH / "ballast"
 
 from standin import StandIn, evaluated_hashes, logged, make_task  # noqa: E402
 
+from hipevolve.app.run_job import first_candidates  # noqa: E402
 from hipevolve.archive.store import Archive  # noqa: E402
 from hipevolve.core.errors import UserError  # noqa: E402
 from hipevolve.evolution.islands import EvolutionSettings  # noqa: E402
@@ -87,8 +88,10 @@ def scenario_build(room: str) -> dict:
 
 
 def search(archive: Archive, work: Path, evaluate, run_id: int | None = None) -> str:
-    summary = run_evolution(make_task(work), archive, EvolutionSettings(), evaluate,
-                            budget=BUDGET, seed=SEED, run_id=run_id)  # fmt: skip
+    task = make_task(work)
+    summary = run_evolution(task, archive, EvolutionSettings(), evaluate,
+                            first=first_candidates(task), budget=BUDGET, seed=SEED,
+                            run_id=run_id)  # fmt: skip
     return summary.reason
 
 

@@ -19,6 +19,7 @@ import pytest
 from standin import StandIn, evaluated_hashes, make_task
 from tiny_disk import run_on_tiny_disk, unavailable
 
+from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
@@ -36,8 +37,9 @@ def uninterrupted_hashes(tmp_path: Path) -> list[str]:
     root = tmp_path / "whole"
     root.mkdir()
     with Archive.open(root / "run.db") as archive:
-        run_evolution(make_task(root), archive, EvolutionSettings(), StandIn(root / "log"),
-                      budget=BUDGET, seed=SEED)  # fmt: skip
+        task = make_task(root)
+        run_evolution(task, archive, EvolutionSettings(), StandIn(root / "log"),
+                      first=first_candidates(task), budget=BUDGET, seed=SEED)  # fmt: skip
     return evaluated_hashes(root / "run.db")
 
 
