@@ -209,12 +209,10 @@ def run_job(
     try:
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(options.archive, create=options.resume is None) as archive:
-            plan = _plan(options, archive, task, getattr(evaluate, "parallelism", 1))
+            plan = _plan(options, archive, task, evaluate.parallelism)
             return _drive(options, task, archive, plan, evaluate, console, err_console)
     finally:
-        close = getattr(evaluate, "close", None)
-        if close is not None:  # the worker slots' judges, or the Ray workers
-            close()
+        evaluate.close()  # the worker slots' judges, or the Ray workers
 
 
 def _plan(options: JobOptions, archive: Archive, task: TaskSpec, parallelism: int = 1) -> _Plan:
