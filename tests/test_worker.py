@@ -257,7 +257,7 @@ def test_the_job_reads_back_as_written_with_absolute_paths(
                            candidate=replace(job.candidate, model=model))  # fmt: skip
     assert read.candidate.model.is_absolute() and read.reference.is_absolute()
     assert json.loads(job.to_json())["timeouts"] == {
-        "load": 20, "check": 5.0, "timing": 30, "startup": 60,
+        "load": 20.0, "check": 5.0, "timing": 30.0, "startup": 60.0,  # floats, as pydantic wrote
     }  # fmt: skip
 
 

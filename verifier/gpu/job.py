@@ -104,6 +104,7 @@ class Timeouts:
 
     def __post_init__(self) -> None:
         for name in ("startup", "load", "check", "timing"):
+            _set(self, name, float(getattr(self, name)))
             _require(getattr(self, name) > 0, f"timeout {name} must be positive")
 
 
@@ -113,6 +114,8 @@ class PeakRates:
     flops_per_s: float  # dense matrix rate, H200 bf16: 990e12
 
     def __post_init__(self) -> None:
+        _set(self, "bytes_per_s", float(self.bytes_per_s))
+        _set(self, "flops_per_s", float(self.flops_per_s))
         _require(self.bytes_per_s > 0 and self.flops_per_s > 0, "peak rates must be positive")
 
 
@@ -147,6 +150,11 @@ class WorkerJob:
         _set(self, "cases", tuple(self.cases))
         _set(self, "seeds", tuple(self.seeds))
         _set(self, "workdir", _path(self.workdir))
+        # float fields are floats, as the pydantic model made them (200 is written 200.0)
+        _set(self, "suspect_speedup", float(self.suspect_speedup))
+        _set(self, "min_trial_us", float(self.min_trial_us))
+        if self.deadline_s is not None:
+            _set(self, "deadline_s", float(self.deadline_s))
         _require(len(self.cases) >= 1, "a job needs at least one case")
         _require(len(self.seeds) >= 1, "a job needs at least one seed")
         _require(self.device in DEVICES, f"device {self.device!r} is not one of {DEVICES}")
