@@ -192,8 +192,15 @@ class Remembering:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.settings_key, self.toolchain = inner.settings_key, inner.toolchain
-        self.device = getattr(inner, "device", "")
+        self.device = inner.device
         self.known: dict[str, Any] = {}
+
+    @property
+    def parallelism(self) -> int:
+        return self.inner.parallelism
+
+    def close(self) -> None:
+        self.inner.close()
 
     def __call__(self, candidates: list) -> list:
         todo = [c for c in candidates if c.source_hash not in self.known]

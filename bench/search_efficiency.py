@@ -67,7 +67,7 @@ from hipevolve.evolution.offline.tunables import (
 )
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
-from hipevolve.verifier.evaluators import Evaluator
+from hipevolve.verifier.evaluators import BaseEvaluator, Evaluator
 
 TASKS = ("softmax", "rmsnorm", "silu_and_mul")
 BUDGETS = (5, 10, 15, 20, 25, 50, 100)  # percent of the space
@@ -278,7 +278,7 @@ def _device_name() -> str:
 # ------------------------------------------------------------------------------------ search
 
 
-class TableEvaluator:
+class TableEvaluator(BaseEvaluator):
     """An evolution Evaluator that answers from a measured table, in the order asked."""
 
     def __init__(self, task: TaskSpec, table: TaskTable, toolchain: str) -> None:

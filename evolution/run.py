@@ -88,7 +88,7 @@ def run_evolution(
     generation, states = search.restore()
     # Where this session's numbers come from (a resumed run may move to another machine).
     environment = {"toolchain": evaluate.toolchain}
-    if getattr(evaluate, "device", None):
+    if evaluate.device:
         environment["device"] = evaluate.device
     archive.log_event(search.run, "environment", environment)
     lag = settings.lag

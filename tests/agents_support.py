@@ -22,6 +22,7 @@ from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.evolution.run import RunSummary, run_evolution
 from hipevolve.verifier.build.compile import Compiler, build_many
+from hipevolve.verifier.evaluators import BaseEvaluator
 
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 TRANSCRIPT = TRANSCRIPTS / "softmax_run.json"
@@ -80,7 +81,7 @@ def halved_softmax_mismatch() -> tuple[str, CaseResult]:
     return f"case small seed 0 run 0: {summary}", case
 
 
-class CompilingStandIn:
+class CompilingStandIn(BaseEvaluator):
     """Compiles each candidate with the real nvcc (cuda backend, sm_90, cached in cache_dir) and,
     when it builds, scores it by its tunables times `boost`; a failed build is a compile_error
     with nvcc's trimmed log, as the pipeline reports it. A kernel carrying WRONG_MARK (it halves

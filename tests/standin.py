@@ -27,6 +27,8 @@ from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
+from hipevolve.verifier.evaluators import BaseEvaluator
+from hipevolve.verifier.ray import Stateless
 
 GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"
 
@@ -85,7 +87,7 @@ class ModelNew(nn.Module):
 """
 
 
-class StandIn:
+class StandIn(BaseEvaluator):
     """Scores native candidates by their tunables; appends each finished source hash to `log`."""
 
     settings_key = canonical_json({"task": "stand-in", "cases": ["a", "b"]})
@@ -264,10 +266,10 @@ class StandInStages:
             raise OSError(errno.ENOSPC, "No space left on device")
         return Ticket(candidate=candidate)
 
-    def open(self) -> None:
-        return None
+    def open(self) -> Stateless:
+        return Stateless()
 
-    def run(self, ticket: Ticket, state: None) -> Evaluation:
+    def run(self, ticket: Ticket, state: Stateless) -> Evaluation:
         config = current_configuration(parse_tunables(ticket.candidate.hip_source or ""))
         if self.die_on is not None and all(config.get(k) == v for k, v in self.die_on.items()):
             died = len(list(self.marks.glob("death-*")))

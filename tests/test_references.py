@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import references
 from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
+from hipevolve.verifier.gpu.job import CaseJob, WorkerJob
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402
@@ -18,9 +20,9 @@ from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402
 SOFTMAX = (Path(__file__).parents[1] / "problems" / "softmax" / "reference.py").read_text()
 
 
-def _job(path: Path, seeds=(0, 1), device: str = "cpu") -> dict:
-    case = {"name": "c", "init": {}, "inputs": {"rows": 4, "cols": 64, "dtype": "float32"}}
-    return {"reference": str(path), "device": device, "seeds": list(seeds), "cases": [case]}
+def _job(path: Path, seeds=(0, 1), device: str = "cpu") -> WorkerJob:
+    case = CaseJob(name="c", inputs={"rows": 4, "cols": 64, "dtype": "float32"})
+    return replace(cpu_job(HEALTHY, device=device, seeds=seeds, cases=(case,)), reference=path)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -44,9 +46,9 @@ def test_the_next_job_of_the_same_task_builds_only_the_seeds_it_adds(
 @pytest.mark.parametrize(
     "change",
     [
-        lambda job: job | {"cases": [job["cases"][0] | {"inputs": {"rows": 4, "cols": 32}}]},
-        lambda job: job | {"cases": [job["cases"][0] | {"name": "d"}]},
-        lambda job: job | {"device": "meta"},
+        lambda job: replace(job, cases=(replace(job.cases[0], inputs={"rows": 4, "cols": 32}),)),
+        lambda job: replace(job, cases=(replace(job.cases[0], name="d"),)),
+        lambda job: replace(job, device="cuda"),
     ],
     ids=["inputs", "case name", "device"],
 )
@@ -56,7 +58,7 @@ def test_a_job_built_differently_gets_new_references(tmp_path: Path, change) -> 
     kept = references.Kept()
     _, first = references.build(_job(path), kept)
     assert references.job_key(change(_job(path))) != references.job_key(_job(path))
-    if change(_job(path))["device"] == "cpu":
+    if change(_job(path)).device == "cpu":
         _, other = references.build(change(_job(path)), kept)
         assert not {id(v) for v in other.values()} & {id(v) for v in first.values()}
         assert kept.refs == other

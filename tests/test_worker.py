@@ -11,6 +11,7 @@ import statistics
 import struct
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,15 +19,9 @@ import torch
 
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import compare, ipc, wire
-from hipevolve.verifier.gpu.isolate import (
-    PeakRates,
-    StandbyPool,
-    Timeouts,
-    judge_env,
-    run_worker,
-    wait_retired,
-)
-from hipevolve.verifier.gpu.worker import Judge
+from hipevolve.verifier.gpu.isolate import StandbyPool, judge_env, run_worker, wait_retired
+from hipevolve.verifier.gpu.job import CaseJob, PeakRates, Timeouts, WorkerJob
+from hipevolve.verifier.gpu.worker import Scorecard
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, assert_gone, cpu_job  # noqa: E402
@@ -53,7 +48,7 @@ def test_timed_model_with_random_parameters_passes_the_check_after_timing() -> N
     # The post-timing check compares the timed model with the reference of one seed: the model
     # must be built from that seed, or a weight drawn at construction differs (rmsnorm).
     from hipevolve.problems import get_task
-    from hipevolve.verifier.gpu.isolate import CandidateJob, CaseJob, WorkerJob
+    from hipevolve.verifier.gpu.job import CandidateJob
 
     task = get_task("rmsnorm")
     small = next(c for c in task.cases if c.name == "small")
@@ -76,25 +71,23 @@ def test_timed_model_with_random_parameters_passes_the_check_after_timing() -> N
 
 def test_candidate_beating_the_roofline_is_suspect_not_ok() -> None:
     job = cpu_job(HEALTHY)
-    case = job.cases[0].model_copy(update={"roofline": {"bytes": 524288.0, "flops": 0.0}})
+    case = replace(job.cases[0], roofline={"bytes": 524288.0, "flops": 0.0})
     # a 1 kB/s "GPU": any real time is far below what moving 512 kB would take
-    job = job.model_copy(
-        update={"cases": (case,), "peak": PeakRates(bytes_per_s=1e3, flops_per_s=1e3)}
-    )
+    job = replace(job, cases=(case,), peak=PeakRates(bytes_per_s=1e3, flops_per_s=1e3))
     result = run_worker(job)
     assert result.status is Status.suspect, result.message
     assert "beats the roofline" in result.message
 
 
 def test_nan_in_the_reference_is_a_bad_reference_never_a_wildcard() -> None:
-    job = cpu_job(HEALTHY).model_copy(update={"reference": DATA / "ref_nan.py"})
+    job = replace(cpu_job(HEALTHY), reference=DATA / "ref_nan.py")
     result = run_worker(job)
     assert result.status is Status.runtime_error
     assert result.message.startswith("bad reference")
 
 
 def test_judge_dying_without_a_result_is_a_crash_not_a_pass() -> None:
-    job = cpu_job(HEALTHY).model_copy(update={"reference": DATA / "ref_exits.py"})
+    job = replace(cpu_job(HEALTHY), reference=DATA / "ref_exits.py")
     result = run_worker(job)
     assert result.status is Status.runtime_error
     assert "without a result" in result.message and "code 3" in result.message
@@ -173,70 +166,62 @@ def test_a_judge_is_not_reused_after_a_crash_and_exits() -> None:
         assert judge not in pool._warm
 
 
-# --- the judge's timing checks, on synthetic reports ---------------------------------------------
-def _judge(**job) -> Judge:
-    base = {
-        "device": "cpu",
-        "cases": [{"name": "c", "timed": True, "roofline": None}],
-        "trials": 5,
-        "min_trial_us": 0.5,
-        "suspect_speedup": 10.0,
-        "peak": None,
-    }
-    return Judge(base | job, chan=None)
+# --- the judge's timing checks, on synthetic reports (its Scorecard) ------------------------------
+def _card(names: tuple[str, ...] = ("c",)) -> Scorecard:
+    return Scorecard(cpu_job(HEALTHY, cases=tuple(CaseJob(name=n) for n in names), trials=5))
 
 
 def test_timer_reporting_zero_is_hacked() -> None:
-    judge = _judge()
-    judge.judge_timing("c", [0.0] * 5, [0.0] * 5, wall_us=1e4)
-    assert judge.hacks and "non-positive" in judge.hacks[0]
+    card = _card()
+    card.judge_timing("c", [0.0] * 5, [0.0] * 5, wall_us=1e4)
+    assert card.hacks and "non-positive" in card.hacks[0]
 
 
 def test_trials_longer_than_the_judges_wall_clock_are_hacked() -> None:
-    judge = _judge()
-    judge.judge_timing("c", [5000.0] * 5, [5000.0] * 5, wall_us=10000.0)
-    assert judge.hacks and "judge saw" in judge.hacks[0]
+    card = _card()
+    card.judge_timing("c", [5000.0] * 5, [5000.0] * 5, wall_us=10000.0)
+    assert card.hacks and "judge saw" in card.hacks[0]
 
 
 def test_trials_below_the_per_call_floor_are_hacked() -> None:
-    judge = _judge()
-    judge.judge_timing("c", [0.01] * 5, [0.01] * 5, wall_us=10000.0)
-    assert judge.hacks and "below" in judge.hacks[0]
+    card = _card()
+    card.judge_timing("c", [0.01] * 5, [0.01] * 5, wall_us=10000.0)
+    assert card.hacks and "below" in card.hacks[0]
 
 
 def test_honest_trials_give_median_and_cv_from_the_raw_list() -> None:
-    judge = _judge()
-    judge.judge_timing(
+    card = _card()
+    card.judge_timing(
         "c", [10.0, 11.0, 12.0, 13.0, 100.0], [10.0, 11.0, 12.0, 13.0, 100.0], wall_us=1e4
     )
-    assert not judge.hacks
-    assert judge.case_out["c"]["time_us"] == 12.0
+    assert not card.hacks
+    assert card.case_out["c"]["time_us"] == 12.0
     mean = 146 / 5
     expected_cv = math.sqrt(sum((t - mean) ** 2 for t in [10, 11, 12, 13, 100]) / 5) / mean
-    assert judge.case_out["c"]["cv"] == pytest.approx(expected_cv)
+    assert card.case_out["c"]["cv"] == pytest.approx(expected_cv)
 
 
 def test_device_busy_long_after_the_timed_stream_is_hacked() -> None:
-    judge = _judge()
-    judge.judge_timing("c", [5.0] * 5, [400.0] * 5, wall_us=1e4)
-    assert judge.hacks and "outside the timed stream" in judge.hacks[0]
+    card = _card()
+    card.judge_timing("c", [5.0] * 5, [400.0] * 5, wall_us=1e4)
+    assert card.hacks and "outside the timed stream" in card.hacks[0]
 
 
 def test_synchronise_round_trip_alone_is_not_flagged() -> None:
-    judge = _judge()
-    judge.judge_timing("c", [100.0] * 5, [112.0] * 5, wall_us=1e4)
-    assert not judge.hacks and judge.case_out["c"]["time_us"] == 100.0
+    card = _card()
+    card.judge_timing("c", [100.0] * 5, [112.0] * 5, wall_us=1e4)
+    assert not card.hacks and card.case_out["c"]["time_us"] == 100.0
 
 
 def test_a_late_window_alone_is_window_only_and_with_another_hack_it_is_not() -> None:
-    judge = _judge(cases=[{"name": n, "timed": True, "roofline": None} for n in ("a", "b")])
-    judge.judge_timing("a", [5.0] * 5, [400.0] * 5, wall_us=1e4)
-    judge.judge_timing("b", [5.0] * 5, [400.0] * 5, wall_us=1e4)
-    assert judge.result("hacked", judge.hacks[0])["window_only"] is True
-    judge.judge_timing("b", [5e3] * 5, [5e3] * 5, wall_us=1.0)  # trials longer than the wall
-    assert len(judge.hacks) == 3
-    assert judge.result("hacked", judge.hacks[0])["window_only"] is False
-    assert _judge().result("ok", "")["window_only"] is False
+    card = _card(("a", "b"))
+    card.judge_timing("a", [5.0] * 5, [400.0] * 5, wall_us=1e4)
+    card.judge_timing("b", [5.0] * 5, [400.0] * 5, wall_us=1e4)
+    assert card.result("hacked", card.hacks[0])["window_only"] is True
+    card.judge_timing("b", [5e3] * 5, [5e3] * 5, wall_us=1.0)  # trials longer than the wall
+    assert len(card.hacks) == 3
+    assert card.result("hacked", card.hacks[0])["window_only"] is False
+    assert _card().result("ok", "")["window_only"] is False
 
 
 def test_gdn_tasks_raise_the_suspect_limit_and_other_tasks_keep_the_setting() -> None:
@@ -252,10 +237,73 @@ def test_gdn_tasks_raise_the_suspect_limit_and_other_tasks_keep_the_setting() ->
 
 
 def test_speedup_above_the_limit_is_suspect() -> None:
-    judge = _judge()
-    judge.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)
-    judge.case_out["c"]["ref_trials"] = [20.0] * 5
-    assert judge.verdict() == ("suspect", "c: speedup 20.0x above 10x")
+    card = _card()
+    card.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)
+    card.case_out["c"]["ref_trials"] = [20.0] * 5
+    assert card.verdict() == ("suspect", "c: speedup 20.0x above 10x")
+
+
+# --- the job, as the controller writes it and the judge reads it ------------------------------
+def test_the_job_reads_back_as_written_with_absolute_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text("")
+    job = cpu_job(Path("model.py"), peak=PeakRates(bytes_per_s=1e12, flops_per_s=1e15),
+                  workdir=tmp_path, deadline_s=9.0)  # fmt: skip
+    read = WorkerJob.from_json(job.to_json())
+    model = (tmp_path / "model.py").resolve()
+    assert read == replace(job, reference=job.reference.resolve(),
+                           candidate=replace(job.candidate, model=model))  # fmt: skip
+    assert read.candidate.model.is_absolute() and read.reference.is_absolute()
+    assert json.loads(job.to_json())["timeouts"] == {
+        "load": 20.0, "check": 5.0, "timing": 30.0, "startup": 60.0,  # floats, as pydantic wrote
+    }  # fmt: skip
+
+
+def test_a_job_is_frozen_and_refuses_what_pydantic_refused() -> None:
+    import dataclasses
+
+    job = cpu_job(HEALTHY)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.trials = 3  # type: ignore[misc]
+    for bad in ({"cases": ()}, {"seeds": ()}, {"device": "tpu"}, {"trials": 0}):
+        with pytest.raises(ValueError):
+            replace(job, **bad)
+    with pytest.raises(ValueError):
+        Timeouts(load=0, check=1, timing=1)
+
+
+def test_the_sandbox_is_told_how_to_run_the_candidate_and_nothing_it_is_judged_by() -> None:
+    from hipevolve.verifier.gpu.job import CaseSizes, SandboxJob
+
+    job = cpu_job(HEALTHY)
+    sizes = {"small": CaseSizes(poison_sizes=(4096,), input_bytes=4096, timing_sets=3)}
+    told = json.loads(SandboxJob.of(job, sizes, reserve_bytes=0).to_json())
+    assert set(told) == {"reference", "seeds", "candidate", "device", "trials", "warmup",
+                         "flush_bytes", "timing_seed", "allow_processes", "reserve_bytes",
+                         "cases"}  # fmt: skip
+    assert told["cases"] == [{"name": "small", "init": {}, "inputs": dict(job.cases[0].inputs),
+                              "timed": True, "poison_sizes": [4096], "timing_sets": 3}]  # fmt: skip
+    assert SandboxJob.from_dict(told).cases[0].poison_sizes == (4096,)
+
+
+def test_the_stage_timeouts_come_from_the_verifier_settings() -> None:
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.gpu.isolate import job_for_task, timeouts_of
+    from hipevolve.verifier.gpu.job import CandidateJob
+
+    defaults = VerifierSettings()
+    assert timeouts_of(defaults) == Timeouts(load=defaults.load_timeout_s,
+                                             check=defaults.check_timeout_s,
+                                             timing=defaults.timing_timeout_s)  # fmt: skip
+    settings = VerifierSettings(load_timeout_s=7, check_timeout_s=8, timing_timeout_s=9,
+                                trials=11, warmup=2)  # fmt: skip
+    job = job_for_task(get_task("softmax"), CandidateJob(format="kernelbench", model=HEALTHY),
+                       settings, device="cpu")  # fmt: skip
+    assert (job.timeouts.load, job.timeouts.check, job.timeouts.timing) == (7, 8, 9)
+    assert (job.trials, job.warmup) == (11, 2)
 
 
 # --- wire format ------------------------------------------------------------------------------------

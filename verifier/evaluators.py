@@ -20,13 +20,39 @@ class Evaluator(Protocol):
 
     `settings_key` (canonical JSON naming the task, its cases and the verifier settings) and
     `toolchain` (compiler, runtime and device) make the archive's idempotency key: an
-    evaluation with the same key is never run twice, not even by another run.
+    evaluation with the same key is never run twice, not even by another run. `device` names
+    the GPU the numbers come from (None: no device, a stand-in); `parallelism` is how many
+    batches it can usefully run at once (its GPUs or workers). `close()` stops what it
+    started (judges, Ray workers), once its caller is done with it.
     """
 
     settings_key: str
     toolchain: str
+    device: str | None
+
+    @property
+    def parallelism(self) -> int: ...
+
+    def close(self) -> None: ...
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+
+class BaseEvaluator:
+    """The protocol's defaults for an evaluator that runs on no device and starts nothing (the
+    stand-ins of tests and benches): one batch at a time, nothing to close. A subclass sets
+    settings_key and toolchain and scores in __call__."""
+
+    settings_key: str
+    toolchain: str
+    device: str | None = None
+    parallelism: int = 1
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        raise NotImplementedError
 
 
 class PipelineEvaluator:

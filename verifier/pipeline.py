@@ -102,7 +102,7 @@ def _device(backend: str) -> str:
 
 
 def _peak(backend: str):
-    from hipevolve.verifier.gpu.isolate import PeakRates
+    from hipevolve.verifier.gpu.job import PeakRates
 
     gpu = MI300X if backend == "rocm" else H200
     return PeakRates(bytes_per_s=gpu.hbm_bytes_per_s, flops_per_s=gpu.bf16_flops_per_s)
@@ -200,7 +200,8 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
     on late timing windows alone (WorkerResult.window_only) runs once more, and that run is
     the evaluation, flagged "run again"."""
     from hipevolve.core.candidate import write_candidate
-    from hipevolve.verifier.gpu.isolate import CandidateJob, Timeouts, WorkerJob, run_worker
+    from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
+    from hipevolve.verifier.gpu.job import CandidateJob
 
     workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
     try:
@@ -211,13 +212,10 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
                                          source=written / "kernel.hip")  # fmt: skip
         else:
             job_candidate = CandidateJob(format="kernelbench", model=written)
-        job = WorkerJob.for_task(
-            task, job_candidate, device=_device(backend), cases=cases,
-            seeds=check_seeds(task, settings), do_timing=do_timing, trials=settings.trials,
-            warmup=settings.warmup,
-            timeouts=Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
-                              timing=settings.timing_timeout_s),
-            peak=_peak(backend), suspect_speedup=suspect_threshold(task, settings))  # fmt: skip
+        job = job_for_task(
+            task, job_candidate, settings, device=_device(backend), cases=cases,
+            seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),
+            suspect_speedup=suspect_threshold(task, settings))  # fmt: skip
         worker = run_worker(job, judges.take(), pool=judges)
         if worker.status is Status.hacked and worker.window_only:
             # Escaped work shows again in a fresh sandbox; a window some other process's

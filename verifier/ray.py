@@ -55,6 +55,20 @@ START_LIMIT_S = 600.0  # how long a batch waits for a worker when none is alive
 WAKE_S = 0.1  # how often the dispatcher looks for batches called while it waits on Ray
 
 
+class WorkerState(Protocol):
+    """What a worker actor keeps between evaluations (production: its warm judges, Slots);
+    closed when the worker is."""
+
+    def close(self) -> None: ...
+
+
+class Stateless:
+    """The WorkerState of stages that keep nothing between evaluations."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 class Stages(Protocol):
     """What the cluster runs: `prepare` in a CPU task, `open` and `run` in a worker actor."""
 
@@ -62,11 +76,11 @@ class Stages(Protocol):
         """The CPU stages; the result's `done` is the Evaluation when nothing is left to run."""
         ...
 
-    def open(self) -> Any:
+    def open(self) -> WorkerState:
         """A worker's state, made once when the actor starts (its warm judges)."""
         ...
 
-    def run(self, prepared: Any, state: Any) -> Evaluation: ...
+    def run(self, prepared: Any, state: WorkerState) -> Evaluation: ...
 
     def describe(self) -> dict[str, str]:
         """backend, toolchain and device as this worker sees them."""
@@ -99,7 +113,7 @@ class PipelineStages:
         library = prepared.library.read_bytes() if prepared.library is not None else None
         return Shipment(prepared=prepared, library=library)
 
-    def open(self):
+    def open(self) -> WorkerState:
         from hipevolve.verifier.gpu.slots import Slots
 
         # One slot: Ray has already pinned this process to its GPU.
@@ -146,9 +160,7 @@ class _Worker:
         return self.stages.run(prepared, self.state)
 
     def close(self) -> None:
-        close = getattr(self.state, "close", None)
-        if close is not None:
-            close()
+        self.state.close()
 
 
 def _prepare(stages: Stages, candidate: Candidate) -> Any:

@@ -207,13 +207,11 @@ def run_job(
     try:
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(settings.run.archive, create=options.resume is None) as archive:
-            plan = _plan(options, settings, archive, task, getattr(evaluate, "parallelism", 1))
+            plan = _plan(options, settings, archive, task, evaluate.parallelism)
             return _drive(options, settings, task, archive, plan, first, evaluate, console,
                           err_console)  # fmt: skip
     finally:
-        close = getattr(evaluate, "close", None)
-        if close is not None:  # the worker slots' judges, or the Ray workers
-            close()
+        evaluate.close()  # the worker slots' judges, or the Ray workers
 
 
 def first_candidates(task: TaskSpec, *, translates: bool = False) -> list[Child]:

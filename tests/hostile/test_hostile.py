@@ -21,15 +21,8 @@ import pytest
 from hipevolve.core.evaluation import Status
 from hipevolve.problems import get_task
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.isolate import (
-    CandidateJob,
-    CaseJob,
-    StandbyPool,
-    Timeouts,
-    WorkerJob,
-    WorkerResult,
-    run_worker,
-)
+from hipevolve.verifier.gpu.isolate import StandbyPool, WorkerResult, run_worker
+from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
 from hipevolve.verifier.gpu.worker import REUSABLE
 
 HERE = Path(__file__).resolve().parent

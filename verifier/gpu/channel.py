@@ -14,7 +14,6 @@ stays free of pydantic).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import signal
@@ -22,9 +21,13 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.zygote import Forked, Zygote, ZygoteError
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.job import SandboxJob
 
 KEEP_OUTPUT = 64 << 10
 GRACE_S = 2.0  # for a sandbox that closed its channel to finish exiting
@@ -143,10 +146,10 @@ class Channel:
         ):
             threading.Thread(target=target, args=args, daemon=True).start()
 
-    def start(self, job: dict, max_processes: int) -> None:
+    def start(self, job: SandboxJob, max_processes: int) -> None:
         """Hands the waiting sandbox its job."""
-        self.max_processes = max_processes if job["allow_processes"] else 0
-        self.tell(json.dumps(job))
+        self.max_processes = max_processes if job.allow_processes else 0
+        self.tell(job.to_json())
 
     def _read(self) -> None:
         from hipevolve.verifier.gpu import wire

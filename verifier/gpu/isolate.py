@@ -1,15 +1,17 @@
 """The controller's side of the GPU worker: the job, spawning the judge, deadlines, kill and reap.
 
-`run_worker(job)` runs one evaluation in a judge process (verifier/gpu/worker.py), which runs the
-candidate in a sandbox process of its own (verifier/gpu/sandbox.py), fresh for every evaluation. The
-judge gets its own process group (so one killpg takes it and everything the candidate started),
-an allowlisted environment (no API keys), each job as one JSON line on stdin and a dedicated
-result pipe for its answers; this side enforces the overall deadline and reaps everything, and a
-judge that ends without a result is a crash, never a pass. `StandbyPool` keeps judges that have
-already imported torch and created their device context waiting for a job, so that cost
-overlaps the previous evaluation, and takes back a judge whose evaluation ended cleanly (ok,
-incorrect or suspect) to serve again with a new sandbox: one device context fewer to create and
-destroy per evaluation, the driver work that slowed every GPU of a busy machine (docs/SCALING.md).
+The job itself (job.py) is plain dataclasses the judge reads too; here it is made from a task
+and the verifier settings (`job_for_task`, `timeouts_of`). `run_worker(job)` runs one evaluation
+in a judge process (verifier/gpu/worker.py), which runs the candidate in a sandbox process of its
+own (verifier/gpu/sandbox.py), fresh for every evaluation. The judge gets its own process group
+(so one killpg takes it and everything the candidate started), an allowlisted environment (no
+API keys), each job as one JSON line on stdin and a dedicated result pipe for its answers; this
+side enforces the overall deadline and reaps everything, and a judge that ends without a result
+is a crash, never a pass. `StandbyPool` keeps judges that have already imported torch and
+created their device context waiting for a job, so that cost overlaps the previous evaluation,
+and takes back a judge whose evaluation ended cleanly (ok, incorrect or suspect) to serve again
+with a new sandbox: one device context fewer to create and destroy per evaluation, the driver
+work that slowed every GPU of a busy machine (docs/SCALING.md).
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ import tempfile
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hipevolve.core.base import Frozen
 from hipevolve.core.evaluation import CaseResult, Status
-from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.verifier.gpu.confine import become_subreaper, group_pids
+from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
+
+if TYPE_CHECKING:
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.core.taskspec import Case, TaskSpec
 
 ENV_ALLOWLIST = (
     "PATH",
@@ -66,117 +71,47 @@ ENV_ALLOWLIST = (
 # 138 -> 193 evaluations per minute to 137-151 -> 240-250 (three runs); the GPU hostile and fault
 # suites pass with it. Other runtimes ignore the variable.
 JUDGE_ENV_FIXED = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-MARGIN_S = 30.0
 LOG_TAIL = 600
 
 
-class CaseJob(Frozen):
-    name: str
-    init: dict[str, Any] = Field(default_factory=dict)
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    timed: bool = True
-    roofline: dict[str, float] | None = Field(default=None, description="{bytes, flops}")
-
-    @classmethod
-    def of(cls, case: Case) -> CaseJob:
-        roof = case.roofline.model_dump() if case.roofline else None
-        return cls(
-            name=case.name,
-            init=dict(case.init),
-            inputs=dict(case.inputs),
-            timed=case.timed,
-            roofline=roof,
-        )
+def timeouts_of(settings: VerifierSettings) -> Timeouts:
+    """The judge's stage timeouts: the verifier settings are their one source."""
+    return Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
+                    timing=settings.timing_timeout_s)  # fmt: skip
 
 
-class CandidateJob(Frozen):
-    format: Literal["native", "kernelbench"]
-    model: Path = Field(description="model.py (native) or the KernelBench .py file")
-    library: Path | None = Field(default=None, description="the compiled .so (native)")
-    source: Path | None = Field(default=None, description="kernel.hip (native)")
-
-    def may_start_processes(self) -> bool:
-        """Only a load_inline candidate needs to run compilers inside its sandbox."""
-        if self.format != "kernelbench":
-            return False
-        text = self.model.read_text(errors="replace")
-        return "load_inline" in text or "cpp_extension" in text
+def case_job(case: Case) -> CaseJob:
+    roof = case.roofline.model_dump() if case.roofline else None
+    return CaseJob(
+        name=case.name, init=dict(case.init), inputs=dict(case.inputs), timed=case.timed,
+        roofline=roof,
+    )  # fmt: skip
 
 
-class Timeouts(Frozen):
-    startup: float = Field(default=60.0, gt=0, description="a process imports torch (s)")
-    load: float = Field(default=60.0, gt=0, description="import/compile the candidate (s)")
-    check: float = Field(default=120.0, gt=0, description="every correctness call (s)")
-    timing: float = Field(default=300.0, gt=0, description="every timed trial (s)")
-
-
-class PeakRates(Frozen):
-    bytes_per_s: float = Field(gt=0, description="HBM bandwidth, H200: 4.8e12")
-    flops_per_s: float = Field(gt=0, description="dense matrix rate, H200 bf16: 990e12")
-
-
-class WorkerJob(Frozen):
-    """One evaluation of one candidate, as the judge reads it (see `to_json`)."""
-
-    task: str
-    reference: Path
-    cases: tuple[CaseJob, ...] = Field(min_length=1)
-    tolerance: dict[str, Any] = Field(description="{kind, atol, rtol, max_rel_rms}")
-    seeds: tuple[int, ...] = Field(min_length=1, description="the last is hidden from agents")
-    candidate: CandidateJob
-    device: Literal["cuda", "cpu"] = "cuda"
-    do_timing: bool = True
-    trials: int = Field(default=30, ge=1)
-    warmup: int = Field(default=5, ge=0)
-    timeouts: Timeouts = Timeouts()
-    workdir: Path | None = Field(default=None, description="set by run_worker: the judge's folder")
-    peak: PeakRates | None = Field(default=None, description="roofline gate; None: no gate")
-    suspect_speedup: float = Field(default=10.0, gt=1)
-    flush_bytes: int = Field(default=512 << 20, ge=0, description="L2 + Infinity Cache flush")
-    timing_budget_bytes: int = Field(default=1 << 30, description="memory for timing inputs")
-    timing_seed: int = Field(default=1_000_003, description="first seed of the timing inputs")
-    min_trial_us: float = Field(default=0.5, ge=0, description="no real call is faster")
-    max_processes: int = Field(default=64, description="watchdog, load_inline candidates only")
-    deadline_s: float | None = Field(default=None, description="overall; None: from timeouts")
-
-    @classmethod
-    def for_task(
-        cls,
-        task: TaskSpec,
-        candidate: CandidateJob,
-        *,
-        device: str = "cuda",
-        cases: tuple[Case, ...] | None = None,
-        seeds: tuple[int, ...] | None = None,
-        **fields: Any,
-    ) -> WorkerJob:
-        return cls(
-            task=task.name,
-            reference=task.reference,
-            cases=tuple(CaseJob.of(c) for c in (cases or task.cases)),
-            tolerance=task.tolerance.model_dump(),
-            candidate=candidate,
-            device=device,
-            seeds=seeds or tuple(range(task.check_seeds)),
-            **fields,
-        )
-
-    def deadline(self) -> float:
-        if self.deadline_s is not None:
-            return self.deadline_s
-        t = self.timeouts
-        # judge and sandbox start-ups, reference computed and timed like the candidate
-        return 2 * t.startup + t.load + 2 * t.check + 2 * t.timing + MARGIN_S
-
-    def to_json(self) -> str:
-        data = self.model_dump(mode="json")
-        data["allow_processes"] = self.candidate.may_start_processes()
-        data["reference"] = str(self.reference.resolve())
-        data["candidate"] = {
-            k: (str(Path(v).resolve()) if k != "format" and v else v)
-            for k, v in data["candidate"].items()
-        }
-        return json.dumps(data)
+def job_for_task(
+    task: TaskSpec,
+    candidate: CandidateJob,
+    settings: VerifierSettings,
+    *,
+    device: str = "cuda",
+    cases: tuple[Case, ...] | None = None,
+    seeds: tuple[int, ...] | None = None,
+    **fields: Any,
+) -> WorkerJob:
+    """The job for `candidate` on `task`: trials, warm-up and stage timeouts from `settings`."""
+    return WorkerJob(
+        task=task.name,
+        reference=task.reference,
+        cases=tuple(case_job(c) for c in (cases or task.cases)),
+        tolerance=task.tolerance.model_dump(),
+        candidate=candidate,
+        device=device,
+        seeds=seeds or tuple(range(task.check_seeds)),
+        trials=settings.trials,
+        warmup=settings.warmup,
+        timeouts=timeouts_of(settings),
+        **fields,
+    )
 
 
 class WorkerCase(BaseModel):
@@ -387,10 +322,11 @@ def run_worker(job: WorkerJob, standby: Standby | None = None, *,
     if standby is not None and judge is None:
         standby.discard()
     judge = judge or Standby.spawn(job.device)
-    job = job.model_copy(update={"workdir": judge.workdir})
+    job = replace(job, workdir=judge.workdir)
     started = time.monotonic()
     try:
-        judge.proc.stdin.write(job.to_json().encode() + b"\n")
+        line = replace(job, allow_processes=job.candidate.may_start_processes()).to_json()
+        judge.proc.stdin.write(line.encode() + b"\n")
         judge.proc.stdin.flush()
     except (BrokenPipeError, OSError):
         pass

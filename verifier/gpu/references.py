@@ -9,21 +9,23 @@ judge's memory, and a judge whose evaluation ended in doubt exits with them (wor
 A job whose references take over KEEP_BYTES, or 1/KEEP_SHARE of the device's memory, leaves
 nothing kept.
 
-Imports torch, the standard library and hipevolve.{reference, verifier.compare} only.
+Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.compare} only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from hipevolve.core import reference
 from hipevolve.verifier.gpu import compare
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.job import WorkerJob
 
 KEEP_BYTES = 4 << 30  # softmax's three seeds take 2.5 GiB; a judge is one of three per slot
 KEEP_SHARE = 32  # and at most this fraction of the device's memory (a 141 GiB H200: 4.4 GiB)
@@ -43,43 +45,41 @@ class Kept:
         self.key, self.module, self.refs = None, None, {}
 
 
-def job_key(job: dict[str, Any]) -> str:
+def job_key(job: WorkerJob) -> str:
     """Equal for two jobs exactly when the references of a seed they share are built the same
     way (the seeds themselves may differ)."""
-    source = hashlib.sha256(Path(job["reference"]).read_bytes()).hexdigest()
-    cases = [[c["name"], c["init"], c["inputs"]] for c in job["cases"]]
-    return json.dumps([source, job["device"], cases], sort_keys=True)
+    source = hashlib.sha256(job.reference.read_bytes()).hexdigest()
+    cases = [[c.name, c.init, c.inputs] for c in job.cases]
+    return json.dumps([source, job.device, cases], sort_keys=True)
 
 
-def build(job: dict[str, Any], kept: Kept) -> tuple[ModuleType, Refs] | str:
+def build(job: WorkerJob, kept: Kept) -> tuple[ModuleType, Refs] | str:
     """(module, {(case, seed): (tensor inputs, outputs)}) for `job`, or why the reference
     cannot judge anything. `kept` then holds exactly this job's references."""
     key = job_key(job)
     if key != kept.key:  # kept.drop() leaves no key, so a kept key always has its module
         kept.drop()  # before the new ones take memory
-        kept.module = reference.load_module(job["reference"])
-    module, device, refs = kept.module, job["device"], {}
-    wanted = {(case["name"], seed) for case in job["cases"] for seed in job["seeds"]}
+        kept.module = reference.load_module(job.reference)
+    module, device, refs = kept.module, job.device, {}
+    wanted = {(case.name, seed) for case in job.cases for seed in job.seeds}
     for name_seed in [k for k in kept.refs if k not in wanted]:
         del kept.refs[name_seed]  # the last job's fresh seed, before this job's takes memory
-    for case in job["cases"]:
-        for seed in job["seeds"]:
-            if (case["name"], seed) in kept.refs:
-                refs[(case["name"], seed)] = kept.refs[(case["name"], seed)]
+    for case in job.cases:
+        for seed in job.seeds:
+            if (case.name, seed) in kept.refs:
+                refs[(case.name, seed)] = kept.refs[(case.name, seed)]
                 continue
-            model = reference.build_model(module, case["init"], device, seed)
+            model = reference.build_model(module, case.init, device, seed)
             # drawn on the device (fast; the sandbox draws the same way, so the values match)
-            inputs = reference.build_inputs(
-                module, case["inputs"], device, seed, draw_on_device=True
-            )
+            inputs = reference.build_inputs(module, case.inputs, device, seed, draw_on_device=True)
             with torch.no_grad():
                 outs = [o.detach().clone() for o in reference.as_outputs(model(*inputs))]
             problem = compare.reference_problem(outs)
             if problem:
                 kept.drop()
-                return f"bad reference: case {case['name']} seed {seed}: {problem}"
+                return f"bad reference: case {case.name} seed {seed}: {problem}"
             tensors = [i for i in inputs if isinstance(i, torch.Tensor)]
-            refs[(case["name"], seed)] = (tensors, outs)
+            refs[(case.name, seed)] = (tensors, outs)
     held = sum(t.numel() * t.element_size() for ins, outs in refs.values() for t in ins + outs)
     limit = KEEP_BYTES
     if device.startswith("cuda"):

@@ -1,7 +1,8 @@
 """The candidate process: forked for the judge by its zygote (zygote.py), or spawned by the judge
 as `python -m hipevolve.verifier.gpu.sandbox MSG_FD WORKDIR DEVICE`.
 
-It reads its job (no reference outputs: those never enter this process) as JSON on stdin,
+It reads its job (job.SandboxJob: no reference outputs, those never enter this process, and
+nothing it is judged by) as JSON on stdin,
 confines itself, imports torch and captures the timer before the candidate exists, then loads
 the candidate, runs every case and seed twice on fresh input copies with the caching allocator
 poisoned, and sends outputs, the inputs as they were after the call, and metadata (exact type,
@@ -10,7 +11,8 @@ nothing: the judge decides. After the checks it waits for the judge's word on st
 "stop"), times the timed cases, runs one more check call after timing, and leaves with
 os._exit, so atexit handlers and lingering threads never run past the end.
 
-Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime only.
+Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
+hipevolve.verifier.gpu.{confine,ipc,job,timing,wire} only.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ import json
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from hipevolve.verifier.gpu import confine
+from hipevolve.verifier.gpu.job import SandboxJob
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.job import SandboxCase
 
 _LINE = 300
 GUARD = 4096  # canary bytes on each side of every input copy (keeps any dtype aligned)
@@ -35,7 +42,7 @@ def _first_line(e: BaseException) -> str:
 
 
 class Sandbox:
-    def __init__(self, job: dict, out) -> None:  # noqa: ANN001 (a binary file)
+    def __init__(self, job: SandboxJob, out) -> None:  # noqa: ANN001 (a binary file)
         import torch
 
         from hipevolve.core import reference
@@ -44,9 +51,9 @@ class Sandbox:
         self.torch, self.reference, self.timing, self.wire = torch, reference, timing, wire
         self.job = job
         self.out = out
-        self.device = job["device"]
+        self.device = job.device
         # Captured before the candidate exists: it may patch any of these later.
-        self.clock = timing.Clock(self.device, job["flush_bytes"])
+        self.clock = timing.Clock(self.device, job.flush_bytes)
         self.write_message = wire.write_message
         self.readline = sys.stdin.readline
         self.release = ipc.release
@@ -54,7 +61,7 @@ class Sandbox:
         self.share = self.device.startswith("cuda")
         self.active_count = threading.active_count
         self.clone = torch.Tensor.clone
-        self.ref_module = reference.load_module(job["reference"])
+        self.ref_module = reference.load_module(job.reference)
         self.model_class = None
 
     def send(self, kind: str, tensors=(), **fields) -> None:  # noqa: ANN001
@@ -62,33 +69,33 @@ class Sandbox:
 
     # --- loading ------------------------------------------------------------------------------
     def load(self) -> None:
-        cand = self.job["candidate"]
-        if cand["format"] == "native":
+        cand = self.job.candidate
+        if cand.format == "native":
             from hipevolve.runtime import kernels
 
-            with open(cand["source"]) as f:
-                kernels.bind(cand["library"], f.read())
-        module = _import_path(cand["model"])
+            with open(cand.source) as f:
+                kernels.bind(str(cand.library), f.read())
+        module = _import_path(str(cand.model))
         if not hasattr(module, "ModelNew"):
-            raise AttributeError(f"{os.path.basename(cand['model'])} defines no ModelNew")
+            raise AttributeError(f"{os.path.basename(cand.model)} defines no ModelNew")
         self.model_class = module.ModelNew
 
-    def build_model(self, case: dict, seed: int):  # noqa: ANN201
+    def build_model(self, case: SandboxCase, seed: int):  # noqa: ANN201
         self.torch.manual_seed(seed)
-        init = list(self.ref_module.get_init_inputs(**case["init"]))
+        init = list(self.ref_module.get_init_inputs(**case.init))
         model = self.model_class(*init)
         if isinstance(model, self.torch.nn.Module):
             model = model.to(self.device).eval()
         return model
 
-    def inputs(self, case: dict, seed: int) -> list:
+    def inputs(self, case: SandboxCase, seed: int) -> list:
         """Drawn on the device, as the judge draws them: the same values for the same seed."""
         return self.reference.build_inputs(
-            self.ref_module, case["inputs"], self.device, seed, draw_on_device=True
+            self.ref_module, case.inputs, self.device, seed, draw_on_device=True
         )
 
     # --- checking -----------------------------------------------------------------------------
-    def poison(self, sizes: list[int]) -> None:
+    def poison(self, sizes: tuple[int, ...]) -> None:
         """Fills free allocator memory with 0xFF (NaN in every float type) and frees it, so an
         output the candidate allocates but never writes reads NaN, not a stale answer: one
         block twice the outputs' total (split by the CUDA caching allocator), and two blocks of
@@ -151,7 +158,7 @@ class Sandbox:
 
     def check_call(
         self,
-        case: dict,
+        case: SandboxCase,
         seed: int,
         model,
         base: list,
@@ -161,7 +168,7 @@ class Sandbox:
         torch = self.torch
         guarded = [self.guarded_clone(a) if type(a) is torch.Tensor else (a, None) for a in base]
         args = [a for a, _ in guarded]
-        self.poison(case["poison_sizes"])
+        self.poison(case.poison_sizes)
         before = self.active_count()
         result = self.call(model, args)
         after = self.active_count()
@@ -181,7 +188,7 @@ class Sandbox:
             "outputs",
             values + tensor_args,
             share=self.share,
-            case=case["name"],
+            case=case.name,
             seed=seed,
             run=run,
             meta=metas,
@@ -198,38 +205,36 @@ class Sandbox:
         return outs
 
     def check(self) -> None:
-        for case in self.job["cases"]:
+        for case in self.job.cases:
             kept: list[tuple[str, list]] = []  # outputs of every call stay alive until the end
-            for seed in self.job["seeds"]:
+            for seed in self.job.seeds:
                 model = self.build_model(case, seed)
                 base = self.inputs(case, seed)
                 for run in ("1", "2"):
                     outs = self.check_call(case, seed, model, base, run, run == "1")
                     kept.append((f"seed {seed} run {run}", outs))
-            self.send("case_checked", case=case["name"], reuse=_shared_storage(kept))
+            self.send("case_checked", case=case.name, reuse=_shared_storage(kept))
             del kept
         self.send("checked", threads=self.active_count())
 
     # --- timing -------------------------------------------------------------------------------
     def time_cases(self) -> None:
-        for case in self.job["cases"]:
-            if not case["timed"]:
+        for case in self.job.cases:
+            if not case.timed:
                 continue
             # Built from the seed the post-timing check compares with: a task's random
             # parameters (a norm's weight) are drawn from it, on both sides.
-            seed = self.job["seeds"][-1]
+            seed = self.job.seeds[-1]
             model = self.build_model(case, seed)
-            sets = [
-                self.inputs(case, self.job["timing_seed"] + i) for i in range(case["timing_sets"])
-            ]
+            sets = [self.inputs(case, self.job.timing_seed + i) for i in range(case.timing_sets)]
             self.clock.sync()
-            self.send("timing_start", case=case["name"])
+            self.send("timing_start", case=case.name)
             trials, windows = self.timing.time_trials(
-                self.clock, lambda a, m=model: m(*a), sets, self.job["trials"], self.job["warmup"]
+                self.clock, lambda a, m=model: m(*a), sets, self.job.trials, self.job.warmup
             )
             self.send(
                 "timing_done",
-                case=case["name"],
+                case=case.name,
                 trials=trials,
                 windows=windows,
                 threads=self.active_count(),
@@ -338,15 +343,15 @@ def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
             load_kernels(torch, device)
         else:
             torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
-        job = json.loads(sys.stdin.readline())
-        if not job:
+        data = json.loads(sys.stdin.readline())
+        if not data:
             os._exit(0)  # the judge needs no candidate run (a bad reference)
-        job["workdir"] = workdir
+        job = SandboxJob.from_dict(data)
         if device.startswith("cuda"):
-            reserve(torch, device, job.get("reserve_bytes", 0))
+            reserve(torch, device, job.reserve_bytes)
         box = Sandbox(job, out)
-        flags.append(confine.confine_syscalls(job["allow_processes"]))
-        if not job["allow_processes"]:
+        flags.append(confine.confine_syscalls(job.allow_processes))
+        if not job.allow_processes:
             flags.append("processes:denied")
         box.send("ready", flags=flags, pid=os.getpid())
         stage = "load"

@@ -57,10 +57,14 @@ What it does not protect against:
 - GPU side effects beyond the process: another process's device memory is protected by the
   driver, not by us; a kernel that hangs the GPU itself (not just its context) needs a reset.
 
-The running sandbox, its pipe and drained output, and the group kill live in channel.py.
+The running sandbox, its pipe and drained output, and the group kill live in channel.py. The
+job is job.WorkerJob, read once and never changed; one evaluation is three parts: `References`
+(the reference's side, before the candidate exists), `Judge` (the candidate's side: its sandbox,
+stage by stage) and `Scorecard` (what the sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.{channel,compare,confine,ipc,references,timing,wire,zygote} only (no pydantic).
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,timing,wire,zygote} only
+(no pydantic).
 """
 
 from __future__ import annotations
@@ -77,85 +81,96 @@ from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
+from hipevolve.verifier.gpu.job import CaseSizes, SandboxJob, WorkerJob
 from hipevolve.verifier.gpu.zygote import Zygote
 
 if TYPE_CHECKING:
-    from hipevolve.verifier.gpu.references import Kept
+    from hipevolve.verifier.gpu.references import Kept, Refs
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
 ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
 
 
-class Judge:
-    def __init__(self, job: dict, chan: Channel, kept: Kept | None = None) -> None:
-        import torch
+class References:
+    """The reference's side of one evaluation, all of it before the candidate exists: its
+    inputs and outputs for every case and seed (kept between a judge's jobs: references.py),
+    what the judge derives from them per case (`sizes`: job.CaseSizes, beside the job, never
+    in it) and the reference's timing."""
 
+    def __init__(self, job: WorkerJob, kept: Kept) -> None:
         from hipevolve.core import reference
-        from hipevolve.verifier.gpu import compare, ipc, references, timing
+        from hipevolve.verifier.gpu import references, timing
 
-        self.torch, self.reference, self.compare, self.timing = torch, reference, compare, timing
-        self.references = references
-        self.kept = kept if kept is not None else references.Kept()  # from the judge's last job
+        self.reference, self.references, self.timing = reference, references, timing
         self.job = job
-        self.device = job["device"]
-        self.ipc = ipc
-        self.counter = ipc.JudgeCounter() if self.device.startswith("cuda") else None
-        self.seconds: dict[str, float] = {}
-        self.flags: list[str] = []
-        self.hacks: list[str] = []
-        self.window_hacks = 0  # of those, late timing windows (see judge_timing)
-        self.mismatch = ""
-        self.sandbox_pid: int | None = None
-        self.cases = {c["name"]: c for c in job["cases"]}
-        self.case_out = {
-            c["name"]: {"case": c["name"], "correct": True, "message": ""} for c in job["cases"]
-        }
-        self.refs: dict[tuple[str, int], tuple[list, list]] = {}
+        self.kept = kept  # from the judge's last job
         self.module: Any = None
-        self.chan = chan
+        self.refs: Refs = {}
+        self.sizes: dict[str, CaseSizes] = {}
 
-    # --- before the candidate exists ----------------------------------------------------------
-    def build_references(self) -> str:
+    def build(self) -> str:
+        """Builds every reference output; why the reference cannot judge anything, or ''."""
         built = self.references.build(self.job, self.kept)
         if isinstance(built, str):
             return built
         self.module, self.refs = built
-        for case in self.job["cases"]:
-            first = self.refs[(case["name"], self.job["seeds"][0])]
-            case["poison_sizes"] = [o.numel() * o.element_size() for o in first[1]]
+        job = self.job
+        for case in job.cases:
+            first = self.refs[(case.name, job.seeds[0])]
             set_bytes = self.timing.tensor_bytes(first[0])
-            case["input_bytes"] = set_bytes
-            case["timing_sets"] = self.timing.input_sets_for(
-                set_bytes, self.job["timing_budget_bytes"], self.job["warmup"] + self.job["trials"]
+            self.sizes[case.name] = CaseSizes(
+                poison_sizes=tuple(o.numel() * o.element_size() for o in first[1]),
+                input_bytes=set_bytes,
+                timing_sets=self.timing.input_sets_for(
+                    set_bytes, job.timing_budget_bytes, job.warmup + job.trials
+                ),
             )
         return ""
 
-    def time_reference(self) -> None:
-        clock = self.timing.Clock(self.device, self.job["flush_bytes"])
-        for case in self.job["cases"]:
-            if not case["timed"]:
+    def time(self) -> dict[str, list[float]]:
+        """Each timed case's trials (us), timed as the sandbox times the candidate."""
+        job, device = self.job, self.job.device
+        clock = self.timing.Clock(device, job.flush_bytes)
+        times = {}
+        for case in job.cases:
+            if not case.timed:
                 continue
             model = self.reference.build_model(  # the seed the sandbox times its model with
-                self.module, case["init"], self.device, self.job["seeds"][-1]
+                self.module, case.init, device, job.seeds[-1]
             )
             sets = [
                 self.reference.build_inputs(
-                    self.module,
-                    case["inputs"],
-                    self.device,
-                    self.job["timing_seed"] + i,
-                    draw_on_device=True,
+                    self.module, case.inputs, device, job.timing_seed + i, draw_on_device=True
                 )
-                for i in range(case["timing_sets"])
+                for i in range(self.sizes[case.name].timing_sets)
             ]
-            trials, _ = self.timing.time_trials(
-                clock, lambda a, m=model: m(*a), sets, self.job["trials"], self.job["warmup"]
+            times[case.name], _ = self.timing.time_trials(
+                clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
             )
-            self.case_out[case["name"]]["ref_trials"] = trials
             del sets, model
         del clock
+        return times
 
-    # --- judging what comes back --------------------------------------------------------------
+
+class Scorecard:
+    """What the sandbox's reports add up to: each case's outcome, the flags, the hacks and the
+    first mismatch, and the status they make. Knows the job and the references, no process."""
+
+    def __init__(self, job: WorkerJob) -> None:
+        from hipevolve.verifier.gpu import compare
+
+        self.compare = compare
+        self.job = job
+        self.flags: list[str] = []
+        self.hacks: list[str] = []
+        self.window_hacks = 0  # of those, late timing windows (see judge_timing)
+        self.mismatch = ""
+        self.case_out = {c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases}
+
+    def reference_trials(self, times: dict[str, list[float]]) -> None:
+        for name, trials in times.items():
+            self.case_out[name]["ref_trials"] = trials
+
     def fail(self, case: str, message: str, mismatch: str = "") -> None:
         out = self.case_out[case]
         if out["correct"]:
@@ -164,40 +179,14 @@ class Judge:
             if mismatch and not self.mismatch:
                 self.mismatch = mismatch
 
-    def receive_outputs(self, header: dict, items: list) -> None:
-        """Judges one `outputs` message; shared tensors are opened in place, released, and
-        acknowledged, so the sandbox may go on (ipc.py)."""
-        shared = any(isinstance(t, self.ipc.Shared) for t in items)
-        why = header.get("not_shared")
-        if isinstance(why, str) and not any(f.startswith("outputs:bytes") for f in self.flags):
-            self.flags.append(f"outputs:bytes ({why[:120]})")
-        if shared:
-            if self.counter is None:
-                raise SandboxError("hacked", "shared GPU memory sent to a judge on the CPU")
-            try:
-                items = [
-                    self.counter.open(t) if isinstance(t, self.ipc.Shared) else t for t in items
-                ]
-            except RuntimeError as e:
-                raise SandboxError(
-                    "runtime_error", f"could not open the candidate's shared outputs: {e}"[:300]
-                ) from None
-            if "outputs:ipc" not in self.flags:
-                self.flags.append("outputs:ipc")
-        self.judge_outputs(header, items)
-        if shared:
-            del items
-            self.torch.cuda.synchronize()  # comparisons done before the sandbox may free
-            self.chan.tell("ack")
-
-    def judge_outputs(self, header: dict, tensors: list) -> None:
+    def judge_outputs(self, header: dict, tensors: list, refs: Refs) -> None:
         name, seed, run = header["case"], header["seed"], header["run"]
         where = f"seed {seed} run {run}"
-        if (name, seed) not in self.refs:
+        if (name, seed) not in refs:
             raise SandboxError(
                 "hacked", "the candidate process sent outputs for a case or seed it was not given"
             )
-        ref_inputs, ref_outs = self.refs[(name, seed)]
+        ref_inputs, ref_outs = refs[(name, seed)]
         metas = header["meta"]
         n_in = int(header.get("n_inputs", 0))
         values, inputs_after = tensors[: len(tensors) - n_in], tensors[len(tensors) - n_in :]
@@ -238,7 +227,7 @@ class Judge:
         errors = self.case_out[name]
         for i, (got, ref) in enumerate(zip(values, ref_outs, strict=True)):
             ok, max_abs, rel_rms, mismatch = self.compare.compare_values(
-                i, got, ref, self.job["tolerance"]
+                i, got, ref, self.job.tolerance
             )
             errors["max_abs_err"] = max(errors.get("max_abs_err") or 0.0, max_abs)
             errors["rel_rms_err"] = max(errors.get("rel_rms_err") or 0.0, rel_rms)
@@ -256,7 +245,7 @@ class Judge:
         out = self.case_out[name]
         if not all(
             isinstance(series, list)
-            and len(series) == self.job["trials"]
+            and len(series) == self.job.trials
             and all(isinstance(t, (int, float)) for t in series)
             for series in (trials, windows)
         ):
@@ -281,10 +270,10 @@ class Judge:
             self.hacks.append(
                 f"{name}: trials add up to {total:.0f} us but the judge saw {wall_us:.0f} us pass"
             )
-        if median < self.job["min_trial_us"]:
+        if median < self.job.min_trial_us:
             self.hacks.append(
                 f"{name}: median trial {median:.3g} us is below the "
-                f"{self.job['min_trial_us']} us any call takes"
+                f"{self.job.min_trial_us} us any call takes"
             )
         out["trials"] = trials
         out["time_us"] = median
@@ -295,7 +284,7 @@ class Judge:
     def gates(self) -> list[str]:
         """Suspect reasons: faster than the roofline, or faster than suspect_speedup allows."""
         reasons = []
-        peak = self.job.get("peak") or None
+        peak = self.job.peak
         for name, out in self.case_out.items():
             ref_trials = out.get("ref_trials")
             if ref_trials:
@@ -305,20 +294,98 @@ class Judge:
                 continue
             if out.get("ref_time_us"):
                 speedup = out["ref_time_us"] / t
-                if speedup > self.job["suspect_speedup"]:
+                if speedup > self.job.suspect_speedup:
                     reasons.append(
-                        f"{name}: speedup {speedup:.1f}x above {self.job['suspect_speedup']:g}x"
+                        f"{name}: speedup {speedup:.1f}x above {self.job.suspect_speedup:g}x"
                     )
-            roof = self.cases[name].get("roofline")
+            roof = self.job.case(name).roofline
             if peak and roof:
-                mem_us = roof["bytes"] / peak["bytes_per_s"] * 1e6
-                flop_us = roof["flops"] / peak["flops_per_s"] * 1e6
+                mem_us = roof["bytes"] / peak.bytes_per_s * 1e6
+                flop_us = roof["flops"] / peak.flops_per_s * 1e6
                 out["roofline_fraction"] = mem_us / t
                 if t < max(mem_us, flop_us):
                     reasons.append(
                         f"{name}: {t:.2f} us beats the roofline bound {max(mem_us, flop_us):.2f} us"
                     )
         return reasons
+
+    def failed(self) -> list[str]:
+        return [n for n, c in self.case_out.items() if not c["correct"]]
+
+    def verdict(self) -> tuple[str, str]:
+        if self.hacks:
+            return "hacked", self.hacks[0]
+        failed = [c for c in self.case_out.values() if not c["correct"]]
+        if failed:
+            return "incorrect", f"case {failed[0]['case']}: {failed[0]['message']}"
+        reasons = self.gates()
+        if reasons:
+            return "suspect", reasons[0]
+        return "ok", ""
+
+    def result(self, status: str, message: str, *, checked: bool = True) -> dict:
+        """The answer's verdict fields. checked: False when the check stage never ran, so a
+        crash or timeout leaves no case counted correct."""
+        if status in ("runtime_error", "timeout") and not checked:
+            for out in self.case_out.values():
+                out["correct"] = False  # never (completely) checked
+        return {
+            "status": status,
+            "message": message[:500],
+            "cases": list(self.case_out.values()),
+            "flags": self.flags,
+            "hacks": self.hacks[:10],
+            "window_only": bool(self.hacks) and self.window_hacks == len(self.hacks),
+            "mismatch": self.mismatch,
+        }
+
+
+class Judge:
+    """One evaluation: the reference's side first (References), then the candidate in its
+    sandbox, stage by stage, each report judged by the Scorecard."""
+
+    def __init__(self, job: WorkerJob, chan: Channel, kept: Kept | None = None) -> None:
+        import torch
+
+        from hipevolve.verifier.gpu import ipc, references
+
+        self.torch, self.ipc = torch, ipc
+        self.job = job
+        self.device = job.device
+        self.ref = References(job, kept if kept is not None else references.Kept())
+        self.card = Scorecard(job)
+        self.counter = ipc.JudgeCounter() if self.device.startswith("cuda") else None
+        self.seconds: dict[str, float] = {}
+        self.sandbox_pid: int | None = None
+        self.chan = chan
+
+    # --- judging what comes back --------------------------------------------------------------
+    def receive_outputs(self, header: dict, items: list) -> None:
+        """Judges one `outputs` message; shared tensors are opened in place, released, and
+        acknowledged, so the sandbox may go on (ipc.py)."""
+        flags = self.card.flags
+        shared = any(isinstance(t, self.ipc.Shared) for t in items)
+        why = header.get("not_shared")
+        if isinstance(why, str) and not any(f.startswith("outputs:bytes") for f in flags):
+            flags.append(f"outputs:bytes ({why[:120]})")
+        if shared:
+            if self.counter is None:
+                raise SandboxError("hacked", "shared GPU memory sent to a judge on the CPU")
+            try:
+                items = [
+                    self.counter.open(t) if isinstance(t, self.ipc.Shared) else t for t in items
+                ]
+            except RuntimeError as e:
+                raise SandboxError(
+                    "runtime_error", f"could not open the candidate's shared outputs: {e}"[:300]
+                ) from None
+            if "outputs:ipc" not in flags:
+                flags.append("outputs:ipc")
+        self.card.judge_outputs(header, items, self.ref.refs)
+        if shared:
+            del items
+            self.torch.cuda.synchronize()  # comparisons done before the sandbox may free
+            self.chan.tell("ack")
 
     # --- the whole evaluation -----------------------------------------------------------------
     def run(self) -> dict:
@@ -327,13 +394,13 @@ class Judge:
         processes' contexts, and nothing is read from the mappings after this returns."""
         try:
             t0 = time.monotonic()
-            bad = self.build_references()
+            bad = self.ref.build()
             self.seconds["reference"] = round(time.monotonic() - t0, 3)
             if bad:
                 return self.result("runtime_error", bad)
-            if self.job["do_timing"]:
+            if self.job.do_timing:
                 t = time.monotonic()
-                self.time_reference()
+                self.card.reference_trials(self.ref.time())
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.device.startswith("cuda"):
                 self.trim_cache()
@@ -345,7 +412,7 @@ class Judge:
             # What the candidate left running; the sandbox itself may still be exiting.
             left = [pid for pid in killed if pid != self.sandbox_pid]
             if left:
-                self.flags.append(f"killed:{len(left)}")
+                self.card.flags.append(f"killed:{len(left)}")
         return self.result(status, message)
 
     def release(self) -> None:
@@ -353,29 +420,8 @@ class Judge:
         if self.counter is not None:
             self.counter.close()
 
-    def sandbox_job(self) -> dict:
-        job = self.job
-        keys = (
-            "reference",
-            "seeds",
-            "candidate",
-            "device",
-            "trials",
-            "warmup",
-            "flush_bytes",
-            "timing_seed",
-        )
-        return {k: job[k] for k in keys} | {
-            "allow_processes": job["allow_processes"],
-            "reserve_bytes": self.sandbox_reserve(),
-            "cases": [
-                {
-                    k: c[k]
-                    for k in ("name", "init", "inputs", "timed", "poison_sizes", "timing_sets")
-                }
-                for c in job["cases"]
-            ],
-        }
+    def sandbox_job(self) -> SandboxJob:
+        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve())
 
     def trim_cache(self) -> None:
         """Gives the memory this judge holds free back to the device when it is much (the
@@ -398,8 +444,8 @@ class Judge:
             return 0
         need = max(
             (
-                10 * sum(c["poison_sizes"]) + (3 + c["timing_sets"]) * c["input_bytes"]
-                for c in self.job["cases"]
+                10 * sum(s.poison_sizes) + (3 + s.timing_sets) * s.input_bytes
+                for s in self.ref.sizes.values()
             ),
             default=0,
         )
@@ -407,36 +453,35 @@ class Judge:
         return min(need + RESERVE_SLACK, cap)
 
     def run_candidate(self) -> tuple[str, str]:
-        job, timeouts = self.job, self.job["timeouts"]
+        job, timeouts, card = self.job, self.job.timeouts, self.card
         chan = self.chan
         mark = time.monotonic()
         stage = "start"
         try:
-            chan.start(self.sandbox_job(), job["max_processes"])
+            chan.start(self.sandbox_job(), job.max_processes)
             self.sandbox_pid = chan.proc.pid
-            ready, _, _ = chan.next("start", mark + timeouts["startup"])
-            self.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
+            ready, _, _ = chan.next("start", mark + timeouts.startup)
+            card.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
             if chan.zygote_failed:
-                self.flags.append(f"zygote failed: {chan.zygote_failed[:120]}")
+                card.flags.append(f"zygote failed: {chan.zygote_failed[:120]}")
             mark, stage = self._stage(stage, mark), "load"
-            chan.next("load", mark + timeouts["load"])
+            chan.next("load", mark + timeouts.load)
             mark, stage = self._stage(stage, mark), "check"
-            self.check_stage(chan, mark + timeouts["check"])
+            self.check_stage(chan, mark + timeouts.check)
             mark, stage = self._stage(stage, mark), "timing"
-            failed = [n for n, c in self.case_out.items() if not c["correct"]]
-            if self.hacks or failed or not job["do_timing"]:
+            if card.hacks or card.failed() or not job.do_timing:
                 chan.tell("stop")
             else:
                 told = time.perf_counter()  # the clock the channel stamps messages with
                 chan.tell("time")
-                self.timing_stage(chan, mark + timeouts["timing"], told)
+                self.timing_stage(chan, mark + timeouts.timing, told)
                 self._stage(stage, mark)
         except SandboxError as e:
             self._stage(stage, mark)  # how long the stage ran before it was cut short
-            if self.hacks:
-                return "hacked", self.hacks[0]
+            if card.hacks:
+                return "hacked", card.hacks[0]
             return e.status, e.message
-        return self.verdict()
+        return card.verdict()
 
     def _stage(self, name: str, since: float) -> float:
         now = time.monotonic()
@@ -452,7 +497,7 @@ class Judge:
             elif kind == "case_checked":
                 reuse = header.get("reuse") or []
                 if reuse:
-                    self.hacks.append(
+                    self.card.hacks.append(
                         f"{header.get('case')}: outputs of different calls share "
                         f"memory ({str(reuse[0])[:80]})"
                     )
@@ -466,6 +511,7 @@ class Judge:
         the waiting sandbox to time (`told`) to the arrival of its report: an upper bound of its
         true duration however late a busy judge reads its messages, so an honest candidate is
         never flagged (a window from the arrival of `timing_start` could shrink to nothing)."""
+        card = self.card
         started: set[str] = set()
         while True:
             header, tensors, at = chan.next("timing", deadline)
@@ -475,18 +521,18 @@ class Judge:
             elif kind == "timing_done" and header.get("case") in started:
                 started.discard(header["case"])
                 wall_us = (at - told) * 1e6
-                self.judge_timing(
+                card.judge_timing(
                     header["case"], header.get("trials"), header.get("windows"), wall_us
                 )
                 if header.get("threads", 0) > 1:
-                    self.hacks.append(f"{header['case']}: a thread is still running after timing")
+                    card.hacks.append(f"{header['case']}: a thread is still running after timing")
             elif kind == "outputs" and header.get("run") == "post":
                 self.receive_outputs(header, tensors)
             elif kind == "done":
                 missing = [
-                    n
-                    for n, c in self.cases.items()
-                    if c["timed"] and "time_us" not in self.case_out[n]
+                    c.name
+                    for c in self.job.cases
+                    if c.timed and "time_us" not in card.case_out[c.name]
                 ]
                 if missing:
                     raise SandboxError("hacked", f"no timing for case {missing[0]}")
@@ -494,32 +540,9 @@ class Judge:
             else:
                 raise SandboxError("hacked", f"unexpected message {kind!r} in stage timing")
 
-    def verdict(self) -> tuple[str, str]:
-        if self.hacks:
-            return "hacked", self.hacks[0]
-        failed = [c for c in self.case_out.values() if not c["correct"]]
-        if failed:
-            return "incorrect", f"case {failed[0]['case']}: {failed[0]['message']}"
-        reasons = self.gates()
-        if reasons:
-            return "suspect", reasons[0]
-        return "ok", ""
-
     def result(self, status: str, message: str) -> dict:
-        if status in ("runtime_error", "timeout") and "check" not in self.seconds:
-            for out in self.case_out.values():
-                out["correct"] = False  # never (completely) checked
-        return {
-            "status": status,
-            "message": message[:500],
-            "cases": list(self.case_out.values()),
-            "flags": self.flags,
-            "hacks": self.hacks[:10],
-            "window_only": bool(self.hacks) and self.window_hacks == len(self.hacks),
-            "mismatch": self.mismatch,
-            "seconds": self.seconds,
-            "sandbox_pid": self.sandbox_pid,
-        }
+        verdict = self.card.result(status, message, checked="check" in self.seconds)
+        return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
 
 
 REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed
@@ -574,8 +597,8 @@ def main() -> None:
             break
         judge: Judge | None = None
         try:
-            job = json.loads(line)
-            if job["device"] == "cpu":
+            job = WorkerJob.from_json(line)
+            if job.device == "cpu":
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
             if chan is None:  # the sandbox after the last answer could not be started
                 chan = Channel(sandbox_dir, args.device, zygote)

@@ -1,0 +1,50 @@
+"""Every Evaluator provides the whole protocol (verifier/evaluators.py): its callers never probe
+for a member with getattr."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agents_support import CompilingStandIn
+from standin import StandIn
+
+from hipevolve.core.config import VerifierSettings
+from hipevolve.problems import get_task
+from hipevolve.verifier.evaluators import BaseEvaluator, Evaluator, PipelineEvaluator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import offline_suite as osu  # noqa: E402  (bench/ is a folder of scripts, not a package)
+import search_efficiency as se  # noqa: E402
+
+MEMBERS = ("settings_key", "toolchain", "device", "parallelism", "close", "__call__")
+
+
+def _provides(evaluator: Evaluator) -> None:
+    assert isinstance(evaluator.settings_key, str) and isinstance(evaluator.toolchain, str)
+    assert evaluator.device is None or isinstance(evaluator.device, str)
+    assert isinstance(evaluator.parallelism, int) and evaluator.parallelism >= 1
+    assert callable(evaluator.close) and callable(evaluator)
+
+
+def test_the_protocol_names_every_member_its_callers_use() -> None:
+    for name in MEMBERS:
+        assert hasattr(Evaluator, name) or name in Evaluator.__annotations__, name
+
+
+def test_stand_ins_take_the_defaults_no_device_one_batch_nothing_to_close(tmp_path) -> None:
+    wrapped = StandIn(tmp_path / "inner.log")
+    for evaluator in (StandIn(tmp_path / "log"), CompilingStandIn(tmp_path, build=False),
+                      osu.Remembering(wrapped)):  # fmt: skip
+        _provides(evaluator)
+        assert (evaluator.device, evaluator.parallelism) == (None, 1)
+        evaluator.close()
+    assert issubclass(se.TableEvaluator, BaseEvaluator)
+
+
+def test_the_pipeline_evaluator_provides_the_protocol_without_a_gpu(tmp_path) -> None:
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    evaluator = PipelineEvaluator(get_task("softmax"), settings, "static")
+    _provides(evaluator)
+    assert (evaluator.device, evaluator.parallelism) == ("no GPU", 1)
+    evaluator.close()

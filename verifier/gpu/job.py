@@ -1,0 +1,281 @@
+"""The judge's job: one evaluation of one candidate, defined once for both ends of the pipe.
+
+The controller (isolate.py) builds a `WorkerJob` and writes it as one JSON line on the judge's
+stdin (`to_json`); the judge (worker.py) reads it back (`from_json`) and never changes it. What the
+judge derives per case from the reference's outputs (`CaseSizes`) lives beside the job, in the
+judge, and reaches the candidate's process only inside the `SandboxJob` the judge hands its
+sandbox (sandbox.py): a subset of the job, so the candidate never learns the tolerance, the gates
+or the timeouts it is judged by.
+
+Standard library only (no pydantic): the judge and the sandbox import this module. Defaults
+that come from the settings (the stage timeouts) are the controller's to fill in
+(isolate.timeouts_of); every instance here is frozen, and its dict fields are never mutated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STARTUP_S = 60.0  # a judge or a sandbox imports torch and creates its device context (s)
+MARGIN_S = 30.0  # the controller's deadline beyond the sum of the stage timeouts (s)
+FORMATS = ("native", "kernelbench")
+DEVICES = ("cuda", "cpu")
+
+
+def _set(obj: object, name: str, value: Any) -> None:
+    """Normalises a field of a frozen instance in __post_init__ (a list to a tuple, ...)."""
+    object.__setattr__(obj, name, value)
+
+
+def _path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def _resolved(value: Path | None) -> str | None:
+    """An absolute path for the judge, which runs in a folder of its own."""
+    return str(Path(value).resolve()) if value else None
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseJob:
+    """One case of the task, as the reference and the candidate are built for it."""
+
+    name: str
+    init: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    timed: bool = True
+    roofline: dict[str, float] | None = None  # {bytes, flops}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidateJob:
+    """The candidate's files: model.py (native) or the KernelBench .py file, and for a native
+    candidate its compiled .so and kernel.hip."""
+
+    format: str  # one of FORMATS
+    model: Path
+    library: Path | None = None
+    source: Path | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.format in FORMATS, f"candidate format {self.format!r} is not one of {FORMATS}")
+        _set(self, "model", Path(self.model))
+        _set(self, "library", _path(self.library))
+        _set(self, "source", _path(self.source))
+
+    def may_start_processes(self) -> bool:
+        """Only a load_inline candidate needs to run compilers inside its sandbox."""
+        if self.format != "kernelbench":
+            return False
+        text = self.model.read_text(errors="replace")
+        return "load_inline" in text or "cpp_extension" in text
+
+    def resolved(self) -> dict[str, str | None]:
+        """Its wire form: every path absolute."""
+        return {
+            "format": self.format,
+            "model": _resolved(self.model),
+            "library": _resolved(self.library),
+            "source": _resolved(self.source),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CandidateJob:
+        return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
+    """Seconds each stage may take. load, check and timing come from the verifier settings
+    (isolate.timeouts_of); a process's start-up is not a setting."""
+
+    load: float  # import/compile the candidate
+    check: float  # every correctness call
+    timing: float  # every timed trial
+    startup: float = STARTUP_S  # a process imports torch
+
+    def __post_init__(self) -> None:
+        for name in ("startup", "load", "check", "timing"):
+            _set(self, name, float(getattr(self, name)))
+            _require(getattr(self, name) > 0, f"timeout {name} must be positive")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PeakRates:
+    bytes_per_s: float  # HBM bandwidth, H200: 4.8e12
+    flops_per_s: float  # dense matrix rate, H200 bf16: 990e12
+
+    def __post_init__(self) -> None:
+        _set(self, "bytes_per_s", float(self.bytes_per_s))
+        _set(self, "flops_per_s", float(self.flops_per_s))
+        _require(self.bytes_per_s > 0 and self.flops_per_s > 0, "peak rates must be positive")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerJob:
+    """One evaluation of one candidate, as the judge reads it (see `to_json`)."""
+
+    task: str
+    reference: Path
+    cases: tuple[CaseJob, ...]
+    tolerance: dict[str, Any]  # {kind, atol, rtol, max_rel_rms}
+    seeds: tuple[int, ...]  # the last is hidden from agents
+    candidate: CandidateJob
+    timeouts: Timeouts
+    device: str = "cuda"  # one of DEVICES
+    do_timing: bool = True
+    trials: int = 30
+    warmup: int = 5
+    workdir: Path | None = None  # set by run_worker: the judge's folder
+    peak: PeakRates | None = None  # roofline gate; None: no gate
+    suspect_speedup: float = 10.0
+    flush_bytes: int = 512 << 20  # L2 + Infinity Cache flush
+    timing_budget_bytes: int = 1 << 30  # memory for timing inputs
+    timing_seed: int = 1_000_003  # first seed of the timing inputs
+    min_trial_us: float = 0.5  # no real call is faster
+    max_processes: int = 64  # watchdog, load_inline candidates only
+    deadline_s: float | None = None  # overall; None: from timeouts
+    allow_processes: bool = False  # set by run_worker: CandidateJob.may_start_processes
+
+    def __post_init__(self) -> None:
+        _set(self, "reference", Path(self.reference))
+        _set(self, "cases", tuple(self.cases))
+        _set(self, "seeds", tuple(self.seeds))
+        _set(self, "workdir", _path(self.workdir))
+        # float fields are floats, as the pydantic model made them (200 is written 200.0)
+        _set(self, "suspect_speedup", float(self.suspect_speedup))
+        _set(self, "min_trial_us", float(self.min_trial_us))
+        if self.deadline_s is not None:
+            _set(self, "deadline_s", float(self.deadline_s))
+        _require(len(self.cases) >= 1, "a job needs at least one case")
+        _require(len(self.seeds) >= 1, "a job needs at least one seed")
+        _require(self.device in DEVICES, f"device {self.device!r} is not one of {DEVICES}")
+        _require(self.trials >= 1 and self.warmup >= 0, "trials >= 1 and warmup >= 0")
+        _require(self.suspect_speedup > 1, "suspect_speedup must be above 1")
+        _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
+
+    def case(self, name: str) -> CaseJob:
+        return next(c for c in self.cases if c.name == name)
+
+    def deadline(self) -> float:
+        if self.deadline_s is not None:
+            return self.deadline_s
+        t = self.timeouts
+        # judge and sandbox start-ups, reference computed and timed like the candidate
+        return 2 * t.startup + t.load + 2 * t.check + 2 * t.timing + MARGIN_S
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["reference"] = _resolved(self.reference)
+        data["candidate"] = self.candidate.resolved()
+        data["workdir"] = str(self.workdir) if self.workdir is not None else None
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, line: str | bytes) -> WorkerJob:
+        data = json.loads(line)
+        peak = data.get("peak")
+        return cls(
+            **data
+            | {
+                "cases": tuple(CaseJob(**c) for c in data["cases"]),
+                "candidate": CandidateJob.from_dict(data["candidate"]),
+                "timeouts": Timeouts(**data["timeouts"]),
+                "peak": PeakRates(**peak) if peak else None,
+            }
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSizes:
+    """What the judge derives for one case from the reference's first seed, beside the job."""
+
+    poison_sizes: tuple[int, ...]  # bytes of each output: the allocator is poisoned with them
+    input_bytes: int  # one input set
+    timing_sets: int  # distinct input sets the timed trials cycle through
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxCase:
+    name: str
+    init: dict[str, Any]
+    inputs: dict[str, Any]
+    timed: bool
+    poison_sizes: tuple[int, ...]
+    timing_sets: int
+
+    def __post_init__(self) -> None:
+        _set(self, "poison_sizes", tuple(self.poison_sizes))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxJob:
+    """What the judge tells the candidate's process (sandbox.py): how to build and run the
+    candidate on each case and seed, and nothing it is judged by."""
+
+    reference: Path
+    seeds: tuple[int, ...]
+    candidate: CandidateJob
+    device: str
+    trials: int
+    warmup: int
+    flush_bytes: int
+    timing_seed: int
+    allow_processes: bool
+    reserve_bytes: int  # device memory taken in one block before the candidate loads
+    cases: tuple[SandboxCase, ...]
+
+    def __post_init__(self) -> None:
+        _set(self, "reference", Path(self.reference))
+        _set(self, "seeds", tuple(self.seeds))
+        _set(self, "cases", tuple(self.cases))
+
+    @classmethod
+    def of(cls, job: WorkerJob, sizes: dict[str, CaseSizes], reserve_bytes: int) -> SandboxJob:
+        return cls(
+            reference=job.reference,
+            seeds=job.seeds,
+            candidate=job.candidate,
+            device=job.device,
+            trials=job.trials,
+            warmup=job.warmup,
+            flush_bytes=job.flush_bytes,
+            timing_seed=job.timing_seed,
+            allow_processes=job.allow_processes,
+            reserve_bytes=reserve_bytes,
+            cases=tuple(
+                SandboxCase(
+                    name=c.name,
+                    init=c.init,
+                    inputs=c.inputs,
+                    timed=c.timed,
+                    poison_sizes=sizes[c.name].poison_sizes,
+                    timing_sets=sizes[c.name].timing_sets,
+                )
+                for c in job.cases
+            ),
+        )
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["reference"] = _resolved(self.reference)
+        data["candidate"] = self.candidate.resolved()
+        return json.dumps(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SandboxJob:
+        return cls(
+            **data
+            | {
+                "cases": tuple(SandboxCase(**c) for c in data["cases"]),
+                "candidate": CandidateJob.from_dict(data["candidate"]),
+            }
+        )
