@@ -125,13 +125,18 @@ def test_replayed_run_evolves_softmax_on_the_gpu_with_every_call_in_the_archive(
     evaluate = pipeline_evaluator(
         get_task("softmax"), VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto"
     )
-    with ScriptedLLMServer(replay_steps()) as server, Archive.open(tmp_path / "a.db") as archive:
-        summary = replayed_run(archive, evaluate, server.api_base)
-        sent = server.count
-        calls = archive.llm_usage(summary.run).calls
-        statuses = [archive.evaluation_of(c).status for c in archive.candidate_ids(summary.run)]
-        parse_errors = archive.events(summary.run, "parse_error")
-        events = archive.events(summary.run)
+    try:
+        with ScriptedLLMServer(replay_steps()) as server, \
+                Archive.open(tmp_path / "a.db") as archive:  # fmt: skip
+            summary = replayed_run(archive, evaluate, server.api_base)
+            sent = server.count
+            calls = archive.llm_usage(summary.run).calls
+            run = summary.run
+            statuses = [archive.evaluation_of(c).status for c in archive.candidate_ids(run)]
+            parse_errors = archive.events(run, "parse_error")
+            events = archive.events(run)
+    finally:
+        evaluate.close()  # its judges hold device memory: the GPU tests after this one need it
     assert sent == calls == 20, [e.kind for e in events]
     assert len(parse_errors) == 1
     assert statuses.count(Status.compile_error) == 1, statuses
