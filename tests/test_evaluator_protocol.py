@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from agents_support import CompilingStandIn
 from standin import StandIn
 
@@ -48,3 +49,11 @@ def test_the_pipeline_evaluator_provides_the_protocol_without_a_gpu(tmp_path) ->
     _provides(evaluator)
     assert (evaluator.device, evaluator.parallelism) == ("no GPU", 1)
     evaluator.close()
+
+
+def test_a_stand_in_without_a_call_cannot_be_built() -> None:
+    class Silent(BaseEvaluator):
+        settings_key, toolchain = "{}", "none"
+
+    with pytest.raises(TypeError, match="abstract"):
+        Silent()

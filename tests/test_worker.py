@@ -21,7 +21,7 @@ from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import compare, ipc, wire
 from hipevolve.verifier.gpu.isolate import StandbyPool, judge_env, run_worker, wait_retired
 from hipevolve.verifier.gpu.job import CaseJob, PeakRates, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.worker import Scorecard
+from hipevolve.verifier.gpu.scorecard import Scorecard
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, assert_gone, cpu_job  # noqa: E402

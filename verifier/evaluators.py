@@ -4,6 +4,7 @@ over the verifier pipeline (tests and benches bring their own Evaluators)."""
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from typing import Protocol
 
 from hipevolve.core.base import canonical_json
@@ -38,21 +39,21 @@ class Evaluator(Protocol):
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
 
 
-class BaseEvaluator:
+class BaseEvaluator(ABC):
     """The protocol's defaults for an evaluator that runs on no device and starts nothing (the
     stand-ins of tests and benches): one batch at a time, nothing to close. A subclass sets
-    settings_key and toolchain and scores in __call__."""
+    settings_key and toolchain and scores in __call__ (one without it cannot be built)."""
 
     settings_key: str
     toolchain: str
     device: str | None = None
     parallelism: int = 1
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a default, deliberately empty: nothing to stop)
         """Nothing to stop."""
 
-    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
-        raise NotImplementedError
+    @abstractmethod
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
 
 
 class PipelineEvaluator:

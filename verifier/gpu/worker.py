@@ -30,9 +30,10 @@ What it protects against (FAULTS.md):
   shown to agents, all inputs alive at once, a distinct input set per timed trial, and one
   more checked call after timing (13, 15, 20);
 - patched timers and statistics: the sandbox captured its timer before the candidate was
-  imported, statistics are computed here from raw trials, and the trials must fit inside the
-  wall time the judge measured itself (17); threads left running are `hacked`; work on another
-  stream is inside the window because timing synchronises the whole device (18);
+  imported, statistics are computed in the judge (scorecard.py) from raw trials, and the
+  trials must fit inside the wall time the judge measured itself (17); threads left running
+  are `hacked`; work on another stream is inside the window because timing synchronises the
+  whole device (18);
 - speedups beyond the roofline or above `suspect_speedup` are `suspect`, not crowned (21).
 
 What it does not protect against:
@@ -60,21 +61,19 @@ What it does not protect against:
 The running sandbox, its pipe and drained output, and the group kill live in channel.py. The
 job is job.WorkerJob, read once and never changed; one evaluation is three parts: `References`
 (the reference's side, before the candidate exists), `Judge` (the candidate's side: its sandbox,
-stage by stage) and `Scorecard` (what the sandbox's reports add up to).
+stage by stage) and `Scorecard` (scorecard.py: what the sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,timing,wire,zygote} only
-(no pydantic).
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,scorecard,timing,wire,zygote}
+only (no pydantic).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
-import statistics
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -82,13 +81,13 @@ from typing import TYPE_CHECKING, Any
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.gpu.job import CaseSizes, SandboxJob, WorkerJob
+from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.references import Kept, Refs
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
-ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
 
 
 class References:
@@ -150,194 +149,6 @@ class References:
             del sets, model
         del clock
         return times
-
-
-class Scorecard:
-    """What the sandbox's reports add up to: each case's outcome, the flags, the hacks and the
-    first mismatch, and the status they make. Knows the job and the references, no process."""
-
-    def __init__(self, job: WorkerJob) -> None:
-        from hipevolve.verifier.gpu import compare
-
-        self.compare = compare
-        self.job = job
-        self.flags: list[str] = []
-        self.hacks: list[str] = []
-        self.window_hacks = 0  # of those, late timing windows (see judge_timing)
-        self.mismatch = ""
-        self.case_out = {c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases}
-
-    def reference_trials(self, times: dict[str, list[float]]) -> None:
-        for name, trials in times.items():
-            self.case_out[name]["ref_trials"] = trials
-
-    def fail(self, case: str, message: str, mismatch: str = "") -> None:
-        out = self.case_out[case]
-        if out["correct"]:
-            out["correct"] = False
-            out["message"] = message[:300]
-            if mismatch and not self.mismatch:
-                self.mismatch = mismatch
-
-    def judge_outputs(self, header: dict, tensors: list, refs: Refs) -> None:
-        name, seed, run = header["case"], header["seed"], header["run"]
-        where = f"seed {seed} run {run}"
-        if (name, seed) not in refs:
-            raise SandboxError(
-                "hacked", "the candidate process sent outputs for a case or seed it was not given"
-            )
-        ref_inputs, ref_outs = refs[(name, seed)]
-        metas = header["meta"]
-        n_in = int(header.get("n_inputs", 0))
-        values, inputs_after = tensors[: len(tensors) - n_in], tensors[len(tensors) - n_in :]
-        # The sandbox itself never starts a Python thread: any other one is the candidate's.
-        if header["threads_after"] > 1:
-            self.hacks.append(f"{name}: a thread started by the call is still running ({where})")
-        if any(not m["exact"] for m in metas):
-            bad = next(m["type"] for m in metas if not m["exact"])
-            self.hacks.append(f"{name}: output is a {bad}, not a plain torch.Tensor")
-            return
-        if run == "post":
-            where = "after timing"
-        if len(metas) != len(ref_outs) or len(values) != len(metas):
-            self.fail(name, f"{len(metas)} outputs, expected {len(ref_outs)} ({where})")
-            return
-        for i, (meta, ref) in enumerate(zip(metas, ref_outs, strict=True)):
-            if meta["aliases_input"]:
-                self.fail(
-                    name,
-                    f"output {i} shares memory with input {meta['aliases_input'][0]} ({where})",
-                )
-                return
-            problem = self.compare.check_meta(i, meta, ref)
-            if problem:
-                self.fail(name, f"{problem} ({where})")
-                return
-        if header.get("guards_broken"):
-            self.fail(
-                name,
-                f"out-of-bounds write: the canary next to input "
-                f"{header['guards_broken'][0]} was overwritten ({where})",
-            )
-            return
-        if n_in:
-            changed = self.compare.inputs_unchanged(ref_inputs, inputs_after)
-            if changed:
-                self.fail(name, f"{changed} ({where})")
-        errors = self.case_out[name]
-        for i, (got, ref) in enumerate(zip(values, ref_outs, strict=True)):
-            ok, max_abs, rel_rms, mismatch = self.compare.compare_values(
-                i, got, ref, self.job.tolerance
-            )
-            errors["max_abs_err"] = max(errors.get("max_abs_err") or 0.0, max_abs)
-            errors["rel_rms_err"] = max(errors.get("rel_rms_err") or 0.0, rel_rms)
-            if not ok:
-                if run == "post":
-                    self.hacks.append(
-                        f"{name}: outputs correct in the checks but wrong after "
-                        "timing (behaviour changed after warm-up)"
-                    )
-                    return
-                self.fail(name, f"wrong values ({where})", f"case {name} {where}: {mismatch}")
-                return
-
-    def judge_timing(self, name: str, trials: Any, windows: Any, wall_us: float) -> None:
-        out = self.case_out[name]
-        if not all(
-            isinstance(series, list)
-            and len(series) == self.job.trials
-            and all(isinstance(t, (int, float)) for t in series)
-            for series in (trials, windows)
-        ):
-            self.hacks.append(f"{name}: malformed timing report")
-            return
-        if not all(math.isfinite(t) and t > 0 for t in trials + windows):
-            self.hacks.append(f"{name}: timer reported non-positive or non-finite times")
-            return
-        total = sum(trials)
-        median = statistics.median(trials)
-        window = statistics.median(windows)
-        if window > median + max(ESCAPE_SLACK_US, median):
-            # Read from GPU timestamps, which another process's work on the device can delay
-            # too (seen once in 960 evaluations of honest softmax configurations on H200s,
-            # bench/scaling.py): see window_only.
-            self.window_hacks += 1
-            self.hacks.append(
-                f"{name}: the device stayed busy until {window:.0f} us but the timed stream "
-                f"finished at {median:.0f} us: work outside the timed stream"
-            )
-        if total > wall_us * 1.02 + 1000:
-            self.hacks.append(
-                f"{name}: trials add up to {total:.0f} us but the judge saw {wall_us:.0f} us pass"
-            )
-        if median < self.job.min_trial_us:
-            self.hacks.append(
-                f"{name}: median trial {median:.3g} us is below the "
-                f"{self.job.min_trial_us} us any call takes"
-            )
-        out["trials"] = trials
-        out["time_us"] = median
-        mean = statistics.fmean(trials)
-        out["cv"] = statistics.pstdev(trials) / mean if mean > 0 else None
-        out["wall_us"] = wall_us
-
-    def gates(self) -> list[str]:
-        """Suspect reasons: faster than the roofline, or faster than suspect_speedup allows."""
-        reasons = []
-        peak = self.job.peak
-        for name, out in self.case_out.items():
-            ref_trials = out.get("ref_trials")
-            if ref_trials:
-                out["ref_time_us"] = statistics.median(ref_trials)
-            t = out.get("time_us")
-            if not t:
-                continue
-            if out.get("ref_time_us"):
-                speedup = out["ref_time_us"] / t
-                if speedup > self.job.suspect_speedup:
-                    reasons.append(
-                        f"{name}: speedup {speedup:.1f}x above {self.job.suspect_speedup:g}x"
-                    )
-            roof = self.job.case(name).roofline
-            if peak and roof:
-                mem_us = roof["bytes"] / peak.bytes_per_s * 1e6
-                flop_us = roof["flops"] / peak.flops_per_s * 1e6
-                out["roofline_fraction"] = mem_us / t
-                if t < max(mem_us, flop_us):
-                    reasons.append(
-                        f"{name}: {t:.2f} us beats the roofline bound {max(mem_us, flop_us):.2f} us"
-                    )
-        return reasons
-
-    def failed(self) -> list[str]:
-        return [n for n, c in self.case_out.items() if not c["correct"]]
-
-    def verdict(self) -> tuple[str, str]:
-        if self.hacks:
-            return "hacked", self.hacks[0]
-        failed = [c for c in self.case_out.values() if not c["correct"]]
-        if failed:
-            return "incorrect", f"case {failed[0]['case']}: {failed[0]['message']}"
-        reasons = self.gates()
-        if reasons:
-            return "suspect", reasons[0]
-        return "ok", ""
-
-    def result(self, status: str, message: str, *, checked: bool = True) -> dict:
-        """The answer's verdict fields. checked: False when the check stage never ran, so a
-        crash or timeout leaves no case counted correct."""
-        if status in ("runtime_error", "timeout") and not checked:
-            for out in self.case_out.values():
-                out["correct"] = False  # never (completely) checked
-        return {
-            "status": status,
-            "message": message[:500],
-            "cases": list(self.case_out.values()),
-            "flags": self.flags,
-            "hacks": self.hacks[:10],
-            "window_only": bool(self.hacks) and self.window_hacks == len(self.hacks),
-            "mismatch": self.mismatch,
-        }
 
 
 class Judge:
