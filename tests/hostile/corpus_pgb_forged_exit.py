@@ -1,0 +1,47 @@
+"""Hack: at the first timed call, write a complete, well-formed result (near-zero trials, then
+"done") through the harness's own writer, and exit before the harness writes the real one; no
+timed kernel ever runs. pygpubench's exploits recover the channel's secret from the heap, the
+stack or the AES-obfuscated arena (/proc/self/mem) to authenticate the forgery; here the writer
+and its file are reachable through the caller's stack frames.
+
+Source: gpu-mode/pygpubench exploits/submission_heap_sig_scan.py, submission_stack_sig_scan.py,
+submission_aes_key_recovery.py, submission_proc_mem_bypass.py, submission_fd_overwrite.py
+@ 87bb46dfef7f1c5d596c12b2e3ec14664b9f2319.
+
+Expected: never ok: the forged result is refused (hacked) or the early exit is a crash.
+"""
+
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+
+def _sandbox_and_case():
+    frame, case = sys._getframe(1), None
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if case is None and "case" in frame.f_locals:
+            case = frame.f_locals["case"]
+        if owner is not None and hasattr(owner, "write_message") and hasattr(owner, "out"):
+            return owner, case
+        frame = frame.f_back
+    return None, None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        owner, case = _sandbox_and_case()
+        timing = sys._getframe(1)
+        while timing is not None and timing.f_code.co_name != "time_trials":
+            timing = timing.f_back
+        if owner is not None and timing is not None:
+            trials = [0.5] * owner.job.trials
+            owner.send("timing_done", case=case.name, trials=trials, windows=trials, threads=1)
+            owner.send("done", threads=1)
+            owner.out.flush()
+            os._exit(0)
+        time.sleep(0.002)
+        return torch.softmax(x.float(), dim=-1).to(x.dtype)
