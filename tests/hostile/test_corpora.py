@@ -17,6 +17,8 @@ that lets them through: the fix flips them, and strict makes pytest say so.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,6 +175,9 @@ def expected_checks(path: Path) -> set[str]:
 STATIC = sorted(p for p in HERE.glob("corpus_*") if p.suffix in ("", ".py") and expected_checks(p))
 
 
+STATIC_STEMS = {p.stem for p in STATIC}
+
+
 def static_params() -> list:
     return [
         pytest.param(p, id=p.name,
@@ -201,3 +206,32 @@ def test_gpu_corpus_zeroing_every_device_allocation_cannot_reach_the_reference(
     assert result.status is Status.incorrect, f"{result.status}: {result.message}"
     assert_gone(result.sandbox_pid)
     assert_healthy_native_next(tmp_path)
+
+
+# --- docs/FAULTS_COVERAGE.md's corpora section names real tests ---------------------------------
+COVERAGE = HERE.parent.parent / "docs" / "FAULTS_COVERAGE.md"
+SECTION = "## Public exploit corpora (issue 32)"
+
+
+def named_in_the_corpora_section() -> set[str]:
+    text = COVERAGE.read_text()
+    assert SECTION in text, f"{COVERAGE.name} has no section {SECTION!r}"
+    return set(re.findall(r"`(tests/[^`]+?\.py::[^`]+)`", text.split(SECTION, 1)[1]))
+
+
+def test_every_test_the_corpora_section_names_is_collected() -> None:
+    named = named_in_the_corpora_section()
+    files = sorted({n.split("::")[0] for n in named})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=COVERAGE.parent.parent, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    collected = {line.strip() for line in proc.stdout.splitlines() if "::" in line}
+    assert collected, proc.stdout[-2000:] + proc.stderr[-2000:]
+    missing = sorted(n for n in named if n not in collected)
+    assert not missing, f"named in {COVERAGE.name} but not collected: {missing}"
+    # and every attack file is run by a test of this module
+    ported = {p.stem for p in HERE.glob("corpus_*") if p.suffix in ("", ".py")}
+    source = Path(__file__).read_text()
+    unused = sorted(n for n in ported if f'"{n}' not in source and n not in STATIC_STEMS)
+    assert not unused, f"corpus attacks no test runs: {unused}"
