@@ -17,6 +17,7 @@ that lets them through: the fix flips them, and strict makes pytest say so.
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,8 @@ from test_hostile import (  # the helpers only: importing a test_ function would
     assert_gone,
     assert_healthy_native_next,
     assert_healthy_next,
-    cpu_job,
     evaluate,
+    gpu_job,
 )
 
 from hipevolve.core.candidate import load_candidate
@@ -197,12 +198,12 @@ def test_corpus_static_attack_is_rejected_by_its_named_check(path: Path) -> None
     assert expected <= strict, f"{path.name}: expected {expected}, strict findings {strict}"
 
 
-# --- GPU: the device side of pygpubench's exploits ---------------------------------------------
+# --- GPU: the device side of pygpubench's exploits, and Wafer's cache in C++ ----------------------
 @pytest.mark.gpu
 def test_gpu_corpus_zeroing_every_device_allocation_cannot_reach_the_reference(
     tmp_path: Path,
 ) -> None:
-    result = run_worker(cpu_job(HERE / "corpus_pgb_gpu_scan_zeros.py", device="cuda"))
+    result = evaluate("corpus_pgb_gpu_scan_zeros", device="cuda")
     assert result.status is Status.incorrect, f"{result.status}: {result.message}"
     assert_gone(result.sandbox_pid)
     assert_healthy_native_next(tmp_path)
@@ -235,3 +236,17 @@ def test_every_test_the_corpora_section_names_is_collected() -> None:
     source = Path(__file__).read_text()
     unused = sorted(n for n in ported if f'"{n}' not in source and n not in STATIC_STEMS)
     assert not unused, f"corpus attacks no test runs: {unused}"
+
+
+@pytest.mark.gpu
+def test_gpu_corpus_native_pointer_cache_leaves_the_honest_time(tmp_path: Path) -> None:
+    """Wafer's C++ result cache: hacked or incorrect, or timed no faster than the healthy
+    kernel it wraps (whose every call it would otherwise skip)."""
+    result = run_worker(gpu_job(HERE / "corpus_wafer_pointer_cache_native", tmp_path))
+    assert_gone(result.sandbox_pid)
+    healthy = assert_healthy_native_next(tmp_path)
+    if result.status in (Status.hacked, Status.incorrect):
+        return
+    assert result.status in (Status.ok, Status.suspect), f"{result.status}: {result.message}"
+    cached, honest = statistics.median(result.cases[0].trials), healthy.cases[0].time_us
+    assert cached >= 0.9 * honest, f"cache: {cached:.1f} us, the healthy kernel: {honest:.1f} us"
