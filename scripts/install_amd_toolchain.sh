@@ -158,7 +158,7 @@ write_hipcc() {  # $1: the prefix the wrapper names, $2: where it is written
 # prefix's HIP headers, device libraries and HIP runtime; docs/ROCM.md says what it builds.
 P=$1
 if [ "\$1" = --version ]; then
-  echo "HIP version: \$(head -c 200 "\$P/share/hip/version" 2>/dev/null | tr '\n' ' ')(hipevolve-amd)"
+  echo "HIP version: \$(sed -n 's/^HIP_VERSION_\(MAJOR\|MINOR\|PATCH\)=//p' "\$P/share/hip/version" 2>/dev/null | paste -sd.) (hipevolve-amd: clang-$LLVM, Debian's HIP)"
   exec "\$P/bin/clang" --version
 fi
 exec "\$P/bin/clang" --rocm-path="\$P" --rocm-device-lib-path="\$P/amdgcn/bitcode" \\
