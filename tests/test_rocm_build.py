@@ -26,6 +26,7 @@ from hipevolve.verifier.build.amd_static import find_toolchain
 from hipevolve.verifier.build.backends import rocm_command
 from hipevolve.verifier.build.compile import Compiler, build
 from hipevolve.verifier.build.rocm_build import find_hipcc, inspect_library
+from hipevolve.verifier.build.rocm_limits import LDS_LIMIT, REGISTER_BUDGET, SCRATCH_LIMIT
 
 pytestmark = pytest.mark.rocm_build
 
@@ -105,12 +106,24 @@ def test_each_library_links_the_hip_runtime_and_registers_its_kernels(built):
             assert all(k.wavefront_size == 64 for k in co.kernels), (name, co.target)
 
 
+def test_every_built_kernel_is_within_the_amd_limits(built):
+    """The static gate's limits (rocm_limits) hold for every shipped kernel, as the code objects
+    declare them to the runtime: LDS per workgroup, VGPRs + AGPRs, scratch per lane."""
+    _, results = built
+    for name, lib in results.items():
+        for co in lib.code_objects:
+            for k in co.kernels:
+                assert k.lds_bytes <= LDS_LIMIT[co.target], (name, co.target, k)
+                assert k.vgprs + k.agprs <= REGISTER_BUDGET, (name, co.target, k)
+                assert k.scratch_bytes <= SCRATCH_LIMIT, (name, co.target, k)
+
+
 def test_softmax_example_artefact_lists_its_static_facts(built, capsys):
     _, results = built
     lib = results["example softmax_native"]
     text = lib.describe()
     with capsys.disabled():
-        print("\n" + text)
+        print("\nexample softmax_native, rocm build: " + text)
     gfx942 = next(co for co in lib.code_objects if co.target == "gfx942")
     names = " ".join(k.name for k in gfx942.kernels)
     assert "softmax_cached" in names and "softmax_online" in names

@@ -6,9 +6,9 @@ candidate's launchers:
   static and dynamic alike: the dynamic size is the third launch-configuration argument
   (`k<<<grid, block, BYTES, stream>>>`, `hipLaunchKernelGGL(k, grid, block, BYTES, stream, ...)`)
   when it is a constant or computable from the source (#define, constexpr/const integers, sizeof
-  of scalar types, arithmetic); static + dynamic must fit. A size that is not computable here is
-  listed as such, and checked where the launch happens (the HIP-to-CUDA layer's
-  hipLaunchKernelGGL refuses more than the AMD limit; docs/ROCM.md).
+  of scalar types, arithmetic); static + dynamic must fit. A size that is not computable here
+  (it depends on a launcher argument) is recorded in the verdict's flags as unchecked: no GPU
+  this project has runs the AMD runtime that would see it (docs/ROCM.md, "Never run here").
 - VGPRs + AGPRs over the per-wave budget (512 on CDNA2/CDNA3: 256 arch + 256 accumulation);
 - scratch (private memory, where spills go) over a threshold per lane.
 
@@ -197,7 +197,7 @@ def gate(source: str, facts: tuple[StaticFacts, ...] | list[StaticFacts]) -> Gat
     for launch in dynamic_lds(source):
         if launch.bytes is None:
             notes.append(f"dynamic LDS of {launch.kernel} (kernel.hip:{launch.line}: "
-                         f"{launch.expression}) is not computable statically: checked at launch")
+                         f"{launch.expression}) is not computable statically: unchecked")
             continue
         for target, kernels in by_target.items():
             limit = LDS_LIMIT.get(target)
