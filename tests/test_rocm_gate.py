@@ -55,6 +55,26 @@ void f(hipStream_t s) {
     assert got == [("k", 32768 + 256), ("k3", None), ("k2", 128)]
 
 
+def test_a_local_size_assigned_once_is_computable_and_one_assigned_twice_is_not():
+    source = """
+void f(hipStream_t s, int n) {
+    size_t once = 4u << 20;
+    int twice = 1024;
+    if (n > 4) twice = 1 << 20;
+    k<<<1, 64, once, s>>>(x);
+    k<<<1, 64, twice, s>>>(x);
+}
+"""
+    assert [d.bytes for d in dynamic_lds(source)] == [4 << 20, None]
+
+
+def test_the_gpu_lds_overflow_attack_is_now_refused_statically():
+    """tests/hostile/dyn_gpu_lds_overflow asks 4 MiB through a local it never reassigns."""
+    source = (HOSTILE.parent / "dyn_gpu_lds_overflow" / "kernel.hip").read_text()
+    verdict = gate(source, [facts(kernel="needs_lds(unsigned short const*, unsigned short*, long)")])
+    assert not verdict.passed and "4194304 bytes of dynamic LDS (too_much)" in verdict.reasons[0]
+
+
 def test_launches_in_nvidia_only_branches_are_not_amd_launches():
     source = """
 #if defined(__HIP_PLATFORM_NVIDIA__)

@@ -43,10 +43,11 @@ _SIZEOF = {
 }  # fmt: skip
 _CONST = re.compile(
     r"(?:^\s*#\s*define\s+(?P<macro>[A-Za-z_]\w*)\s+(?P<mvalue>[^\n]+?)\s*$)"
-    r"|(?:\b(?:static\s+)?(?:constexpr|const)\s+(?:unsigned\s+|signed\s+)?(?:int|long|size_t|"
-    r"int32_t|uint32_t|int64_t|unsigned)\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+);)",
+    r"|(?:\b(?:static\s+)?(?:(?:constexpr|const)\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|"
+    r"size_t|int32_t|uint32_t|int64_t|unsigned)\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+);)",
     re.M,
 )
+_ASSIGNED = r"(?:\b{0}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+\s*{0}\b|\b{0}\s*\+\+|--\s*{0}\b|\b{0}\s*--)"
 _OPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod,
@@ -109,8 +110,13 @@ def _eval(node: ast.AST, consts: dict[str, int], depth: int) -> int | None:
 
 
 def constants(source: str) -> dict[str, int]:
-    """Integer constants of the source: #defines and constexpr/const integer variables."""
+    """Integer constants of the source: #defines, and integer variables (const or not) that are
+    initialised once and never assigned again, with one value wherever they are declared."""
     raw = [(m["macro"] or m["name"], m["mvalue"] or m["value"]) for m in _CONST.finditer(source)]
+    once = {n for n in {n for n, _ in raw}
+            if len(re.findall(_ASSIGNED.format(re.escape(n)), source)) <= 1
+            and len({v.strip() for m, v in raw if m == n}) == 1}  # fmt: skip
+    raw = [(n, v) for n, v in raw if n in once]
     found: dict[str, int] = {}
     for _ in range(4):  # constants defined from constants
         for name, value in raw:
