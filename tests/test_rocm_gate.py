@@ -138,3 +138,19 @@ def test_lds_overflow_candidate_is_rejected_before_the_gpu_with_its_reason(tmp_p
                                       "launched at kernel.hip:23 with 65792 bytes")  # fmt: skip
     assert "over the target's 65536 per workgroup" in verdict.message
     assert verdict.static  # the facts that back the reason are kept
+
+
+@pytest.mark.gpu
+@pytest.mark.amd_static
+def test_on_a_gpu_backend_the_overflow_is_rejected_before_a_worker_is_asked_for(tmp_path):
+    """The same candidate through the GPU backend this machine has (cuda or rocm): compiled for
+    it, then refused by the gate; no library reaches a judge."""
+    if find_toolchain() is None:
+        pytest.skip("needs the AMD static toolchain (scripts/install_amd_toolchain.sh)")
+    from hipevolve.verifier.build.backends import gpu_backend
+    from hipevolve.verifier.pipeline import prepare
+
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    prepared = prepare(load_candidate(HOSTILE), get_task("softmax"), settings, gpu_backend())
+    assert prepared.done is not None and prepared.done.status is Status.rejected
+    assert "65792 bytes of dynamic LDS" in prepared.done.message
