@@ -153,4 +153,5 @@ print(loader.build_library("rocm", "gfx942", cache_dir=Path(sys.argv[2])))
     lib = inspect_library(library, tc.objdump, tmp_path)
     assert lib.targets == ("gfx942",)
     assert [k.name for k in lib.code_objects[0].kernels] == ["_Z12scale_kernelPKfPfi"]
+    assert lib.code_objects[0].kernels[0].readable == "scale_kernel(float const*, float*, int)"
     assert "hipLaunchKernel" in lib.hip_symbols

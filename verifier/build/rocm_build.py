@@ -50,6 +50,7 @@ class KernelMetadata(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
+    readable: str = Field(default="", description="the demangled name (llvm-cxxfilt)")
     lds_bytes: int = Field(description=".group_segment_fixed_size: static LDS per workgroup")
     vgprs: int
     agprs: int = 0
@@ -91,7 +92,7 @@ class RocmLibrary(BaseModel):
             lines.append(f"  {co.target}: code object {co.bytes} bytes")
             for k in co.kernels:
                 lines.append(
-                    f"    {k.name}: LDS {k.lds_bytes} B, VGPRs {k.vgprs}, AGPRs {k.agprs}, "
+                    f"    {k.readable or k.name}: LDS {k.lds_bytes} B, VGPRs {k.vgprs}, AGPRs {k.agprs}, "
                     f"SGPRs {k.sgprs}, scratch {k.scratch_bytes} B/lane, wave{k.wavefront_size}, "
                     f"max workgroup {k.max_workgroup_size}"
                 )
@@ -172,6 +173,15 @@ def _dynamic(readelf: Path, library: Path) -> tuple[tuple[str, ...], tuple[str, 
     return tuple(hip), tuple(needed)
 
 
+def _demangle(objdump: Path, names: list[str]) -> dict[str, str]:
+    cxxfilt = objdump.resolve().parent / "llvm-cxxfilt"
+    if not names or not cxxfilt.exists():
+        return {}
+    out = subprocess.run([str(cxxfilt), *names], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    return dict(zip(names, lines, strict=True)) if len(lines) == len(names) else {}
+
+
 def inspect_library(library: Path, objdump: Path, workdir: Path) -> RocmLibrary:
     """Reads a rocm-backend library: its code objects per target and their kernels' facts."""
     data = library.read_bytes()
@@ -190,8 +200,10 @@ def inspect_library(library: Path, objdump: Path, workdir: Path) -> RocmLibrary:
                                capture_output=True, text=True, timeout=60)  # fmt: skip
         if notes.returncode != 0:
             raise RuntimeError(f"llvm-readelf --notes {path}: {notes.stderr[:300]}")
-        objects.append(CodeObject(target=m["target"], bytes=len(code),
-                                  kernels=tuple(parse_kernel_notes(notes.stdout))))  # fmt: skip
+        kernels = parse_kernel_notes(notes.stdout)
+        readable = _demangle(objdump, [k.name for k in kernels])
+        kernels = [k.model_copy(update={"readable": readable.get(k.name, "")}) for k in kernels]
+        objects.append(CodeObject(target=m["target"], bytes=len(code), kernels=tuple(kernels)))
     hip, needed = _dynamic(readelf, library)
     return RocmLibrary(library=library, bytes=len(data), code_objects=tuple(objects),
                        hip_symbols=hip, needed=needed)  # fmt: skip
