@@ -8,10 +8,18 @@
 #   pytest -m amd_static tests/test_amd_static.py
 #
 # It installs from the distribution: clang-19, lld-19 (clang links the code object with ld.lld),
-# llvm-19 (llvm-objdump-19, llvm-cxxfilt-19, llvm-as-19) and the ROCm device libraries. Then it
-# builds the prefix /opt/hipevolve-amd, which hipevolve.verifier.build.amd_static looks for:
+# llvm-19 (llvm-objdump-19, llvm-cxxfilt-19, llvm-as-19), clang-tools-19 (clang-offload-bundler,
+# which a host+device HIP compile needs to bundle the code objects into the shared library), the
+# ROCm device libraries and a HIP runtime to link against: libamdhip64 (Debian 12: bookworm's
+# libamdhip64-5 5.2.3, installed with apt; its hip_4.2 symbol versions are the ones the 5.7.1
+# headers' host code calls). Then it builds the prefix /opt/hipevolve-amd (or the folder given as
+# $1, for a throwaway check), which hipevolve.verifier.build.amd_static looks for:
 #
 #   bin/clang, bin/llvm-objdump, bin/llvm-cxxfilt   links to the LLVM 19 tools
+#   bin/hipcc                                       a wrapper around clang-19, as ROCm's hipcc wraps
+#                                                   ROCm's clang: the rocm backend's and the
+#                                                   exported loader's compile and link (docs/ROCM.md)
+#   lib/libamdhip64.so                              link to the installed HIP runtime
 #   include/hip/                                    HIP headers only, unpacked with dpkg -x from
 #                                                   libamdhip64-dev (Debian 12: trixie's 5.7.1,
 #                                                   which has hip_bf16.h; bookworm's 5.2.3 lacks it)
@@ -32,7 +40,7 @@
 # state (its own sources list, lists and cache), never through /etc/apt.
 set -euo pipefail
 
-PREFIX=/opt/hipevolve-amd
+PREFIX=${1:-/opt/hipevolve-amd}
 LLVM=19
 TRIXIE_LINE='deb http://deb.debian.org/debian trixie main'
 
@@ -72,7 +80,11 @@ as_root apt-get update -qq || miss "apt-get update of this system's archive fail
 
 # Pick what this archive has; one MISSING line per absent package.
 has_pkg() { [[ -n $(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}' | grep -v '(none)') ]]; }
-want=(clang-$LLVM lld-$LLVM llvm-$LLVM)
+want=(clang-$LLVM lld-$LLVM llvm-$LLVM clang-tools-$LLVM)
+# The HIP runtime the rocm backend's host code links against: the newest libamdhip64-N here.
+HIP_RUNTIME_PKG=$(apt-cache pkgnames libamdhip64- 2>/dev/null | grep -E '^libamdhip64-[0-9]+$' | sort -V | tail -1 || true)
+want+=("${HIP_RUNTIME_PKG:-libamdhip64-5}")
+HIP_RUNTIME_PKG=${HIP_RUNTIME_PKG:-libamdhip64-5}
 if [[ $DISTRO == debian12 ]]; then
   # The keyring update brings trixie's archive keys, which the private apt state below checks.
   want+=(rocm-device-libs debian-archive-keyring)
@@ -91,9 +103,11 @@ finish_if_missing
 as_root apt-get install -y -qq --no-install-recommends "${install[@]}" >/dev/null \
   || { miss "apt-get install ${install[*]} failed"; finish_if_missing; }
 
-for tool in clang llvm-objdump llvm-cxxfilt llvm-as ld.lld; do
-  [[ -x /usr/lib/llvm-$LLVM/bin/$tool ]] || miss "/usr/lib/llvm-$LLVM/bin/$tool (from clang-$LLVM / llvm-$LLVM / lld-$LLVM)"
+for tool in clang llvm-objdump llvm-cxxfilt llvm-as ld.lld clang-offload-bundler; do
+  [[ -x /usr/lib/llvm-$LLVM/bin/$tool ]] || miss "/usr/lib/llvm-$LLVM/bin/$tool (from clang-$LLVM / llvm-$LLVM / lld-$LLVM / clang-tools-$LLVM)"
 done
+HIP_RUNTIME=$(dpkg -L "$HIP_RUNTIME_PKG" 2>/dev/null | grep -E '/libamdhip64\.so\.[0-9]+$' | head -1 || true)
+[[ -n $HIP_RUNTIME ]] || miss "libamdhip64.so.N in package $HIP_RUNTIME_PKG"
 BITCODE_SRC=$(dpkg -L "$DEVICE_LIBS_PKG" 2>/dev/null | grep '/ocml\.bc$' | head -1 | xargs -r dirname)
 [[ -n $BITCODE_SRC ]] || miss "ocml.bc in package $DEVICE_LIBS_PKG"
 finish_if_missing
@@ -131,8 +145,28 @@ finish_if_missing
 
 # --- The prefix, built aside and swapped in whole, so a failed run leaves the old one working.
 NEW=$WORK/prefix
-mkdir -p "$NEW"/{bin,include,share/hip,amdgcn/bitcode}
-for tool in clang llvm-objdump llvm-cxxfilt; do ln -s "/usr/lib/llvm-$LLVM/bin/$tool" "$NEW/bin/$tool"; done
+mkdir -p "$NEW"/{bin,lib,include,share/hip,amdgcn/bitcode}
+for tool in clang llvm-objdump llvm-cxxfilt clang-offload-bundler; do ln -s "/usr/lib/llvm-$LLVM/bin/$tool" "$NEW/bin/$tool"; done
+ln -s "$HIP_RUNTIME" "$NEW/lib/libamdhip64.so"
+# hipcc: ROCm's is a wrapper that adds the ROCm paths to its clang; this one adds the prefix's.
+# --no-undefined makes the link a check: every symbol the host code calls must be in libamdhip64
+# (or libc), as the dynamic loader of a ROCm machine will demand.
+write_hipcc() {  # $1: the prefix the wrapper names, $2: where it is written
+  cat >"$2" <<HIPCC
+#!/bin/sh
+# hipcc of hipevolve's AMD prefix (scripts/install_amd_toolchain.sh): clang-$LLVM with the
+# prefix's HIP headers, device libraries and HIP runtime; docs/ROCM.md says what it builds.
+P=$1
+if [ "\$1" = --version ]; then
+  echo "HIP version: \$(sed -n 's/^HIP_VERSION_\(MAJOR\|MINOR\|PATCH\)=//p' "\$P/share/hip/version" 2>/dev/null | paste -sd.) (hipevolve-amd: clang-$LLVM, Debian's HIP)"
+  exec "\$P/bin/clang" --version
+fi
+exec "\$P/bin/clang" --rocm-path="\$P" --rocm-device-lib-path="\$P/amdgcn/bitcode" \\
+  -D__HIP_PLATFORM_AMD__ -fuse-ld=lld -L"\$P/lib" -Wl,--no-undefined "\$@"
+HIPCC
+  chmod 755 "$2"
+}
+write_hipcc "$PREFIX" "$NEW/bin/hipcc"
 cp -r "$WORK/hip/usr/include/hip" "$NEW/include/hip"
 if [[ -f $WORK/hip/usr/share/hip/version ]]; then
   cp "$WORK/hip/usr/share/hip/version" "$NEW/share/hip/version"
@@ -160,6 +194,7 @@ pkg_version() { dpkg-query -W -f '${Version}' "$1" 2>/dev/null; }
   echo "llvm-$LLVM: $(pkg_version llvm-$LLVM)"
   echo "$DEVICE_LIBS_PKG: $(pkg_version "$DEVICE_LIBS_PKG") ($BITCODE_SRC)"
   echo "libamdhip64-dev (headers only): $HIP_DEB_VERSION"
+  echo "$HIP_RUNTIME_PKG (the HIP runtime linked against): $(pkg_version "$HIP_RUNTIME_PKG") ($HIP_RUNTIME)"
   echo "generated ISA-version bitcode: ${generated[*]:-none}"
 } >"$NEW/VERSIONS"
 
@@ -183,6 +218,24 @@ for gfx in gfx90a gfx942 gfx950; do
 done
 finish_if_missing
 echo "targets that compile: ${compiled[*]}" >>"$NEW/VERSIONS"
+# ... and a host+device shared library links against the HIP runtime through hipcc (a wrapper
+# naming the new prefix, since the final one is not in place yet).
+cat >"$WORK/link.hip" <<'LINK'
+#include <hip/hip_runtime.h>
+__global__ void scale(float* y, float a) { y[threadIdx.x] *= a; }
+extern "C" hipError_t launch(float* y, float a, hipStream_t s) {
+  hipLaunchKernelGGL(scale, dim3(1), dim3(64), 0, s, y, a);
+  return hipGetLastError();
+}
+LINK
+write_hipcc "$NEW" "$WORK/hipcc-probe"
+if "$WORK/hipcc-probe" -x hip -shared -fPIC -O3 --offload-arch=gfx942 "$WORK/link.hip" \
+  -o "$WORK/link.so" 2>"$WORK/link.log"; then
+  echo "host+device link against libamdhip64 through bin/hipcc: ok" >>"$NEW/VERSIONS"
+else
+  miss "a host+device HIP link against $HIP_RUNTIME: $(grep -m1 'error' "$WORK/link.log" || head -1 "$WORK/link.log")"
+fi
+finish_if_missing
 
 as_root rm -rf "$PREFIX.old"
 [[ -e $PREFIX ]] && as_root mv "$PREFIX" "$PREFIX.old"

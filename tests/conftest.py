@@ -11,3 +11,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The ROCm build tests' counts (tests/test_rocm_build.py), one line, even under -q."""
+    for line in getattr(config, "rocm_build_summary", []):
+        terminalreporter.write_line(line)

@@ -36,6 +36,7 @@ from hipevolve.verifier.build.compile import (
     remove_stale_builds,
     trim_log,
 )
+from hipevolve.verifier.build.rocm_limits import gate as amd_gate
 from hipevolve.verifier.screen.screening import screen
 
 
@@ -184,6 +185,11 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     if static.error:
         return finished(Status.compile_error, "does not compile for AMD",
                         compile_log=static.error)
+    limits = amd_gate(candidate.hip_source, static.facts)
+    if not limits.passed:
+        return finished(Status.rejected, "over the AMD target's limits: "
+                        + "; ".join(limits.reasons), static=static.facts)  # fmt: skip
+    flags = (*flags, *limits.notes)
     if backend == "static":
         return finished(Status.compiled, "compiles; analysed for AMD, not run (no GPU)",
                         static=static.facts,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,15 +33,25 @@ def _gpus() -> Check:
 
 
 def _hipcc() -> Check:
-    hipcc = shutil.which("hipcc") or (
-        "/opt/rocm/bin/hipcc" if Path("/opt/rocm/bin/hipcc").exists() else None)
+    """The rocm backend's hipcc: ROCm's on an AMD machine; elsewhere the prefix's (clang-19 with
+    Debian's HIP headers and runtime), which builds and links the ROCm path but runs nothing."""
+    from hipevolve.verifier.build.amd_static import HIPEVOLVE_PREFIX
+    from hipevolve.verifier.build.rocm_build import find_hipcc
+
+    hipcc = find_hipcc()
     if not hipcc:
         return Check(name="hipcc (rocm backend)", ok=False, detail="not found",
-                     fix="install ROCm on an AMD GPU machine (ROCm's install guide); not needed "
-                         "for the cuda and static backends")
+                     fix="install ROCm on an AMD GPU machine; elsewhere " + INSTALL_AMD
+                         + " builds and links the ROCm path without running it")
     out = subprocess.run([hipcc, "--version"], capture_output=True, text=True, timeout=30)
     version = next((ln for ln in out.stdout.splitlines() if "HIP version" in ln), out.stdout[:60])
-    return Check(name="hipcc (rocm backend)", ok=True, detail=f"{hipcc}: {version.strip()}")
+    detail = f"{hipcc}: {version.strip()}"
+    if not Path(hipcc).is_relative_to(HIPEVOLVE_PREFIX):
+        return Check(name="hipcc (rocm backend)", ok=True, detail=detail)
+    runtime = (HIPEVOLVE_PREFIX / "lib" / "libamdhip64.so").resolve()
+    return Check(name="hipcc (rocm build and link only)", ok=runtime.exists(),
+                 detail=f"{detail}; links against {runtime}; builds gfx942/gfx90a libraries "
+                        "(docs/ROCM.md), runs nothing", fix="" if runtime.exists() else INSTALL_AMD)
 
 
 def _nvcc() -> Check:

@@ -116,6 +116,14 @@ def _layer_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def rocm_command(hipcc: str, targets: tuple[str, ...]) -> list[str]:
+    """The rocm backend's compile and link of kernel.hip into lib.so, host launchers and device
+    code for each of `targets` (the GPU's own on a ROCm machine; gfx942, gfx90a... in CI)."""
+    arches = [f"--offload-arch={t}" for t in targets]
+    return [hipcc, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17", *arches,
+            "kernel.hip", "-o", "lib.so"]  # fmt: skip
+
+
 def compiler_for(backend: str) -> Compiler:
     if backend == "cuda":
         from hipevolve.verifier.build.nvidia import find_nvcc, nvcc_command, nvcc_version
@@ -128,12 +136,12 @@ def compiler_for(backend: str) -> Compiler:
         return Compiler(name="cuda", argv=tuple(argv),
                         toolchain=f"{tool_version(nvcc, nvcc_version)} layer {_layer_digest()}")
     if backend == "rocm":
-        hipcc = shutil.which("hipcc") or str(ROCM_BIN / "hipcc")
-        if not Path(hipcc).exists():
+        from hipevolve.verifier.build.rocm_build import find_hipcc
+
+        hipcc = find_hipcc()
+        if hipcc is None:
             raise UserError("hipcc not found: the rocm backend compiles with it",
                             "install ROCm, or run `evolve doctor`")
-        argv = [hipcc, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17",
-                f"--offload-arch={_rocm_arch()}", "kernel.hip", "-o", "lib.so"]
-        return Compiler(name="rocm", argv=tuple(argv),
+        return Compiler(name="rocm", argv=tuple(rocm_command(hipcc, (_rocm_arch(),))),
                         toolchain=tool_version(hipcc, _version_text))
     raise ValueError(f"backend {backend} has no run-time compiler")

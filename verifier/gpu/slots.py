@@ -41,6 +41,8 @@ def visible_gpus(backend: str) -> tuple[str, ...]:
     if backend not in ("cuda", "rocm"):
         return ()
     listed = os.environ.get(visibility_variable(backend))
+    if listed is None and backend == "rocm":  # HIP honours CUDA_VISIBLE_DEVICES when its own is unset
+        listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return tuple(d.strip() for d in listed.split(",") if d.strip())
     import torch

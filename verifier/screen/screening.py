@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 # Importing the check modules registers their checks; import order is CHECKS order.
 from hipevolve.core.candidate import Candidate
-from hipevolve.verifier.screen import compute, escape, toolchain, warnings  # noqa: F401
+from hipevolve.verifier.screen import compute, escape, toolchain, warnings, warp_width  # noqa: F401
 from hipevolve.verifier.screen.registry import CHECKS, Check, Tier, check
 from hipevolve.verifier.screen.sources import Sources
 

@@ -1,6 +1,7 @@
 """Builds kernel.hip into a shared library on first use and binds its launchers.
 
-- ROCm (a ROCm build of PyTorch): hipcc --offload-arch=<the GPU's gfx target>.
+- ROCm (a ROCm build of PyTorch): hipcc --offload-arch=<the GPU's gfx target>; ROCm's hipcc, or
+  on a machine without ROCm the one hipevolve's install_amd_toolchain.sh makes (ahead of time).
 - NVIDIA (a CUDA build of PyTorch): nvcc through the HIP-to-CUDA headers carried in include/,
   for the GPU's sm_XY.
 
@@ -31,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "kernel.hip"
 INCLUDE = HERE / "include"
 ROCM_BIN = Path("/opt/rocm/bin")
+AMD_PREFIX_HIPCC = Path("/opt/hipevolve-amd/bin/hipcc")
 COMPILE_TIMEOUT_S = 600
 
 
@@ -57,7 +59,10 @@ def device_arch(backend: str) -> str:
 
 def find_compiler(backend: str) -> str:
     if backend == "rocm":
-        found = shutil.which("hipcc") or str(ROCM_BIN / "hipcc")
+        # ROCm's hipcc, else the hipcc that hipevolve's scripts/install_amd_toolchain.sh makes
+        # (clang with Debian's HIP headers and runtime): builds ahead of time without ROCm.
+        found = shutil.which("hipcc") or next(
+            (str(p) for p in (ROCM_BIN / "hipcc", AMD_PREFIX_HIPCC) if p.is_file()), None)
         hint = "install ROCm (hipcc)"
     else:
         found = shutil.which("nvcc")
