@@ -63,7 +63,9 @@ def test_static_backend_verdict_never_shows_a_hidden_include(tmp_path, secret):
     settings = VerifierSettings(cache_dir=tmp_path / "cache", amd_targets=("gfx942",))
     model = (HEALTHY / "model.py").read_text()
     for how, source in hidden_includes(path).items():
-        candidate = Candidate(name="leak", format="native", hip_source=source + KERNEL, python_source=model)
+        candidate = Candidate(
+            name="leak", format="native", hip_source=source + KERNEL, python_source=model
+        )
         evaluation = prepare(candidate, task, settings, "static").done
         assert evaluation is not None and evaluation.status.value == "rejected", how
         assert word not in evaluation.model_dump_json(), how
@@ -76,8 +78,11 @@ def test_static_backend_verdict_never_shows_a_hidden_include(tmp_path, secret):
 @needs_nvcc
 def test_cuda_backend_build_never_shows_a_hidden_include(tmp_path, secret):
     path, word = secret
-    nvcc = Compiler(name="cuda", toolchain="nvcc (test)",
-                    argv=tuple(nvcc_command(find_nvcc(), Path("kernel.hip"), Path("lib.so"))))
+    nvcc = Compiler(
+        name="cuda",
+        toolchain="nvcc (test)",
+        argv=tuple(nvcc_command(find_nvcc(), Path("kernel.hip"), Path("lib.so"))),
+    )
     for how, source in hidden_includes(path).items():
         result = build(source + KERNEL, nvcc, tmp_path / "cache")
         assert not result.ok, how
@@ -88,8 +93,11 @@ def test_cuda_backend_build_never_shows_a_hidden_include(tmp_path, secret):
 
 @needs_nvcc
 def test_cuda_backend_still_builds_a_healthy_kernel(tmp_path):
-    nvcc = Compiler(name="cuda", toolchain="nvcc (test)",
-                    argv=tuple(nvcc_command(find_nvcc(), Path("kernel.hip"), Path("lib.so"))))
+    nvcc = Compiler(
+        name="cuda",
+        toolchain="nvcc (test)",
+        argv=tuple(nvcc_command(find_nvcc(), Path("kernel.hip"), Path("lib.so"))),
+    )
     result = build((HEALTHY / "kernel.hip").read_text(), nvcc, tmp_path / "cache")
     assert result.ok, result.log
 
@@ -107,8 +115,13 @@ def test_compiler_log_of_a_foreign_file_is_scrubbed_but_kernel_errors_stay(tmp_p
     names the file, keeps kernel.hip's own error, and shows no line of the secret."""
     path, word = secret
     (tmp_path / "kernel.hip").write_text(f'int broken = ;\n#include "{path}"\n')
-    proc = subprocess.run(["clang-19", "-x", "c++", "-fsyntax-only", "kernel.hip"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["clang-19", "-x", "c++", "-fsyntax-only", "kernel.hip"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert word in proc.stderr  # the raw log does leak
     log = trim_log(proc.stderr, tmp_path)
     assert word not in log
@@ -117,13 +130,19 @@ def test_compiler_log_of_a_foreign_file_is_scrubbed_but_kernel_errors_stay(tmp_p
 
 
 def test_nvcc_style_locations_are_scrubbed_too(tmp_path):
-    raw = ("/home/u/.ssh/id_rsa(1): error: identifier \"PRIVATE\" is undefined\n"
-           "  PRIVATE KEY\n  ^\n\nkernel.hip(3): error: expected a \";\"\n  int x\n")
+    raw = (
+        '/home/u/.ssh/id_rsa(1): error: identifier "PRIVATE" is undefined\n'
+        '  PRIVATE KEY\n  ^\n\nkernel.hip(3): error: expected a ";"\n  int x\n'
+    )
     log = scrub_log(raw, tmp_path)
     assert "PRIVATE" not in log and 'kernel.hip(3): error: expected a ";"' in log
 
 
 def test_dependency_list_parsing_handles_continuations_and_escaped_spaces():
     text = "kernel.o: kernel.hip \\\n  /usr/include/a.h /opt/x\\ y/b.h \\\n  /etc/passwd\n"
-    assert parse_dependencies(text) == ["kernel.hip", "/usr/include/a.h", "/opt/x y/b.h",
-                                        "/etc/passwd"]
+    assert parse_dependencies(text) == [
+        "kernel.hip",
+        "/usr/include/a.h",
+        "/opt/x y/b.h",
+        "/etc/passwd",
+    ]
