@@ -39,6 +39,8 @@ def main() -> None:
 
     from hipevolve.verifier.gpu import ipc
 
+    torch.zeros(1, device="cuda")  # the judge's context exists before it opens a handle
+    torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as workdir:
         child = subprocess.Popen([sys.executable, "-c", SANDBOX, workdir], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
