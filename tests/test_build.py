@@ -122,7 +122,8 @@ def test_prepare_compiles_cache_misses_side_by_side_and_looks_up_hits_without_co
     from hipevolve.verifier import pipeline
     from hipevolve.verifier.build import backends
 
-    slow = Compiler(name="test", argv=("sh", "-c", "sleep 2 && : > lib.so"), toolchain="sleep")
+    slow = Compiler(name="test", argv=("sh", "-c", "sleep 2 && : > lib.so"), toolchain="sleep",
+                    lists_dependencies=False)
     monkeypatch.setattr(backends, "compiler_for", lambda backend: slow)
     task = get_task("softmax")
     seed = load_candidate(task.seeds[0])

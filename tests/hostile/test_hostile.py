@@ -185,6 +185,22 @@ def test_writes_outside_the_sandbox_folder_are_denied() -> None:
     assert_healthy_next()
 
 
+def test_notes_left_in_dev_shm_and_tmp_reach_no_later_candidate() -> None:
+    from dyn_shm_note import NOTES  # noqa: PLC0415 (the attack's own list)
+
+    for note in NOTES:
+        note.unlink(missing_ok=True)
+    first, second = evaluate("dyn_shm_note"), evaluate("dyn_shm_note")
+    left = [str(n) for n in NOTES if n.exists()]
+    for note in NOTES:
+        note.unlink(missing_ok=True)
+    assert first.status is Status.ok, first.message
+    assert second.status is Status.ok, f"the second run found a note: {second.message}"
+    assert not left, f"notes left on the host: {left}"
+    assert "shm:private" in first.flags, first.flags
+    assert_healthy_next()
+
+
 def test_tcp_socket_to_localhost_is_denied() -> None:
     from dyn_socket import PORT  # noqa: PLC0415
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import StaticFacts
 from hipevolve.verifier.build.compile import SOURCE_NAME, CommandResult, run_limited
+from hipevolve.verifier.build.includes import check_includes
 
 HIPEVOLVE_PREFIX = Path("/opt/hipevolve-amd")
 KNOWN_TARGETS = ("gfx90a", "gfx942", "gfx950")
@@ -212,6 +213,16 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float, max_output: int) -> Comman
     # An empty environment, so nothing secret is there to #include from /proc/self/environ.
     env = ["env", "-i", "PATH=/usr/bin:/bin", "LC_ALL=C", f"TMPDIR={cwd.resolve()}"]
     return run_limited([*env, *cmd], cwd, timeout_s, _OBJECT_BYTES, max_output=max_output)
+
+
+def _preprocessor(cwd: Path, timeout_s: float):
+    """Runs the include check's `-M` command the way `_run` runs the compile."""
+
+    def run(argv: list[str]) -> tuple[int | None, str]:
+        result = _run(argv, cwd, timeout_s, _COMPILE_OUTPUT)
+        return result.returncode, result.output
+
+    return run
 
 
 # --- reading the compiler's remarks ----------------------------------------------------------
@@ -395,6 +406,9 @@ def analyze(
     (workdir / SOURCE_NAME).write_text(source_text)
     code_object = Path(f"kernel-{target}.co")
     cmd = device_compile_command(tc, Path(SOURCE_NAME), code_object, target)
+    refused = check_includes(cmd, workdir, _preprocessor(workdir, timeout_s))
+    if refused is not None:
+        raise AmdCompileError(refused.log, timed_out=refused.timed_out)
     compiled = _run(cmd, workdir, timeout_s, _COMPILE_OUTPUT)
     if compiled.returncode is None:
         raise AmdCompileError(

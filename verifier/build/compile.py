@@ -10,7 +10,9 @@ Design (FAULTS.md 22-25):
 - Limits: wall time (the process group is killed), captured output, object size (RLIMIT_FSIZE on
   the compiler and a check on the result), address space of the compiler.
 - The command line is ours alone: candidates cannot add flags, defines or include paths (their
-  #includes are screened by verifier.static_checks).
+  #includes are screened by verifier/screen). Before the real compile, the compiler's own
+  dependency list (`-M`, same flags) must name only kernel.hip and the toolchain's headers
+  (verifier/build/includes.py), and every log is scrubbed of files outside those folders.
 - A full disk (FAULTS.md 26) is not the candidate's fault: it raises BuildDiskFull, a one-line
   UserError that pauses the run, instead of recording a compile_error against the candidate.
 """
@@ -34,6 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hipevolve.core.errors import UserError
+from hipevolve.verifier.build.includes import check_includes, scrub_log
 
 MAX_LOG_CHARS = 2400
 COMPILER_MEMORY_BYTES = 16 << 30
@@ -108,12 +111,24 @@ def run_limited(argv: Sequence[str], cwd: Path, timeout_s: float, max_file_bytes
     return CommandResult(returncode=code, output=text, seconds=time.monotonic() - start)
 
 
+def _runner(cwd: Path, timeout_s: float) -> Callable[[list[str]], tuple[int | None, str]]:
+    """Runs a preprocessing command the way `build` runs the compiler: (returncode, output)."""
+
+    def run(argv: list[str]) -> tuple[int | None, str]:
+        result = run_limited(argv, cwd, timeout_s, 16 << 20)
+        return result.returncode, result.output
+
+    return run
+
+
 _DIAGNOSTIC = re.compile(r"(error|warning|note)", re.I)
 
 
 def trim_log(output: str, build_dir: Path, limit: int = MAX_LOG_CHARS) -> str:
-    """Compiler output with build paths replaced by `kernel.hip`, errors first, trimmed."""
-    text = output.replace(f"{build_dir}/", "").replace(str(build_dir), ".")
+    """Compiler output with build paths replaced by `kernel.hip`, errors first, trimmed; no
+    line of a file outside the allowed header folders survives (includes.scrub_log)."""
+    text = scrub_log(output, build_dir)
+    text = text.replace(f"{build_dir}/", "").replace(str(build_dir), ".")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     errors = [i for i, ln in enumerate(lines) if re.search(r"\berror\b", ln, re.I)]
     if errors:  # keep each error with the two lines after it (source excerpt and caret)
@@ -139,6 +154,9 @@ class Compiler(BaseModel):
     name: str  # cuda, rocm
     argv: tuple[str, ...]  # uses the literal names kernel.hip and lib.so
     toolchain: str  # version text: part of the cache key
+    # The compiler writes its dependency list with `-M -o FILE` (clang, gcc, hipcc, nvcc): the
+    # include check runs that before every compile. Off only for stand-in commands in tests.
+    lists_dependencies: bool = True
 
 
 def _library_path(cache_dir: Path, key: str) -> Path:
@@ -178,6 +196,12 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
     try:
         try:
             (build_dir / SOURCE_NAME).write_text(source)
+            refused = None
+            if compiler.lists_dependencies:
+                refused = check_includes(compiler.argv, build_dir, _runner(build_dir, timeout_s))
+            if refused is not None:
+                return BuildResult(ok=False, key=key, seconds=time.monotonic() - start,
+                                   log=trim_log(refused.log, build_dir))  # fmt: skip
             result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
         except OSError as e:
             if e.errno in _NO_SPACE:

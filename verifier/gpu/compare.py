@@ -6,7 +6,13 @@ Policy (DESIGN.md, FAULTS.md 9-10):
 - NaN in the reference is a bad reference, found before any candidate runs (`reference_problem`);
 - NaN or Inf where the reference is finite fails; an infinite reference needs the same infinity;
 - values: `allclose` |x - ref| <= atol + rtol * |ref| everywhere (KernelBench defaults by dtype
-  for kind `kernelbench`), or `rel_rms` ||x - ref|| / ||ref|| <= max_rel_rms per output.
+  for kind `kernelbench`), or `rel_rms` ||x - ref|| / ||ref|| <= max_rel_rms per output;
+- allclose kinds also bound the relative RMS error (`relative_guard`: the tolerance's
+  max_rel_rms if given, else max(0.05, 4 rtol), at most 0.25): where every output sits near
+  atol (softmax over 151,936 columns), atol alone passes a reduction over a quarter of each row;
+- precision: a float32 output whose values carry 16-bit precision (the low 13 mantissa bits zero
+  in nearly every element: rounded through bfloat16 or float16) where the reference's use them
+  fails as a precision downgrade, unless the tolerance says `low_precision_ok`.
 Errors are computed in float64 for float64 outputs and float32 otherwise (exact for 16-bit types).
 
 Most outputs pass, so a quick check runs first (`_quick_pass`): about a third of the full
@@ -78,10 +84,60 @@ def check_meta(index: int, meta: dict[str, Any], ref: torch.Tensor) -> str:
     return ""
 
 
+GUARD_FLOOR, GUARD_CAP, GUARD_RTOLS = 0.05, 0.25, 4.0
+# A float32 value rounded through float16 has its low 13 mantissa bits zero (bfloat16: 16).
+_LOW13 = (1 << 13) - 1
+_LOW16 = (1 << 16) - 1
+FULL_SHARE = 0.5  # the reference uses its low bits in at least this share of its elements
+DOWNGRADED_SHARE = 0.01  # the output in at most this share
+MIN_ELEMENTS = 16
+
+
+def relative_guard(tol: dict[str, Any], dtype: torch.dtype) -> float:
+    """The relative RMS bound an allclose-kind output must also meet."""
+    if tol.get("max_rel_rms"):
+        return float(tol["max_rel_rms"])
+    _, rtol = tolerance_for(tol, dtype)
+    return min(GUARD_CAP, max(GUARD_FLOOR, GUARD_RTOLS * rtol))
+
+
+def _low_bits_share(t: torch.Tensor, mask: int) -> tuple[float, int]:
+    """(share of finite non-zero elements whose low mantissa bits under `mask` are not all
+    zero, how many such elements). Reads `t` only."""
+    bits = t.contiguous().view(torch.int32)
+    counted = torch.isfinite(t) & (t != 0)
+    n = int(counted.sum())
+    if n == 0:
+        return 0.0, 0
+    used = ((bits & mask) != 0) & counted
+    return int(used.sum()) / n, n
+
+
+def precision_problem(index: int, got: torch.Tensor, ref: torch.Tensor,
+                      tol: dict[str, Any]) -> str:  # fmt: skip
+    """Why a float32 output carries less precision than its reference ('' when it does not)."""
+    if ref.dtype != torch.float32 or got.dtype != torch.float32 or tol.get("low_precision_ok"):
+        return ""
+    ref_share, n_ref = _low_bits_share(ref, _LOW13)
+    if n_ref < MIN_ELEMENTS or ref_share < FULL_SHARE:
+        return ""  # the reference itself is exact or coarse here: nothing to compare with
+    share, n = _low_bits_share(got.to(ref.device), _LOW13)
+    if n < MIN_ELEMENTS or share > DOWNGRADED_SHARE:
+        return ""
+    bf16 = _low_bits_share(got.to(ref.device), _LOW16)[0] <= DOWNGRADED_SHARE
+    return _trim(
+        f"output {index}: precision downgrade: float32 values carry only "
+        f"{'bfloat16' if bf16 else 'float16'} precision (the low 13 mantissa bits are zero in "
+        f"{100 * (1 - share):.1f}% of them, {100 * (1 - ref_share):.1f}% in the reference)"
+    )
+
+
 def compare_values(
     index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
 ) -> tuple[bool, float, float, str]:
     """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output."""
+    if precision_problem(index, got, ref, tol):
+        return compare_fully(index, got, ref, tol)
     quick = _quick_pass(got.to(ref.device), ref, tol)
     if quick is not None:
         return True, *quick, ""
@@ -129,6 +185,9 @@ def compare_fully(
                 ),
             )
         return True, max_abs, rel_rms, ""
+    downgrade = precision_problem(index, got, ref, tol)
+    if downgrade:
+        return False, max_abs, rel_rms, downgrade
     atol, rtol = tolerance_for(tol, ref.dtype)
     bad = finite_ref & (diff > atol + rtol * r.abs())
     if bool(bad.any()):
@@ -142,6 +201,18 @@ def compare_fully(
                 r,
                 bad,
                 f"{int(bad.sum())} of {r.numel()} elements outside atol={atol:g} rtol={rtol:g}",
+            ),
+        )
+    guard = relative_guard(tol, ref.dtype)
+    if ref_norm > 0 and not rel_rms <= guard:
+        return (
+            False,
+            max_abs,
+            rel_rms,
+            _trim(
+                f"output {index}: every element is within atol={atol:g} rtol={rtol:g}, but the "
+                f"relative RMS error is {rel_rms:.3g} > {guard:g}: the values are near atol, "
+                f"not near the reference; max abs error {max_abs:.3g}"
             ),
         )
     return True, max_abs, rel_rms, ""
@@ -172,7 +243,8 @@ def _quick_pass(
     if tol["kind"] == "rel_rms":
         inside = rel_rms <= EDGE * float(tol["max_rel_rms"])
     else:
-        inside = excess[0] <= EDGE * atol
+        guard = relative_guard(tol, r.dtype)
+        inside = excess[0] <= EDGE * atol and (ref_norm == 0 or rel_rms <= EDGE * guard)
     return (max_abs, rel_rms) if inside else None
 
 

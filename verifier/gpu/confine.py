@@ -8,10 +8,19 @@ never silently depends on a layer that was missing:
   virtual ranges and fail under it.
 - no_new_privs, and for root every capability but CAP_IPC_LOCK dropped (pinned host memory
   needs it): a root candidate could otherwise read other processes' memory through /proc.
-- Landlock (syscalls 444-446): writes only under the sandbox's own folder and /dev (GPU device
-  files, /dev/shm); no TCP bind/connect (ABI 4); no signals to, or ptrace of, processes outside
-  the sandbox and no abstract unix sockets outside it (ABI 6). Reading stays allowed: torch
-  reads all over the file system, and the reference outputs are never in a file.
+- a private /dev/shm: the sandbox unshares its mount namespace (as root; else inside a user
+  namespace of its own) and mounts an empty tmpfs over /dev/shm, so a file one candidate leaves
+  there is gone for the next and invisible to every other process. The sandbox needs /dev/shm
+  for itself only: torch's CUDA IPC puts the sender's reference counter there, and the judge
+  opens shared tensors with a counter file of its own (ipc.JudgeCounter). Where no namespace
+  can be made, the flag says /dev/shm stayed shared (and writable only when shared memory is
+  needed: GPU runs).
+- Landlock (syscalls 444-446): writes only under the sandbox's own folder, the GPU device nodes
+  (/dev/nvidia*, /dev/kfd, /dev/dri; "/dev" in the list given stands for them, with /dev/null,
+  /dev/zero and /dev/full) and the private /dev/shm: nothing else under /dev; no TCP
+  bind/connect (ABI 4); no signals to, or ptrace of, processes outside the sandbox and no
+  abstract unix sockets outside it (ABI 6). Reading stays allowed: torch reads all over the
+  file system, and the reference outputs are never in a file.
 - seccomp-BPF (installed on every thread at once with TSYNC): socket() and socketpair() for
   any family but AF_UNIX fail with EPERM, and so do ptrace, process_vm_readv/writev, setsid,
   setpgid (leaving the process group would escape the controller's group kill), io_uring
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import glob
 import os
 import platform
 import resource
@@ -133,8 +143,11 @@ def set_limits() -> list[str]:
     return flags
 
 
+_IN_USER_NAMESPACE = False
+
+
 def drop_capabilities() -> str:
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not _IN_USER_NAMESPACE:
         return "caps:none-held"
     if not X86_64:
         return "caps:kept (capset only wired for x86_64)"
@@ -166,6 +179,7 @@ _FS_WRITE = {
     2: 1 << 13,  # REFER
     3: 1 << 14,  # TRUNCATE
 }
+_FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)  # exec, write, read, ...
 _NET_TCP = (1 << 0) | (1 << 1)  # BIND_TCP, CONNECT_TCP (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
 
@@ -200,7 +214,9 @@ def restrict_writes(writable: list[str]) -> str:
             except OSError:
                 continue
             try:
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", fs, fd))
+                # A file (a device node) takes only the rights that apply to files.
+                rights = fs if os.path.isdir(path) else fs & _FILE_RIGHTS
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))
                 if (
                     _libc.syscall(
                         SYS_LANDLOCK_ADD_RULE,
@@ -223,11 +239,78 @@ def restrict_writes(writable: list[str]) -> str:
     return f"landlock:abi{abi}"
 
 
-def confine_process(writable: list[str]) -> list[str]:
-    """Limits, capabilities and Landlock; call first thing, before torch starts threads."""
+# Device nodes a GPU process writes: NVIDIA's and AMD's, and the harmless sinks.
+DEVICE_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri", "/dev/null",
+                "/dev/zero", "/dev/full")  # fmt: skip
+SHM = "/dev/shm"
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 1 << 18
+_libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _enter_mount_namespace() -> str:
+    """'' once this process has a mount namespace of its own, else why not."""
+    if _libc.unshare(CLONE_NEWNS) == 0:
+        return ""
+    first = ctypes.get_errno()
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return f"unshare errno {first}, in a user namespace {ctypes.get_errno()}"
+    try:  # the same ids inside, so files and device nodes keep their owners
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as e:
+        return f"user namespace id maps: {e.strerror}"
+    global _IN_USER_NAMESPACE
+    _IN_USER_NAMESPACE = True  # capabilities held there are dropped like root's
+    return ""
+
+
+def private_shm() -> str:
+    """Mounts an empty tmpfs over /dev/shm in a mount namespace of this process's own. Call
+    while the process has one thread (unshare refuses otherwise)."""
+    if not os.path.isdir(SHM):
+        return "shm:absent"
+    why = _enter_mount_namespace()
+    if why:
+        return f"shm:shared ({why})"
+    if _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return f"shm:shared (making mounts private: errno {ctypes.get_errno()})"
+    options = b"mode=1777,size=1g"
+    if _libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        return f"shm:shared (tmpfs mount: errno {ctypes.get_errno()})"
+    return "shm:private"
+
+
+def expand_writable(writable: list[str], shm: bool) -> list[str]:
+    """`writable` with "/dev" replaced by the GPU device nodes (and /dev/shm when `shm`)."""
+    out: list[str] = []
+    for path in writable:
+        if os.path.normpath(path) != "/dev":
+            out.append(path)
+            continue
+        out += sorted({found for pattern in DEVICE_NODES for found in glob.glob(pattern)})
+        if shm:
+            out.append(SHM)
+    return out
+
+
+def confine_process(writable: list[str], shared_memory: bool = True) -> list[str]:
+    """Limits, a private /dev/shm, Landlock and capabilities; call first thing, while the
+    process has one thread (before torch starts threads). shared_memory: the process needs
+    /dev/shm (CUDA IPC); without a private one it then stays writable, and the flag says so."""
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     flags = set_limits()
-    flags.append(restrict_writes(writable))
+    shm = private_shm()
+    flags.append(shm)
+    flags.append(restrict_writes(expand_writable(writable, shm == "shm:private" or shared_memory)))
     flags.append(drop_capabilities())
     return flags
 

@@ -8,8 +8,9 @@ What it catches (a strict check rejects the candidate; a warning is recorded as 
   processes, exit hooks, load-time constructors), harness tampering (assignments to module
   attributes, setattr, sys.modules), reaching outside (forbidden imports, eval/__import__, dunder
   escapes, environment, files, sockets, dlopen, system());
-- build tampering: #include outside an allowlist, quoted/absolute/parent includes, unknown pragmas,
-  load_inline flags beyond an allowlist (FAULTS 23);
+- build tampering: #include outside an allowlist, quoted/absolute/parent/computed includes,
+  #embed, #line, __has_include probes, assembler .incbin, trigraphs, unknown pragmas, load_inline
+  flags beyond an allowlist (FAULTS 23);
 - warnings: prompt injection in comments (recorded, no effect: FAULTS 29), precision downgrades,
   state cached on self in forward, equality tests on shapes, branches on seeds, inline asm,
   managed memory, launches on the null stream.
@@ -20,13 +21,18 @@ reached from C++ through macros, aliases or helper types, static initialisers in
 subclasses, output reuse, stream or thread injection that the source does not spell out, and
 wrong answers. Screening is a cheap first gate, never a proof of honesty.
 
-Model code is parsed with `ast` (never imported); HIP is matched with regexes over source whose
-comments are stripped (and, for call patterns, whose string literals are blanked).
+Model code is parsed with `ast` (never imported); HIP is lexed the way the compiler's first
+phases read it (lexer.py: line splices, raw strings, digraphs, character literals, digit
+separators), then matched with regexes over source whose comments are stripped (and, for call
+patterns, whose string and character literals are blanked). The screen is the first gate for
+includes, not the last: the build asks the compiler for every file it reads
+(verifier/build/includes.py) and scrubs its logs.
 
 Where things live (verifier/screen/): sources.py parses the candidate (PyModel, CxxSource,
 Sources); registry.py holds Check and the @check registry; the checks are in compute.py (the
 kernel does the work), escape.py (side channels, tampering, reaching outside), toolchain.py
-(what reaches the compiler) and warnings.py (the warning tier). This module runs them.
+(what reaches the compiler) and warnings.py (the warning tier); lexer.py reads C/C++. This
+module runs them.
 """
 
 from __future__ import annotations

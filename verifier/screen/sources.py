@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from hipevolve.core.candidate import Candidate, parse_python, strip_c_comments
+from hipevolve.core.candidate import Candidate, parse_python
+from hipevolve.verifier.screen.lexer import Lexed, lex
 
 # Markers that `PyModel.resolve` returns for names whose meaning matters to the checks:
 BRIDGE = "<bridge>"  # a load_inline module: calling it runs the candidate's own code
@@ -67,14 +68,14 @@ class CxxSource:
     text: str
     inline: bool = False
     line_offset: int = 0
-    code: str = field(init=False)  # comments stripped, strings kept
-    bare: str = field(init=False)  # comments stripped, string contents blanked
+    code: str = field(init=False)  # splices joined, comments stripped, strings kept
+    bare: str = field(init=False)  # the same with string and character contents blanked
+    lexed: Lexed = field(init=False)
 
     def __post_init__(self) -> None:
-        self.code = strip_c_comments(self.text)
-        self.bare = re.sub(
-            r'"(?:\\.|[^"\\\n])*"', lambda m: '"' + " " * (len(m[0]) - 2) + '"', self.code
-        )
+        self.lexed = lex(self.text)
+        self.code = self.lexed.code
+        self.bare = self.lexed.bare
 
     def line(self, pos: int) -> int:
         return self.line_offset + self.code.count("\n", 0, pos) + 1
@@ -87,13 +88,15 @@ class CxxSource:
             yield Hit(self.file, self.line(m.start()), message(m))
 
     def directives(self) -> Iterator[tuple[int, str, str]]:
-        """(line, directive, rest) of each preprocessor line. A backslash continuation is not
-        joined: `#include \\` then reads as a computed include and is refused."""
+        """(line, directive, rest) of each preprocessor line, as the compiler joins and lexes
+        it: a `#` at a line's start outside any string or comment (lines inside a raw string
+        are no directives)."""
         pos = 0
-        for raw in self.code.split("\n"):
-            m = re.match(r"\s*#\s*(\w+)(.*)", raw)
+        for raw in self.bare.split("\n"):
+            m = re.match(r"\s*#\s*(\w*)", raw)
             if m:
-                yield self.line(pos), m[1], m[2].strip()
+                rest = self.code[pos + m.end() : pos + len(raw)]
+                yield self.line(pos), m[1], rest.strip()
             pos += len(raw) + 1
 
     def comments(self) -> Iterator[tuple[int, str]]:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 
 from hipevolve.runtime import launcher_signatures
+from hipevolve.verifier.screen.lexer import TRIGRAPH, joined_strings
 from hipevolve.verifier.screen.registry import check
 from hipevolve.verifier.screen.sources import (
     LOAD_INLINE,
@@ -129,7 +130,7 @@ def _include_problem(src: CxxSource, directive: str, rest: str) -> str | None:
         return f"quoted include {rest}: only <...> headers from the allowlist (FAULTS 23)"
     m = re.match(r"<([^>]*)>", rest)
     if not m:
-        return f"computed #include {rest}: cannot be screened"
+        return f"computed #include {rest}: cannot be screened (FAULTS 23)"
     header = m[1].strip()
     if header.startswith("/") or ".." in header or "\\" in header or ":" in header:
         return f"#include <{header}>: absolute or parent paths are refused (FAULTS 23)"
@@ -141,20 +142,60 @@ def _include_problem(src: CxxSource, directive: str, rest: str) -> str | None:
     return None if allowed else f"#include <{header}> is outside the header allowlist"
 
 
+# Directives a kernel needs. #line (forges the file and line the compiler reports), #embed
+# (reads a file into the program), #include_next, #import, #ident and #assert are refused.
+_DIRECTIVES = words(
+    """
+    define undef if ifdef ifndef elif elifdef elifndef else endif include pragma error warning
+    """
+)
+_HAS_INCLUDE = re.compile(r"\b__has_(?:include|include_next|embed)\b")
+# Assembler directives that read files into the object (GNU as and LLVM's integrated assembler).
+_ASM_FILE = re.compile(r"\.(?:incbin|include)\b|\bincbin\b", re.I)
+
+
 @check("hip-include", "strict")
 def hip_include(s: Sources) -> Iterator[Hit]:
     """An #include outside the allowlist can read host files into the build or pull in process
-    and I/O APIs; quoted, absolute and parent-path includes are refused (FAULTS 23)."""
+    and I/O APIs; quoted, absolute, parent-path and computed includes, #embed, #line,
+    __has_include probes and assembler .incbin are refused (FAULTS 23). The compiler's own
+    dependency list is checked again before the real compile (verifier/build/includes.py)."""
     for src in s.cxx:
         for line, directive, rest in src.directives():
             if directive in ("include", "include_next", "import"):
                 problem = _include_problem(src, directive, rest)
                 if problem:
                     yield Hit(src.file, line, problem)
-        for m in re.finditer(r"__has_include(?:_next)?\s*\(\s*\"", src.code):
-            yield Hit(
-                src.file, src.line(m.start()), "__has_include with a quoted path probes host files"
-            )
+            elif directive and directive not in _DIRECTIVES:
+                yield Hit(src.file, line, f"#{directive} {rest}".strip() + ": this directive "
+                          "is not allowed (FAULTS 23)")  # fmt: skip
+        for m in _HAS_INCLUDE.finditer(src.bare):
+            arg = re.match(r"\s*\(\s*(<[^>\n]*>)\s*\)", src.code[m.end() :])
+            problem = arg and _include_problem(src, "include", arg[1])
+            if arg is None or problem:
+                spelled = src.code[m.start() : m.end() + 40].split("\n")[0]
+                yield Hit(src.file, src.line(m.start()),
+                          f"{spelled.strip()}: probes a header outside the allowlist")  # fmt: skip
+        for pos, value in joined_strings(src.lexed):
+            if _ASM_FILE.search(value):
+                yield Hit(src.file, src.line(pos), f"string {value[:60]!r} names an assembler "
+                          "file directive (.incbin/.include): reads host files")  # fmt: skip
+        for m in _ASM_FILE.finditer(src.bare):
+            yield Hit(src.file, src.line(m.start()), f"{m[0]}: assembler file directives are "
+                      "refused, however spelled")  # fmt: skip
+
+
+@check("cxx-lexing", "strict")
+def cxx_lexing(s: Sources) -> Iterator[Hit]:
+    """Source the screen cannot lex the way every compiler does is refused: trigraphs (read by
+    gcc in strict modes, ignored by clang), unterminated comments and raw strings, malformed
+    raw string delimiters."""
+    for src in s.cxx:
+        for pos, problem in src.lexed.errors:
+            yield Hit(src.file, src.line(pos), f"{problem}: cannot be screened")
+        for m in TRIGRAPH.finditer(src.text):
+            line = src.line_offset + src.text.count("\n", 0, m.start()) + 1
+            yield Hit(src.file, line, f"trigraph {m[0]}: spell the character itself")
 
 
 _ALLOWED_PRAGMA = re.compile(

@@ -1,0 +1,16 @@
+// hack: the assembler's .incbin reads a host file into the library's data, where a kernel can
+// copy it into its output; the string is split so no single literal spells it (FAULTS 23).
+// expect: hip-include
+#include <hip/hip_runtime.h>
+#include <cstdint>
+asm(".section .rodata\n.global blob\nblob:\n.inc" "bin \"/etc/passwd\"\n.previous\n");
+
+__global__ void copy_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+
+extern "C" hipError_t copy_f32(const float* x, float* y, int64_t n, hipStream_t stream) {
+    copy_kernel<<<dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream>>>(x, y, n);
+    return hipGetLastError();
+}
