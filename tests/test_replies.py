@@ -97,10 +97,11 @@ def test_other_language_blocks_are_ignored():
 
 
 def test_untagged_block_is_placed_by_the_line_naming_it():
-    reply = "kernel.hip:\n" + fenced("", "// tiny\n") + "**model.py**\n" + fenced("", PY)
+    tiny = '// tiny\nextern "C" hipError_t f(hipStream_t s) { return hipSuccess; }\n'
+    reply = "kernel.hip:\n" + fenced("", tiny) + "**model.py**\n" + fenced("", PY)
     parsed = parse_reply(reply, None)
     assert parsed.ok
-    assert (parsed.candidate.hip_source, parsed.candidate.python_source) == ("// tiny\n", PY)
+    assert (parsed.candidate.hip_source, parsed.candidate.python_source) == (tiny, PY)
 
 
 def test_untagged_block_is_placed_by_its_content():
@@ -146,10 +147,10 @@ def test_stray_fence_at_the_end_is_ignored():
         ("I could not find a faster kernel.", "no_code_block"),
         (fenced("bash", "ls\n"), "no_code_block"),
         (fenced("hip", "\n") + fenced("python", PY), "no_code_block"),
-        (both() + fenced("hip", HIP), "several_ambiguous_blocks"),
-        (fenced("hip", HIP) + fenced("python", PY) + fenced("py", PY), "several_ambiguous_blocks"),
-        (fenced("hip", HIP) + "```python\n" + PY[:60], "unterminated_fence"),
-        ("```hip\n" + HIP[:100], "unterminated_fence"),
+        (fenced("hip", HIP.split("extern")[0]), "not_whole_file"),
+        (fenced("python", "        y = torch.empty_like(x)\n"), "not_whole_file"),
+        (fenced("hip", HIP) + "```python\n" + PY[:60], "truncated"),
+        ("```hip\n" + HIP[:100], "truncated"),
         ("```hip\n" + HIP + "```python\n" + PY + "```\n```\n", "nested_fence"),
     ],
     ids=[
@@ -158,8 +159,8 @@ def test_stray_fence_at_the_end_is_ignored():
         "prose_only",
         "only_bash",
         "empty_block",
-        "two_hip_blocks",
-        "two_python_blocks",
+        "kernel_fragment_only",
+        "model_fragment_only",
         "truncated_python_body",
         "truncated_kernel_body",
         "fence_opened_inside_a_block",
@@ -244,13 +245,11 @@ def test_edit_tolerates_trailing_spaces_and_crlf():
     ("reply", "parent", "error_class", "says"),
     [
         (edit("kernel.hip", "no such line\n", "x\n"), PARENT, "diff_does_not_apply", "does not match"),
-        (edit("kernel.hip", "}", "y"), PARENT, "diff_does_not_apply", "matches 2 places"),
+        (edit("kernel.hip", "}", "y"), PARENT, "ambiguous_edit", "matches 2 places"),
         (edit("kernel.hip", "\n", "x\n"), PARENT, "diff_does_not_apply", "empty"),
         (edit("kernel.hip", "__global__", "x\n"), None, "diff_does_not_apply", "parent"),
-        (edit("Here is the change:", "__global__", "x\n"), PARENT, "diff_does_not_apply",
-         "which file"),
         (edit("notes.txt", "__global__", "x\n"), PARENT, "diff_does_not_apply", "which file"),
-        ("kernel.hip\n<<<<<<< SEARCH\n__global__\n=======\n__glo", PARENT, "unterminated_fence",
+        ("kernel.hip\n<<<<<<< SEARCH\n__global__\n=======\n__glo", PARENT, "truncated",
          "cut off"),
         ("kernel.hip\n<<<<<<< SEARCH\n__global__\n>>>>>>> REPLACE\n", PARENT,
          "diff_does_not_apply", "divider"),
@@ -259,13 +258,31 @@ def test_edit_tolerates_trailing_spaces_and_crlf():
     ],
     ids=[
         "search_not_found", "search_matches_twice", "empty_search", "no_parent",
-        "no_file_name", "unknown_file", "truncated_edit", "no_divider", "edit_and_whole_file",
+        "unknown_file", "truncated_edit", "no_divider", "edit_and_whole_file",
     ],
 )  # fmt: skip
 def test_bad_edit_is_a_named_parse_error(reply, parent, error_class, says):
     parsed = parse_reply(reply, parent)
     assert not parsed.ok and parsed.error_class == error_class, parsed.message
     assert says in parsed.message
+
+
+def test_several_blocks_for_a_file_take_the_last_whole_one():
+    snippet = fenced("hip", "    if (i < n) y[i] = 3.0f * x[i];\n")
+    final = HIP.replace("2.0f", "3.0f")
+    reply = "The change:\n" + snippet + "Full file:\n" + fenced("hip", final) + fenced("py", PY)
+    parsed = parse_reply(reply + "Or, summarised:\n" + snippet, None)
+    assert parsed.ok and parsed.candidate.hip_source == final
+
+
+def test_edit_without_a_file_name_goes_to_the_file_it_matches():
+    line = "__global__ void scale(const float* x, float* y, int n) {\n"
+    hip_edit = edit("Here is the change:", line, line.replace("scale(", "s("))
+    py_edit = edit("", "        y = torch.empty_like(x)\n", "        y = x.new_empty(x.shape)\n")
+    parsed = parse_reply(hip_edit + py_edit, PARENT)
+    assert parsed.ok, parsed.message
+    assert "void s(" in parsed.candidate.hip_source
+    assert "x.new_empty" in parsed.candidate.python_source
 
 
 def test_a_failing_later_edit_discards_the_earlier_ones():
