@@ -110,7 +110,9 @@ def _parse_answer(lines: list[str], parent: Candidate | None, depth: int) -> Par
         return _fail("truncated", blocks.message)
     if any(SEARCH.match(line) for line in lines):
         if not isinstance(blocks, BlockError):
-            whole = [b for b in blocks if kind(b) and not any(map(SEARCH.match, b.body.split("\n")))]
+            whole = [
+                b for b in blocks if kind(b) and not any(map(SEARCH.match, b.body.split("\n")))
+            ]
             if whole:
                 return _fail(
                     "several_ambiguous_blocks",
@@ -228,7 +230,7 @@ def _json_reply(text: str) -> dict[str, str] | str | None:
     fenced = re.fullmatch(r"(`{3,}|~{3,})[ \t]*(json)?[ \t]*\n(.*)\n\1", body, re.DOTALL)
     if fenced:
         body = fenced[3]
-    if not body or body[0] not in "{\"":
+    if not body or body[0] not in '{"':
         return None
     try:
         value = json.loads(body)

@@ -241,6 +241,7 @@ def apply_edits(files: dict[str, str], edits: list[Edit]) -> dict[str, str] | Ed
 
 def _default_file(files: dict[str, str], edit: Edit) -> str:
     """kernel.hip, unless the old text is found in model.py and not in kernel.hip."""
+
     def found(name: str) -> bool:
         result = replace_once(files[name], edit.old, edit.new, code="hip", hint=edit.hint)
         return not isinstance(result, NoMatch) or result.count > 1

@@ -36,7 +36,11 @@ def replace_once(
         return source.replace(old, new, 1)
     if count > 1:
         at = _substring_at_line(source, old, hint)
-        return source[:at] + new + source[at + len(old) :] if at is not None else NoMatch(count, "exactly")
+        return (
+            source[:at] + new + source[at + len(old) :]
+            if at is not None
+            else NoMatch(count, "exactly")
+        )
     lines = source.splitlines(keepends=True)
     want = old.splitlines()
     for how, key, skip_blank in (
@@ -94,20 +98,28 @@ def _indent(line: str) -> str:
 
 
 def _reindent(matched: list[str], want: list[str], new: str, code: str) -> str | None:
-    """`new` shifted by the indentation the source has over (or under) the old text; None when
-    the shift differs from line to line in Python (in HIP the replacement goes in unshifted)."""
-    pairs = list(
-        zip(
-            [_indent(m) for m in matched if m.strip()],
-            [_indent(w) for w in want if w.strip()],
-            strict=False,
-        )
-    )
-    have0, want0 = pairs[0]
-    if all(h == have0[: len(have0) - len(want0)] + w for h, w in pairs) and have0.endswith(want0):
-        add = have0[: len(have0) - len(want0)]
-        return "".join(add + line if line.strip() else line for line in new.splitlines(True))
-    if all(w == want0[: len(want0) - len(have0)] + h for h, w in pairs) and want0.endswith(have0):
-        cut = want0[: len(want0) - len(have0)]
-        return "".join(line.removeprefix(cut) for line in new.splitlines(True))
-    return new if code == "hip" else None
+    """`new` shifted by the indentation the source has over (or under) the old text.
+
+    One shift for every line when the drift is uniform. Otherwise (HIP only: in Python an
+    uneven drift is refused, None) line by line: a replacement line that is one of the old
+    lines takes that line's shift, a new line the shift of the line before it."""
+    have = [m for m in matched if m.strip()]
+    old = [w for w in want if w.strip()]
+    shifts = [len(_indent(h)) - len(_indent(w)) for h, w in zip(have, old, strict=False)]
+    if len(set(shifts)) > 1 and code != "hip":
+        return None
+    by_text = {}
+    for w, shift in zip(old, shifts, strict=False):
+        by_text.setdefault(w.strip(), shift)
+    shift = shifts[0]
+    out = []
+    for line in new.splitlines(True):
+        if not line.strip():
+            out.append(line)
+            continue
+        shift = by_text.get(line.strip(), shift)
+        if shift >= 0:
+            out.append(" " * shift + line)
+        else:
+            out.append(line[min(-shift, len(_indent(line))) :])
+    return "".join(out)
