@@ -18,7 +18,7 @@ from hipevolve.core.candidate import Candidate
 def candidate_from(
     ctx: AgentContext, role: str, call: LLMCall, base: Candidate | None
 ) -> Candidate | Failure:
-    parsed = parse_reply(call.text, base)
+    parsed = parse_reply(call.text, base, call.finish_reason)
     if parsed.ok and parsed.candidate is not None:
         return parsed.candidate
     ctx.log(
@@ -28,6 +28,7 @@ def candidate_from(
             "model": call.model,
             "prompt_hash": call.prompt_hash,
             "error_class": parsed.error_class,
+            "finish_reason": call.finish_reason,
             "message": parsed.message,
             "reply_chars": len(call.text),
             "reply": call.text[: ctx.limits.raw_reply_chars],
