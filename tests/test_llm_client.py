@@ -256,3 +256,16 @@ def test_max_concurrent_bounds_requests_in_flight():
             calls = list(pool.map(lambda _: llm.complete("mutator", MESSAGES), range(4)))
         assert server.max_in_flight == 2
     assert all(c.ok for c in calls)
+
+
+def test_installed_litellm_is_within_the_pinned_range():
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pins = [Requirement(r) for r in pyproject["project"]["dependencies"]]
+    (litellm,) = [r for r in pins if r.name == "litellm"]
+    assert litellm.specifier.contains(version("litellm")), (version("litellm"), litellm)

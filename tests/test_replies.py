@@ -342,3 +342,77 @@ def test_same_reply_parses_the_same():
 def test_any_text_parses_to_a_result_never_an_exception(lines, with_parent):
     parsed = parse_reply("\n".join(lines), PARENT if with_parent else None)
     assert parsed.ok == (parsed.candidate is not None) == (parsed.error_class is None)
+
+
+# ----------------------------------------------------------------------------- issue 34 shapes
+
+
+@pytest.mark.parametrize("finish", ["length", "max_tokens"])
+def test_reply_cut_off_by_the_provider_is_refused_even_when_it_looks_complete(finish):
+    parsed = parse_reply(both(), PARENT, finish)
+    assert parsed.error_class == "truncated" and finish in parsed.message
+
+
+def test_draft_inside_thinking_is_never_applied():
+    draft = edit("kernel.hip", "    if (i < n) y[i] = 2.0f * x[i];\n", "    y[i] = 0;\n")
+    final = edit(
+        "kernel.hip", "    if (i < n) y[i] = 2.0f * x[i];\n", "    if (i < n) y[i] = x[i] + x[i];\n"
+    )
+    for reply in (f"<think>\n{draft}no, that drops the bound check\n</think>\n{final}",
+                  f"{draft}\nrejected.\n</think>\n\n{final}"):  # fmt: skip
+        parsed = parse_reply(reply, PARENT)
+        assert parsed.ok, parsed.message
+        assert "y[i] = 0;" not in parsed.candidate.hip_source
+        assert "x[i] + x[i]" in parsed.candidate.hip_source
+
+
+def test_reply_ending_inside_thinking_is_truncated():
+    parsed = parse_reply("<think>\nfirst " + fenced("hip", HIP), PARENT)
+    assert parsed.error_class == "truncated"
+
+
+def test_search_drifted_in_indentation_applies_reindented():
+    search = "if (i < n) y[i] = 2.0f * x[i];\n"  # the body line, with its 4 spaces lost
+    parsed = parse_reply(edit("kernel.hip", search, "if (i < n) y[i] = 3.0f * x[i];\n"), PARENT)
+    assert parsed.ok, parsed.message
+    assert parsed.candidate.hip_source == HIP.replace("2.0f", "3.0f")
+
+
+def test_indentation_insensitive_match_in_two_places_is_refused():
+    parent = PARENT.model_copy(
+        update={"hip_source": HIP + "namespace b {\n  return hipGetLastError();\n}\n"}
+    )
+    parsed = parse_reply(
+        edit("kernel.hip", "return hipGetLastError();\n", "return hipSuccess;\n"), parent
+    )
+    assert parsed.error_class == "ambiguous_edit" and "2 places" in parsed.message
+
+
+def test_unified_diff_with_wrong_line_numbers_applies_where_its_lines_are():
+    diff = ("```diff\n--- kernel.hip\n+++ kernel.hip\n@@ -40,3 +40,3 @@\n"
+            "     int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "-    if (i < n) y[i] = 2.0f * x[i];\n+    if (i < n) y[i] = 3.0f * x[i];\n }\n```\n")  # fmt: skip
+    parsed = parse_reply(diff, PARENT)
+    assert parsed.ok and parsed.form == "unified_diff", parsed.message
+    assert parsed.candidate.hip_source == HIP.replace("2.0f", "3.0f")
+
+
+def test_json_object_of_files_is_a_candidate():
+    import json
+
+    parsed = parse_reply(json.dumps({"kernel.hip": HIP, "model.py": PY}), None)
+    assert parsed.ok and parsed.form == "json"
+    assert (parsed.candidate.hip_source, parsed.candidate.python_source) == (HIP, PY)
+
+
+def test_markdown_wrapped_answer_is_unwrapped():
+    parsed = parse_reply("```markdown\n" + both() + "```\n", None)
+    assert parsed.ok and parsed.candidate.hip_source == HIP
+
+
+def test_whole_line_search_found_also_inside_a_longer_line_takes_the_whole_line():
+    from hipevolve.agents.llm.reply_match import replace_once
+
+    source = "nni = 0;\ni = 0;\n"
+    assert source.count("i = 0;\n") == 2  # the end of line 1 too
+    assert replace_once(source, "i = 0;\n", "i = 1;\n", code="hip") == "nni = 0;\ni = 1;\n"

@@ -4,7 +4,8 @@ ambiguously.
 Models copy the lines an edit replaces imperfectly: trailing spaces dropped, the whole snippet
 re-indented by a level, a blank line lost. `replace_once` tries three ways, strictest first, and
 stops at the first that finds anything:
-  1. the text itself (it may start or end mid-line);
+  1. the text itself (it may start or end mid-line; when it is whole lines found more than once,
+     the one place where they are whole lines);
   2. line by line, trailing whitespace ignored;
   3. line by line, leading and trailing whitespace ignored and blank lines skipped; the
      replacement is then re-indented by the same shift the match needed.
@@ -35,6 +36,14 @@ def replace_once(
     if count == 1:
         return source.replace(old, new, 1)
     if count > 1:
+        if old.endswith("\n"):  # whole lines: a copy inside a longer line is not a place
+            whole = _line_hits(
+                source.splitlines(keepends=True), old.splitlines(), str.rstrip, False
+            )
+            if len(whole) == 1:
+                lines = source.splitlines(keepends=True)
+                start, end = whole[0]
+                return "".join(lines[:start]) + new + "".join(lines[end:])
         at = _substring_at_line(source, old, hint)
         return (
             source[:at] + new + source[at + len(old) :]

@@ -1,7 +1,8 @@
 """A model's reply turned into a candidate, and a malformed one recorded (FAULTS 27).
 
-Shared by the roles that write code (translator, mutator, repairer): parse the reply against
-the candidate it edits; on failure store a `parse_error` event holding the error class, the
+Shared by the roles that write code (translator, mutator, repairer): keep the exchange (prompt and
+reply) a repair turn follows up on; parse the reply against the candidate it edits (with the
+provider's finish_reason, so a cut-off reply is refused); on failure store a `parse_error` event holding the error class, the
 message and the raw reply (the first `raw_reply_chars` of it, with its full size), and hand the
 repairer a Failure it can quote.
 """
@@ -13,6 +14,13 @@ from hipevolve.agents.llm.client import LLMCall
 from hipevolve.agents.llm.replies import parse_reply
 from hipevolve.agents.state import Failure
 from hipevolve.core.candidate import Candidate
+
+
+def exchange(prompt: str, call: LLMCall, history: tuple[dict, ...] = ()) -> tuple[dict, ...]:
+    """The conversation so far: the earlier turns, this prompt and the model's reply to it (what
+    a repair turn follows up on)."""
+    return (*history, {"role": "user", "content": prompt},
+            {"role": "assistant", "content": call.text})  # fmt: skip
 
 
 def candidate_from(
