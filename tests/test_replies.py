@@ -332,7 +332,10 @@ def test_same_reply_parses_the_same():
     st.lists(
         st.sampled_from(
             ["```", "```hip", "```python", "~~~", "kernel.hip", "model.py", "<<<<<<< SEARCH",
-             "=======", ">>>>>>> REPLACE", "__global__ void k() {}", "class ModelNew:", "", "\r"]
+             "=======", ">>>>>>> REPLACE", "__global__ void k() {}", "class ModelNew:", "", "\r",
+             "<think>", "</think>", "```diff", "--- a/kernel.hip", "+++ b/kernel.hip", "@@ -1,2 +1,2 @@",
+             "-__global__ void k() {}", "+__global__ void j() {}", " }", "```markdown", "```json",
+             '{"kernel.hip": "x"}', '"```hip\\nx\\n```"', 'extern "C" int f();']
         )
         | st.text(max_size=20),
         max_size=30,
@@ -416,3 +419,9 @@ def test_whole_line_search_found_also_inside_a_longer_line_takes_the_whole_line(
     source = "nni = 0;\ni = 0;\n"
     assert source.count("i = 0;\n") == 2  # the end of line 1 too
     assert replace_once(source, "i = 0;\n", "i = 1;\n", code="hip") == "nni = 0;\ni = 1;\n"
+
+
+def test_a_markdown_block_that_closes_on_its_own_is_not_taken_for_a_wrapper():
+    reply = "```markdown\n# Notes\nwider loads\n```\n\n" + both()
+    parsed = parse_reply(reply, None)
+    assert parsed.ok and parsed.candidate.hip_source == HIP

@@ -215,6 +215,9 @@ def _unwrapped(lines: list[str]) -> list[str]:
     closing = max((k for k, x in enumerate(lines) if x.strip()), default=opening)
     if closing == opening or not re.fullmatch(r"\s*(`{3,}|~{3,})\s*", lines[closing]):
         return lines
+    inner = next((FENCE.match(x) for x in lines[opening + 1 : closing] if FENCE.match(x)), None)
+    if inner is None or not inner["info"]:
+        return lines  # a markdown block that closes on its own: not a wrapper
     return lines[:opening] + lines[opening + 1 : closing] + lines[closing + 1 :]
 
 

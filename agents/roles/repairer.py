@@ -78,34 +78,44 @@ OUTCOME = {
 }
 
 
-def diff_text(base: Candidate | None, candidate: Candidate | None) -> str:
-    """The candidate's change to its base as a unified diff of both files (fenced), or a
-    sentence saying there is none."""
-    if candidate is None:
-        return "Nothing: the reply could not be applied, so the files are the parent's.\n"
-    old = base or Candidate(format="native", hip_source="", python_source="", name="empty")
+def diff_text(base: Candidate, candidate: Candidate) -> str:
+    """The candidate's change to its base as a unified diff of both files (fenced)."""
     parts = []
     for name, before, after in (
-        (KERNEL_FILE, old.hip_source or "", candidate.hip_source or ""),
-        (MODEL_FILE, old.python_source, candidate.python_source),
+        (KERNEL_FILE, base.hip_source or "", candidate.hip_source or ""),
+        (MODEL_FILE, base.python_source, candidate.python_source),
     ):
         parts += difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                       f"a/{name}", f"b/{name}", n=2)  # fmt: skip
     if not parts:
-        return "Nothing: the files are the parent's, unchanged.\n"
-    return f"```diff\n{block(''.join(parts))}```\n"
+        return "Nothing: the files are the parent's, unchanged."
+    return f"```diff\n{block(''.join(parts))}```"
+
+
+def changes_text(state: ProposalState) -> tuple[str, str]:
+    """(what the conversation's replies changed, what the next edits apply to). The diff is
+    always against the proposal's parent, so "the parent with the diff" is the files now."""
+    candidate = state.get("candidate")
+    current = candidate or state.get("base")  # what the repair's edits apply to
+    parent = state.get("parent")
+    unread = "Your last reply could not be applied. " if candidate is None else ""
+    if current is None:
+        return f"{unread}There is no candidate yet.", "Reply with whole files."
+    if parent is None:  # a translation: no parent to diff against
+        return f"{unread}The files are those your reply wrote.", (
+            "Your edits apply to the files your reply wrote.")  # fmt: skip
+    if current.source_hash == parent.source_hash:
+        return f"{unread}Nothing: the files are the parent's.", (
+            "Your edits apply to the parent's files, as the first message showed them.")  # fmt: skip
+    return f"{unread}Against the parent:\n{diff_text(parent, current)}", (
+        "Your edits apply to the files as they stand now: the parent with the diff above.")  # fmt: skip
 
 
 def follow_up(ctx: AgentContext, state: ProposalState) -> str:
     """The repair turn that follows the model's own reply in its conversation."""
     failure = state["failure"]
     assert failure is not None
-    candidate = state.get("candidate")
-    applies_to = (
-        "Your edits apply to the files as your reply left them (the parent with the diff above)."
-        if candidate is not None
-        else "Your edits apply to the parent's files, as the first message showed them."
-    )
+    changes, applies_to = changes_text(state)
     return render(
         "repairer_turn",
         outcome=OUTCOME.get(failure.kind, "failed"),
@@ -114,7 +124,7 @@ def follow_up(ctx: AgentContext, state: ProposalState) -> str:
         max_turns=str(ctx.limits.repair_turns),
         idea=state.get("idea") or "(none given)",
         problem=problem_text(failure),
-        changes=diff_text(state.get("base"), candidate).rstrip("\n"),
+        changes=changes,
         applies_to=applies_to,
         schema=schema_text(RepairReply, json_reply=False),
     )

@@ -38,6 +38,7 @@ the keys it names.
       api_base             a local OpenAI-compatible server (--api-base)
       token_budget, cost_budget_usd               per run (--token-budget, --cost-budget)
       timeout_s, max_retries, backoff_s, max_reply_tokens, temperature, exploration
+      stream, max_concurrent  replies as server-sent events; requests in flight per model
     [run]         defaults of the main job, `evolve --task T --budget N`
       archive              the SQLite archive runs are written to (--archive)
       seed                 the random seed of a new run (--seed)
