@@ -425,3 +425,16 @@ def test_a_markdown_block_that_closes_on_its_own_is_not_taken_for_a_wrapper():
     reply = "```markdown\n# Notes\nwider loads\n```\n\n" + both()
     parsed = parse_reply(reply, None)
     assert parsed.ok and parsed.candidate.hip_source == HIP
+
+
+def test_json_answer_drafted_in_thinking_is_not_taken():
+    from pydantic import BaseModel
+
+    from hipevolve.agents.llm.structured import parse_json_reply
+
+    class Idea(BaseModel):
+        idea: str
+
+    reply = '<think>\n{"idea": "drop the bound check"}\nunsafe.\n</think>\n{"idea": "8-wide loads"}'
+    assert parse_json_reply(reply, Idea) == Idea(idea="8-wide loads")
+    assert "thinking" in parse_json_reply('<think>{"idea": "x"}', Idea)
