@@ -45,6 +45,7 @@ class Edit:
     new: str
     line: int  # 1-based line of the reply where the edit starts
     hint: int | None = None  # a diff hunk's old start line
+    what: str = "the SEARCH block"  # how messages name it ("the hunk" in a unified diff)
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def unified_diff_edits(lines: list[str]) -> list[Edit] | EditError:
                 "give context lines or use SEARCH/REPLACE",
             )
         hint = int(hunk["old"]) if hunk["old"] else None
-        edits.append(Edit(target, _joined(old), _joined(new), start, hint))
+        edits.append(Edit(target, _joined(old), _joined(new), start, hint, "the hunk"))
     return edits
 
 
@@ -228,7 +229,7 @@ def apply_edits(files: dict[str, str], edits: list[Edit]) -> dict[str, str] | Ed
         if not edit.old.strip():
             return EditError(
                 "diff_does_not_apply",
-                f"the SEARCH block at line {edit.line} is empty; copy the lines to replace",
+                f"{edit.what} at line {edit.line} is empty; copy the lines to replace",
             )
         name = edit.file or _default_file(files, edit)
         code = "hip" if name == KERNEL_FILE else "python"
@@ -253,7 +254,7 @@ def _default_file(files: dict[str, str], edit: Edit) -> str:
 
 def _no_match(edit: Edit, name: str, result: NoMatch) -> EditError:
     first = edit.old.strip().splitlines()[0][:80]
-    what = "the hunk" if edit.hint is not None else "the SEARCH block"
+    what = edit.what
     if result.count == 0:
         return EditError(
             "diff_does_not_apply",
