@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hipevolve.agents.llm.client import LLMCall, record_call
+from hipevolve.agents.llm.client import LLMCall, Message, record_call
 from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.state import AgentLimits
 from hipevolve.core.taskspec import TaskSpec
@@ -26,11 +27,13 @@ class AgentContext:
     def uses_model(self, role: str) -> bool:
         return self.ensemble is not None and self.ensemble.has(role)
 
-    def ask(self, role: str, prompt: str) -> LLMCall:
-        """One model call for `role` (system prompt + this prompt), recorded in the archive."""
+    def ask(self, role: str, prompt: str, history: Sequence[Message] = ()) -> LLMCall:
+        """One model call for `role` (system prompt, the earlier turns of this conversation,
+        this prompt), recorded in the archive."""
         assert self.ensemble is not None
         messages = [
             {"role": "system", "content": system_prompt()},
+            *history,
             {"role": "user", "content": prompt},
         ]
         call = self.ensemble.complete(role, messages)

@@ -48,6 +48,7 @@ class ProposalState(TypedDict, total=False):
     author: str  # role that wrote the candidate
     model: str
     prompt_hash: str
+    exchange: tuple[dict, ...]  # the model turns (user, assistant, ...) that wrote it; () if none
     # the verifier's answer and the loops
     candidate_id: int | None
     evaluation: Evaluation | None

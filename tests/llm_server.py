@@ -41,6 +41,8 @@ class Step:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     expect: str | None = None  # text the request's last message must contain, else 418
+    usage: bool = True  # False: the completion carries no `usage` (some servers omit it)
+    finish_reason: str = "stop"  # "length": the reply was cut off at max_tokens
 
     @classmethod
     def ok(
@@ -50,11 +52,19 @@ class Step:
         completion_tokens: int = 7,
         expect: str | None = None,
         delay_s: float = 0.0,
+        *,
+        usage: bool = True,
+        finish_reason: str = "stop",
     ) -> Step:
         """A completion; `text` "" or None is an empty reply (content "" or null). With `expect`,
         a request whose last message lacks that text gets a 418 (a replay out of step).
-        `delay_s` holds the answer that long (a model's latency)."""
-        return cls("ok", text, 200, None, delay_s, prompt_tokens, completion_tokens, expect)
+        `delay_s` holds the answer that long (a model's latency). `usage=False` leaves the usage
+        out; `finish_reason` is what the server says ended the reply. A request with
+        "stream": true gets the same answer as server-sent events."""
+        return cls(
+            "ok", text, 200, None, delay_s, prompt_tokens, completion_tokens, expect, usage,
+            finish_reason,
+        )  # fmt: skip
 
     @classmethod
     def rate_limit(cls, retry_after: float | str | None = None) -> Step:
@@ -198,6 +208,9 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
             if step.kind in ("ok", "stall"):
                 if step.stall_s and server._closing.wait(step.stall_s):
                     return
+                if body.get("stream"):
+                    self._send_raw(200, _stream(model, step, body), "text/event-stream")
+                    return
                 self._send(200, _completion(model, step))
             elif step.kind == "rate_limit":
                 headers = {"Retry-After": step.retry_after} if step.retry_after else {}
@@ -246,7 +259,7 @@ def _last_message(body: dict[str, Any]) -> str:
 
 
 def _completion(model: str, step: Step) -> dict[str, Any]:
-    return {
+    answer = {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -255,15 +268,42 @@ def _completion(model: str, step: Step) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": step.text},
-                "finish_reason": "stop",
+                "finish_reason": step.finish_reason,
             }
         ],
-        "usage": {
-            "prompt_tokens": step.prompt_tokens,
-            "completion_tokens": step.completion_tokens,
-            "total_tokens": step.prompt_tokens + step.completion_tokens,
-        },
     }
+    if step.usage:
+        answer["usage"] = _usage(step)
+    return answer
+
+
+def _usage(step: Step) -> dict[str, int]:
+    return {
+        "prompt_tokens": step.prompt_tokens,
+        "completion_tokens": step.completion_tokens,
+        "total_tokens": step.prompt_tokens + step.completion_tokens,
+    }
+
+
+def _stream(model: str, step: Step, body: dict[str, Any]) -> bytes:
+    """The completion as OpenAI's server-sent events: the text in pieces, then the finish reason,
+    then (when asked with stream_options.include_usage and the step has it) the usage."""
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        chunk = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                 "created": int(time.time()), "model": model, "choices": choices, **extra}  # fmt: skip
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    text = step.text or ""
+    pieces = [text[i : i + 64] for i in range(0, len(text), 64)]
+    out = [
+        event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    ]
+    out += [event([{"index": 0, "delta": {"content": p}, "finish_reason": None}]) for p in pieces]
+    out.append(event([{"index": 0, "delta": {}, "finish_reason": step.finish_reason}]))
+    if step.usage and (body.get("stream_options") or {}).get("include_usage"):
+        out.append(event([], usage=_usage(step)))
+    return b"".join(out) + b"data: [DONE]\n\n"
 
 
 def _error(

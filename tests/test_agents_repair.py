@@ -1,6 +1,7 @@
 """Repair after a wrong result, over real HTTP: the stand-in verifier scores a kernel that halves
-its outputs `incorrect` with the comparison's mismatch summary; the repairer's prompt quotes it
-(pinned to tests/snapshots/repairer_incorrect.txt) and the repaired child descends from it."""
+its outputs `incorrect` with the comparison's mismatch summary; the repairer's turn follows up on
+the mutator's own conversation and quotes it (pinned to tests/snapshots/repairer_incorrect.txt),
+and the repaired child descends from it."""
 
 from __future__ import annotations
 
@@ -59,10 +60,20 @@ def test_repairer_is_shown_the_mismatch_summary_and_its_fix_descends_from_the_wr
     assert WRONG_MARK in wrong.candidate.hip_source and wrong.agent == "mutator"
     mismatch, _ = halved_softmax_mismatch()
     assert evaluations[1].mismatch == mismatch and "elements outside atol" in mismatch
-    # The repairer's request: the failure, the mismatch summary, the wrong kernel it must fix.
-    prompt = requests[3].body["messages"][-1]["content"]
+    # The repairer's request follows up on the mutator's own turn: its prompt and reply, then
+    # the failure, the mismatch summary, the idea and the diff that put the wrong line in.
+    messages = requests[3].body["messages"]
+    mutator_turn = requests[2].body["messages"]
+    reply = transcript(REPLIES)[2]["reply"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[:2] == mutator_turn and messages[2]["content"] == reply
+    prompt = messages[-1]["content"]
     assert prompt.startswith("# Role: repairer\n")
-    assert "failed (incorrect)" in prompt and mismatch in prompt and WRONG_MARK in prompt
+    assert "gave wrong results (incorrect)" in prompt and mismatch in prompt
+    added = [line for line in prompt.splitlines() if line.startswith("+") and WRONG_MARK in line]
+    assert "```diff\n" in prompt and added
+    assert "Larger blocks, and a cheaper normaliser." in prompt  # the optimizer's idea
+    assert "the candidate that failed" not in prompt
     if os.environ.get("HIPEVOLVE_UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(prompt)
     assert rounded(prompt) == rounded(SNAPSHOT.read_text()), f"repairer prompt differs from {SNAPSHOT}"

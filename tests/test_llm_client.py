@@ -197,3 +197,75 @@ def test_check_model_names_a_refused_connection():
         port = s.getsockname()[1]
     with pytest.raises(UserError, match="connection refused"):
         check_model(MODEL, f"http://127.0.0.1:{port}/v1")
+
+
+# ----------------------------------------------------------------------------- usage, finish, stream
+
+
+LONG_PROMPT = [{"role": "user", "content": "write a softmax kernel for rows of 8192 " * 200}]
+
+
+def test_server_without_usage_is_charged_an_estimate_and_the_token_budget_trips():
+    script = [Step.ok("x" * 4000, usage=False), Step.ok("y" * 4000, usage=False), Step.ok("no")]
+    with ScriptedLLMServer(script) as server:
+        llm = client(server, token_budget=3000)
+        calls = [llm.complete("mutator", LONG_PROMPT) for _ in range(3)]
+        assert server.count == 2  # the estimate of the first two calls exhausts 3000 tokens
+    first = calls[0]
+    assert first.ok and first.tokens_estimated
+    assert first.tokens_in > 1000 and first.tokens_out > 300  # ~1600 and ~500 by the tokenizer
+    assert calls[2].error_class == "budget_exhausted"
+    assert llm.usage.tokens_in + llm.usage.tokens_out >= 3000
+
+
+def test_server_with_usage_is_charged_its_numbers_not_an_estimate():
+    with ScriptedLLMServer([Step.ok("x" * 4000, prompt_tokens=5, completion_tokens=9)]) as server:
+        call = client(server).complete("mutator", LONG_PROMPT)
+    assert (call.tokens_in, call.tokens_out, call.tokens_estimated) == (5, 9, False)
+
+
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_finish_reason_is_kept(finish):
+    with ScriptedLLMServer([Step.ok("```hip\n__global__ void k", finish_reason=finish)]) as server:
+        call = client(server).complete("mutator", MESSAGES)
+    assert call.ok and call.finish_reason == finish
+
+
+@pytest.mark.parametrize("usage", [True, False])
+def test_streamed_reply_is_assembled_with_its_finish_reason_and_tokens(usage):
+    text = "```hip\n" + "// line of a long kernel\n" * 200 + "```\n"
+    script = [Step.ok(text, 40, 900, usage=usage, finish_reason="length")]
+    with ScriptedLLMServer(script) as server:
+        call = client(server, stream=True).complete("mutator", MESSAGES)
+        sent = server.requests[0].body
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert call.ok and call.text == text and call.finish_reason == "length"
+    if usage:
+        assert (call.tokens_in, call.tokens_out) == (40, 900)
+    else:  # litellm counts the streamed text itself
+        assert call.tokens_in > 0 and call.tokens_out > 100
+
+
+def test_max_concurrent_bounds_requests_in_flight():
+    from concurrent.futures import ThreadPoolExecutor
+
+    script = [Step.ok(f"r{i}", delay_s=0.3) for i in range(4)]
+    with ScriptedLLMServer(script) as server:
+        llm = client(server, max_concurrent=2)
+        with ThreadPoolExecutor(4) as pool:
+            calls = list(pool.map(lambda _: llm.complete("mutator", MESSAGES), range(4)))
+        assert server.max_in_flight == 2
+    assert all(c.ok for c in calls)
+
+
+def test_installed_litellm_is_within_the_pinned_range():
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pins = [Requirement(r) for r in pyproject["project"]["dependencies"]]
+    (litellm,) = [r for r in pins if r.name == "litellm"]
+    assert litellm.specifier.contains(version("litellm")), (version("litellm"), litellm)

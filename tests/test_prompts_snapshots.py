@@ -63,6 +63,9 @@ def prompts() -> dict[str, str]:
         "optimizer": optimizer.prompt(ctx, state(), inspirations),
         "mutator": mutator.prompt(ctx, state(), inspirations),
         "repairer": repairer.prompt(ctx, state(candidate=PARENT, failure=compile_failure)),
+        "repairer_turn": repairer.follow_up(ctx, state(
+            base=PARENT, failure=Failure(kind="parse_error", message="truncated: the reply was "
+                                         "cut off at the token limit (finish_reason 'length')"))),
         "translator": translator.prompt(ctx),
         "auditor": auditor.prompt(ctx, state(candidate=PARENT, evaluation=EVALUATION)),
         "task_generator": render("task_generator", task_name="softmax",
@@ -95,5 +98,6 @@ def test_system_prompt_carries_cdna_facts_and_a_valid_example():
 
 def test_every_role_prompt_names_its_role_for_the_replay_server():
     for name, text in prompts().items():
+        role = {"repairer_turn": "repairer"}.get(name, name)  # a follow-up turn of its role
         if name != "system":
-            assert text.startswith(f"# Role: {name}\n"), name
+            assert text.startswith(f"# Role: {role}\n"), name

@@ -97,10 +97,11 @@ def test_other_language_blocks_are_ignored():
 
 
 def test_untagged_block_is_placed_by_the_line_naming_it():
-    reply = "kernel.hip:\n" + fenced("", "// tiny\n") + "**model.py**\n" + fenced("", PY)
+    tiny = '// tiny\nextern "C" hipError_t f(hipStream_t s) { return hipSuccess; }\n'
+    reply = "kernel.hip:\n" + fenced("", tiny) + "**model.py**\n" + fenced("", PY)
     parsed = parse_reply(reply, None)
     assert parsed.ok
-    assert (parsed.candidate.hip_source, parsed.candidate.python_source) == ("// tiny\n", PY)
+    assert (parsed.candidate.hip_source, parsed.candidate.python_source) == (tiny, PY)
 
 
 def test_untagged_block_is_placed_by_its_content():
@@ -146,10 +147,10 @@ def test_stray_fence_at_the_end_is_ignored():
         ("I could not find a faster kernel.", "no_code_block"),
         (fenced("bash", "ls\n"), "no_code_block"),
         (fenced("hip", "\n") + fenced("python", PY), "no_code_block"),
-        (both() + fenced("hip", HIP), "several_ambiguous_blocks"),
-        (fenced("hip", HIP) + fenced("python", PY) + fenced("py", PY), "several_ambiguous_blocks"),
-        (fenced("hip", HIP) + "```python\n" + PY[:60], "unterminated_fence"),
-        ("```hip\n" + HIP[:100], "unterminated_fence"),
+        (fenced("hip", HIP.split("extern")[0]), "not_whole_file"),
+        (fenced("python", "        y = torch.empty_like(x)\n"), "not_whole_file"),
+        (fenced("hip", HIP) + "```python\n" + PY[:60], "truncated"),
+        ("```hip\n" + HIP[:100], "truncated"),
         ("```hip\n" + HIP + "```python\n" + PY + "```\n```\n", "nested_fence"),
     ],
     ids=[
@@ -158,8 +159,8 @@ def test_stray_fence_at_the_end_is_ignored():
         "prose_only",
         "only_bash",
         "empty_block",
-        "two_hip_blocks",
-        "two_python_blocks",
+        "kernel_fragment_only",
+        "model_fragment_only",
         "truncated_python_body",
         "truncated_kernel_body",
         "fence_opened_inside_a_block",
@@ -244,13 +245,11 @@ def test_edit_tolerates_trailing_spaces_and_crlf():
     ("reply", "parent", "error_class", "says"),
     [
         (edit("kernel.hip", "no such line\n", "x\n"), PARENT, "diff_does_not_apply", "does not match"),
-        (edit("kernel.hip", "}", "y"), PARENT, "diff_does_not_apply", "matches 2 places"),
+        (edit("kernel.hip", "}", "y"), PARENT, "ambiguous_edit", "matches 2 places"),
         (edit("kernel.hip", "\n", "x\n"), PARENT, "diff_does_not_apply", "empty"),
         (edit("kernel.hip", "__global__", "x\n"), None, "diff_does_not_apply", "parent"),
-        (edit("Here is the change:", "__global__", "x\n"), PARENT, "diff_does_not_apply",
-         "which file"),
         (edit("notes.txt", "__global__", "x\n"), PARENT, "diff_does_not_apply", "which file"),
-        ("kernel.hip\n<<<<<<< SEARCH\n__global__\n=======\n__glo", PARENT, "unterminated_fence",
+        ("kernel.hip\n<<<<<<< SEARCH\n__global__\n=======\n__glo", PARENT, "truncated",
          "cut off"),
         ("kernel.hip\n<<<<<<< SEARCH\n__global__\n>>>>>>> REPLACE\n", PARENT,
          "diff_does_not_apply", "divider"),
@@ -259,13 +258,31 @@ def test_edit_tolerates_trailing_spaces_and_crlf():
     ],
     ids=[
         "search_not_found", "search_matches_twice", "empty_search", "no_parent",
-        "no_file_name", "unknown_file", "truncated_edit", "no_divider", "edit_and_whole_file",
+        "unknown_file", "truncated_edit", "no_divider", "edit_and_whole_file",
     ],
 )  # fmt: skip
 def test_bad_edit_is_a_named_parse_error(reply, parent, error_class, says):
     parsed = parse_reply(reply, parent)
     assert not parsed.ok and parsed.error_class == error_class, parsed.message
     assert says in parsed.message
+
+
+def test_several_blocks_for_a_file_take_the_last_whole_one():
+    snippet = fenced("hip", "    if (i < n) y[i] = 3.0f * x[i];\n")
+    final = HIP.replace("2.0f", "3.0f")
+    reply = "The change:\n" + snippet + "Full file:\n" + fenced("hip", final) + fenced("py", PY)
+    parsed = parse_reply(reply + "Or, summarised:\n" + snippet, None)
+    assert parsed.ok and parsed.candidate.hip_source == final
+
+
+def test_edit_without_a_file_name_goes_to_the_file_it_matches():
+    line = "__global__ void scale(const float* x, float* y, int n) {\n"
+    hip_edit = edit("Here is the change:", line, line.replace("scale(", "s("))
+    py_edit = edit("", "        y = torch.empty_like(x)\n", "        y = x.new_empty(x.shape)\n")
+    parsed = parse_reply(hip_edit + py_edit, PARENT)
+    assert parsed.ok, parsed.message
+    assert "void s(" in parsed.candidate.hip_source
+    assert "x.new_empty" in parsed.candidate.python_source
 
 
 def test_a_failing_later_edit_discards_the_earlier_ones():
@@ -315,7 +332,10 @@ def test_same_reply_parses_the_same():
     st.lists(
         st.sampled_from(
             ["```", "```hip", "```python", "~~~", "kernel.hip", "model.py", "<<<<<<< SEARCH",
-             "=======", ">>>>>>> REPLACE", "__global__ void k() {}", "class ModelNew:", "", "\r"]
+             "=======", ">>>>>>> REPLACE", "__global__ void k() {}", "class ModelNew:", "", "\r",
+             "<think>", "</think>", "```diff", "--- a/kernel.hip", "+++ b/kernel.hip", "@@ -1,2 +1,2 @@",
+             "-__global__ void k() {}", "+__global__ void j() {}", " }", "```markdown", "```json",
+             '{"kernel.hip": "x"}', '"```hip\\nx\\n```"', 'extern "C" int f();']
         )
         | st.text(max_size=20),
         max_size=30,
@@ -325,3 +345,96 @@ def test_same_reply_parses_the_same():
 def test_any_text_parses_to_a_result_never_an_exception(lines, with_parent):
     parsed = parse_reply("\n".join(lines), PARENT if with_parent else None)
     assert parsed.ok == (parsed.candidate is not None) == (parsed.error_class is None)
+
+
+# ----------------------------------------------------------------------------- issue 34 shapes
+
+
+@pytest.mark.parametrize("finish", ["length", "max_tokens"])
+def test_reply_cut_off_by_the_provider_is_refused_even_when_it_looks_complete(finish):
+    parsed = parse_reply(both(), PARENT, finish)
+    assert parsed.error_class == "truncated" and finish in parsed.message
+
+
+def test_draft_inside_thinking_is_never_applied():
+    draft = edit("kernel.hip", "    if (i < n) y[i] = 2.0f * x[i];\n", "    y[i] = 0;\n")
+    final = edit(
+        "kernel.hip", "    if (i < n) y[i] = 2.0f * x[i];\n", "    if (i < n) y[i] = x[i] + x[i];\n"
+    )
+    for reply in (f"<think>\n{draft}no, that drops the bound check\n</think>\n{final}",
+                  f"{draft}\nrejected.\n</think>\n\n{final}"):  # fmt: skip
+        parsed = parse_reply(reply, PARENT)
+        assert parsed.ok, parsed.message
+        assert "y[i] = 0;" not in parsed.candidate.hip_source
+        assert "x[i] + x[i]" in parsed.candidate.hip_source
+
+
+def test_reply_ending_inside_thinking_is_truncated():
+    parsed = parse_reply("<think>\nfirst " + fenced("hip", HIP), PARENT)
+    assert parsed.error_class == "truncated"
+
+
+def test_search_drifted_in_indentation_applies_reindented():
+    search = "if (i < n) y[i] = 2.0f * x[i];\n"  # the body line, with its 4 spaces lost
+    parsed = parse_reply(edit("kernel.hip", search, "if (i < n) y[i] = 3.0f * x[i];\n"), PARENT)
+    assert parsed.ok, parsed.message
+    assert parsed.candidate.hip_source == HIP.replace("2.0f", "3.0f")
+
+
+def test_indentation_insensitive_match_in_two_places_is_refused():
+    parent = PARENT.model_copy(
+        update={"hip_source": HIP + "namespace b {\n  return hipGetLastError();\n}\n"}
+    )
+    parsed = parse_reply(
+        edit("kernel.hip", "return hipGetLastError();\n", "return hipSuccess;\n"), parent
+    )
+    assert parsed.error_class == "ambiguous_edit" and "2 places" in parsed.message
+
+
+def test_unified_diff_with_wrong_line_numbers_applies_where_its_lines_are():
+    diff = ("```diff\n--- kernel.hip\n+++ kernel.hip\n@@ -40,3 +40,3 @@\n"
+            "     int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "-    if (i < n) y[i] = 2.0f * x[i];\n+    if (i < n) y[i] = 3.0f * x[i];\n }\n```\n")  # fmt: skip
+    parsed = parse_reply(diff, PARENT)
+    assert parsed.ok and parsed.form == "unified_diff", parsed.message
+    assert parsed.candidate.hip_source == HIP.replace("2.0f", "3.0f")
+
+
+def test_json_object_of_files_is_a_candidate():
+    import json
+
+    parsed = parse_reply(json.dumps({"kernel.hip": HIP, "model.py": PY}), None)
+    assert parsed.ok and parsed.form == "json"
+    assert (parsed.candidate.hip_source, parsed.candidate.python_source) == (HIP, PY)
+
+
+def test_markdown_wrapped_answer_is_unwrapped():
+    parsed = parse_reply("```markdown\n" + both() + "```\n", None)
+    assert parsed.ok and parsed.candidate.hip_source == HIP
+
+
+def test_whole_line_search_found_also_inside_a_longer_line_takes_the_whole_line():
+    from hipevolve.agents.llm.reply_match import replace_once
+
+    source = "nni = 0;\ni = 0;\n"
+    assert source.count("i = 0;\n") == 2  # the end of line 1 too
+    assert replace_once(source, "i = 0;\n", "i = 1;\n", code="hip") == "nni = 0;\ni = 1;\n"
+
+
+def test_a_markdown_block_that_closes_on_its_own_is_not_taken_for_a_wrapper():
+    reply = "```markdown\n# Notes\nwider loads\n```\n\n" + both()
+    parsed = parse_reply(reply, None)
+    assert parsed.ok and parsed.candidate.hip_source == HIP
+
+
+def test_json_answer_drafted_in_thinking_is_not_taken():
+    from pydantic import BaseModel
+
+    from hipevolve.agents.llm.structured import parse_json_reply
+
+    class Idea(BaseModel):
+        idea: str
+
+    reply = '<think>\n{"idea": "drop the bound check"}\nunsafe.\n</think>\n{"idea": "8-wide loads"}'
+    assert parse_json_reply(reply, Idea) == Idea(idea="8-wide loads")
+    assert "thinking" in parse_json_reply('<think>{"idea": "x"}', Idea)

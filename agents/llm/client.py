@@ -10,8 +10,13 @@ attempts at the server:
   completion (litellm reports it as a 500, but retrying a broken server's garbage wastes budget),
   missing credentials (litellm also reports those as a 500), connection refused.
 
-Token and dollar budgets are checked before each call and charged from the response's usage; an
-exhausted budget returns a refusal, never raises. Every call, failed or not, returns an LLMCall
+Token and dollar budgets are checked before each call and charged from the response's usage; a
+server that sends no usage (litellm then reports zeros) is charged an estimate (litellm's token
+counter, or characters / 4), so the token budget still trips. An exhausted budget returns a
+refusal, never raises. Each call keeps the provider's finish_reason ("length": cut off at
+max_tokens), which the reply parser reads. With `stream` the reply comes as server-sent events
+(a long reply then never idles past the timeout; usage is asked for with include_usage), and
+`max_concurrent` bounds the requests in flight to one model. Every call, failed or not, returns an LLMCall
 (a plain value: exceptions stay in this layer), which `record_call` stores in the archive.
 Budgets are checked before a call starts, so concurrent callers can overshoot by at most the
 calls already in flight.
@@ -89,6 +94,8 @@ class LLMCall(BaseModel):
     status: CallStatus
     error_class: ErrorClass | None = None
     error: str | None = None
+    finish_reason: str | None = None  # the provider's: "stop", "length" (cut off), ...
+    tokens_estimated: bool = False  # the server sent no usage: tokens are our estimate
 
     @property
     def ok(self) -> bool:
@@ -140,8 +147,11 @@ class LLMClient:
         backoff_max_s: float = 60.0,
         retry_after_cap_s: float = 60.0,
         spent: Usage | None = None,
+        stream: bool = False,
+        max_concurrent: int | None = None,
     ) -> None:
-        """`spent` seeds the totals (on resume, from Archive.llm_usage) so budgets span runs."""
+        """`spent` seeds the totals (on resume, from Archive.llm_usage) so budgets span runs;
+        `max_concurrent` bounds this model's requests in flight (None: no bound)."""
         self.model = model
         self.api_base = api_base
         self.timeout_s = timeout_s
@@ -152,6 +162,8 @@ class LLMClient:
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         self.retry_after_cap_s = retry_after_cap_s
+        self.stream = stream
+        self._slots = threading.BoundedSemaphore(max_concurrent) if max_concurrent else None
         self._lock = threading.Lock()
         self._usage = spent or Usage(calls=0, tokens_in=0, tokens_out=0, cost_usd=0.0)
         self._warned_unpriced = False
@@ -206,13 +218,18 @@ class LLMClient:
             kwargs["max_tokens"] = max_tokens
         if temperature is not None:
             kwargs["temperature"] = temperature
+        if self.stream:
+            kwargs |= {"stream": True, "stream_options": {"include_usage": True}}
 
         attempts = 0
 
         def attempt() -> Any:
             nonlocal attempts
             attempts += 1
-            return litellm.completion(**kwargs)
+            if self._slots is None:
+                return self._request(litellm, kwargs)
+            with self._slots:
+                return self._request(litellm, kwargs)
 
         retrying = Retrying(
             stop=stop_after_attempt(self.max_retries + 1),
@@ -235,6 +252,14 @@ class LLMClient:
             )  # fmt: skip
         latency = time.monotonic() - start
         return self._charge(litellm, response, base, messages, latency, attempts)
+
+    def _request(self, litellm: ModuleType, kwargs: dict[str, Any]) -> Any:
+        """One request; a stream is read to its end and assembled into one response."""
+        response = litellm.completion(**kwargs)
+        if not self.stream:
+            return response
+        chunks = list(response)
+        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
     def _key(self, litellm: ModuleType) -> str | None:
         if self.api_key:
@@ -263,15 +288,24 @@ class LLMClient:
         latency: float,
         attempts: int,
     ) -> LLMCall:
-        text = (response.choices[0].message.content or "") if response.choices else ""
+        choice = response.choices[0] if response and response.choices else None
+        text = (choice.message.content or "") if choice else ""
+        finish = getattr(choice, "finish_reason", None) if choice else None
         usage = getattr(response, "usage", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-        if usage is None:  # some servers omit usage: count locally so the budget still holds
-            tokens_in = litellm.token_counter(model=self.model, messages=list(messages))
-            tokens_out = litellm.token_counter(model=self.model, text=text)
+        estimated = tokens_in == 0 and tokens_out == 0
+        if estimated:  # the server sent no usage (litellm fills in zeros): count it ourselves
+            tokens_in, tokens_out = estimate_tokens(litellm, self.model, messages, text)
         try:
-            cost, cost_known = float(litellm.completion_cost(completion_response=response)), True
+            if estimated:  # completion_cost would price the zeros litellm filled in
+                prompt_usd, reply_usd = litellm.cost_per_token(
+                    model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out
+                )
+                cost, cost_known = float(prompt_usd + reply_usd), True
+            else:
+                cost = float(litellm.completion_cost(completion_response=response))
+                cost_known = True
         except Exception:  # litellm has no price for this model (a local server, a new model)
             cost, cost_known = 0.0, False
             if not self._warned_unpriced:
@@ -292,7 +326,22 @@ class LLMClient:
         return LLMCall(
             **base, text=text, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost,
             cost_known=cost_known, latency_s=latency, attempts=attempts, status="ok",
+            finish_reason=finish, tokens_estimated=estimated,
         )  # fmt: skip
+
+
+def estimate_tokens(
+    litellm: ModuleType, model: str, messages: Sequence[Message], text: str
+) -> tuple[int, int]:
+    """(prompt, reply) tokens by litellm's counter for the model, else characters / 4."""
+    try:
+        return (
+            int(litellm.token_counter(model=model, messages=list(messages))),
+            int(litellm.token_counter(model=model, text=text)) if text else 0,
+        )
+    except Exception:  # no tokenizer for this model here: the usual rule of thumb
+        chars = sum(len(str(m.get("content", ""))) for m in messages)
+        return max(1, chars // 4), len(text) // 4
 
 
 # ----------------------------------------------------------------------------- failures

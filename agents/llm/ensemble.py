@@ -43,7 +43,7 @@ class Ensemble:
         s = self.settings
         return LLMClient(
             model, s.api_base, timeout_s=s.timeout_s, max_retries=s.max_retries,
-            backoff_s=s.backoff_s,
+            backoff_s=s.backoff_s, stream=s.stream, max_concurrent=s.max_concurrent,
         )  # fmt: skip
 
     def has(self, role: str) -> bool:

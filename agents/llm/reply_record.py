@@ -1,7 +1,8 @@
 """A model's reply turned into a candidate, and a malformed one recorded (FAULTS 27).
 
-Shared by the roles that write code (translator, mutator, repairer): parse the reply against
-the candidate it edits; on failure store a `parse_error` event holding the error class, the
+Shared by the roles that write code (translator, mutator, repairer): keep the exchange (prompt and
+reply) a repair turn follows up on; parse the reply against the candidate it edits (with the
+provider's finish_reason, so a cut-off reply is refused); on failure store a `parse_error` event holding the error class, the
 message and the raw reply (the first `raw_reply_chars` of it, with its full size), and hand the
 repairer a Failure it can quote.
 """
@@ -15,10 +16,17 @@ from hipevolve.agents.state import Failure
 from hipevolve.core.candidate import Candidate
 
 
+def exchange(prompt: str, call: LLMCall, history: tuple[dict, ...] = ()) -> tuple[dict, ...]:
+    """The conversation so far: the earlier turns, this prompt and the model's reply to it (what
+    a repair turn follows up on)."""
+    return (*history, {"role": "user", "content": prompt},
+            {"role": "assistant", "content": call.text})  # fmt: skip
+
+
 def candidate_from(
     ctx: AgentContext, role: str, call: LLMCall, base: Candidate | None
 ) -> Candidate | Failure:
-    parsed = parse_reply(call.text, base)
+    parsed = parse_reply(call.text, base, call.finish_reason)
     if parsed.ok and parsed.candidate is not None:
         return parsed.candidate
     ctx.log(
@@ -28,6 +36,7 @@ def candidate_from(
             "model": call.model,
             "prompt_hash": call.prompt_hash,
             "error_class": parsed.error_class,
+            "finish_reason": call.finish_reason,
             "message": parsed.message,
             "reply_chars": len(call.text),
             "reply": call.text[: ctx.limits.raw_reply_chars],

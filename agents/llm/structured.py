@@ -1,7 +1,9 @@
 """Reading a JSON answer (a diagnosis, an idea, a verdict) from a model's reply: a pure function.
 
-The first `{...}` object in the reply (bare or fenced) is validated against the role's schema;
-anything else is a named failure the caller records, falling back to its offline policy.
+The model's thinking is dropped first (replies.strip_thinking: a draft answer it rejected while
+thinking is never taken). The first `{...}` object in the reply (bare or fenced) is validated
+against the role's schema; anything else is a named failure the caller records, falling back to
+its offline policy.
 """
 
 from __future__ import annotations
@@ -12,12 +14,18 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from hipevolve.agents.llm.replies import strip_thinking
+
 T = TypeVar("T", bound=BaseModel)
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 
 def parse_json_reply(text: str, schema: type[T]) -> T | str:
     """The reply as `schema`, or one line saying why it is not one."""
+    answer = strip_thinking(text.replace("\r\n", "\n"))
+    if answer is None:
+        return "the reply ends inside its thinking (<think> never closes)"
+    text = answer
     if not text.strip():
         return "empty reply"
     fenced = _FENCED.search(text)

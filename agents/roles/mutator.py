@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from
+from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.optimizer import inspirations_of, inspirations_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate
@@ -72,17 +72,19 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         parent = state.get("parent")
         proposal = state["proposal"]
         lineage = {"parents": (proposal.parent.candidate_id,) if proposal.parent else (),
-                   "base": parent, "author": ROLE}  # fmt: skip
+                   "base": parent, "author": ROLE, "exchange": ()}  # fmt: skip
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             child = offline(ctx, state)
             return {**lineage, "candidate": child, "model": "", "prompt_hash": "",
                     "failure": None if child else Failure(kind="nothing", message="no child")}  # fmt: skip
-        call = ctx.ask(ROLE, prompt(ctx, state, inspirations_text(inspirations_of(ctx, state))))
+        text = prompt(ctx, state, inspirations_text(inspirations_of(ctx, state)))
+        call = ctx.ask(ROLE, text)
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
             return {**lineage, "candidate": None, "stopped": stopped,
                     "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
         got = candidate_from(ctx, ROLE, call, parent)
+        lineage["exchange"] = exchange(text, call)
         if isinstance(got, Failure):
             return {**lineage, "candidate": None, "failure": got, "model": call.model,
                     "prompt_hash": call.prompt_hash}  # fmt: skip

@@ -1,15 +1,24 @@
 """repairer: fixes a compile error, a wrong result, a rejected shortcut or a malformed reply,
-a bounded number of turns (AgentLimits.repair_turns)."""
+a bounded number of turns (AgentLimits.repair_turns).
+
+A repair is a follow-up turn in the conversation that wrote the failed reply: the model sees its
+own prompt and reply, then what went wrong, the idea it was implementing and the diff its reply
+made (prompts/repairer_turn.md), and its edits apply to the files as that reply left them (or,
+when the reply could not be read, to the parent it was to edit). A candidate that no model turn
+wrote (an offline child) is shown whole instead (prompts/repairer.md).
+"""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from
+from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
+from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.prompts.render import block, render, schema_text
 
@@ -59,6 +68,68 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
     )
 
 
+OUTCOME = {
+    "parse_error": "could not be read as a candidate",
+    "rejected": "was rejected before it reached a compiler",
+    "compile_error": "did not compile",
+    "incorrect": "gave wrong results",
+    "runtime_error": "failed when it ran",
+    "timeout": "ran past the time limit",
+}
+
+
+def diff_text(base: Candidate, candidate: Candidate) -> str:
+    """The candidate's change to its base as a unified diff of both files (fenced)."""
+    parts = []
+    for name, before, after in (
+        (KERNEL_FILE, base.hip_source or "", candidate.hip_source or ""),
+        (MODEL_FILE, base.python_source, candidate.python_source),
+    ):
+        parts += difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                      f"a/{name}", f"b/{name}", n=2)  # fmt: skip
+    if not parts:
+        return "Nothing: the files are the parent's, unchanged."
+    return f"```diff\n{block(''.join(parts))}```"
+
+
+def changes_text(state: ProposalState) -> tuple[str, str]:
+    """(what the conversation's replies changed, what the next edits apply to). The diff is
+    always against the proposal's parent, so "the parent with the diff" is the files now."""
+    candidate = state.get("candidate")
+    current = candidate or state.get("base")  # what the repair's edits apply to
+    parent = state.get("parent")
+    unread = "Your last reply could not be applied. " if candidate is None else ""
+    if current is None:
+        return f"{unread}There is no candidate yet.", "Reply with whole files."
+    if parent is None:  # a translation: no parent to diff against
+        return f"{unread}The files are those your reply wrote.", (
+            "Your edits apply to the files your reply wrote.")  # fmt: skip
+    if current.source_hash == parent.source_hash:
+        return f"{unread}Nothing: the files are the parent's.", (
+            "Your edits apply to the parent's files, as the first message showed them.")  # fmt: skip
+    return f"{unread}Against the parent:\n{diff_text(parent, current)}", (
+        "Your edits apply to the files as they stand now: the parent with the diff above.")  # fmt: skip
+
+
+def follow_up(ctx: AgentContext, state: ProposalState) -> str:
+    """The repair turn that follows the model's own reply in its conversation."""
+    failure = state["failure"]
+    assert failure is not None
+    changes, applies_to = changes_text(state)
+    return render(
+        "repairer_turn",
+        outcome=OUTCOME.get(failure.kind, "failed"),
+        failure=failure.kind,
+        turn=str(state.get("repair_turns", 0) + 1),
+        max_turns=str(ctx.limits.repair_turns),
+        idea=state.get("idea") or "(none given)",
+        problem=problem_text(failure),
+        changes=changes,
+        applies_to=applies_to,
+        schema=schema_text(RepairReply, json_reply=False),
+    )
+
+
 def can_repair(ctx: AgentContext, state: ProposalState) -> bool:
     failure = state.get("failure")
     return (
@@ -78,9 +149,12 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         shown = state.get("candidate") or state.get("base")
         failed_id = state.get("candidate_id") if state.get("candidate") else None
         parents = (failed_id,) if failed_id is not None else state.get("parents", ())
-        call = ctx.ask(ROLE, prompt(ctx, state))
+        history = state.get("exchange") or ()
+        text = follow_up(ctx, state) if history else prompt(ctx, state)
+        call = ctx.ask(ROLE, text, history)
         update: dict = {"repair_turns": turns, "parents": parents, "author": ROLE,
-                        "candidate_id": None, "evaluation": None}  # fmt: skip
+                        "candidate_id": None, "evaluation": None,
+                        "exchange": exchange(text, call, history)}  # fmt: skip
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
             return {**update, "candidate": None, "stopped": stopped,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from
+from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.mutator import cases_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate, load_candidate
@@ -68,18 +68,20 @@ def prompt(ctx: AgentContext) -> str:
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
     def translator(state: ProposalState) -> dict:
         """A candidate for an empty island: the model's translation, or a shipped seed."""
-        base = {"parents": (), "author": ROLE, "base": None}
+        base = {"parents": (), "author": ROLE, "base": None, "exchange": ()}
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             found = offline(ctx.task, ctx.workshop.seen())
             return {**base, "candidate": found, "model": "", "prompt_hash": "",
                     "failure": None if found else Failure(kind="nothing", message="no seed")}  # fmt: skip
-        call = ctx.ask(ROLE, prompt(ctx))
+        text = prompt(ctx)
+        call = ctx.ask(ROLE, text)
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
             return {**base, "candidate": None, "stopped": stopped,
                     "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
         got = candidate_from(ctx, ROLE, call, None)
-        update = {**base, "model": call.model, "prompt_hash": call.prompt_hash}
+        update = {**base, "model": call.model, "prompt_hash": call.prompt_hash,
+                  "exchange": exchange(text, call)}  # fmt: skip
         if isinstance(got, Failure):
             return {**update, "candidate": None, "failure": got}
         return {**update, "candidate": got, "failure": None}

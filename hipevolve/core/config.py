@@ -38,6 +38,7 @@ the keys it names.
       api_base             a local OpenAI-compatible server (--api-base)
       token_budget, cost_budget_usd               per run (--token-budget, --cost-budget)
       timeout_s, max_retries, backoff_s, max_reply_tokens, temperature, exploration
+      stream, max_concurrent  replies as server-sent events; requests in flight per model
     [run]         defaults of the main job, `evolve --task T --budget N`
       archive              the SQLite archive runs are written to (--archive)
       seed                 the random seed of a new run (--seed)
@@ -215,6 +216,11 @@ class ModelSettings(Section):
     token_budget: int | None = Field(default=None, ge=1, description="tokens in+out per run")
     cost_budget_usd: float | None = Field(default=None, gt=0, description="dollars per run")
     timeout_s: float = Field(default=120.0, gt=0, description="per request, seconds")
+    stream: bool = Field(
+        default=False, description="receive replies as a stream (long replies never sit idle "
+        "past timeout_s; usage asked for with include_usage)")
+    max_concurrent: int | None = Field(
+        default=None, ge=1, description="requests in flight to one model at once; unset: no bound")
     max_retries: int = Field(default=4, ge=0, description="retries of a failed request")
     backoff_s: float = Field(default=1.0, gt=0, description="first wait between retries, seconds")
     exploration: float = Field(default=1.0, ge=0, description="UCB exploration weight")
