@@ -274,7 +274,7 @@ def test_search_prints_a_line_per_generation_and_a_summary_with_the_best_kernel(
     ) in lines
     for case in best.evaluation.cases:
         assert f"  case {case.case}: {case.speedup:.3f}x" in lines
-    folder = tmp_path / "hipevolve_best" / f"{TASK_NAME}-run1"
+    folder = tmp_path / "hipevolve_best" / db.stem / f"{TASK_NAME}-run1"
     assert load_candidate(folder).source_hash == record.source_hash
     assert f"stored: archive {db}, run 1, candidate {best.candidate_id}; files in {folder}" in (
         out.stdout
@@ -350,7 +350,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     log = tmp_path / "first.log"
     proc = subprocess.Popen(
         standin_argv(log, "--task", TASK_NAME, "--budget", "30", "--tasks-dir", tasks,
-                     "--archive", db, delay_s=2.0),
+                     "--archive", db, delay_s=8.0),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -363,7 +363,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     started = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - started < 1.5, "the second Ctrl-C waited for the batch"
+    assert time.monotonic() - started < 6.0, "the second Ctrl-C waited for the batch (8 s)"
     assert proc.returncode == 130, stdout + stderr
     assert "aborted: the evaluations in flight were dropped" in stdout
     first = logged(log)
@@ -404,4 +404,4 @@ def test_short_search_on_the_gpu_prints_a_best_speedup(tmp_path):
     assert float(match[1]) > 0
     with Archive.open(db) as archive:
         assert archive.count_evaluations(1) <= 8
-    assert (tmp_path / "hipevolve_best" / "softmax-run1" / "kernel.hip").is_file()
+    assert (tmp_path / "hipevolve_best" / db.stem / "softmax-run1" / "kernel.hip").is_file()
