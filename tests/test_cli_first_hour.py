@@ -298,3 +298,37 @@ def test_a_folder_of_folders_finds_its_tasks_recursively(tmp_path):
         shutil.copy(kb / name, tmp_path / "root" / level)
     listed = json.loads(evolve("tasks", "list", "--json", "--tasks-dir", tmp_path / "root").stdout)
     assert {"19_ReLU", "40_Conv_Scale_Add"} <= {t["name"] for t in listed}
+
+
+def test_without_a_gpu_driver_the_search_is_refused_without_importing_torch_or_ray():
+    from hipevolve.app.run_job import GPU_DEVICE_NODES
+
+    if any(Path(n).exists() for n in GPU_DEVICE_NODES):
+        pytest.skip("this machine has a GPU driver's device node")
+    code = ("import sys\nfrom hipevolve.app.run_job import gpu_evaluator\n"
+            "from hipevolve.core.config import load_settings\n"
+            "from hipevolve.core.errors import UserError\n"
+            "from hipevolve.problems import get_task\n"
+            "for ray in (None, 'auto'):\n"
+            "    settings = load_settings({'verifier': {'ray': ray}})\n"
+            "    try:\n        gpu_evaluator(get_task('softmax'), settings, 'auto')\n"
+            "    except UserError as e:\n        print(e.line())\n"
+            "print('torch' in sys.modules, 'ray' in sys.modules)\n")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=env)  # fmt: skip
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 3, out.stdout + out.stderr
+    assert all(ln.startswith("no usable GPU here") for ln in lines[:2])
+    if not Path("/tmp/ray/ray_current_cluster").exists():  # else --ray auto joins that cluster
+        assert lines[2] == "False False"
+
+
+def test_a_rejection_prints_its_reason_once(tmp_path):
+    folder = tmp_path / "imports_time"
+    shutil.copytree(HEALTHY, folder)
+    model = folder / "model.py"
+    model.write_text(model.read_text().replace("import torch\n", "import torch\nimport time\n", 1))
+    out = evolve("verify", folder, "--task", "softmax", "--backend", "static")
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.count("imports time") == 1, out.stdout

@@ -207,7 +207,7 @@ def search(
         return
     if task is None:
         raise UserError("--task is required", "`evolve tasks list` shows the tasks")
-    from hipevolve.app.run_job import JobOptions, gpu_evaluator, run_job
+    from hipevolve.app.job_options import JobOptions
 
     options = JobOptions(
         task=task,
@@ -224,8 +224,25 @@ def search(
         token_budget=token_budget,
         cost_budget_usd=cost_budget,
     )
+    _preflight(options)
+    from hipevolve.app.run_job import gpu_evaluator, run_job  # the search: seconds to import
+
     outcome = run_job(options, ctx.obj or gpu_evaluator, console, err_console)
     raise typer.Exit(outcome.exit_code)
+
+
+def _preflight(options) -> None:
+    """The main job's checks that need neither the archive's nor the search's modules, before
+    those are imported: a resume's missing archive, then the models (a key not exported is
+    answered without importing litellm). run_job checks all of this again, and the rest."""
+    from hipevolve.agents.llm.client import check_models
+    from hipevolve.core.config import load_settings
+
+    settings = load_settings(options.flags())
+    if options.resume is not None and not Path(settings.run.archive).exists():
+        raise UserError(f"no archive at {settings.run.archive}",
+                        "check the path; a search creates it")  # fmt: skip
+    check_models(settings.models)
 
 
 def _settings(tasks_dir: list[Path] | None, **sections: dict):

@@ -30,9 +30,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from rich.console import Console
 
 from hipevolve.app.display import (
@@ -43,6 +42,7 @@ from hipevolve.app.display import (
     print_outcome,
     resume_command,
 )
+from hipevolve.app.job_options import JobOptions
 from hipevolve.archive.store import Archive, RunInfo, check_path
 from hipevolve.core.candidate import Candidate, load_candidate, write_candidate
 from hipevolve.core.config import EvolutionSettings, Settings, load_settings
@@ -57,41 +57,8 @@ from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 BEST_DIR = "hipevolve_best"
 EXPORT_DIR = "hipevolve_export"
-
-
-class JobOptions(BaseModel):
-    """The parsed command line of the main job; None means not given.
-
-    task, budget and resume are what this invocation asks for; every other flag is a setting and
-    only maps onto the settings tree (`flags`), where it is checked.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    task: str = Field(description="the task to search")
-    budget: int | None = Field(default=None, description="verifier evaluations to spend")
-    resume: int | None = Field(default=None, description="id of the run to continue")
-    islands: int | None = Field(default=None, description="evolution.islands")
-    seed: int | None = Field(default=None, description="run.seed")
-    archive: Path | None = Field(default=None, description="run.archive")
-    backend: str | None = Field(default=None, description="verifier.backend")
-    tasks_dirs: tuple[Path, ...] = Field(default=(), description="tasks.dirs")
-    ray: str | None = Field(default=None, description="verifier.ray")
-    model: str | None = Field(default=None, description="models.model")
-    api_base: str | None = Field(default=None, description="models.api_base")
-    token_budget: int | None = Field(default=None, description="models.token_budget")
-    cost_budget_usd: float | None = Field(default=None, description="models.cost_budget_usd")
-
-    def flags(self) -> dict[str, Any]:
-        """The flags given, as the part of the settings tree they set (None: not given)."""
-        return {
-            "tasks": {"dirs": self.tasks_dirs or None},
-            "verifier": {"backend": self.backend, "ray": self.ray},
-            "evolution": {"islands": self.islands},
-            "models": {"model": self.model, "api_base": self.api_base,
-                       "token_budget": self.token_budget, "cost_budget_usd": self.cost_budget_usd},
-            "run": {"archive": self.archive, "seed": self.seed},
-        }  # fmt: skip
+# The device nodes a GPU needs to be visible: NVIDIA's driver, AMD's ROCm (KFD), WSL's GPU.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
 
 
 EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
@@ -111,10 +78,6 @@ class _Plan(BaseModel):
 
 def require_gpu(requested: str) -> str:
     """The GPU backend to search on ("cuda" or "rocm"); one-line UserError when there is none."""
-    import torch
-
-    from hipevolve.verifier.build.backends import gpu_backend
-
     if requested == "static":
         raise UserError(
             "--backend static cannot search: it compiles kernels but runs none, so nothing is "
@@ -122,6 +85,18 @@ def require_gpu(requested: str) -> str:
             "use --backend auto, cuda or rocm; `evolve verify --backend static` checks one "
             "candidate",
         )
+    if not any(Path(node).exists() for node in GPU_DEVICE_NODES):
+        # No driver's device node: no GPU can be visible, and importing torch to hear it says
+        # so takes seconds.
+        raise UserError(
+            "no usable GPU here (cuda: no /dev/nvidiactl, rocm: no /dev/kfd: no GPU driver is "
+            "loaded); `evolve verify --backend static` and `evolve tasks ...` still work; run "
+            "`evolve doctor` for what is missing"
+        )
+    import torch
+
+    from hipevolve.verifier.build.backends import gpu_backend
+
     found = gpu_backend()
     if found is not None and requested in ("auto", found):
         return found

@@ -137,9 +137,11 @@ def print_evaluation(console: Console, ev) -> None:
         console.print(static_table(ev.static))
     for text in (ev.compile_log, ev.mismatch):
         if text:
-            console.print(text, markup=False, highlight=False)
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
     for flag in ev.flags:
-        console.print(f"flag: {flag}", markup=False, highlight=False)
+        if flag.split(":", 1)[-1] in ev.message:  # the rejection's reason, printed above
+            continue
+        console.print(f"flag: {flag}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_task(console: Console, task: TaskSpec) -> None:
