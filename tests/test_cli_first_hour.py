@@ -32,11 +32,12 @@ def evolve(*args: str | Path, cwd: Path | None = None, env: dict | None = None):
                           timeout=300, cwd=cwd, env=env)  # fmt: skip
 
 
-def on_a_terminal(*args: str, columns: int = 80) -> str:
-    """What `evolve ARGS` prints on a real terminal `columns` wide."""
+def on_a_terminal(*args: str, columns: int = 80, stderr: bool = False) -> str:
+    """What `evolve ARGS` prints on a real terminal `columns` wide (stdout; with `stderr`, both)."""
     parent, child = pty.openpty()
     env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm", "NO_COLOR": "1"}
-    proc = subprocess.Popen([*EVOLVE, *args], stdout=child, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen([*EVOLVE, *args], stdout=child,
+                            stderr=child if stderr else subprocess.DEVNULL, env=env)  # fmt: skip
     os.close(child)
     chunks = []
     while True:
@@ -154,6 +155,33 @@ def test_every_command_s_help_summary_is_one_paragraph_without_hard_line_breaks(
             continue
         first = (command.help or "").split("\n\n")[0]
         assert "\n" not in first.strip(), f"`{name} --help` breaks its summary: {first!r}"
+
+
+@pytest.mark.parametrize("args, step", [
+    (("doctor",), "doctor: checking"),
+    (("tasks", "check", "softmax"), "tasks check: softmax small"),
+])  # fmt: skip
+def test_slow_steps_show_progress_on_a_terminal_and_nothing_extra_in_a_pipe(args, step):
+    assert step in on_a_terminal(*args, stderr=True)
+    piped = evolve(*args)
+    assert step not in piped.stdout + piped.stderr
+
+
+def test_tasks_check_prints_each_reference_run_as_a_line():
+    out = evolve("tasks", "check", "softmax", "gelu")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [ln.split()[:3] for ln in lines[:2]] == [["ok", "softmax", "small:"],
+                                                    ["ok", "gelu", "small:"]]  # fmt: skip
+    assert lines[-1] == "2 of 2 reference runs ok"
+
+
+def test_setup_sh_refuses_an_unknown_option_in_one_line_before_installing_anything():
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--isolate"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == "setup.sh: unknown option --isolate (use --dev, --isolated)"
 
 
 # ----------------------------------------------------------------------------- one-line errors
