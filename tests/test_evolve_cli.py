@@ -350,7 +350,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     log = tmp_path / "first.log"
     proc = subprocess.Popen(
         standin_argv(log, "--task", TASK_NAME, "--budget", "30", "--tasks-dir", tasks,
-                     "--archive", db, delay_s=8.0),
+                     "--archive", db, delay_s=2.0),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
     deadline = time.monotonic() + 300  # a hang guard, not a speed test: a busy machine is slow
@@ -363,7 +363,10 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     started = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - started < 6.0, "the second Ctrl-C waited for the batch (8 s)"
+    # Not waiting for the batch is proved below by the evaluations still in flight (a waited-for
+    # batch would have finished them); a wall-clock bound here failed on a loaded machine, where
+    # the exit alone took seconds. This one only guards against a hang.
+    assert time.monotonic() - started < 60, "the second Ctrl-C did not end the process"
     assert proc.returncode == 130, stdout + stderr
     assert "aborted: the evaluations in flight were dropped" in stdout
     first = logged(log)
