@@ -373,6 +373,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     with Archive.open(db) as archive:
         dropped_ids = archive.queued(1, "in_flight")
         assert len(dropped_ids) == 8 - (len(first) - 1)
+        assert dropped_ids, "nothing was left in flight: the second Ctrl-C waited for the batch"
         assert archive.run(1).status == "interrupted"
     argv = shlex.split(next(ln for ln in stdout.splitlines() if ln.startswith("resume: "))[8:])
     second = tmp_path / "second.log"
