@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -143,23 +144,21 @@ class Archive(Tables, Queries):
     # ------------------------------------------------------------------------ open and close
 
     @classmethod
-    def open(cls, path: str | Path, create: bool = True) -> Archive:
-        """Opens (creating or migrating if needed) an archive; UserError if it is not one."""
+    def open(cls, path: str | Path, create: bool = True, read_only: bool = False) -> Archive:
+        """Opens (creating or migrating if needed) an archive; UserError if it is not one.
+
+        `read_only`: for the exports and the report, which only read. The file is opened
+        read-only, so an archive in a folder or on a disk that cannot be written still opens
+        (SQLite's WAL needs files beside it: where it cannot make them, the file is read as
+        immutable, nothing writing it, which a read-only folder guarantees); it is never created
+        nor migrated. Otherwise a folder that cannot be written is refused in one line, before
+        SQLite fails on it."""
         path = Path(path)
-        if path.is_dir():
-            raise UserError(f"{path} is a folder, not an archive", "pass the archive's .db file")
+        check_path(path, create=create, read_only=read_only)
         if not path.exists():
-            if not create:
-                raise UserError(f"no archive at {path}", "check the path; a search creates it")
             path.parent.mkdir(parents=True, exist_ok=True)
-        else:
-            with path.open("rb") as f:
-                header = f.read(len(SQLITE_HEADER))
-            if header and header != SQLITE_HEADER:
-                raise UserError(
-                    f"{path} is not an SQLite file, so not a hipevolve archive",
-                    "pass an archive written by evolve, or a new path to create one there",
-                )
+        if read_only:
+            return cls(path, _open_read_only(path))
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
         try:
             db = _prepare(path, conn, create)
@@ -386,3 +385,95 @@ def _prepare(path: Path, conn: sqlite3.Connection, create: bool) -> Database:
     except sqlite3.Error as e:
         error = _storage_error(path, e)
         raise (error or _corrupt(path, str(e))) from None
+
+
+def check_path(path: Path, create: bool = True, read_only: bool = False) -> None:
+    """The checks Archive.open makes before it opens anything, cheap enough to run before any
+    slow work: a folder, a missing file (unless `create`), a file that is not SQLite, a folder
+    that cannot be written (unless `read_only`) are each refused in one line."""
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not an archive", "pass the archive's .db file")
+    if not path.exists():
+        if not create or read_only:
+            raise UserError(f"no archive at {path}", "check the path; a search creates it")
+    else:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+        if header and header != SQLITE_HEADER:
+            raise UserError(
+                f"{path} is not an SQLite file, so not a hipevolve archive",
+                "pass an archive written by evolve, or a new path to create one there",
+            )
+    if not read_only:
+        _require_writable_folder(path)
+
+
+def _require_writable_folder(path: Path) -> None:
+    """UserError unless a file can be made beside `path` (SQLite's journal and WAL live there):
+    tried, not inferred from permission bits, which say nothing of a read-only disk or root."""
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is a file")
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        raise UserError(
+            f"archive {path}: cannot write in {folder} ({e.strerror or e}); a search writes its "
+            "archive as it goes",
+            "pass --archive with a path in a folder you can write to (export and report read "
+            "an archive where it is)",
+        ) from None
+
+
+def _open_read_only(path: Path) -> Database:
+    """The archive at `path`, read-only: checked like _prepare, nothing written."""
+    uri = path.resolve().as_uri()
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):  # immutable: no WAL files can be made
+        conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                               check_same_thread=False)  # fmt: skip
+        try:
+            db = Database(conn, execute_plugins=False)
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            check = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if getattr(e, "sqlite_errorname", "").startswith("SQLITE_CANTOPEN") or (
+                "unable to open" in str(e)
+            ):
+                continue
+            raise _storage_error(path, e) or _corrupt(path, str(e)) from None
+        except sqlite3.Error as e:
+            conn.close()
+            raise _storage_error(path, e) or _corrupt(path, str(e)) from None
+        if check != ["ok"]:
+            conn.close()
+            raise _corrupt(path, f"quick_check: {'; '.join(check[:3])}")
+        version = schema.stored_version(db)
+        problem = None
+        if not version:
+            problem = UserError(
+                f"{path} is an SQLite database but not a hipevolve archive (no hipevolve marker "
+                "in its meta table)",
+                "pass an archive written by evolve",
+            )
+        elif version > schema.SCHEMA_VERSION:
+            problem = UserError(
+                f"archive {path} has schema v{version}; this hipevolve reads up to "
+                f"v{schema.SCHEMA_VERSION}",
+                "upgrade hipevolve (pip install -U hipevolve)",
+            )
+        elif version < schema.SCHEMA_VERSION:
+            problem = UserError(
+                f"archive {path} has schema v{version} and must be migrated to "
+                f"v{schema.SCHEMA_VERSION}, which writes it",
+                "open it once where it can be written (resume or start a run with it), or "
+                "copy it to a writable folder",
+            )
+        if problem is not None:
+            conn.close()
+            raise problem
+        return db
+    raise UserError(f"archive {path} cannot be opened, even read-only",
+                    "check its permissions: the file must be readable")  # fmt: skip

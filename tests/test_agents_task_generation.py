@@ -127,19 +127,23 @@ def get_init_inputs():
 
 def test_a_hanging_reference_is_killed_and_the_next_task_is_still_admitted(tmp_path):
     hangs = "while True:\n    pass\n" + TANH
-    with AdmissionWorker(tmp_path, timeout_s=4.0) as worker:
+    # The 4 s bound is the hung admission's alone: a fresh worker's first admission (torch.fx's
+    # first trace, torch's first ops) may take longer than that on a loaded 2-core machine.
+    with AdmissionWorker(tmp_path, timeout_s=120.0) as worker:
         worker.admit(draft("warm", TANH.replace("tanh", "sigmoid")), {})  # started, torch imported
         first = worker._proc.pid  # type: ignore[union-attr]
+        worker.timeout_s = 4.0
         start = time.monotonic()
         hung = worker.admit(draft("hangs", hangs), {})
         took = time.monotonic() - start
+        worker.timeout_s = 120.0
         with pytest.raises(ProcessLookupError):
             os.killpg(first, 0)  # the hung child and its group are gone
         seen: dict[str, str] = {}
         kept = worker.admit(draft("tanh2", TANH), seen)
         listed = worker.existing_hashes()  # what a second run dedupes against, traced there
     assert isinstance(hung, Rejection) and hung.reason.startswith("slow: admission ran past 4 s")
-    assert 4.0 <= took < 6.0
+    assert 4.0 <= took < 4.0 + 30.0  # killed at its bound, not left to run (slack: a busy machine)
     assert isinstance(kept, KeptTask) and seen == {kept.graph_hash: "tanh2"}
     assert listed[kept.graph_hash] == "tanh2" and set(listed.values()) == {"warm", "tanh2"}
     assert not (tmp_path / ".staging" / "hangs").exists()

@@ -218,7 +218,7 @@ def test_resume_of_a_run_a_live_process_writes_is_one_line_naming_it(tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300  # a hang guard, not a speed test: a busy machine is slow
         while not in_flight(db):  # the writer holds run 1 and is evaluating its seed
             assert writer.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
@@ -274,7 +274,7 @@ def test_search_prints_a_line_per_generation_and_a_summary_with_the_best_kernel(
     ) in lines
     for case in best.evaluation.cases:
         assert f"  case {case.case}: {case.speedup:.3f}x" in lines
-    folder = tmp_path / "hipevolve_best" / f"{TASK_NAME}-run1"
+    folder = tmp_path / "hipevolve_best" / db.stem / f"{TASK_NAME}-run1"
     assert load_candidate(folder).source_hash == record.source_hash
     assert f"stored: archive {db}, run 1, candidate {best.candidate_id}; files in {folder}" in (
         out.stdout
@@ -308,7 +308,7 @@ def test_first_ctrl_c_finishes_the_batch_and_the_printed_command_completes_the_r
     # Batches are the seed, then 4 children a generation; `evolve` plans with lag 1, so
     # generations 1 and 2 (both from the seed's islands) evaluate side by side: with 3 done,
     # each has children to go when Ctrl-C lands.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300  # a hang guard, not a speed test: a busy machine is slow
     while len(logged(log)) < 3:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the search made no progress"
@@ -353,7 +353,7 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
                      "--archive", db, delay_s=2.0),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300  # a hang guard, not a speed test: a busy machine is slow
     while in_flight(db) < 8:  # the seed is done, generations 1 and 2 (lag 1) are out
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the search made no progress"
@@ -363,13 +363,17 @@ def test_second_ctrl_c_aborts_at_once_and_resume_evaluates_the_dropped_batch(tmp
     started = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - started < 1.5, "the second Ctrl-C waited for the batch"
+    # Not waiting for the batch is proved below by the evaluations still in flight (a waited-for
+    # batch would have finished them); a wall-clock bound here failed on a loaded machine, where
+    # the exit alone took seconds. This one only guards against a hang.
+    assert time.monotonic() - started < 60, "the second Ctrl-C did not end the process"
     assert proc.returncode == 130, stdout + stderr
     assert "aborted: the evaluations in flight were dropped" in stdout
     first = logged(log)
     with Archive.open(db) as archive:
         dropped_ids = archive.queued(1, "in_flight")
         assert len(dropped_ids) == 8 - (len(first) - 1)
+        assert dropped_ids, "nothing was left in flight: the second Ctrl-C waited for the batch"
         assert archive.run(1).status == "interrupted"
     argv = shlex.split(next(ln for ln in stdout.splitlines() if ln.startswith("resume: "))[8:])
     second = tmp_path / "second.log"
@@ -404,4 +408,4 @@ def test_short_search_on_the_gpu_prints_a_best_speedup(tmp_path):
     assert float(match[1]) > 0
     with Archive.open(db) as archive:
         assert archive.count_evaluations(1) <= 8
-    assert (tmp_path / "hipevolve_best" / "softmax-run1" / "kernel.hip").is_file()
+    assert (tmp_path / "hipevolve_best" / db.stem / "softmax-run1" / "kernel.hip").is_file()

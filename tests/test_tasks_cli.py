@@ -43,12 +43,12 @@ def test_kernelbench_folder_lists_as_tasks():
 def test_kernelbench_references_run_through_tasks_check():
     out = evolve("tasks", "check", "--tasks-dir", str(DATA / "level_test"))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count(" ok ") >= 3
+    assert sum(ln.startswith("ok ") for ln in out.stdout.splitlines()) >= 3
 
 
 def test_malformed_kernelbench_file_is_one_line_naming_file_and_what_is_missing():
     out = evolve("tasks", "list", "--tasks-dir", str(DATA / "malformed"))
-    assert out.returncode == 2
+    assert out.returncode == 0  # skipped with a warning: it does not hide the folder's others
     line = out.stderr.strip()
     assert "\n" not in line and "no_get_inputs.py" in line and "missing get_inputs" in line
 

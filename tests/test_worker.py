@@ -103,7 +103,7 @@ def test_controller_deadline_kills_the_whole_process_group() -> None:
     t0 = time.monotonic()
     result = run_worker(job)
     assert result.status is Status.timeout
-    assert time.monotonic() - t0 < 15 + 7
+    assert time.monotonic() - t0 < 15 + 30  # the loop runs forever; slack for a loaded machine
     assert len(result.killed_pids) >= 2  # the judge and the sandbox at least
     for pid in result.killed_pids:
         assert_gone(pid)

@@ -24,6 +24,7 @@ calls already in flight.
 
 from __future__ import annotations
 
+import difflib
 import email.utils
 import hashlib
 import json
@@ -434,6 +435,9 @@ def check_model(model: str, api_base: str | None = None, timeout_s: float = 3.0)
     not in the environment (not required with api_base: a self-hosted server gets a placeholder);
     the api_base server does not accept connections. Sends no request to a model.
     """
+    provider = _known_provider(model, api_base)
+    if provider is not None:
+        return provider  # answered without importing litellm
     litellm = _litellm()
     try:
         _, provider, _, _ = litellm.get_llm_provider(model, api_base=api_base)
@@ -451,6 +455,39 @@ def check_model(model: str, api_base: str | None = None, timeout_s: float = 3.0)
         )
     if api_base is not None:
         _reachable(api_base, timeout_s)
+    return provider
+
+
+# The key variable of the providers most models are named with, so the usual mistakes (a key
+# not exported, a misspelt provider) are answered at once: importing litellm takes 3 to 20 s.
+KEY_VARIABLES = {
+    "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY", "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
+    "xai": "XAI_API_KEY", "fireworks_ai": "FIREWORKS_AI_API_KEY",
+}  # fmt: skip
+
+
+def _known_provider(model: str, api_base: str | None) -> str | None:
+    """The provider of `model` when it is one of KEY_VARIABLES' and its key is exported (None:
+    litellm must decide); one-line UserError for a missing key or a misspelt provider."""
+    if api_base is not None or "/" not in model:
+        return None
+    provider = model.split("/", 1)[0]
+    if provider not in KEY_VARIABLES:
+        close = difflib.get_close_matches(provider, KEY_VARIABLES, n=1, cutoff=0.75)
+        if close:
+            raise UserError(
+                f"unknown model {model!r}: no provider {provider!r}",
+                f"did you mean {close[0]}/{model.split('/', 1)[1]}?",
+            )
+        return None
+    variable = KEY_VARIABLES[provider]
+    if not os.environ.get(variable):
+        raise UserError(
+            f"model {model!r} (provider {provider}) needs {variable} in the environment",
+            f"export {variable}=..., or drop --model to run the offline policies",
+        )
     return provider
 
 

@@ -17,14 +17,17 @@ budget, --resume and a command's own arguments is a setting: it only maps onto t
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from hipevolve.app.export_commands import register as register_export_commands
+from hipevolve.app.progress import working
 from hipevolve.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ register_export_commands(app)  # evolve export, evolve report
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 TasksDir = Annotated[
     list[Path] | None,
     typer.Option(
@@ -55,6 +59,22 @@ TasksDir = Annotated[
         show_default=False,
     ),
 ]
+
+
+def _warn(line: str) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {escape(line)}")
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def _show_version(given: bool) -> None:
+    if given:
+        from hipevolve import __version__
+
+        print(f"hipevolve {__version__}")
+        raise typer.Exit()
 
 
 @app.callback(invoke_without_command=True)
@@ -168,6 +188,11 @@ def search(
             rich_help_panel=MODELS,
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True,
+                     help="Print hipevolve's version and exit."),
+    ] = False,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""
     given = [task, budget, islands, seed, archive, resume, backend, tasks_dir, ray, model,
@@ -182,7 +207,7 @@ def search(
         return
     if task is None:
         raise UserError("--task is required", "`evolve tasks list` shows the tasks")
-    from hipevolve.app.run_job import JobOptions, gpu_evaluator, run_job
+    from hipevolve.app.job_options import JobOptions
 
     options = JobOptions(
         task=task,
@@ -199,8 +224,25 @@ def search(
         token_budget=token_budget,
         cost_budget_usd=cost_budget,
     )
+    _preflight(options)
+    from hipevolve.app.run_job import gpu_evaluator, run_job  # the search: seconds to import
+
     outcome = run_job(options, ctx.obj or gpu_evaluator, console, err_console)
     raise typer.Exit(outcome.exit_code)
+
+
+def _preflight(options) -> None:
+    """The main job's checks that need neither the archive's nor the search's modules, before
+    those are imported: a resume's missing archive, then the models (a key not exported is
+    answered without importing litellm). run_job checks all of this again, and the rest."""
+    from hipevolve.agents.llm.client import check_models
+    from hipevolve.core.config import load_settings
+
+    settings = load_settings(options.flags())
+    if options.resume is not None and not Path(settings.run.archive).exists():
+        raise UserError(f"no archive at {settings.run.archive}",
+                        "check the path; a search creates it")  # fmt: skip
+    check_models(settings.models)
 
 
 def _settings(tasks_dir: list[Path] | None, **sections: dict):
@@ -211,24 +253,34 @@ def _settings(tasks_dir: list[Path] | None, **sections: dict):
 
 
 @tasks_app.command("list")
-def tasks_list(tasks_dir: TasksDir = None) -> None:
-    """List every task: built-in, user folders and KernelBench files."""
-    from hipevolve.app.views import task_table
+def tasks_list(tasks_dir: TasksDir = None, as_json: AsJson = False) -> None:
+    """List every task, one line each: built-in, user folders and KernelBench files (cases: timed/small)."""
+    from hipevolve.app.views import task_lines, task_summary
     from hipevolve.problems import discover
 
-    tasks = discover(_settings(tasks_dir).tasks.dirs)
-    console.print(task_table(tasks.values()))
+    tasks = discover(_settings(tasks_dir).tasks.dirs, _warn)
+    if as_json:
+        _print_json([task_summary(t) for t in sorted(tasks.values(), key=lambda t: t.name)])
+        return
+    for line in task_lines(tasks.values(), console.width if console.is_terminal else None):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @tasks_app.command("show")
 def tasks_show(
-    task: Annotated[str, typer.Argument(help="Task name.")], tasks_dir: TasksDir = None
+    task: Annotated[str, typer.Argument(help="Task name.")],
+    tasks_dir: TasksDir = None,
+    as_json: AsJson = False,
 ) -> None:
     """Show a task's cases, tolerance, roofline bounds, anchors and reference source."""
-    from hipevolve.app.views import print_task
+    from hipevolve.app.views import print_task, task_detail
     from hipevolve.problems import get_task
 
-    print_task(console, get_task(task, _settings(tasks_dir).tasks.dirs))
+    spec = get_task(task, _settings(tasks_dir).tasks.dirs, _warn)
+    if as_json:
+        _print_json(task_detail(spec))
+        return
+    print_task(console, spec)
 
 
 @tasks_app.command("check")
@@ -240,18 +292,25 @@ def tasks_check(
     device: Annotated[str, typer.Option(help="Where references run: cpu or cuda.")] = "cpu",
 ) -> None:
     """Run the references of tasks on their small cases and report time and outputs."""
-    from hipevolve.app.views import reference_runs_table
+    from hipevolve.app.views import reference_run_line
     from hipevolve.problems import discover, get_task
     from hipevolve.problems.check import cases_to_check, run_reference
 
     dirs = _settings(tasks_dir).tasks.dirs
     if names:
-        tasks = [get_task(n, dirs) for n in names]
+        library = discover(dirs, _warn)
+        tasks = [library[n] if n in library else get_task(n, dirs) for n in names]
     else:  # with --tasks-dir, the tasks of those folders; otherwise every task
-        tasks = [t for t in discover(dirs).values() if t.origin != "builtin" or not tasks_dir]
-    runs = [run_reference(t, c, device) for t in tasks for c in cases_to_check(t)]
-    console.print(reference_runs_table(runs))
+        tasks = [t for t in discover(dirs, _warn).values() if t.origin != "builtin" or not tasks_dir]
+    todo = [(t, c) for t in tasks for c in cases_to_check(t)]
+    runs = []
+    with working(err_console, f"tasks check: {len(todo)} reference runs") as step:
+        for i, (t, c) in enumerate(todo):
+            step(f"tasks check: {t.name} {c.name} ({i + 1} of {len(todo)})")
+            runs.append(run_reference(t, c, device))
+            console.print(reference_run_line(runs[-1]), highlight=False, soft_wrap=True)
     failed = [r for r in runs if not r.ok]
+    console.print(f"{len(runs) - len(failed)} of {len(runs)} reference runs ok")
     for r in failed:
         err_console.print(f"[red]error:[/red] task {r.task}: {r.error}")
     raise typer.Exit(1 if failed else 0)
@@ -300,14 +359,17 @@ def tasks_generate(
         ),
     ] = None,
 ) -> None:
-    """Generate new verified tasks (KernelBench format with task.toml) by mutation,
-    composition and constraints; duplicates (same torch.fx graph and shapes) are dropped.
-    With --model the model writes each task, verified and deduplicated the same way."""
+    """Generate new verified tasks (KernelBench format with task.toml) by mutation, composition and constraints; duplicates (same torch.fx graph and shapes) are dropped. With --model the model writes each task, verified and deduplicated the same way."""
     from hipevolve.problems.synthetic.generate import MODES
 
     for m in mode or ():
         if m not in MODES:
             raise UserError(f"unknown mode {m!r}", f"use {', '.join(MODES)}")
+    from hipevolve.export.folders import check_writable
+
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file, not a folder", "pass a folder path for --out")
+    check_writable(out, "--out")
     from hipevolve.agents.llm.client import check_models
     from hipevolve.problems import discover, get_task
 
@@ -337,15 +399,17 @@ def tasks_generate(
         library = list(discover(dirs).values())
         usable = sources or [t for t in library if t.small_cases]
         ensemble = Ensemble(models)
-        report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
-                                     ensemble, progress=show)  # fmt: skip
+        with working(err_console, f"tasks generate: {n} tasks with {writer[0]}"):
+            report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
+                                         ensemble, progress=show)  # fmt: skip
         stopped = ensemble.stop_reason()
         console.print(f"{report.summary()}; written to {out}, model calls in {out / CALL_LOG}"
                       + (f"; stopped early: {stopped}" if stopped else ""))  # fmt: skip
         return
     from hipevolve.problems.synthetic.generate import generate_tasks
 
-    report = generate_tasks(n, seed, tuple(mode or MODES), sources, out, progress=show)
+    with working(err_console, f"tasks generate: {n} candidate tasks"):
+        report = generate_tasks(n, seed, tuple(mode or MODES), sources, out, progress=show)
     console.print(
         f"{report.summary()}; written to {out} "
         f"(list them with `evolve tasks list --tasks-dir {out}`)"
@@ -374,17 +438,23 @@ def verify(
     tasks_dir: TasksDir = None,
 ) -> None:
     """Score one candidate the way the search does: checks, compile, AMD facts, correctness, time."""
+    if not candidate.exists():  # before the verifier's imports, which take seconds
+        raise UserError(f"{candidate}: no such file or folder", "check the candidate path")
     from hipevolve.app.views import print_evaluation
     from hipevolve.core.candidate import load_candidate
     from hipevolve.problems import get_task
-    from hipevolve.verifier.build.backends import resolve_backend
-    from hipevolve.verifier.pipeline import evaluate
 
     settings = _settings(tasks_dir, verifier={"backend": backend})
     spec = get_task(task, settings.tasks.dirs)
     loaded = _cuda_translated(candidate) or load_candidate(candidate)
-    backend_here = resolve_backend(settings.verifier.backend)
-    evaluation = evaluate(loaded, spec, settings.verifier, backend_here)
+    with working(err_console, "verify: loading the verifier") as step:
+        from hipevolve.verifier.build.backends import resolve_backend
+        from hipevolve.verifier.pipeline import evaluate
+
+        backend_here = resolve_backend(settings.verifier.backend)
+        step(f"verify {candidate} on {spec.name} ({backend_here}): checks, compile, "
+                      "correctness, timing")  # fmt: skip
+        evaluation = evaluate(loaded, spec, settings.verifier, backend_here)
     if as_json:
         print(evaluation.model_dump_json(indent=2))
     else:
@@ -404,11 +474,18 @@ def _cuda_translated(path: Path):
 
 
 @app.command()
-def doctor() -> None:
+def doctor(as_json: AsJson = False) -> None:
     """Report Python, torch, GPUs and toolchains, and the command that fixes each missing piece."""
-    from hipevolve.app.doctor import print_report, run_checks
+    from hipevolve.app.doctor import exit_code, print_report, report_json, run_checks
 
-    raise typer.Exit(print_report(console, run_checks()))
+    if as_json:
+        checks = run_checks()
+        _print_json(report_json(checks))
+    else:
+        with working(err_console, "doctor: checking Python, torch, GPUs and toolchains"):
+            checks = run_checks()
+        print_report(console, checks)
+    raise typer.Exit(exit_code(checks))
 
 
 def main(evaluators: EvaluatorFactory | None = None) -> None:

@@ -61,7 +61,15 @@ def _nvcc() -> Check:
     if not nvcc:
         return Check(name="nvcc (cuda backend)", ok=False, detail="not found",
                      fix="install the CUDA toolkit (NVIDIA's install guide); needed only on NVIDIA")
-    return Check(name="nvcc (cuda backend)", ok=True, detail=f"{nvcc}: {nvcc_version(nvcc)}")
+    import torch
+
+    found = f"{nvcc}: {nvcc_version(nvcc)}"
+    if torch.version.cuda is None:  # nvcc alone builds nothing the cuda backend can load
+        return Check(name="nvcc (cuda backend)", ok=False,
+                     detail=f"{found}, but torch {torch.__version__} is not a CUDA build",
+                     fix="install a CUDA build of PyTorch (PyTorch's install guide); the static "
+                         "backend works without it")  # fmt: skip
+    return Check(name="nvcc (cuda backend)", ok=True, detail=found)
 
 
 def _amd_static() -> Check:
@@ -86,14 +94,27 @@ def run_checks() -> list[Check]:
     return checks
 
 
-def print_report(console: Console, checks: list[Check]) -> int:
-    """Prints the table; returns 0 when at least one backend can run or analyse candidates."""
+def usable(checks: list[Check]) -> list[str]:
+    """The pieces that work, Python aside: at least one backend must, for exit code 0."""
+    return [c.name for c in checks if c.ok and c.name != "Python"]
+
+
+def exit_code(checks: list[Check]) -> int:
+    """0 when at least one backend can run or analyse candidates."""
+    return 0 if usable(checks) else 1
+
+
+def report_json(checks: list[Check]) -> dict:
+    """What `evolve doctor --json` prints."""
+    return {"checks": [c.model_dump() for c in checks], "usable": usable(checks)}
+
+
+def print_report(console: Console, checks: list[Check]) -> None:
     table = Table(title="evolve doctor")
     for column in ("piece", "", "found", "fix"):
         table.add_column(column, overflow="fold")
     for c in checks:
         table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]missing[/red]", c.detail, c.fix)
     console.print(table)
-    usable = [c.name for c in checks if c.ok and c.name != "Python"]
-    console.print("usable: " + (", ".join(usable) if usable else "nothing yet"))
-    return 0 if usable else 1
+    found = usable(checks)
+    console.print("usable: " + (", ".join(found) if found else "nothing yet"))

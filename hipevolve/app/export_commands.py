@@ -75,8 +75,7 @@ def export(
         ),
     ] = None,
 ) -> None:
-    """Export the best kernel as a drop-in package (--out), or every evaluation as a dataset
-    (--dataset)."""  # fmt: skip
+    """Export the best kernel as a drop-in package (--out), or every evaluation as a dataset (--dataset)."""
     runs = list(run or [])
     if (out is None) == (dataset is None):
         raise UserError("pass one of --out DIR (a kernel package) and --dataset DIR (JSONL)",
@@ -122,8 +121,7 @@ def report(
     ] = None,
     archive: ArchiveOption = None,
 ) -> None:
-    """Write one self-contained HTML page about a run: progress, islands, lineage, grids,
-    speedups, the best kernel and its diff, LLM cost."""  # fmt: skip
+    """Write one self-contained HTML page about a run: progress, islands, lineage, grids, speedups, the best kernel and its diff, LLM cost."""
     from hipevolve.export.report import write_report
 
     done = write_report(_settings(archive).run.archive, run, out)

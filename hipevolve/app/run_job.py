@@ -25,13 +25,13 @@ from __future__ import annotations
 import math
 import os
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from rich.console import Console
 
 from hipevolve.app.display import (
@@ -42,7 +42,8 @@ from hipevolve.app.display import (
     print_outcome,
     resume_command,
 )
-from hipevolve.archive.store import Archive
+from hipevolve.app.job_options import JobOptions
+from hipevolve.archive.store import Archive, RunInfo, check_path
 from hipevolve.core.candidate import Candidate, load_candidate, write_candidate
 from hipevolve.core.config import EvolutionSettings, Settings, load_settings
 from hipevolve.core.errors import UserError
@@ -56,41 +57,8 @@ from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 BEST_DIR = "hipevolve_best"
 EXPORT_DIR = "hipevolve_export"
-
-
-class JobOptions(BaseModel):
-    """The parsed command line of the main job; None means not given.
-
-    task, budget and resume are what this invocation asks for; every other flag is a setting and
-    only maps onto the settings tree (`flags`), where it is checked.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    task: str = Field(description="the task to search")
-    budget: int | None = Field(default=None, description="verifier evaluations to spend")
-    resume: int | None = Field(default=None, description="id of the run to continue")
-    islands: int | None = Field(default=None, description="evolution.islands")
-    seed: int | None = Field(default=None, description="run.seed")
-    archive: Path | None = Field(default=None, description="run.archive")
-    backend: str | None = Field(default=None, description="verifier.backend")
-    tasks_dirs: tuple[Path, ...] = Field(default=(), description="tasks.dirs")
-    ray: str | None = Field(default=None, description="verifier.ray")
-    model: str | None = Field(default=None, description="models.model")
-    api_base: str | None = Field(default=None, description="models.api_base")
-    token_budget: int | None = Field(default=None, description="models.token_budget")
-    cost_budget_usd: float | None = Field(default=None, description="models.cost_budget_usd")
-
-    def flags(self) -> dict[str, Any]:
-        """The flags given, as the part of the settings tree they set (None: not given)."""
-        return {
-            "tasks": {"dirs": self.tasks_dirs or None},
-            "verifier": {"backend": self.backend, "ray": self.ray},
-            "evolution": {"islands": self.islands},
-            "models": {"model": self.model, "api_base": self.api_base,
-                       "token_budget": self.token_budget, "cost_budget_usd": self.cost_budget_usd},
-            "run": {"archive": self.archive, "seed": self.seed},
-        }  # fmt: skip
+# The device nodes a GPU needs to be visible: NVIDIA's driver, AMD's ROCm (KFD), WSL's GPU.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
 
 
 EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
@@ -110,10 +78,6 @@ class _Plan(BaseModel):
 
 def require_gpu(requested: str) -> str:
     """The GPU backend to search on ("cuda" or "rocm"); one-line UserError when there is none."""
-    import torch
-
-    from hipevolve.verifier.build.backends import gpu_backend
-
     if requested == "static":
         raise UserError(
             "--backend static cannot search: it compiles kernels but runs none, so nothing is "
@@ -121,6 +85,18 @@ def require_gpu(requested: str) -> str:
             "use --backend auto, cuda or rocm; `evolve verify --backend static` checks one "
             "candidate",
         )
+    if not any(Path(node).exists() for node in GPU_DEVICE_NODES):
+        # No driver's device node: no GPU can be visible, and importing torch to hear it says
+        # so takes seconds.
+        raise UserError(
+            "no usable GPU here (cuda: no /dev/nvidiactl, rocm: no /dev/kfd: no GPU driver is "
+            "loaded); `evolve verify --backend static` and `evolve tasks ...` still work; run "
+            "`evolve doctor` for what is missing"
+        )
+    import torch
+
+    from hipevolve.verifier.build.backends import gpu_backend
+
     found = gpu_backend()
     if found is not None and requested in ("auto", found):
         return found
@@ -154,8 +130,18 @@ def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator
     Raises UserError when there is no usable GPU or its compiler is missing.
     """
     if settings.verifier.ray:
+        if settings.verifier.ray == "auto" and not _ray_cluster_here():
+            require_gpu(backend)  # auto starts a cluster on this machine: its GPUs are the ones
         return ray_evaluator(task, settings, backend)
     return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+
+
+def _ray_cluster_here() -> bool:
+    """Whether `--ray auto` would join a running cluster (RAY_ADDRESS, or the file a Ray head
+    on this machine leaves) rather than start one here; read without importing Ray (seconds)."""
+    return bool(os.environ.get("RAY_ADDRESS")) or Path(
+        tempfile.gettempdir(), "ray", "ray_current_cluster"
+    ).exists()
 
 
 def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
@@ -196,6 +182,12 @@ def run_job(
     if options.resume is None and options.budget is None:
         raise UserError("--budget is required to start a run", "pass --budget N (evaluations)")
     settings = load_settings(options.flags())
+    # The cheap checks first: the archive's path, and a resume's run and budget (a mistyped
+    # --archive is named before a model or GPU is looked for).
+    check_path(settings.run.archive, create=options.resume is None)
+    if options.resume is not None:
+        with Archive.open(settings.run.archive, create=False, read_only=True) as archive:
+            _resumed_run(options, archive)
     from hipevolve.agents.llm.client import check_models
     from hipevolve.problems import get_task
 
@@ -253,17 +245,7 @@ def _plan(
     if options.resume is None:
         return _Plan(run=None, budget=options.budget or 0, seed=settings.run.seed,
                      settings=_fresh(settings.evolution, parallelism))  # fmt: skip
-    runs = archive.runs()
-    info = next((r for r in runs if r.id == options.resume), None)
-    if info is None:
-        listed = "; ".join(
-            f"run {r.id}: {r.task}, {r.status}, {archive.count_evaluations(r.id)} evaluations"
-            for r in runs
-        )
-        raise UserError(
-            f"no run {options.resume} in {archive.path}",
-            f"runs there: {listed}" if runs else "it holds no runs yet; start one with --budget",
-        )
+    info = _resumed_run(options, archive)
     # The flags given must match the run; the file's [evolution] and run.seed are for new runs.
     asked = None
     if options.islands is not None:
@@ -276,6 +258,30 @@ def _plan(
     if budget is None:
         raise UserError(f"run {info.id} recorded no budget", "pass --budget N")
     return _Plan(run=info.id, budget=budget, seed=info.seed, settings=evolution)
+
+
+def _resumed_run(options: JobOptions, archive: Archive) -> RunInfo:
+    """The run --resume names; one-line UserError when the archive has no such run, or when
+    --budget is below the evaluations it already spent."""
+    runs = archive.runs()
+    info = next((r for r in runs if r.id == options.resume), None)
+    if info is None:
+        listed = "; ".join(
+            f"run {r.id}: {r.task}, {r.status}, {archive.count_evaluations(r.id)} evaluations"
+            for r in runs
+        )
+        raise UserError(
+            f"no run {options.resume} in {archive.path}",
+            f"runs there: {listed}" if runs else "it holds no runs yet; start one with --budget",
+        )
+    spent = archive.count_evaluations(info.id)
+    if options.budget is not None and options.budget < spent:
+        raise UserError(
+            f"--budget {options.budget} is below the {spent} evaluations run {info.id} already "
+            "spent",
+            f"pass a --budget above {spent}, or leave it out to keep the run's own",
+        )
+    return info
 
 
 def _fresh(evolution: EvolutionSettings, parallelism: int) -> EvolutionSettings:
@@ -380,7 +386,7 @@ def _outcome(
         resume = resume_command(task.name, settings.run.archive, run, options.tasks_dirs,
                                 options.backend, options.ray)  # fmt: skip
     if run is not None and best is not None:
-        out = archive.path.parent / EXPORT_DIR / f"{task.name}-run{run}"
+        out = archive.path.parent / EXPORT_DIR / archive.path.stem / f"{task.name}-run{run}"
         export = command("evolve", "export", "--task", task.name, "--run", str(run),
                          "--archive", settings.run.archive, "--out", out)  # fmt: skip
         dirs = [a for d in options.tasks_dirs for a in ("--tasks-dir", str(d))]
@@ -401,12 +407,14 @@ def _held_here(archive: Archive, task: TaskSpec) -> int | None:
 
 
 def _save_best(archive: Archive, run: int, task: TaskSpec) -> BestKernel | None:
-    """Writes the run's best candidate to <archive dir>/hipevolve_best/<task>-run<R>/."""
+    """Writes the run's best candidate to <archive dir>/hipevolve_best/<archive>/<task>-run<R>/
+    (<archive>: the archive's file name without .db, so two archives of one folder never write
+    the same folder)."""
     top = archive.best(run)
     if top is None:
         return None
     record = archive.candidate(top.candidate_id)
-    folder = archive.path.parent / BEST_DIR / f"{task.name}-run{run}"
+    folder = archive.path.parent / BEST_DIR / archive.path.stem / f"{task.name}-run{run}"
     written = write_candidate(record.candidate, folder)
     return BestKernel(
         candidate_id=top.candidate_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -19,15 +20,36 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.0f} {unit}"
 
 
-def task_table(tasks: Iterable[TaskSpec]) -> Table:
-    table = Table(title="tasks")
-    table.add_column("name", no_wrap=True)
-    for column in ("family", "origin", "cases", "tolerance", "description"):
-        table.add_column(column, overflow="fold")
-    for t in sorted(tasks, key=lambda t: (t.origin != "builtin", t.family, t.name)):
-        cases = f"{len(t.timed_cases)} timed, {len(t.small_cases)} small"
-        table.add_row(t.name, t.family, t.origin, cases, t.tolerance.kind, t.description)
-    return table
+def _ordered(tasks: Iterable[TaskSpec]) -> list[TaskSpec]:
+    return sorted(tasks, key=lambda t: (t.origin != "builtin", t.family, t.name))
+
+
+def task_summary(task: TaskSpec) -> dict:
+    """One task as `evolve tasks list --json` prints it."""
+    return {"name": task.name, "family": task.family, "origin": task.origin,
+            "timed_cases": len(task.timed_cases), "small_cases": len(task.small_cases),
+            "tolerance": task.tolerance.kind, "description": task.description,
+            "reference": str(task.reference)}  # fmt: skip
+
+
+def task_lines(tasks: Iterable[TaskSpec], width: int | None) -> list[str]:
+    """`evolve tasks list`: a header and one line per task, whatever the width. On a terminal
+    (`width`) a long description ends in an ellipsis; elsewhere (None: a pipe, a log) it is
+    printed whole, so each task stays one greppable line."""
+    rows = [("name", "family", "origin", "cases", "description")] + [
+        (t.name, t.family, t.origin, f"{len(t.timed_cases)}t/{len(t.small_cases)}s",
+         " ".join(t.description.split()))
+        for t in _ordered(tasks)
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True))
+        line = f"{line}  {row[4]}".rstrip()
+        if width is not None and len(line) > width:
+            line = line[: max(width - 1, 0)].rstrip() + "\u2026"
+        lines.append(line)
+    return lines
 
 
 def case_table(task: TaskSpec) -> Table:
@@ -59,14 +81,11 @@ def roofline_table(task: TaskSpec) -> Table:
     return table
 
 
-def reference_runs_table(runs) -> Table:
-    table = Table(title="reference runs")
-    for column in ("task", "case", "", "seconds", "outputs / error"):
-        table.add_column(column, overflow="fold")
-    for r in runs:
-        mark = "[green]ok[/green]" if r.ok else "[red]failed[/red]"
-        table.add_row(r.task, r.case, mark, f"{r.seconds:.3f}", "; ".join(r.outputs) or r.error)
-    return table
+def reference_run_line(r) -> str:
+    """One reference run of `evolve tasks check`, printed as soon as it ends."""
+    mark = "[green]ok[/green]    " if r.ok else "[red]failed[/red]"
+    detail = "; ".join(r.outputs) or r.error
+    return f"{mark} {r.task} {r.case}: {r.seconds:.3f} s: {escape(detail)}"
 
 
 def short_kernel_name(name: str) -> str:
@@ -118,13 +137,16 @@ def print_evaluation(console: Console, ev) -> None:
         console.print(static_table(ev.static))
     for text in (ev.compile_log, ev.mismatch):
         if text:
-            console.print(text, markup=False, highlight=False)
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
     for flag in ev.flags:
-        console.print(f"flag: {flag}", markup=False, highlight=False)
+        if flag.split(":", 1)[-1] in ev.message:  # the rejection's reason, printed above
+            continue
+        console.print(f"flag: {flag}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_task(console: Console, task: TaskSpec) -> None:
-    console.print(f"[bold]{task.name}[/bold] ({task.family}, {task.origin}): {task.description}")
+    console.print(f"[bold]{task.name}[/bold] ({task.family}, {task.origin}): {task.description}",
+                  soft_wrap=not console.is_terminal)
     console.print(f"reference: {task.reference}")
     console.print(f"tolerance: {task.tolerance.describe()}; checked on {task.check_seeds} seeds")
     if task.seeds:
@@ -140,4 +162,13 @@ def print_task(console: Console, task: TaskSpec) -> None:
         for case, value in anchor.figures.items():
             table.add_row(case, f"{value:g}")
         console.print(table)
-    console.print(Syntax(task.reference.read_text(), "python", line_numbers=False))
+    source = task.reference.read_text()
+    if console.is_terminal:  # long lines wrap; nothing is cut at the terminal's edge
+        console.print(Syntax(source, "python", line_numbers=False, word_wrap=True))
+    else:  # a pipe or a file: the source as it is, line for line
+        console.print(source.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+
+
+def task_detail(task: TaskSpec) -> dict:
+    """One task as `evolve tasks show --json` prints it: the spec and its reference's source."""
+    return {**task.model_dump(mode="json"), "reference_source": task.reference.read_text()}

@@ -275,11 +275,23 @@ def _wrong_suffix(path: Path) -> UserError:
     )
 
 
+def _inside(file: Path, folder: Path) -> None:
+    """Refuses a candidate file that is a link out of its folder: what is scored, archived and
+    exported is the folder's own code, not a file elsewhere that may change or be private."""
+    if file.is_symlink() and not file.resolve().is_relative_to(folder.resolve()):
+        raise UserError(
+            f"{file}: a link to {file.resolve()}, outside the candidate folder",
+            f"copy the file into {folder} instead of linking it",
+        )
+
+
 def _load_folder(folder: Path) -> Candidate:
     entries = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     if not entries:
         raise UserError(f"{folder}: empty folder", "put kernel.hip and model.py in it")
     kernel, model = folder / KERNEL_FILE, folder / MODEL_FILE
+    for file in (kernel, model):
+        _inside(file, folder)
     if kernel.is_file() and model.is_file():
         return _native(kernel, model, folder.name, folder)
     if kernel.is_file():

@@ -223,7 +223,7 @@ def export_dataset(
 ) -> DatasetExport:
     """Writes evaluations.jsonl, schema.json and DATASET.md for the runs into `out`."""
     out = Path(out)
-    check_output(out, force)
+    check_output(out, force, "--dataset")
     with open_archive(archive_path) as archive:
         chosen = select_runs(archive, runs, task)
         staged = staging_folder(out)

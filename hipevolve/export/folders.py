@@ -21,12 +21,31 @@ MARKER = ".hipevolve-export"  # names a folder evolve export wrote: --force may 
 _PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
 
 
-def check_output(out: Path, force: bool) -> None:
-    """Refuses a file, or a non-empty folder without --force, before any work is done."""
+def check_output(out: Path, force: bool, flag: str = "--out") -> None:
+    """Refuses a file, a non-empty folder without --force, or a place nothing can be written,
+    before any work is done."""
     if out.exists() and not out.is_dir():
-        raise UserError(f"{out} is a file, not a folder", "pass a folder path for --out")
+        raise UserError(f"{flag} {out} is a file, not a folder", f"pass a folder path for {flag}")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise UserError(f"{out} exists and is not empty", "pass --force to replace its contents")
+        raise UserError(f"{flag} {out} exists and is not empty",
+                        "pass --force to replace its contents")  # fmt: skip
+    check_writable(out, flag)
+
+
+def check_writable(out: Path, flag: str) -> None:
+    """Refuses, in one line, an output path under a file or in a folder that cannot be written:
+    tried with a temporary file where the path's first existing folder is (permission bits say
+    nothing of a read-only disk, nor of root)."""
+    where = out if out.is_dir() else out.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    fix = f"pass a {flag} path in a folder you can write to"
+    if not where.is_dir():
+        raise UserError(f"{flag} {out}: {where} is a file, so nothing can be written under it", fix)
+    try:
+        tempfile.TemporaryFile(dir=where).close()
+    except OSError as e:
+        raise UserError(f"{flag} {out}: cannot write in {where} ({e.strerror or e})", fix) from None
 
 
 def staging_folder(out: Path) -> Path:

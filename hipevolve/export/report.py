@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.archive.lineage import ancestors_of_best, lineage_graph
 from hipevolve.archive.store import Archive, Outcome, RunInfo
 from hipevolve.evolution.descriptors import AXES, BINS, cell_from_key
-from hipevolve.export.folders import render
+from hipevolve.export.folders import check_writable, render
 from hipevolve.export.runs import find_run, open_archive, run_environment
 
 STATUS_COLORS = {
@@ -427,12 +427,13 @@ def build_report(archive: Archive, run: int) -> str:
 
 def write_report(archive_path: Path, run: int, out: Path | None = None) -> ReportResult:
     """Writes the run's report to `out` (default report-run<RUN>.html) atomically."""
-    with open_archive(archive_path) as archive:
-        page = build_report(archive, run)
-        scored = archive.outcomes(run)
     out = Path(out) if out is not None else Path(f"report-run{run}.html")
     if out.is_dir():
         out = out / f"report-run{run}.html"
+    check_writable(out, "--out")  # before the page is built: a bad --out is answered at once
+    with open_archive(archive_path) as archive:
+        page = build_report(archive, run)
+        scored = archive.outcomes(run)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:

@@ -15,8 +15,9 @@ from hipevolve.core.taskspec import TaskSpec
 
 
 def open_archive(path: Path) -> Archive:
-    """An existing archive (never creates one: a typo must not make an empty file)."""
-    return Archive.open(path, create=False)
+    """An existing archive, opened read-only (never creates one: a typo must not make an empty
+    file; one in a read-only folder still opens)."""
+    return Archive.open(path, create=False, read_only=True)
 
 
 def describe_runs(archive: Archive) -> str:
