@@ -6,6 +6,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
+from hipevolve.agents.briefing import Target
 from hipevolve.agents.llm.client import LLMCall, record_call
 from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.state import AgentLimits
@@ -22,6 +23,8 @@ class AgentContext:
     ensemble: Ensemble | None  # None: every role runs its offline policy
     rng: random.Random
     rng_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The backend and device whose numbers the run optimises (what the prompts describe).
+    target: Target = field(default_factory=lambda: Target("static"))
 
     def uses_model(self, role: str) -> bool:
         return self.ensemble is not None and self.ensemble.has(role)

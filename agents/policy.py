@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from hipevolve.agents.briefing import Target
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.graph import build_graph
 from hipevolve.agents.llm.ensemble import Ensemble
@@ -21,9 +22,13 @@ from hipevolve.evolution.workshop import Workshop
 
 
 class AgentPolicy:
-    def __init__(self, ensemble: Ensemble | None, limits: AgentLimits | None = None) -> None:
+    def __init__(
+        self, ensemble: Ensemble | None, limits: AgentLimits | None = None,
+        target: Target | None = None,
+    ) -> None:
         self.ensemble = ensemble
         self.limits = limits or AgentLimits()
+        self.target = target or Target("static")
 
     def stop_reason(self) -> str | None:
         return self.ensemble.stop_reason() if self.ensemble else None
@@ -36,7 +41,7 @@ class AgentPolicy:
         self, proposals: Sequence[Proposal], workshop: Workshop, rng: random.Random
     ) -> list[Child]:
         ctx = AgentContext(task=workshop.task, workshop=workshop, limits=self.limits,
-                           ensemble=self.ensemble, rng=rng)  # fmt: skip
+                           ensemble=self.ensemble, rng=rng, target=self.target)  # fmt: skip
         graph = build_graph(ctx)
         config = {"recursion_limit": self.limits.recursion_limit()}
         chosen = list(proposals)[: self.limits.proposals_per_generation]

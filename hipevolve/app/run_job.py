@@ -312,7 +312,7 @@ def _drive(
                 summary = run_evolution(
                     task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
                     seed=plan.seed, run_id=plan.run, on_progress=display.update,
-                    should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run),
+                    should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run, evaluate),
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
@@ -339,17 +339,20 @@ def _drive(
     return outcome
 
 
-def _policy(settings: Settings, archive: Archive, run: int | None):
+def _policy(settings: Settings, archive: Archive, run: int | None, evaluate: Evaluator):
     """The agents over the models (None: no model, the offline mutator), within the agents'
-    limits. A resumed run's LLM spending counts against its budgets."""
+    limits, told which backend and device time the run. A resumed run's LLM spending counts
+    against its budgets."""
     if not settings.models.models():
         return None
+    from hipevolve.agents.briefing import Target
     from hipevolve.agents.llm.client import spent_in
     from hipevolve.agents.llm.ensemble import Ensemble
     from hipevolve.agents.policy import AgentPolicy
 
     spent = spent_in(archive, run) if run is not None else None
-    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents)
+    target = Target(evaluate.backend, evaluate.device or "")
+    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents, target)
 
 
 def _exit_code(summary: RunSummary) -> int:
