@@ -347,6 +347,22 @@ def inspiration_text(parent: Candidate | None, items: list[tuple[int, Candidate,
 # ---- the prompt parts ------------------------------------------------------------------------
 
 
+def tried_text(workshop, proposal) -> str:  # noqa: ANN001 (a Workshop and a Proposal, or None)
+    """The latest attempts from the proposal's parent and on its island, one line each: what
+    was tried and how it came out, so a model does not repeat a failed idea."""
+    if workshop is None:
+        return "(none yet)"
+    parent = proposal.parent.candidate_id if proposal.parent else None
+    lines = []
+    for t in workshop.tried_near(parent, proposal.island):
+        outcome = f"ok, fitness {t.fitness:.3f}" if t.status == "ok" else f"{t.status}: {t.message}"
+        whence = "child of the parent" if t.from_parent else f"island {t.island}"
+        idea = t.idea or f"(written by {t.agent or 'the offline mutator'}, no idea recorded)"
+        lines.append(f"- candidate {t.candidate_id} (generation {t.generation}, {whence}): "
+                     f"{idea[:300]} -> {outcome}")  # fmt: skip
+    return "\n".join(lines) or "(none yet)"
+
+
 def briefing(task: TaskSpec, target: Target) -> str:
     """The stable head of the optimizer's and mutator's prompts: task, target, tolerance and
     reference (the same for every proposal of a run, so providers can cache it)."""

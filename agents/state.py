@@ -48,6 +48,7 @@ class ProposalState(TypedDict, total=False):
     author: str  # role that wrote the candidate
     model: str
     prompt_hash: str
+    reply: str  # the model's reply that wrote the candidate in hand
     # the verifier's answer and the loops
     candidate_id: int | None
     evaluation: Evaluation | None

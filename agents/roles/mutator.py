@@ -46,6 +46,7 @@ def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
         case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         idea=state.get("idea") or "(none)",
         diagnosis=state.get("diagnosis") or "(none)",
+        tried=briefing.tried_text(ctx.workshop, state["proposal"]),
         inspirations=inspirations,
         schema=schema_text(CandidateReply, json_reply=False),
         **shown,
@@ -90,6 +91,6 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             return {**lineage, "candidate": None, "failure": got, "model": call.model,
                     "prompt_hash": call.prompt_hash}  # fmt: skip
         return {**lineage, "candidate": got, "failure": None, "model": call.model,
-                "prompt_hash": call.prompt_hash}  # fmt: skip
+                "prompt_hash": call.prompt_hash, "reply": call.text}  # fmt: skip
 
     return mutator

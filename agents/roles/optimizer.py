@@ -61,6 +61,7 @@ def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
         mfma=briefing.mfma_text(ctx.target),
         case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         diagnosis=state.get("diagnosis") or "(none)",
+        tried=briefing.tried_text(ctx.workshop, state["proposal"]),
         inspirations=inspirations,
         schema=schema_text(Idea, json_reply=True),
     )

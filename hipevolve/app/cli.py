@@ -166,8 +166,9 @@ def search(
     cost_budget: Annotated[
         float | None,
         typer.Option(
-            help="LLM dollars the run may spend (priced models only).",
-            show_default="no limit",
+            help="LLM dollars the run may spend (priced models only); the run says its "
+            "estimate before it starts.",
+            show_default="25",
             rich_help_panel=MODELS,
         ),
     ] = None,

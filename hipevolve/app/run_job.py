@@ -204,6 +204,8 @@ def run_job(
     translates = bool(settings.models.role_models().get("translator"))
     first = first_candidates(task, translates=translates)  # with a model, the translator writes them
     evaluate = evaluators(task, settings, settings.verifier.backend)
+    if settings.models.models() and options.budget:
+        _say_cost(settings, task, evaluate, options.budget, err_console)
     try:
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(settings.run.archive, create=options.resume is None) as archive:
@@ -353,6 +355,19 @@ def _policy(settings: Settings, archive: Archive, run: int | None, evaluate: Eva
     spent = spent_in(archive, run) if run is not None else None
     target = Target(evaluate.backend, evaluate.device or "")
     return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents, target)
+
+
+def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int,
+              err_console: Console) -> None:  # fmt: skip
+    """One line before a run with models: the floor of what it will cost, and the cap."""
+    from hipevolve.agents.briefing import Target
+    from hipevolve.app.cost_estimate import estimate
+
+    models = settings.models
+    model = (models.role_models().get("mutator") or models.models())[0]
+    found = estimate(model, task, Target(evaluate.backend, evaluate.device or ""), budget,
+                     models.api_base)  # fmt: skip
+    err_console.print(found.line(models.cost_budget_usd))
 
 
 def _exit_code(summary: RunSummary) -> int:
