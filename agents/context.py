@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hipevolve.agents.briefing import Target
 from hipevolve.agents.llm.client import LLMCall, Message, record_call
 from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.state import AgentLimits
@@ -23,6 +24,8 @@ class AgentContext:
     ensemble: Ensemble | None  # None: every role runs its offline policy
     rng: random.Random
     rng_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The backend and device whose numbers the run optimises (what the prompts describe).
+    target: Target = field(default_factory=lambda: Target("static"))
 
     def uses_model(self, role: str) -> bool:
         return self.ensemble is not None and self.ensemble.has(role)

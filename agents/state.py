@@ -49,6 +49,7 @@ class ProposalState(TypedDict, total=False):
     model: str
     prompt_hash: str
     exchange: tuple[dict, ...]  # the model turns (user, assistant, ...) that wrote it; () if none
+    reply: str  # the model's reply that wrote the candidate in hand
     # the verifier's answer and the loops
     candidate_id: int | None
     evaluation: Evaluation | None

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hipevolve.archive.records import (
+    Attempt,
     CandidateRecord,
     EvaluatedRecord,
     LineageEdge,
     Outcome,
     RoleUsage,
+    Tried,
 )
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
@@ -71,8 +73,9 @@ class Queries:
         cursor = self.db.execute(
             "SELECT c.id, c.run, c.source_hash, c.format, c.name, c.hip_source, c.python_source,"
             " c.agent, c.model, c.prompt_hash, c.island, c.generation, c.created, c.fitness,"
-            " e.id, e.candidate, e.evaluation, e.created"
+            " e.id, e.candidate, e.evaluation, e.created, a.idea, a.diagnosis, a.reply"
             " FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
+            " LEFT JOIN attempts a ON a.candidate = c.id"
             " WHERE c.run = ? ORDER BY e.id, c.id",
             [run],
         )
@@ -83,11 +86,37 @@ class Queries:
                 fitness=r[13],
                 candidate=Candidate(format=r[3], name=r[4] or f"c{r[0]}", hip_source=r[5],
                                     python_source=r[6]),
+                attempt=Attempt(idea=r[18] or "", diagnosis=r[19] or "", reply=r[20] or ""),
             )  # fmt: skip
             yield EvaluatedRecord(
                 candidate=record, evaluation_id=r[14], evaluated_for=r[15],
                 evaluation=Evaluation.model_validate_json(r[16]), evaluated=r[17],
             )  # fmt: skip
+
+    def tried_near(self, run: int, parent: int | None, island: int, limit: int = 6) -> list[Tried]:
+        """The latest evaluated attempts from `parent` and on `island` (the parent's children
+        first), newest first, with the idea behind each and its outcome."""
+        rows = self._rows(
+            "SELECT c.id, c.generation, c.island, c.agent, coalesce(a.idea, ''), e.status,"
+            " coalesce(c.fitness, 0), e.evaluation,"
+            " EXISTS(SELECT 1 FROM lineage l WHERE l.child = c.id AND l.parent = ?"
+            "        AND l.kind IN ('mutation', 'crossover')) AS from_parent"
+            " FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
+            " LEFT JOIN attempts a ON a.candidate = c.id"
+            " WHERE c.run = ? AND (c.island = ? OR from_parent) AND c.generation > 0"
+            " ORDER BY from_parent DESC, c.id DESC LIMIT ?",
+            [parent if parent is not None else -1, run, island, limit],
+        )
+        tried = []
+        for r in rows:
+            message = ""
+            if r[5] != "ok":
+                lines = Evaluation.model_validate_json(r[7]).message.strip().splitlines()
+                message = lines[0][:200] if lines else ""
+            tried.append(Tried(candidate_id=r[0], generation=r[1] or 0, island=r[2] or 0,
+                               agent=r[3] or "", from_parent=bool(r[8]), idea=r[4], status=r[5],
+                               fitness=r[6], message=message))  # fmt: skip
+        return tried
 
     def llm_usage_by_role(self, run: int) -> list[RoleUsage]:
         """The run's LLM calls summed per role and model, in role then model order."""

@@ -43,6 +43,15 @@ class Resumed(Record):
     queued: tuple[int, ...]  # everything now waiting, requeued included, oldest first
 
 
+class Attempt(Record):
+    """What an agent meant by a candidate it wrote: the idea, the diagnosis it acted on, and
+    the model's reply (trimmed)."""
+
+    idea: str = ""
+    diagnosis: str = ""
+    reply: str = ""
+
+
 class CandidateRecord(Record):
     id: int
     run: int
@@ -55,6 +64,21 @@ class CandidateRecord(Record):
     created: str
     fitness: float | None
     candidate: Candidate
+    attempt: Attempt = Field(default_factory=Attempt, description="an agent's idea and reply")
+
+
+class Tried(Record):
+    """An earlier attempt near a parent, with its outcome: what a prompt's memory shows."""
+
+    candidate_id: int
+    generation: int
+    island: int
+    agent: str
+    from_parent: bool = Field(description="a child of the parent asked about")
+    idea: str
+    status: str
+    fitness: float
+    message: str = Field(description="the first line of why it failed; empty when ok")
 
 
 class Scored(Record):

@@ -9,6 +9,8 @@ v2: evaluations.fitness (backfilled from the stored Evaluation JSON),
     candidates.evaluation_id and candidates.fitness (the evaluation that scores a candidate,
     cache hits from other runs included; indexed for best-k),
     llm_calls and events (accounting and the run's log).
+v3: attempts: the idea, diagnosis and model reply behind a candidate an agent wrote (the
+    agents' memory of what was tried, and the dataset's reasoning fields).
 """
 
 from __future__ import annotations
@@ -174,7 +176,17 @@ def _v2_fitness_and_accounting(db: Database) -> None:
     db["events"].create_index(["run", "kind"])
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [_v1_initial, _v2_fitness_and_accounting]
+def _v3_attempts(db: Database) -> None:
+    db["attempts"].create(
+        {"candidate": int, "idea": str, "diagnosis": str, "reply": str},
+        pk="candidate",
+        foreign_keys=[("candidate", "candidates", "id")],
+    )
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [
+    _v1_initial, _v2_fitness_and_accounting, _v3_attempts,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

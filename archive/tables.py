@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from hipevolve.archive import schema
 from hipevolve.archive.records import (
+    Attempt,
     CandidateRecord,
     EdgeKind,
     Elite,
@@ -72,8 +73,10 @@ class Tables:
         prompt_hash: str = "",
         island: int = 0,
         generation: int = 0,
+        attempt: Attempt | None = None,
     ) -> int:
-        """Stores a candidate with its lineage; returns its id.
+        """Stores a candidate with its lineage (and, for one an agent wrote, the idea, diagnosis
+        and reply behind it); returns its id.
 
         A candidate whose normalised source is already in the run returns the existing id and
         records nothing (its first lineage stands), so a duplicate never reaches a GPU.
@@ -113,6 +116,12 @@ class Tables:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO lineage(child, parent, kind) VALUES(?, ?, ?)", edges
             )
+            if attempt is not None and (attempt.idea or attempt.diagnosis or attempt.reply):
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO attempts(candidate, idea, diagnosis, reply)"
+                    " VALUES(?, ?, ?, ?)",
+                    [cid, attempt.idea, attempt.diagnosis, attempt.reply],
+                )
         return cid
 
     def add_edge(self, child: int, parent: int, kind: EdgeKind) -> None:

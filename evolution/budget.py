@@ -1,7 +1,7 @@
 """The evaluation budget: `--budget N` counts verifier evaluations, and duplicates cost nothing.
 
 A proposal is admitted by its normalised source hash before it goes anywhere near a compiler or
-a GPU. A hash already admitted (evaluated, or in flight) is a duplicate: free, and the caller
+a GPU; a hidden-seed re-check of admitted code (the agents' auditor) is charged one unit too. A hash already admitted (evaluated, or in flight) is a duplicate: free, and the caller
 reuses that evaluation. A new hash spends one unit when admitted, not when its result comes
 back, so evaluations in flight are counted and the budget can never be overrun whatever the
 order in which results arrive. Resuming a run passes the hashes the archive already evaluated.
@@ -39,15 +39,16 @@ class Admission(StrEnum):
 class Budget:
     """Counts verifier evaluations against a limit, by distinct source hash."""
 
-    def __init__(self, limit: int, evaluated: Iterable[str] = ()) -> None:
+    def __init__(self, limit: int, evaluated: Iterable[str] = (), rechecks: int = 0) -> None:
         if limit < 0:
             raise ValueError(f"budget must be >= 0, got {limit}")
         self.limit = limit
         self._seen: set[str] = set(evaluated)
+        self._rechecks = rechecks  # second evaluations of admitted code (hidden-seed re-checks)
 
     @property
     def spent(self) -> int:
-        return len(self._seen)
+        return len(self._seen) + self._rechecks
 
     @property
     def remaining(self) -> int:
@@ -73,6 +74,18 @@ class Budget:
             return Admission.exhausted
         self._seen.add(source_hash)
         return Admission.evaluate
+
+    def include(self, evaluated: Iterable[str]) -> None:
+        """Counts hashes admitted elsewhere (a generation staged before this one's plan)."""
+        self._seen.update(evaluated)
+
+    def charge(self) -> bool:
+        """Spends one unit on a second evaluation of admitted code (a re-check); False, and
+        nothing spent, when the budget is already spent."""
+        if self.exhausted:
+            return False
+        self._rechecks += 1
+        return True
 
     def __repr__(self) -> str:
         return f"Budget(limit={self.limit}, spent={self.spent})"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from hipevolve.archive.records import Attempt
 from hipevolve.core.base import Frozen
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.islands import Elite
@@ -22,6 +23,7 @@ class Proposal(Frozen):
         description="None: the island is empty; start from the translator or a seed kernel"
     )
     inspirations: tuple[Elite, ...] = ()
+    island_best: float = Field(default=0.0, description="the island's best fitness when planned")
 
 
 class Child(Frozen):
@@ -35,3 +37,4 @@ class Child(Frozen):
     agent: str = OFFLINE_MUTATOR
     model: str = Field(default="", description="the model that wrote it; empty: no model")
     prompt_hash: str = Field(default="", description="hash of the prompt that asked for it")
+    attempt: Attempt | None = Field(default=None, description="an agent's idea, diagnosis, reply")

@@ -122,6 +122,7 @@ class Search:
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
+        self._shared: Budget | None = None  # the run's one budget while a policy writes
 
     # -------------------------------------------------------------------- resume
 
@@ -148,6 +149,21 @@ class Search:
     def seen_before(self, generation: int) -> frozenset[str]:
         """Source hashes of this run's candidates from generations before `generation`."""
         return self.archive.source_hashes_before(self.run, generation)
+
+    def admission(self, seen: frozenset[str]) -> Budget:
+        """What a generation admits against. The offline mutator: its own Budget over the
+        archive's hashes from earlier generations (a pure function of the archive, so a resumed
+        run replays it). A policy: one Budget for the whole run, since its generations are
+        written side by side, with the hidden-seed re-checks already spent counted in."""
+        if self.policy is None:
+            return Budget(self.budget, seen)
+        if self._shared is None:
+            rechecks = [e for e in self.archive.events(self.run, "audit_recheck")
+                        if e.data.get("status") != "skipped"]  # fmt: skip
+            self._shared = Budget(self.budget, seen, rechecks=len(rechecks))
+        else:
+            self._shared.include(seen)
+        return self._shared
 
     # -------------------------------------------------------------------- proposing
 
@@ -215,16 +231,23 @@ class Search:
         return Staged(generation=generation, ids=ids, done=done, pending=pending,
                        candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
 
-    def evaluate_staged(self, staged: Staged) -> list[Evaluation]:
+    def evaluated(self, staged: Staged) -> tuple[Staged, list[Evaluation]]:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
         if not staged.candidates:
-            return []
+            return staged, []
         results = self.evaluate(staged.candidates)
         if len(results) != len(staged.candidates):
             raise RuntimeError(
                 f"evaluator returned {len(results)} results for {len(staged.candidates)}"
             )
-        return results
+        return staged, results
+
+    def write_and_evaluate(self, planned: tuple) -> tuple[Staged, list[Evaluation]]:
+        """A generation the policy writes and evaluates on this thread (children, then staged;
+        its Workshop evaluated them, so little is left for the evaluator)."""
+        proposals, islands, rng, seen, generation, admitted = planned
+        children = self.children(proposals, islands, rng, seen, generation, admitted)
+        return self.evaluated(self.stage(generation, children, admitted))
 
     def complete(
         self, staged: Staged, results: list[Evaluation]
@@ -327,7 +350,7 @@ class Search:
             "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
             "nothing to evolve from",
             "stopped": f"stopped after {done}; the evaluations in flight were finished and recorded",
-            "llm_budget": f"LLM budget exhausted after {done}: "
+            "llm_budget": f"the agents stopped after {done}: "
             f"{self.policy.stop_reason() if self.policy else ''}",
         }
         interrupted = reason == "stopped"

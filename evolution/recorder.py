@@ -45,6 +45,7 @@ class Recorder:
             self.run, child.candidate, parents=child.parents, kind=child.kind,
             inspirations=child.inspirations, agent=child.agent, model=child.model,
             prompt_hash=child.prompt_hash, island=child.island, generation=generation,
+            attempt=child.attempt,
         )  # fmt: skip
         self.sources[cid] = child.candidate
         return cid

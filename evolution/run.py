@@ -16,7 +16,10 @@ in flight are finished first and the run is marked interrupted).
 Generations in flight. With settings.lag = L, generation g is planned from the islands after
 generation g-1-L (generation 1 and the first L after it from generation 0's), so it can be
 staged, compiled and evaluated while the L generations before it finish: a slot that would
-wait for a generation's slowest evaluation takes the next one's work instead. Results still
+wait for a generation's slowest evaluation takes the next one's work instead. A proposal policy
+(the agents) writes and evaluates a lagging generation on its own threads, so the model calls
+of generation g overlap the evaluations of g - 1; its generations admit against one budget for
+the run, since they are written side by side. Results still
 enter the islands one generation at a time, in order, with the exchanges (migration, reseeding)
 due at each; L = 0 is the plain loop, each generation planned from the one just finished. A plan
 that lags and proposes nothing is made again from the latest islands before the search is
@@ -41,11 +44,11 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import Budget
 from hipevolve.evolution.child import Child
 from hipevolve.evolution.generations import (
     Progress,
@@ -93,7 +96,7 @@ def run_evolution(
     archive.log_event(search.run, "environment", environment)
     lag = settings.lag
     done = generation - 1  # the last generation whose results are in the islands
-    flight: deque[tuple[Staged, Future[list[Evaluation]]]] = deque()  # oldest first
+    flight: deque[Future[tuple[Staged, list[Evaluation]]]] = deque()  # oldest first
     reason: StopReason | None = None
     latest = False  # the lagged plan of `generation` proposed nothing: plan it from g - 1's
     while True:
@@ -102,14 +105,14 @@ def run_evolution(
             if generation > 0 and base > done:
                 break  # its islands are not in yet
             seen = search.seen_before(generation)
-            if len(seen) >= budget:
+            admitted = search.admission(seen)
+            if len(seen) >= budget or admitted.exhausted:
                 reason = "budget"
                 break
             if policy is not None and policy.stop_reason() is not None:
                 reason = "llm_budget"
                 break
             rng = random.Random(f"hipevolve:{seed}:{generation}:{len(seen)}")
-            admitted = Budget(budget, seen)
             if generation == 0:
                 children = search.first_children(first, rng, admitted)
             elif not any(island.grid for island in states[base]):
@@ -118,6 +121,13 @@ def run_evolution(
             else:
                 state = PolicyState(islands=states[base], generation=generation - 1)
                 planned = plan(state, settings, rng)
+                if policy is not None and lag > 0:
+                    # The agents write and evaluate this generation on their own threads, while
+                    # the generations before it finish: their model calls overlap evaluations.
+                    flight.append(_in_background(search.write_and_evaluate, (
+                        planned.proposals, planned.islands, rng, seen, generation, admitted)))
+                    generation, latest = generation + 1, False
+                    continue
                 children = search.children(
                     planned.proposals, planned.islands, rng, seen, generation, admitted
                 )
@@ -128,12 +138,12 @@ def run_evolution(
                 reason = "no_seed" if generation == 0 else "exhausted"
                 break
             staged = search.stage(generation, children, admitted)
-            flight.append((staged, _in_background(search.evaluate_staged, staged)))
+            flight.append(_in_background(search.evaluated, staged))
             generation, latest = generation + 1, False
         if not flight:
             break
-        staged, running = flight.popleft()
-        results = search.complete(staged, running.result())
+        staged, evaluations = flight.popleft().result()
+        results = search.complete(staged, evaluations)
         done = staged.generation
         islands, moves = exchange(states.get(done - 1, ()), done - 1, settings)
         states[done] = search.insert(islands or empty_islands(settings), results,
@@ -143,6 +153,8 @@ def run_evolution(
             del states[old]
         if on_progress is not None:
             on_progress(search.progress(done + 1, states[done]))
+        if reason is None and not staged.ids and done > 0:
+            reason = "llm_budget" if policy and policy.stop_reason() else "exhausted"
         if (
             reason is None
             and should_stop is not None
@@ -154,17 +166,17 @@ def run_evolution(
     return search.finish(reason, done + 1, states.get(done, empty_islands(settings)))
 
 
-def _in_background(work: Callable[[Staged], list[Evaluation]], staged: Staged) -> Future:
-    """work(staged) on a daemon thread: a second Ctrl-C ends the process without waiting for
-    it (the thread writes nothing; what it was evaluating is re-queued on resume)."""
-    future: Future[list[Evaluation]] = Future()
+def _in_background(work: Callable[[Any], Any], arg: Any) -> Future:
+    """work(arg) on a daemon thread: a second Ctrl-C ends the process without waiting for it
+    (what it was evaluating is re-queued on resume)."""
+    future: Future = Future()
 
     def run() -> None:
         future.set_running_or_notify_cancel()
         try:
-            future.set_result(work(staged))
+            future.set_result(work(arg))
         except BaseException as e:  # noqa: BLE001 (re-raised in the loop by future.result())
             future.set_exception(e)
 
-    threading.Thread(target=run, name=f"generation-{staged.generation}", daemon=True).start()
+    threading.Thread(target=run, name="generation", daemon=True).start()
     return future

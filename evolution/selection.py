@@ -96,7 +96,9 @@ def plan(state: PolicyState, settings: EvolutionSettings, rng: random.Random) ->
                 continue
             parent = select_parent(island, rng, settings)
             inspirations = choose_inspirations(island, parent, rng, settings.inspirations)
-            proposals.append(Proposal(island=island.id, parent=parent, inspirations=inspirations))
+            top = best(island)
+            proposals.append(Proposal(island=island.id, parent=parent, inspirations=inspirations,
+                                      island_best=top.fitness if top else 0.0))  # fmt: skip
     return Plan(islands=islands, proposals=tuple(proposals), moves=moves)
 
 

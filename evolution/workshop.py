@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
+from hipevolve.archive.records import Tried
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
@@ -18,9 +19,11 @@ class Workshop:
     """What a proposal policy may ask of the run while it writes one generation; thread-safe.
 
     Children are admitted against the run's evaluation budget (the same Budget the loop then
-    stages the generation with), stored with their lineage and evaluated one at a time (one
-    GPU slot), so agents waiting on a model overlap with the evaluation in progress. Storing,
-    the evaluation cache and recording go through the run's Recorder, as the loop's own do.
+    stages the generation with), stored with their lineage and evaluated on every slot the
+    evaluator has at once (its `parallelism`: one per GPU), so agents waiting on a model overlap
+    with the evaluations in progress. Two callers holding the same new code share one
+    evaluation. Storing, the evaluation cache and recording go through the run's Recorder, as
+    the loop's own do.
     """
 
     RECHECK = "audit-recheck"  # settings-key suffix of a failed hidden-seed re-check
@@ -28,8 +31,11 @@ class Workshop:
     def __init__(self, task: TaskSpec, recorder: Recorder, generation: int, budget: Budget) -> None:
         self._recorder, self.generation, self._budget = recorder, generation, budget
         self.task, self.archive, self.run = task, recorder.archive, recorder.run
-        self._lock = threading.Lock()  # admission and the sources map
-        self._gpu = threading.Lock()  # one evaluation at a time
+        self._lock = threading.Lock()  # admission, the sources map, the in-flight table
+        self.slots = max(1, recorder.evaluate.parallelism)
+        self._slots = threading.BoundedSemaphore(self.slots)
+        self._inflight: dict[int, threading.Event] = {}  # candidate -> set once it is recorded
+        self.evaluations = 0  # new evaluations the evaluator ran for this generation
 
     @property
     def sources(self) -> Mapping[int, Candidate]:
@@ -41,6 +47,10 @@ class Workshop:
 
     def evaluation_of(self, candidate_id: int) -> Evaluation | None:
         return self.archive.evaluation_of(candidate_id)
+
+    def tried_near(self, parent: int | None, island: int, limit: int = 6) -> list[Tried]:
+        """The latest attempts from `parent` and on `island`, with their outcomes."""
+        return self.archive.tried_near(self.run, parent, island, limit)
 
     def seen(self) -> frozenset[str]:
         """Source hashes admitted so far (earlier generations and this one)."""
@@ -57,23 +67,43 @@ class Workshop:
             if self._budget.admit(child.candidate.source_hash) is Admission.exhausted:
                 return None
             cid = self._recorder.store(child, self.generation)
-        with self._gpu:
-            done = self.archive.evaluation_of(cid)
-            if done is not None:  # a duplicate of this generation: reuse its result
-                return cid, done
-            if not self._recorder.from_cache([cid], {}):
-                return cid, self.archive.evaluation_of(cid)  # type: ignore[return-value]
-            self._recorder.dispatch([cid])
-            (evaluation,) = self._recorder.evaluate([child.candidate])
-            self._recorder.add_evaluated(1)
-            return cid, self._recorder.record(cid, evaluation)
+            running = self._inflight.get(cid)
+            if running is None:
+                self._inflight[cid] = threading.Event()
+        if running is not None:  # the same code, in flight for another caller: share its result
+            running.wait()
+            return cid, self.archive.evaluation_of(cid)  # type: ignore[return-value]
+        try:
+            return cid, self._evaluate_stored(cid, child.candidate)
+        finally:
+            with self._lock:
+                self._inflight.pop(cid).set()
 
-    def recheck(self, candidate_id: int) -> Evaluation:
+    def _evaluate_stored(self, cid: int, candidate: Candidate) -> Evaluation:
+        done = self.archive.evaluation_of(cid)
+        if done is not None:  # a duplicate of this generation: reuse its result
+            return done
+        if not self._recorder.from_cache([cid], {}):
+            return self.archive.evaluation_of(cid)  # type: ignore[return-value]
+        self._recorder.dispatch([cid])
+        with self._slots:
+            (evaluation,) = self._recorder.evaluate([candidate])
+        with self._lock:
+            self._recorder.add_evaluated(1)
+            self.evaluations += 1
+        return self._recorder.record(cid, evaluation)
+
+    def recheck(self, candidate_id: int) -> Evaluation | None:
         """One more evaluation of a stored candidate, bypassing the archive's cache: the
-        verifier draws a fresh hidden check seed for every evaluation. A failed re-check
-        becomes the candidate's standing evaluation, so it is never crowned."""
-        with self._gpu:
+        verifier draws a fresh hidden check seed for every evaluation. It spends one unit of
+        the budget (None: none is left). A failed re-check becomes the candidate's standing
+        evaluation, so it is never crowned."""
+        with self._lock:
+            if not self._budget.charge():
+                return None
+        with self._slots:
             (evaluation,) = self._recorder.evaluate([self.source(candidate_id)])
+        with self._lock:
             self._recorder.add_evaluated(1)
         if not evaluation.ok:
             self._recorder.record(candidate_id, evaluation, suffix=self.RECHECK)

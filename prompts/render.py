@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from hipevolve.core.candidate import load_candidate
 
 HERE = Path(__file__).resolve().parent
-EXAMPLE = HERE / "examples" / "softmax_native"
+EXAMPLES = HERE / "examples"
+EXAMPLE = EXAMPLES / "softmax_native"
 
 
 @cache

@@ -147,13 +147,15 @@ def replayed_run(
     task: TaskSpec | None = None,
     settings: EvolutionSettings = SETTINGS,
     concurrency: int = 1,
+    limits: dict | None = None,
     **models,
 ) -> RunSummary:
     from hipevolve.problems import get_task
 
     models_settings = ModelSettings.for_model(MODEL, api_base=api_base, max_retries=0,
                                               timeout_s=30, **models)  # fmt: skip
-    policy = AgentPolicy(Ensemble(models_settings), AgentLimits(concurrency=concurrency))
+    policy = AgentPolicy(Ensemble(models_settings),
+                         AgentLimits(concurrency=concurrency, **(limits or {})))  # fmt: skip
     task = task or get_task("softmax")
     return run_evolution(task, archive, settings, evaluate, first=first_candidates(task, translates=True),
                          budget=budget, seed=0, policy=policy)  # fmt: skip

@@ -35,7 +35,8 @@ def run(tmp_path, concurrency: int) -> tuple[set[str], int, int, list[int], int]
         evaluate = CompilingStandIn(tmp_path / "cache", build=False, seconds=0.2,
                                     on_evaluate=lambda c: during.append(server.in_flight))  # fmt: skip
         summary = replayed_run(archive, evaluate, server.api_base, budget=BUDGET,
-                               settings=SETTINGS, concurrency=concurrency)  # fmt: skip
+                               settings=SETTINGS, concurrency=concurrency,
+                               limits={"audit_rechecks": 0})  # fmt: skip
         assert summary.reason == "budget", summary.message
         hashes = {archive.candidate(c).candidate.source_hash
                   for c in archive.candidate_ids(summary.run)}  # fmt: skip

@@ -16,6 +16,7 @@ from hipevolve.archive.store import Archive
 from hipevolve.core.base import canonical_json
 from hipevolve.core.config import EvolutionSettings, Settings, load_settings
 from hipevolve.core.errors import UserError
+from hipevolve.verifier.evaluators import BaseEvaluator
 
 
 def test_defaults_apply_without_a_config_file(tmp_path):
@@ -156,14 +157,22 @@ def test_agents_and_models_sections_reach_the_agents(here):
         "timeout_s = 7.5\nexploration = 0.25\n[models.roles]\nauditor = [\"openai/judge\"]\n"
     )
     settings = load_settings()
-    policy = _policy(settings, archive=None, run=None)  # type: ignore[arg-type]
+
+    class OnACard(BaseEvaluator):
+        settings_key, toolchain, backend, device = "k", "t", "cuda", "NVIDIA H200"
+
+        def __call__(self, candidates):
+            return []
+
+    policy = _policy(settings, archive=None, run=None, evaluate=OnACard())  # type: ignore[arg-type]
     assert policy is not None and policy.limits == settings.agents
+    assert (policy.target.backend, policy.target.device) == ("cuda", "NVIDIA H200")
     assert policy.limits.repair_turns == 5 and policy.limits.proposals_per_generation == 3
     ensemble = policy.ensemble
     assert ensemble.settings.timeout_s == 7.5 and ensemble.settings.exploration == 0.25
     assert ensemble.has("mutator") and ensemble.has("auditor") and policy.translates()
     assert [a.model for a in ensemble.arms("auditor")] == ["openai/judge"]
-    assert _policy(load_settings(cwd=here / "nowhere"), None, None) is None  # type: ignore[arg-type]
+    assert _policy(load_settings(cwd=here / "nowhere"), None, None, OnACard()) is None  # type: ignore[arg-type]
 
 
 def test_models_from_the_file_are_checked_before_anything_is_written(here):

@@ -31,6 +31,9 @@ from hipevolve.prompts.render import render, schema_text, system_prompt
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REPO = Path(__file__).resolve().parents[1]
 PARENT = load_candidate(REPO / "prompts" / "examples" / "softmax_native")
+# An elite that differs from the parent by one line, as inspirations do.
+INSPIRATION = PARENT.model_copy(update={"hip_source": PARENT.hip_source.replace(
+    "constexpr int kCachedItems = 4;", "constexpr int kCachedItems = 8;")})
 FACTS = StaticFacts(kernel="softmax_cached", target="gfx942", vgprs=48, sgprs=24, lds_bytes=128,
                     occupancy=8, global_loads={"dwordx4": 4}, lds_ops=6)  # fmt: skip
 EVALUATION = Evaluation(
@@ -54,7 +57,7 @@ def state(**extra) -> dict:
 
 def prompts() -> dict[str, str]:
     ctx = context()
-    inspirations = optimizer.inspirations_text([(7, PARENT, 1.4)])
+    inspirations = optimizer.inspirations_text(PARENT, [(7, INSPIRATION, EVALUATION)])
     compile_failure = Failure(kind="compile_error", message="does not compile",
                               detail="kernel.hip(12): error: identifier \"x\" is undefined")  # fmt: skip
     return {

@@ -30,6 +30,7 @@ class Evaluator(Protocol):
     settings_key: str
     toolchain: str
     device: str | None
+    backend: str  # rocm, cuda or static: which platform's code paths the numbers come from
 
     @property
     def parallelism(self) -> int: ...
@@ -47,6 +48,7 @@ class BaseEvaluator(ABC):
     settings_key: str
     toolchain: str
     device: str | None = None
+    backend: str = "static"
     parallelism: int = 1
 
     def close(self) -> None:  # noqa: B027 (a default, deliberately empty: nothing to stop)

@@ -207,6 +207,9 @@ class LLMClient:
             "model": self.model,
             "messages": list(messages),
             "timeout": self.timeout_s,
+            # Providers that cache prompts on request (Anthropic) cache the shared system prompt;
+            # litellm drops the directive for the others (OpenAI caches long prefixes itself).
+            "cache_control_injection_points": [{"location": "message", "role": "system"}],
             "num_retries": 0,  # litellm's retry layer: off, ours is the only one
             "max_retries": 0,  # the OpenAI SDK's retry layer: off too
         }

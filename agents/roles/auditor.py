@@ -1,5 +1,5 @@
 """auditor: screens every candidate for shortcuts before GPU time, and sends surprising
-winners (fitness above AgentLimits.surprising_speedup) back for one evaluation on a fresh
+winners (above the task's suspect speedup, or a new island best) back for one evaluation on a fresh
 hidden seed. Reasons go to the archive's events: audit_reject, audit_warning, audit_review."""
 
 from __future__ import annotations
@@ -41,13 +41,15 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
 
 
 def surprising(ctx: AgentContext, state: ProposalState) -> bool:
+    """Worth a hidden-seed re-check (it spends budget): an ok child above the task's suspect
+    speedup (AgentLimits.surprising_speedup where the task sets none) or a new best of its
+    island."""
     evaluation = state.get("evaluation")
-    return (
-        evaluation is not None
-        and evaluation.ok
-        and evaluation.fitness > ctx.limits.surprising_speedup
-        and state.get("rechecks", 0) < ctx.limits.audit_rechecks
-    )
+    if evaluation is None or not evaluation.ok or state.get("rechecks", 0) >= ctx.limits.audit_rechecks:
+        return False
+    threshold = ctx.task.suspect_speedup or ctx.limits.surprising_speedup
+    island_best = state["proposal"].island_best
+    return evaluation.fitness > threshold or (island_best > 0 and evaluation.fitness > island_best)
 
 
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:

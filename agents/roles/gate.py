@@ -1,6 +1,6 @@
 """verifier: the deterministic gate (never a model). Evaluates the candidate in hand through the
-run's evaluator (Workshop.evaluate: budget, archive, one GPU slot), or re-checks a surprising
-winner on a fresh hidden seed (Workshop.recheck)."""
+run's evaluator (Workshop.evaluate: budget, archive, the GPU slots), or re-checks a surprising
+winner on a fresh hidden seed (Workshop.recheck, one unit of the budget)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.roles.repairer import failure_of
 from hipevolve.agents.state import ProposalState
+from hipevolve.archive.records import Attempt
 from hipevolve.evolution.child import Child
 
 
@@ -25,7 +26,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             inspirations=tuple(e.candidate_id for e in proposal.inspirations
                                if e.candidate_id not in parents),
             agent=state.get("author", "mutator"), model=state.get("model", ""),
-            prompt_hash=state.get("prompt_hash", ""),
+            prompt_hash=state.get("prompt_hash", ""), attempt=attempt_of(ctx, state),
         )  # fmt: skip
         done = ctx.workshop.evaluate(child)
         if done is None:
@@ -46,10 +47,22 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
     return verifier
 
 
+def attempt_of(ctx: AgentContext, state: ProposalState) -> Attempt | None:
+    """The idea, diagnosis and reply behind a candidate a model wrote (None: no model did)."""
+    if not state.get("model"):
+        return None
+    return Attempt(idea=state.get("idea") or "", diagnosis=state.get("diagnosis") or "",
+                   reply=(state.get("reply") or "")[: ctx.limits.raw_reply_chars])  # fmt: skip
+
+
 def recheck(ctx: AgentContext, state: ProposalState) -> dict:
     cid, before = state["candidate_id"], state["evaluation"]
     assert cid is not None and before is not None
     again = ctx.workshop.recheck(cid)
+    if again is None:  # the budget is spent: the winner stands unconfirmed, and says so
+        ctx.log("audit_recheck", {"candidate": cid, "fitness_before": before.fitness,
+                                  "status": "skipped", "message": "evaluation budget spent"})  # fmt: skip
+        return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}
     ctx.log("audit_recheck", {
         "candidate": cid, "fitness_before": before.fitness, "status": again.status.value,
         "fitness_after": again.fitness, "message": again.message,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from hipevolve.agents import briefing
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.optimizer import inspirations_of, inspirations_text
@@ -36,19 +37,19 @@ def cases_text(ctx: AgentContext) -> str:
 
 def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
     parent = state.get("parent")
-    evaluation = state.get("parent_evaluation")
+    _, shown = briefing.parent_fields(parent, ctx.target)
     return render(
         "mutator",
-        task_name=ctx.task.name,
-        task_description=ctx.task.description,
+        briefing=briefing.briefing(ctx.task, ctx.target),
+        model=block(parent.python_source if parent else ""),
+        mfma=briefing.mfma_text(ctx.target),
+        case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         idea=state.get("idea") or "(none)",
         diagnosis=state.get("diagnosis") or "(none)",
-        cases=cases_text(ctx),
-        parent_fitness=f"{evaluation.fitness:.3f}" if evaluation else "unknown",
-        kernel=block(parent.hip_source if parent else ""),
-        model=block(parent.python_source if parent else ""),
+        tried=briefing.tried_text(ctx.workshop, state["proposal"]),
         inspirations=inspirations,
         schema=schema_text(CandidateReply, json_reply=False),
+        **shown,
     )
 
 
@@ -77,7 +78,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             child = offline(ctx, state)
             return {**lineage, "candidate": child, "model": "", "prompt_hash": "",
                     "failure": None if child else Failure(kind="nothing", message="no child")}  # fmt: skip
-        text = prompt(ctx, state, inspirations_text(inspirations_of(ctx, state)))
+        text = prompt(ctx, state, inspirations_text(parent, inspirations_of(ctx, state)))
         call = ctx.ask(ROLE, text)
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
@@ -85,10 +86,12 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
                     "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
         got = candidate_from(ctx, ROLE, call, parent)
         lineage["exchange"] = exchange(text, call)
+        if isinstance(got, Candidate):  # marker lines a whole file carried: the folded text back
+            got = briefing.restored(got, briefing.parent_fields(parent, ctx.target)[0])
         if isinstance(got, Failure):
             return {**lineage, "candidate": None, "failure": got, "model": call.model,
                     "prompt_hash": call.prompt_hash}  # fmt: skip
         return {**lineage, "candidate": got, "failure": None, "model": call.model,
-                "prompt_hash": call.prompt_hash}  # fmt: skip
+                "prompt_hash": call.prompt_hash, "reply": call.text}  # fmt: skip
 
     return mutator

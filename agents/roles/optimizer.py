@@ -6,12 +6,14 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from hipevolve.agents import briefing
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.structured import parse_json_reply
 from hipevolve.agents.state import ProposalState
 from hipevolve.core.candidate import Candidate
+from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.offline.transforms import CATALOGUE
-from hipevolve.prompts.render import block, render, schema_text
+from hipevolve.prompts.render import render, schema_text
 
 ROLE = "optimizer"
 # Catalogue transforms worth trying first for each bottleneck the profiler_reader names.
@@ -42,34 +44,36 @@ def offline(diagnosis: str) -> Idea:
     return Idea(idea="mutate the declared tunable parameters", transform=None)
 
 
-def inspirations_text(items: list[tuple[int, Candidate, float]]) -> str:
-    if not items:
-        return "(none)"
-    return "\n".join(
-        f"### candidate {cid} (fitness {fitness:.3f})\n```hip\n{block(c.hip_source)}```"
-        for cid, c, fitness in items
-    )
+def inspirations_text(parent: Candidate | None, items: list[Inspiration]) -> str:
+    """Each inspiration as a diff against the parent, with its measured outcome."""
+    return briefing.inspiration_text(parent, items)
 
 
 def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
     parent = state.get("parent")
-    evaluation = state.get("parent_evaluation")
+    _, shown = briefing.parent_fields(parent, ctx.target)
     return render(
         "optimizer",
-        task_name=ctx.task.name,
-        task_description=ctx.task.description,
+        briefing=briefing.briefing(ctx.task, ctx.target),
+        kernel=shown["kernel"],
+        kernel_lines=shown["kernel_lines"],
+        kernel_folded=shown["kernel_folded"],
+        mfma=briefing.mfma_text(ctx.target),
+        case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         diagnosis=state.get("diagnosis") or "(none)",
-        parent_fitness=f"{evaluation.fitness:.3f}" if evaluation else "unknown",
-        kernel=block(parent.hip_source if parent else ""),
+        tried=briefing.tried_text(ctx.workshop, state["proposal"]),
         inspirations=inspirations,
         schema=schema_text(Idea, json_reply=True),
     )
 
 
-def inspirations_of(ctx: AgentContext, state: ProposalState) -> list[tuple[int, Candidate, float]]:
+Inspiration = tuple[int, Candidate, "Evaluation | None"]
+
+
+def inspirations_of(ctx: AgentContext, state: ProposalState) -> list[Inspiration]:
     proposal = state["proposal"]
-    return [(e.candidate_id, ctx.workshop.source(e.candidate_id), e.fitness)
-            for e in proposal.inspirations]  # fmt: skip
+    return [(e.candidate_id, ctx.workshop.source(e.candidate_id),
+             ctx.workshop.evaluation_of(e.candidate_id)) for e in proposal.inspirations]  # fmt: skip
 
 
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
@@ -78,7 +82,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         fallback = offline(state.get("diagnosis") or "")
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             return {"idea": fallback.idea, "transform": fallback.transform}
-        text = inspirations_text(inspirations_of(ctx, state))
+        text = inspirations_text(state.get("parent"), inspirations_of(ctx, state))
         call = ctx.ask(ROLE, prompt(ctx, state, text))
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None

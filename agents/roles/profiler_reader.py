@@ -7,11 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from hipevolve.agents import briefing
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.structured import parse_json_reply
 from hipevolve.agents.state import ProposalState
 from hipevolve.core.evaluation import Evaluation, StaticFacts
-from hipevolve.prompts.render import block, render, schema_text
+from hipevolve.prompts.render import render, schema_text
 
 ROLE = "profiler_reader"
 Bottleneck = Literal["memory", "latency", "registers", "lds", "launch", "compute", "unknown"]
@@ -110,7 +111,7 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
         task_description=ctx.task.description,
         measurements=measurements_text(evaluation),
         static_facts=facts_text(evaluation.static if evaluation else ()),
-        kernel=block(parent.hip_source if parent else ""),
+        kernel=briefing.parent_fields(parent, ctx.target)[1]["kernel"],
         schema=schema_text(Diagnosis, json_reply=True),
     )
 

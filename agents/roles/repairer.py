@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from hipevolve.agents.briefing import error_lines, numbered
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
@@ -43,10 +44,15 @@ def failure_of(evaluation: Evaluation) -> Failure:
     return Failure(kind=evaluation.status.value, message=evaluation.message, detail=detail)
 
 
-def problem_text(failure: Failure) -> str:
+def problem_text(failure: Failure, shown: Candidate | None = None) -> str:
+    """The failure, its trimmed log, and for a compile error the kernel's lines the compiler
+    names, numbered as it counts them (the file itself may be 1,000 lines)."""
     text = f"{failure.kind}: {failure.message}".rstrip()
     if failure.detail:
         text += f"\n```\n{block(failure.detail)}```"
+    lines = error_lines(failure.detail) if failure.kind == "compile_error" else []
+    if lines and shown is not None and shown.hip_source:
+        text += f"\nkernel.hip around those lines:\n```\n{block(numbered(shown.hip_source, lines))}```"
     return text
 
 
@@ -61,7 +67,7 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
         failure=failure.kind,
         turn=str(state.get("repair_turns", 0) + 1),
         max_turns=str(ctx.limits.repair_turns),
-        problem=problem_text(failure),
+        problem=problem_text(failure, shown),
         kernel=block(shown.hip_source if shown else ""),
         model=block(shown.python_source if shown else ""),
         schema=schema_text(RepairReply, json_reply=False),
@@ -123,7 +129,7 @@ def follow_up(ctx: AgentContext, state: ProposalState) -> str:
         turn=str(state.get("repair_turns", 0) + 1),
         max_turns=str(ctx.limits.repair_turns),
         idea=state.get("idea") or "(none given)",
-        problem=problem_text(failure),
+        problem=problem_text(failure, state.get("candidate") or state.get("base")),
         changes=changes,
         applies_to=applies_to,
         schema=schema_text(RepairReply, json_reply=False),
@@ -160,7 +166,8 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             return {**update, "candidate": None, "stopped": stopped,
                     "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
         got = candidate_from(ctx, ROLE, call, shown)
-        update |= {"model": call.model, "prompt_hash": call.prompt_hash, "base": shown}
+        update |= {"model": call.model, "prompt_hash": call.prompt_hash, "base": shown,
+                   "reply": call.text}  # fmt: skip
         if isinstance(got, Failure):
             return {**update, "candidate": None, "failure": got}
         return {**update, "candidate": got, "failure": None}

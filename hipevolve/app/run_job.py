@@ -196,6 +196,8 @@ def run_job(
     translates = bool(settings.models.role_models().get("translator"))
     first = first_candidates(task, translates=translates)  # with a model, the translator writes them
     evaluate = evaluators(task, settings, settings.verifier.backend)
+    if settings.models.models() and options.budget:
+        _say_cost(settings, task, evaluate, options.budget, err_console)
     try:
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(settings.run.archive, create=options.resume is None) as archive:
@@ -318,7 +320,7 @@ def _drive(
                 summary = run_evolution(
                     task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
                     seed=plan.seed, run_id=plan.run, on_progress=display.update,
-                    should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run),
+                    should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run, evaluate),
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
@@ -345,17 +347,33 @@ def _drive(
     return outcome
 
 
-def _policy(settings: Settings, archive: Archive, run: int | None):
+def _policy(settings: Settings, archive: Archive, run: int | None, evaluate: Evaluator):
     """The agents over the models (None: no model, the offline mutator), within the agents'
-    limits. A resumed run's LLM spending counts against its budgets."""
+    limits, told which backend and device time the run. A resumed run's LLM spending counts
+    against its budgets."""
     if not settings.models.models():
         return None
+    from hipevolve.agents.briefing import Target
     from hipevolve.agents.llm.client import spent_in
     from hipevolve.agents.llm.ensemble import Ensemble
     from hipevolve.agents.policy import AgentPolicy
 
     spent = spent_in(archive, run) if run is not None else None
-    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents)
+    target = Target(evaluate.backend, evaluate.device or "")
+    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents, target)
+
+
+def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int,
+              err_console: Console) -> None:  # fmt: skip
+    """One line before a run with models: the floor of what it will cost, and the cap."""
+    from hipevolve.agents.briefing import Target
+    from hipevolve.app.cost_estimate import estimate
+
+    models = settings.models
+    model = (models.role_models().get("mutator") or models.models())[0]
+    found = estimate(model, task, Target(evaluate.backend, evaluate.device or ""), budget,
+                     models.api_base)  # fmt: skip
+    err_console.print(found.line(models.cost_budget_usd))
 
 
 def _exit_code(summary: RunSummary) -> int:

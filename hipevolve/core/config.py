@@ -30,7 +30,7 @@ the keys it names.
       lag                  generations a plan may lag behind (generations in flight)
     [agents]      hard limits on the agents' graph (used only with a model)
       repair_turns, audit_rechecks, surprising_speedup, proposals_per_generation, concurrency,
-      raw_reply_chars
+      stall_generations, raw_reply_chars
     [models]      which LLMs serve which agent role, and the run's LLM budgets
       model                one litellm model behind every writing role (--model); unset and no
                            roles: the offline policies
@@ -189,9 +189,17 @@ class AgentLimits(Section):
     audit_rechecks: int = Field(
         default=1, ge=0, le=1, description="hidden-seed re-checks of a surprising winner")
     surprising_speedup: float = Field(
-        default=3.0, gt=1, description="fitness above which a winner is sent back to be re-checked")
+        default=10.0, gt=1,
+        description="fitness above which a winner is re-checked on a fresh hidden seed, where the "
+        "task sets no suspect_speedup (a new island best is re-checked too; each re-check "
+        "spends one evaluation of the budget)")
     proposals_per_generation: int = Field(default=8, ge=1, description="graph runs per generation")
-    concurrency: int = Field(default=2, ge=1, le=32, description="graph runs at once")
+    concurrency: int | None = Field(
+        default=None, ge=1, le=64,
+        description="graph runs at once; unset: 4 per evaluator slot (GPU)")
+    stall_generations: int = Field(
+        default=4, ge=0,
+        description="stop after this many generations in a row with no new evaluation (0: never)")
     raw_reply_chars: int = Field(
         default=16384, ge=0, description="characters kept of a malformed reply, in its event")
 
@@ -214,7 +222,10 @@ class ModelSettings(Section):
         "review is on only when listed here")
     api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
     token_budget: int | None = Field(default=None, ge=1, description="tokens in+out per run")
-    cost_budget_usd: float | None = Field(default=None, gt=0, description="dollars per run")
+    cost_budget_usd: float | None = Field(
+        default=25.0, gt=0,
+        description="dollars per run; the run stops there (a model with no known price costs "
+        "nothing here); raise it with --cost-budget")
     timeout_s: float = Field(default=120.0, gt=0, description="per request, seconds")
     stream: bool = Field(
         default=False, description="receive replies as a stream (long replies never sit idle "

@@ -83,6 +83,9 @@ class DatasetRecord(Frozen):
     agent: str = Field(description="who wrote it: seed, offline-mutator, mutator, repairer, ...")
     model: str = Field(description="the LLM (provider/name), empty for offline policies")
     prompt_hash: str = Field(description="hash of the prompt that produced it, empty if none")
+    idea: str = Field(default="", description="the optimisation idea an agent implemented")
+    diagnosis: str = Field(default="", description="the bottleneck diagnosis the idea acted on")
+    reply: str = Field(default="", description="the model's reply that wrote it (trimmed)")
     island: int = Field(description="the island it was proposed on")
     generation: int = Field(description="the generation it was proposed in (0: seeds)")
     status: str = Field(
@@ -151,7 +154,8 @@ def records(archive: Archive, run: int) -> Iterator[DatasetRecord]:
             hip_source=c.candidate.hip_source, python_source=c.candidate.python_source,
             source_hash=c.source_hash, parent=parent,
             parents=[ParentRef(candidate_id=p, kind=kind) for p, kind, _ in into],
-            agent=c.agent, model=c.model, prompt_hash=c.prompt_hash, island=c.island,
+            agent=c.agent, model=c.model, prompt_hash=c.prompt_hash, idea=c.attempt.idea,
+            diagnosis=c.attempt.diagnosis, reply=c.attempt.reply, island=c.island,
             generation=c.generation, status=evaluation.status.value,
             correct=evaluation.ok, fitness=evaluation.fitness, backend=evaluation.backend,
             message=evaluation.message, flags=list(evaluation.flags),

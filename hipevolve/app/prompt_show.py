@@ -1,0 +1,91 @@
+"""`evolve prompts show ROLE --task T`: the exact messages a role would send for the task's seed.
+
+The state is what an offline run hands the role for the seed kernel: the seed as the parent with
+no evaluation yet, the rule-based diagnosis and the catalogue idea that the profiler_reader and
+the optimizer fall back to. The target is the backend a run here would use. Tokens are counted
+with cl100k_base, the tokenizer litellm falls back to, from the copy litellm ships (offline).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from hipevolve.agents.briefing import Target
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.roles import mutator, optimizer, profiler_reader, translator
+from hipevolve.agents.state import AgentLimits, ProposalState
+from hipevolve.core.candidate import load_candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.child import Proposal
+from hipevolve.prompts.render import system_prompt
+
+ROLES = ("optimizer", "mutator", "profiler_reader", "translator")
+# Roles whose prompt quotes something a seed does not have.
+NOT_FOR_A_SEED = {
+    "repairer": "it quotes a failed candidate and its error",
+    "auditor": "it quotes a surprisingly fast candidate's measurements",
+    "task_generator": "it writes new tasks (evolve tasks generate)",
+    "verifier": "it is the deterministic verifier, not a model",
+}
+
+
+@dataclass(frozen=True)
+class ShownPrompt:
+    role: str
+    task: str
+    target: Target
+    system: str
+    user: str
+
+    def tokens(self) -> dict[str, int]:
+        system, user = count_tokens(self.system), count_tokens(self.user)
+        return {"system": system, "user": user, "total": system + user}
+
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
+
+
+def seed_prompt(role: str, task: TaskSpec, target: Target) -> ShownPrompt:
+    """The messages `role` would send for the first seed of `task`; UserError for a role that
+    has no prompt for a seed, or a task without seeds (translator excepted)."""
+    if role in NOT_FOR_A_SEED:
+        raise UserError(f"the {role} has no prompt for a seed: {NOT_FOR_A_SEED[role]}",
+                        f"show one of {', '.join(ROLES)}")  # fmt: skip
+    if role not in ROLES:
+        raise UserError(f"no role {role!r}", f"choose one of {', '.join(ROLES)}")
+    ctx = AgentContext(task=task, workshop=None, limits=AgentLimits(), ensemble=None,  # type: ignore[arg-type]
+                       rng=random.Random(0), target=target)  # fmt: skip
+    if role == "translator":
+        return ShownPrompt(role, task.name, target, system_prompt(), translator.prompt(ctx))
+    if not task.seeds:
+        raise UserError(f"task {task.name!r} has no seed kernel to show the {role}'s prompt for",
+                        "show the translator's prompt, which starts from the reference")  # fmt: skip
+    parent = load_candidate(Path(task.seeds[0]))
+    diagnosis = profiler_reader.offline(None).text()
+    state: ProposalState = {
+        "proposal": Proposal(island=0, parent=None), "parent": parent, "parent_evaluation": None,
+        "diagnosis": diagnosis, "idea": optimizer.offline(diagnosis).idea,
+    }  # fmt: skip
+    if role == "profiler_reader":
+        user = profiler_reader.prompt(ctx, state)
+    elif role == "optimizer":
+        user = optimizer.prompt(ctx, state, optimizer.inspirations_text(parent, []))
+    else:
+        user = mutator.prompt(ctx, state, optimizer.inspirations_text(parent, []))
+    return ShownPrompt(role, task.name, target, system_prompt(), user)
+
+
+def count_tokens(text: str) -> int:
+    """cl100k_base tokens of `text` (litellm's fallback tokenizer, from litellm's own copy)."""
+    import tiktoken
+
+    spec = importlib.util.find_spec("litellm")
+    if spec and spec.submodule_search_locations:
+        folder = Path(spec.submodule_search_locations[0]) / "litellm_core_utils" / "tokenizers"
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
+    return len(tiktoken.get_encoding("cl100k_base").encode(text, disallowed_special=()))
