@@ -1,15 +1,19 @@
 """The task library: built-in tasks in this folder, plus user folders.
 
 A folder holding `task.toml` is one task (see hipevolve.core.taskspec). In a user folder, each such
-subfolder is a task, and each other `*.py` file is read as a KernelBench-format task.
+subfolder is a task, and each other `*.py` file is read as a KernelBench-format task; a subfolder
+without `task.toml` is read the same way, one level down (KernelBench's dataset root holds
+level1..level4). A malformed KernelBench file in a folder is skipped with a one-line warning
+(`on_skip`); the rest of its folder still loads.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import sys
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -36,15 +40,31 @@ def load_task_folder(folder: Path, origin: str) -> TaskSpec:
         raise UserError(f"{toml_path}: {where}: {first['msg']}", "fix the file") from None
 
 
-def _tasks_in(directory: Path, origin: str) -> Iterable[TaskSpec]:
+Skip = Callable[[UserError], None]
+
+
+def warn_skipped(error: UserError) -> None:
+    """The default on_skip: one line on stderr."""
+    print(f"warning: skipped {error.line()}", file=sys.stderr)
+
+
+def _tasks_in(directory: Path, origin: str, on_skip: Skip = warn_skipped,
+              depth: int = 0) -> Iterable[TaskSpec]:  # fmt: skip
     if (directory / "task.toml").is_file():
         yield load_task_folder(directory, origin)
         return
     for entry in sorted(directory.iterdir()):
         if entry.is_dir() and (entry / "task.toml").is_file():
             yield load_task_folder(entry, origin)
-        elif origin != "builtin" and entry.suffix == ".py" and not entry.name.startswith("_"):
-            yield load_kernelbench_file(entry)
+        elif origin == "builtin" or entry.name.startswith(("_", ".")):
+            continue
+        elif entry.is_dir() and depth == 0:
+            yield from _tasks_in(entry, origin, on_skip, depth + 1)
+        elif entry.suffix == ".py" and entry.is_file():
+            try:
+                yield load_kernelbench_file(entry)
+            except UserError as e:
+                on_skip(e)
 
 
 def user_dirs(extra: Iterable[Path] = ()) -> list[Path]:
@@ -54,14 +74,15 @@ def user_dirs(extra: Iterable[Path] = ()) -> list[Path]:
     return dirs
 
 
-def discover(tasks_dirs: Iterable[Path] = ()) -> dict[str, TaskSpec]:
-    """All tasks by name: built-in ones, then user ones (a user task may not shadow another)."""
+def discover(tasks_dirs: Iterable[Path] = (), on_skip: Skip = warn_skipped) -> dict[str, TaskSpec]:
+    """All tasks by name: built-in ones, then user ones (a user task may not shadow another).
+    on_skip hears of each malformed KernelBench file in a folder (a file named alone raises)."""
     tasks: dict[str, TaskSpec] = {t.name: t for t in _tasks_in(BUILTIN_DIR, "builtin")}
     for directory in user_dirs(tasks_dirs):
         if not directory.exists():
             raise UserError(f"tasks folder {directory} does not exist", "check --tasks-dir")
         found = [load_kernelbench_file(directory)] if directory.is_file() else _tasks_in(
-            directory, "user")
+            directory, "user", on_skip)
         for task in found:
             if task.name in tasks:
                 raise UserError(

@@ -2,11 +2,22 @@
 
 The file is read with `ast`, not imported, to list it: a malformed file is reported by name with
 what it lacks, and nothing in it runs until its reference is evaluated.
+
+KernelBench sizes its inputs with module-level constants (`batch_size = 4096`, `dim = 393216`:
+median 2 GiB of inputs), far too large for a CPU check. Each task therefore gets, beside its
+`default` case, a `reduced` case (small, untimed) that sets those constants lower: every integer
+above SMALL_INT (and every such element of a literal list or tuple) shifts right by the same
+amount, no lower than SMALL_INT, until their product fits SIZE_BUDGET and each fits MAX_DIM.
+Values at or below SMALL_INT (kernel sizes, strides, a reduction's dim, head counts) keep their
+value, so the structure stays; powers of two stay divisible by the small values. Constants
+named for the batch go down to BATCH. Constants computed from others (`bias_shape = (out_channels, 1, 1)`) follow when the case runs
+(hipevolve.core.reference.module_globals).
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 
@@ -14,7 +25,12 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import Case, TaskSpec, Tolerance
 
 REQUIRED = {"Model": ast.ClassDef, "get_inputs": ast.FunctionDef,
-            "get_init_inputs": ast.FunctionDef}
+            "get_init_inputs": ast.FunctionDef}  # fmt: skip
+SMALL_INT = 16  # constants at or below this are structure, never scaled
+MAX_DIM = 256  # no scaled constant above this
+SIZE_BUDGET = 1 << 18  # the product of the scaled constants
+BATCH = 2  # a constant named for the batch goes down to this
+REDUCED = "reduced"
 
 
 def task_name(path: Path) -> str:
@@ -22,11 +38,70 @@ def task_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem)
 
 
+def _int_value(node: ast.expr) -> int | None:
+    """An integer literal or an arithmetic expression of them (`2048 * 2`), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
+                                                            ast.FloorDiv, ast.Pow)):  # fmt: skip
+        a, b = _int_value(node.left), _int_value(node.right)
+        if a is None or b is None or (isinstance(node.op, ast.Pow) and b > 64):
+            return None
+        if isinstance(node.op, ast.FloorDiv) and b == 0:
+            return None
+        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
+               ast.FloorDiv: int.__floordiv__, ast.Pow: int.__pow__}  # fmt: skip
+        return ops[type(node.op)](a, b)
+    return None
+
+
+def size_constants(tree: ast.Module) -> dict[str, int | list[int]]:
+    """Module-level `name = <int>` and `name = [<int>, ...]` (or a tuple) assignments."""
+    found: dict[str, int | list[int]] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign)
+                and all(isinstance(t, ast.Name) for t in node.targets)):  # fmt: skip
+            continue
+        value: int | list | None = _int_value(node.value)
+        if value is None and isinstance(node.value, (ast.List, ast.Tuple)) and node.value.elts:
+            items = [_int_value(e) for e in node.value.elts]
+            value = items if all(i is not None for i in items) else None
+        if value is not None:
+            found.update({t.id: value for t in node.targets})  # `height = width = 128`
+    return found
+
+
+def reduced_globals(constants: dict[str, int | list[int]]) -> dict[str, str]:
+    """The reduced case's constants as Python literals; empty when nothing needs reducing."""
+    large = [v for name, c in constants.items() if "batch" not in name.lower()
+             for v in (c if isinstance(c, list) else [c]) if v > SMALL_INT]  # fmt: skip
+
+    def scaled(v: int, shift: int) -> int:
+        return v if v <= SMALL_INT else max(SMALL_INT, min(MAX_DIM, v >> shift))
+
+    shift = 0
+    while math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET and any(
+            scaled(v, shift) > SMALL_INT for v in large):
+        shift += 1
+    reduced = {}
+    for name, value in constants.items():
+        if "batch" in name.lower() and isinstance(value, int) and value > BATCH:
+            reduced[name] = repr(BATCH)  # a batch is never structure
+            continue
+        new = [scaled(v, shift) for v in value] if isinstance(value, list) else scaled(value, shift)
+        if new != value:
+            reduced[name] = repr(new)
+    return reduced
+
+
 def load_kernelbench_file(path: Path) -> TaskSpec:
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as e:
         raise UserError(f"{path}: not valid Python (line {e.lineno}: {e.msg})",
+                        "fix the file or move it out of the tasks folder") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise UserError(f"{path}: cannot be read ({type(e).__name__}: {e})",
                         "fix the file or move it out of the tasks folder") from None
     defined = {node.name: type(node) for node in tree.body
                if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
@@ -36,12 +111,16 @@ def load_kernelbench_file(path: Path) -> TaskSpec:
                         "define class Model, get_inputs() and get_init_inputs()")
     doc = ast.get_docstring(tree) or ast.get_docstring(
         next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")) or ""
+    cases = [Case(name="default", small=False)]
+    reduced = reduced_globals(size_constants(tree))
+    if reduced:
+        cases.append(Case(name=REDUCED, small=True, timed=False, globals=reduced))
     return TaskSpec(
         name=task_name(path),
         description=doc.strip().splitlines()[0] if doc.strip() else f"KernelBench task {path.name}",
         family="kernelbench",
         origin="kernelbench",
         reference=path.resolve(),
-        cases=(Case(name="default", small=False),),
+        cases=tuple(cases),
         tolerance=Tolerance(kind="kernelbench"),
     )

@@ -47,6 +47,12 @@ class Case(Frozen):
         default=False, description="reference runs on a CPU in under 2 s; used by CPU tests"
     )
     roofline: Roofline | None = None
+    globals: dict[str, str] = Field(
+        default_factory=dict,
+        description="module-level constants of the reference (name -> Python literal) set "
+        "before its functions run: a KernelBench file sizes its inputs with globals, so its "
+        "reduced CPU case sets them",
+    )
 
 
 class Tolerance(Frozen):
