@@ -75,6 +75,10 @@ class Sandbox:
 
             with open(cand.source) as f:
                 kernels.bind(str(cand.library), f.read())
+        elif cand.library is not None:  # KernelBench: load_inline returns the prebuilt modules
+            from hipevolve.verifier.gpu.prebuilt import use_prebuilt
+
+            use_prebuilt(cand.library)
         module = _import_path(str(cand.model))
         if not hasattr(module, "ModelNew"):
             raise AttributeError(f"{os.path.basename(cand.model)} defines no ModelNew")
