@@ -55,26 +55,43 @@ def _int_value(node: ast.expr) -> int | None:
     return None
 
 
-def size_constants(tree: ast.Module) -> dict[str, int | list[int]]:
-    """Module-level `name = <int>` and `name = [<int>, ...]` (or a tuple) assignments."""
-    found: dict[str, int | list[int]] = {}
+def _ints(node: ast.expr) -> int | list[int] | tuple[int, ...] | None:
+    value: int | list | tuple | None = _int_value(node)
+    if value is None and isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+        items = [_int_value(e) for e in node.elts]
+        kind = tuple if isinstance(node, ast.Tuple) else list  # `(b,) + shape` needs a tuple
+        value = kind(items) if all(i is not None for i in items) else None
+    return value
+
+
+def size_constants(tree: ast.Module) -> dict[str, int | list[int] | tuple[int, ...]]:
+    """Module-level integer constants: `n = 4096`, `a = b = 2048 * 2`, `shape = (16, 64)`,
+    `depth, height, width = 32, 64, 64`."""
+    found: dict[str, int | list[int] | tuple[int, ...]] = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign)
-                and all(isinstance(t, ast.Name) for t in node.targets)):  # fmt: skip
+        if not isinstance(node, ast.Assign):
             continue
-        value: int | list | None = _int_value(node.value)
-        if value is None and isinstance(node.value, (ast.List, ast.Tuple)) and node.value.elts:
-            items = [_int_value(e) for e in node.value.elts]
-            value = items if all(i is not None for i in items) else None
-        if value is not None:
-            found.update({t.id: value for t in node.targets})  # `height = width = 128`
+        for target in node.targets:
+            if isinstance(target, ast.Name) and (value := _ints(node.value)) is not None:
+                found[target.id] = value
+            elif (isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                  and len(target.elts) == len(node.value.elts)):  # fmt: skip
+                for name, item in zip(target.elts, node.value.elts, strict=True):
+                    if isinstance(name, ast.Name) and (number := _int_value(item)) is not None:
+                        found[name.id] = number
     return found
 
 
-def reduced_globals(constants: dict[str, int | list[int]]) -> dict[str, str]:
-    """The reduced case's constants as Python literals; empty when nothing needs reducing."""
-    large = [v for name, c in constants.items() if "batch" not in name.lower()
-             for v in (c if isinstance(c, list) else [c]) if v > SMALL_INT]  # fmt: skip
+def _is_batch(name: str) -> bool:
+    return "batch" in name.lower()
+
+
+def reduced_globals(constants: dict[str, int | list[int] | tuple[int, ...]]) -> dict[str, str]:
+    """The reduced case's constants as Python literals; empty when nothing needs reducing.
+    Equal values stay equal (a reference may rely on `batch_size == dim`)."""
+    values = lambda c: c if isinstance(c, (list, tuple)) else [c]  # noqa: E731
+    structural = {v for name, c in constants.items() if not _is_batch(name) for v in values(c)}
+    large = sorted({v for v in structural if v > SMALL_INT})
 
     def scaled(v: int, shift: int) -> int:
         return v if v <= SMALL_INT else max(SMALL_INT, min(MAX_DIM, v >> shift))
@@ -85,10 +102,12 @@ def reduced_globals(constants: dict[str, int | list[int]]) -> dict[str, str]:
         shift += 1
     reduced = {}
     for name, value in constants.items():
-        if "batch" in name.lower() and isinstance(value, int) and value > BATCH:
-            reduced[name] = repr(BATCH)  # a batch is never structure
-            continue
-        new = [scaled(v, shift) for v in value] if isinstance(value, list) else scaled(value, shift)
+        if _is_batch(name) and isinstance(value, int) and value not in structural:
+            new: int | list[int] | tuple[int, ...] = min(value, BATCH)  # a batch is never structure
+        elif isinstance(value, (list, tuple)):
+            new = type(value)(scaled(v, shift) for v in value)
+        else:
+            new = scaled(value, shift)
         if new != value:
             reduced[name] = repr(new)
     return reduced

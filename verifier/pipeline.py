@@ -244,6 +244,9 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
         else:
             job_candidate = CandidateJob(format="kernelbench", model=written,
                                          library=prepared.extensions)
+        # A case that sets module constants (a KernelBench file's reduced CPU case) is for CPU
+        # checks: the judge and the sandbox build cases from init and inputs alone.
+        cases = cases or tuple(c for c in task.cases if not c.globals)
         job = job_for_task(
             task, job_candidate, settings, device=_device(backend), cases=cases,
             seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),

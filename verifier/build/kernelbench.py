@@ -350,9 +350,6 @@ class StaticAnswer(BaseModel):
 def static_facts(candidate: Candidate, analyse, have_toolchain: bool) -> StaticAnswer:  # noqa: ANN001
     """The device code of every extension through `analyse(source) -> StaticResult` (the
     pipeline's cached gfx942 analysis)."""
-    if not have_toolchain:
-        return StaticAnswer(nothing="nothing compiled: no AMD static toolchain here "
-                            "(scripts/install_amd_toolchain.sh installs it)")
     try:
         exts = extensions(candidate)
     except KernelBenchBuildError as e:
@@ -361,6 +358,9 @@ def static_facts(candidate: Candidate, analyse, have_toolchain: bool) -> StaticA
     if not sum(n for _, n in sources):
         return StaticAnswer(nothing="nothing compiled: the file's load_inline sources define "
                             "no __global__ kernel outside host code that uses torch")
+    if not have_toolchain:
+        return StaticAnswer(nothing="nothing compiled: no AMD static toolchain here "
+                            "(scripts/install_amd_toolchain.sh installs it)")
     facts: list[StaticFacts] = []
     for (text, count), ext in zip(sources, exts, strict=True):
         if not count:
