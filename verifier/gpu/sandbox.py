@@ -12,7 +12,7 @@ nothing: the judge decides. After the checks it waits for the judge's word on st
 os._exit, so atexit handlers and lingering threads never run past the end.
 
 Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
-hipevolve.verifier.gpu.{confine,ipc,job,timing,wire} only.
+hipevolve.verifier.gpu.{confine,ipc,job,prebuilt,timing,wire} only.
 """
 
 from __future__ import annotations
