@@ -91,7 +91,10 @@ def reduced_globals(constants: dict[str, int | list[int] | tuple[int, ...]]) -> 
     Equal values stay equal (a reference may rely on `batch_size == dim`)."""
     values = lambda c: c if isinstance(c, (list, tuple)) else [c]  # noqa: E731
     structural = {v for name, c in constants.items() if not _is_batch(name) for v in values(c)}
-    large = sorted({v for v in structural if v > SMALL_INT})
+    # every occurrence counts (height = width = 128 is 128 * 128 elements); a batch equal to a
+    # structural constant scales with it
+    large = [v for name, c in constants.items() for v in values(c)
+             if v > SMALL_INT and (not _is_batch(name) or v in structural)]  # fmt: skip
 
     def scaled(v: int, shift: int) -> int:
         return v if v <= SMALL_INT else max(SMALL_INT, min(MAX_DIM, v >> shift))

@@ -102,3 +102,13 @@ def test_tasks_list_on_the_dataset_root_warns_in_one_line(tmp_path):
     warnings = [ln for ln in result.output.splitlines() if ln.startswith("warning: skipped")]
     assert len(warnings) == 1 and "broken.py" in warnings[0] and "line 1" in warnings[0]
     assert "Traceback" not in result.output
+
+
+def test_every_occurrence_of_a_size_counts_toward_the_budget():
+    # height = width = 128 with a batch of 128: 128 * 64 * 128 * 128 elements before
+    reduced = reduced_globals({"batch_size": 128, "in_channels": 64, "height": 128,
+                               "width": 128, "kernel_size": 3})  # fmt: skip
+    sizes = [int(reduced[n]) for n in ("batch_size", "in_channels", "height", "width")]
+    assert all(16 <= s <= 32 for s in sizes), reduced
+    assert reduced["height"] == reduced["width"] == reduced["batch_size"]  # equal stay equal
+    assert "kernel_size" not in reduced
