@@ -1,7 +1,6 @@
 """ReLU as a KernelBench candidate whose load_inline extension is plain C++ (runs on the CPU):
 the build stage's prebuilt-extension path, exercised where no GPU exists."""
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

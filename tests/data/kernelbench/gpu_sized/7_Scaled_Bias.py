@@ -7,7 +7,7 @@ class Model(nn.Module):
     constant computed from another (bias_shape) and a module constant read by __init__."""
 
     def __init__(self, features, bias_shape):
-        super(Model, self).__init__()
+        super(Model, self).__init__()  # noqa: UP008 (as KernelBench writes it)
         self.scale = nn.Parameter(torch.full((features,), SCALE))
         self.bias = nn.Parameter(torch.randn(bias_shape))
 

@@ -4,7 +4,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     def __init__(self, input_size, hidden_size, num_layers):
-        super(Model, self).__init__()
+        super(Model, self).__init__()  # noqa: UP008 (as KernelBench writes it)
         self.gru = nn.GRU(input_size, hidden_size, num_layers, bidirectional=True)
 
     def forward(self, x, h0):
