@@ -7,10 +7,13 @@ KernelBench sizes its inputs with module-level constants (`batch_size = 4096`, `
 median 2 GiB of inputs), far too large for a CPU check. Each task therefore gets, beside its
 `default` case, a `reduced` case (small, untimed) that sets those constants lower: every integer
 above SMALL_INT (and every such element of a literal list or tuple) shifts right by the same
-amount, no lower than SMALL_INT, until their product fits SIZE_BUDGET and each fits MAX_DIM.
-Values at or below SMALL_INT (kernel sizes, strides, a reduction's dim, head counts) keep their
-value, so the structure stays; powers of two stay divisible by the small values. Constants
-named for the batch go down to BATCH. Constants computed from others (`bias_shape = (out_channels, 1, 1)`) follow when the case runs
+amount, the smallest that brings their product (each occurrence counted) within SIZE_BUDGET and
+each within MAX_DIM, but never so far that the smallest of them drops below MIN_DIM. One shift
+for all keeps their ratios (a stride-2 transposed convolution's output width still equals the
+channel count a LayerNorm expects); equal values stay equal. Values at or below SMALL_INT
+(kernel sizes, strides, a reduction's dim, head counts) keep their value, so the structure
+stays. A constant named for the batch that equals no other goes down to BATCH. Constants
+computed from others (`bias_shape = (out_channels, 1, 1)`) follow when the case runs
 (hipevolve.core.reference.module_globals).
 """
 
@@ -29,6 +32,7 @@ REQUIRED = {"Model": ast.ClassDef, "get_inputs": ast.FunctionDef,
 SMALL_INT = 16  # constants at or below this are structure, never scaled
 MAX_DIM = 256  # no scaled constant above this
 SIZE_BUDGET = 1 << 18  # the product of the scaled constants
+MIN_DIM = 4  # no shift takes the smallest scaled constant below this
 BATCH = 2  # a constant named for the batch goes down to this
 REDUCED = "reduced"
 
@@ -97,11 +101,13 @@ def reduced_globals(constants: dict[str, int | list[int] | tuple[int, ...]]) -> 
              if v > SMALL_INT and (not _is_batch(name) or v in structural)]  # fmt: skip
 
     def scaled(v: int, shift: int) -> int:
-        return v if v <= SMALL_INT else max(SMALL_INT, min(MAX_DIM, v >> shift))
+        return v if v <= SMALL_INT else max(1, v >> shift)
 
+    # the deepest shift that keeps the smallest large value at MIN_DIM or more
+    deepest = max(0, (min(large) // MIN_DIM).bit_length() - 1) if large else 0
     shift = 0
-    while math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET and any(
-            scaled(v, shift) > SMALL_INT for v in large):
+    while shift < deepest and (math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET
+                               or max(scaled(v, shift) for v in large) > MAX_DIM):
         shift += 1
     reduced = {}
     for name, value in constants.items():

@@ -220,7 +220,11 @@ def _gemm_checks(seg: lower_chain.Segment, placeholders) -> tuple[str, ...]:
 def _tensor_expr(p) -> str:
     if p.role == "buffer":
         return p.key  # a local variable of the variant's method
-    return f"x{p.key}" if p.role == "input" else f"self.{p.key}"
+    if p.role == "input":
+        return f"x{p.key}"
+    # "network.0.weight" -> self.network[0].weight (a Sequential's or ModuleList's child)
+    return "self" + "".join(f"[{part}]" if part.isdigit() else f".{part}"
+                            for part in p.key.split("."))  # fmt: skip
 
 
 def _dim_sources(g: Graph) -> list[tuple[str, int]]:
