@@ -95,3 +95,12 @@ def test_evolve_translate_says_in_one_line_why_a_task_does_not_lower(tmp_path):
     assert result.output.strip() == ("big_gru: not lowered: recurrent module nn.GRU: the offline "
                                      "translator lowers no recurrences")
     assert not out.exists()
+
+
+def test_parameters_of_a_sequential_are_indexed_in_the_lowered_model(tmp_path):
+    task = load_kernelbench_file(DATA / "sequential" / "9_Tiny_MLP.py")
+    result = translate(task, tmp_path / "out")
+    assert result.folder is not None, result.reason
+    model = (result.folder / "model.py").read_text()
+    assert "self.network[0].weight" in model and "self.network.0" not in model
+    assert result.builds, result.reason
