@@ -26,7 +26,7 @@ from hipevolve.agents.lowering import chain as lower_chain
 from hipevolve.agents.lowering import gemm as lower_gemm
 from hipevolve.agents.lowering import pointwise as lower_pointwise
 from hipevolve.agents.lowering import rowreduce as lower_rowreduce
-from hipevolve.agents.lowering.fx_trace import TracedCase, TraceError, trace_task
+from hipevolve.agents.lowering.fx_trace import TracedCase, TraceError, trace_case, trace_task
 from hipevolve.agents.lowering.ir import (
     DEVICE_HELPERS,
     F16_HELPERS,
@@ -92,8 +92,22 @@ def _one_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
 
+def _traced(task: TaskSpec) -> list[TracedCase]:
+    """Every case traced; a case that sets module constants (a KernelBench file's reduced one)
+    is left out when it alone does not trace: the task's own cases decide."""
+    own = trace_task(task.model_copy(update={"cases": tuple(
+        c for c in task.cases if not c.globals)}))  # fmt: skip
+    reduced = []
+    for case in (c for c in task.cases if c.globals):
+        try:
+            reduced.append(trace_case(task.reference, case))
+        except TraceError:
+            continue
+    return own + reduced
+
+
 def _lower(task: TaskSpec) -> Candidate:
-    cases = trace_task(task)
+    cases = _traced(task)
     graphs = [expression_graph(c) for c in cases]
     try:
         variants = _variants(task, graphs)
