@@ -2,7 +2,8 @@
 
 A folder holding `task.toml` is one task (see hipevolve.core.taskspec). In a user folder, each such
 subfolder is a task, each other `*.py` file is read as a KernelBench-format task, and other
-subfolders are searched the same way.
+subfolders are searched the same way (KernelBench's dataset root holds level1..level4). With
+`warn`, a malformed task is reported in one line and skipped; the rest of its folder loads.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ class ReferenceRun(BaseModel):
 
 
 def cases_to_check(task: TaskSpec) -> tuple[Case, ...]:
-    """The small cases, or every case of a task that declares none (KernelBench files)."""
+    """The small cases (a KernelBench file's reduced case), or every case of a task that
+    declares none."""
     return task.small_cases or task.cases
 
 
@@ -28,7 +29,8 @@ def run_reference(task: TaskSpec, case: Case, device: str = "cpu", seed: int = 0
 
     start = time.perf_counter()
     try:
-        outputs = run_case(task.reference, dict(case.init), dict(case.inputs), device, seed)
+        outputs = run_case(task.reference, dict(case.init), dict(case.inputs), device, seed,
+                           dict(case.globals))
     except Exception as e:  # the reference is the user's code: report, never crash
         first = (str(e).strip().splitlines() or [""])[0]
         return ReferenceRun(task=task.name, case=case.name, ok=False,

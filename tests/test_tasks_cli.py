@@ -47,10 +47,15 @@ def test_kernelbench_references_run_through_tasks_check():
 
 
 def test_malformed_kernelbench_file_is_one_line_naming_file_and_what_is_missing():
+    # skipped with a warning: the rest of its folder (here, the built-ins) still lists
     out = evolve("tasks", "list", "--tasks-dir", str(DATA / "malformed"))
     assert out.returncode == 0  # skipped with a warning: it does not hide the folder's others
     line = out.stderr.strip()
+    assert line.startswith("warning: skipped ")
     assert "\n" not in line and "no_get_inputs.py" in line and "missing get_inputs" in line
+    # named alone, the file is still an error
+    alone = evolve("tasks", "list", "--tasks-dir", str(DATA / "malformed" / "no_get_inputs.py"))
+    assert alone.returncode == 2 and "missing get_inputs" in alone.stderr
 
 
 def test_reference_that_raises_reports_task_and_first_line_of_error():

@@ -117,6 +117,9 @@ class Prepared(BaseModel):
     candidate: Candidate
     done: Evaluation | None = None
     library: Path | None = Field(default=None, description="the compiled .so (native, GPU)")
+    extensions: Path | None = Field(
+        default=None, description="the folder of a KernelBench file's prebuilt load_inline "
+        "extensions, <name>.so each (verifier/build/kernelbench.py)")
     static: tuple[StaticFacts, ...] = ()
     flags: tuple[str, ...] = ()
 
@@ -145,9 +148,12 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     a time: several at once only interleave under the GIL and all finish late, holding back a
     batch's first GPU job. Compiles and analyses the cache lacks run after the turn, in
     subprocesses, in parallel."""
+    from hipevolve.verifier.build import kernelbench
+
     built: BuildResult | None = None
     static: StaticResult | None = None
     compiler = None
+    candidate, dropped = kernelbench.without_compiler_choice(candidate)
     with _TURN:
         checked = screen(candidate)
         native = checked.passed and candidate.format == "native" and backend != "cpu"
@@ -158,7 +164,7 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
             built = cached_build(candidate.hip_source, compiler, settings.cache_dir)
         if native:
             static = static_analysis(candidate.hip_source, settings, cached_only=True)
-    flags = tuple(checked.flags)
+    flags = (*checked.flags, *dropped)
     finished = lambda status, message, **more: Prepared(  # noqa: E731
         candidate=candidate, flags=flags,
         done=Evaluation(status=status, task=task.name, backend=backend, message=message,
@@ -166,11 +172,20 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     if not checked.passed:
         return finished(Status.rejected, checked.message)
     if candidate.format != "native":
-        if backend == "static":  # a KernelBench candidate has no HIP source to analyse
-            return finished(Status.compiled, "KernelBench format: no static AMD analysis; not run")
+        if backend == "static":  # the device code of its load_inline sources, where there is
+            return _kernelbench_static(candidate, settings, finished)
         if backend not in ("cpu", "cuda", "rocm"):
             raise ValueError(f"unknown backend {backend}")
-        return Prepared(candidate=candidate, flags=flags)
+        if backend == "cpu" and "load_inline" not in candidate.python_source:
+            return Prepared(candidate=candidate, flags=flags)
+        # An extension compiles libtorch's headers: a minute (65 s measured), not a kernel's 2 s.
+        ext = kernelbench.build(candidate, backend, settings.cache_dir,
+                                timeout_s=max(settings.compile_timeout_s, 600.0))
+        if not ext.ok:
+            return finished(Status.compile_error, "its load_inline extension does not build",
+                            compile_log=ext.log)
+        return Prepared(candidate=candidate, extensions=ext.folder,
+                        flags=(*flags, kernelbench.LESS_ISOLATED))
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     if compiler is not None and built is None:
@@ -198,6 +213,22 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
                     static=static.facts, flags=flags)
 
 
+def _kernelbench_static(candidate: Candidate, settings: VerifierSettings, finished) -> Prepared:
+    """The static backend's verdict on a KernelBench file: its device code compiled for AMD,
+    or a compile error, or a clear 'nothing compiled' (never a silent `compiled`)."""
+    from hipevolve.verifier.build.amd_static import find_toolchain
+    from hipevolve.verifier.build.kernelbench import static_facts
+
+    answer = static_facts(candidate, lambda source: static_analysis(source, settings),
+                          have_toolchain=find_toolchain() is not None)
+    if answer.error:
+        return finished(Status.compile_error, "its device code does not compile for AMD",
+                        compile_log=answer.error)
+    if answer.nothing:
+        return finished(Status.compile_error, f"KernelBench format: {answer.nothing}; not run")
+    return finished(Status.compiled, answer.message, static=answer.facts)
+
+
 def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings, backend: str,
                  judges, *, cases: tuple[Case, ...] | None = None,
                  do_timing: bool = True) -> Evaluation:
@@ -217,7 +248,11 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
                                          library=prepared.library,
                                          source=written / "kernel.hip")  # fmt: skip
         else:
-            job_candidate = CandidateJob(format="kernelbench", model=written)
+            job_candidate = CandidateJob(format="kernelbench", model=written,
+                                         library=prepared.extensions)
+        # A case that sets module constants (a KernelBench file's reduced CPU case) is for CPU
+        # checks: the judge and the sandbox build cases from init and inputs alone.
+        cases = cases or tuple(c for c in task.cases if not c.globals)
         job = job_for_task(
             task, job_candidate, settings, device=_device(backend), cases=cases,
             seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),

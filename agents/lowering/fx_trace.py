@@ -5,6 +5,11 @@ with torch.fx's proxy-tensor tracer (make_fx, which records aten ops with their 
 in node.meta["val"]), then with torch.export where that fails. Parameters and buffers are passed
 as explicit inputs (torch.func.functional_call), so every placeholder is named: a forward input
 ("input", its position) or a module tensor ("param", its dotted attribute path).
+
+A case that sets module constants (a KernelBench file's reduced case) is traced with them set.
+Recurrent modules (nn.LSTM, nn.GRU, nn.RNN) are refused before tracing: their tracing takes
+a minute and no pattern lowers them. Whatever else goes wrong (the reference raises while it is
+built or called on the meta device) comes back as TraceError, one line.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import fx
 
-from hipevolve.core.reference import load_module
+from hipevolve.core.reference import load_module, module_globals
 from hipevolve.core.taskspec import Case, TaskSpec
 
 
@@ -44,11 +49,19 @@ class TracedCase:
 
 def trace_case(reference: Path, case: Case) -> TracedCase:
     """The aten graph of the reference's forward for one case's shapes and dtypes."""
-    module = load_module(reference)
-    with torch.device("meta"):
-        torch.manual_seed(0)
-        model = module.Model(*module.get_init_inputs(**case.init))
-        args = list(module.get_inputs(**case.inputs))
+    try:
+        module = load_module(reference)
+        with module_globals(module, dict(case.globals)), torch.device("meta"):
+            torch.manual_seed(0)
+            model = module.Model(*module.get_init_inputs(**case.init))
+            args = list(module.get_inputs(**case.inputs))
+    except Exception as e:  # noqa: BLE001 - the reference is the user's code
+        raise TraceError(f"the reference cannot be built on the meta device "
+                         f"({_first_line(e)})") from None  # fmt: skip
+    recurrent = [type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)]
+    if recurrent:
+        raise TraceError(f"recurrent module nn.{recurrent[0]}: the offline translator lowers "
+                         "no recurrences")  # fmt: skip
     for i, a in enumerate(args):
         if not isinstance(a, torch.Tensor):
             raise TraceError(f"forward input {i} is a {type(a).__name__}, not a tensor")
@@ -57,8 +70,12 @@ def trace_case(reference: Path, case: Case) -> TracedCase:
     def forward(params, *inputs):
         return torch.func.functional_call(model, params, inputs)
 
-    with torch.no_grad():
-        result = model(*args)  # on meta: only to learn whether forward returns a tuple
+    try:
+        with torch.no_grad():
+            result = model(*args)  # on meta: only to learn whether forward returns a tuple
+    except Exception as e:  # noqa: BLE001
+        raise TraceError(f"the reference's forward fails on the meta device "
+                         f"({_first_line(e)})") from None  # fmt: skip
     try:
         from torch.fx.experimental.proxy_tensor import make_fx
 

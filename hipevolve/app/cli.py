@@ -8,6 +8,7 @@
     evolve tasks check --tasks-dir kb/level1     # run references on their small cases
     evolve tasks generate --n 50 --seed 0        # synthetic, verified tasks
     evolve verify prompts/examples/softmax_native --task softmax
+    evolve translate softmax --out /tmp/softmax_lowered   # the reference lowered to HIP
     evolve doctor                                # which backends and toolchains work here
     evolve prompts show mutator --task gated_delta_net   # the exact prompt a role sends
 
@@ -475,6 +476,19 @@ def _cuda_translated(path: Path):
         return None
     err_console.print(f"{found[0]}: CUDA source, translated to HIP with PyTorch's hipify")
     return load_cuda_candidate(*found)
+
+
+@app.command()
+def translate(
+    task: Annotated[str, typer.Argument(help="Task to translate.")],
+    out: Annotated[Path, typer.Option(help="Folder for kernel.hip and model.py.")],
+    tasks_dir: TasksDir = None,
+) -> None:
+    """Lower a task's PyTorch reference to a native HIP candidate (the offline translator)."""
+    from hipevolve.app.translate import print_translated, translate_task
+
+    dirs = _settings(tasks_dir).tasks.dirs
+    raise typer.Exit(print_translated(err_console, translate_task(task, out, dirs)))
 
 
 @prompts_app.command("show")

@@ -7,9 +7,12 @@ inputs are built on the CPU under a seeded generator and then moved to the devic
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -89,11 +92,43 @@ def as_outputs(result: Any) -> list[torch.Tensor]:
     raise TypeError(f"forward returned {type(result).__name__}, expected tensors")
 
 
+@contextlib.contextmanager
+def module_globals(module: ModuleType, literals: dict[str, str]) -> Iterator[ModuleType]:
+    """The module with some constants set (Python literals: a KernelBench file's sizes), and
+    every later top-level `name = expression` that reads a changed name evaluated again (so
+    `bias_shape = (out_channels, 1, 1)` follows `out_channels`); all restored after."""
+    if not literals:
+        yield module
+        return
+    namespace = vars(module)
+    changed = {name: ast.literal_eval(text) for name, text in literals.items()}
+    tree = ast.parse(Path(module.__file__).read_text())
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)) or node.targets[0].id in literals:
+            continue
+        reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+        if reads & set(changed):
+            scope = {**namespace, **changed}
+            changed[node.targets[0].id] = eval(  # noqa: S307 - the task's own module text
+                compile(ast.Expression(node.value), module.__file__, "eval"), scope)
+    saved = {name: namespace[name] for name in changed if name in namespace}
+    namespace.update(changed)
+    try:
+        yield module
+    finally:
+        for name in changed:
+            namespace.pop(name, None)
+        namespace.update(saved)
+
+
 def run_case(path: str | Path, init: dict[str, Any], inputs: dict[str, Any],
-             device: torch.device | str = "cpu", seed: int = 0) -> list[torch.Tensor]:
-    """The reference's outputs for one case and seed."""
-    module = load_module(path)
-    model = build_model(module, init, device, seed)
-    args = build_inputs(module, inputs, device, seed)
-    with torch.no_grad():
-        return as_outputs(model(*args))
+             device: torch.device | str = "cpu", seed: int = 0,
+             globals_: dict[str, str] | None = None) -> list[torch.Tensor]:
+    """The reference's outputs for one case and seed (`globals_`: module constants to set, as
+    Python literals)."""
+    with module_globals(load_module(path), globals_ or {}) as module:
+        model = build_model(module, init, device, seed)
+        args = build_inputs(module, inputs, device, seed)
+        with torch.no_grad():
+            return as_outputs(model(*args))

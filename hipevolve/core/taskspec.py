@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from hipevolve.core.base import Frozen
 from hipevolve.core.hardware import ROOFLINE_GPUS, bounds_us
@@ -47,6 +47,21 @@ class Case(Frozen):
         default=False, description="reference runs on a CPU in under 2 s; used by CPU tests"
     )
     roofline: Roofline | None = None
+    globals: dict[str, str] = Field(
+        default_factory=dict,
+        description="module-level constants of the reference (name -> Python literal) set "
+        "before its functions run: a KernelBench file sizes its inputs with globals, so its "
+        "reduced CPU case sets them",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_empty_globals(self, handler):  # noqa: ANN001, ANN202
+        # A case without globals dumps as it did before the field existed (settings keys,
+        # archived task specs and manifests stay the same).
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("globals"):
+            data.pop("globals", None)
+        return data
 
 
 class Tolerance(Frozen):

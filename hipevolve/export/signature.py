@@ -90,13 +90,14 @@ def op_signature(task: TaskSpec) -> OpSignature:
     defaults. Raises ValueError with the reason when the schema cannot express the task."""
     import torch
 
-    from hipevolve.core.reference import as_outputs, build_inputs, load_module
+    from hipevolve.core.reference import as_outputs, build_inputs, load_module, module_globals
 
     module = load_module(task.reference)
     probe = (task.small_cases or task.cases)[0]
     device = "cpu" if probe.small else "meta"
     defaults_case = (task.timed_cases or task.cases)[0]
-    with torch.random.fork_rng(devices=[]), torch.device(device), torch.no_grad():
+    with torch.random.fork_rng(devices=[]), torch.device(device), torch.no_grad(), \
+            module_globals(module, dict(probe.globals)):  # a KernelBench file's reduced case
         model = module.Model(*module.get_init_inputs(**probe.init))
         inputs = build_inputs(module, probe.inputs, device, seed=0)
         result = model(*inputs)

@@ -58,7 +58,8 @@ class CaseJob:
 @dataclass(frozen=True, kw_only=True)
 class CandidateJob:
     """The candidate's files: model.py (native) or the KernelBench .py file, and for a native
-    candidate its compiled .so and kernel.hip."""
+    candidate its compiled .so and kernel.hip; for a KernelBench one, `library` is the folder
+    of its prebuilt load_inline extensions (verifier/gpu/prebuilt.py), when built."""
 
     format: str  # one of FORMATS
     model: Path
@@ -72,8 +73,9 @@ class CandidateJob:
         _set(self, "source", _path(self.source))
 
     def may_start_processes(self) -> bool:
-        """Only a load_inline candidate needs to run compilers inside its sandbox."""
-        if self.format != "kernelbench":
+        """Only a load_inline candidate built nowhere else needs to run compilers inside its
+        sandbox."""
+        if self.format != "kernelbench" or self.library is not None:
             return False
         text = self.model.read_text(errors="replace")
         return "load_inline" in text or "cpp_extension" in text

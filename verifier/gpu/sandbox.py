@@ -12,7 +12,7 @@ nothing: the judge decides. After the checks it waits for the judge's word on st
 os._exit, so atexit handlers and lingering threads never run past the end.
 
 Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
-hipevolve.verifier.gpu.{confine,ipc,job,timing,wire} only.
+hipevolve.verifier.gpu.{confine,ipc,job,prebuilt,timing,wire} only.
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ class Sandbox:
 
             with open(cand.source) as f:
                 kernels.bind(str(cand.library), f.read())
+        elif cand.library is not None:  # KernelBench: load_inline returns the prebuilt modules
+            from hipevolve.verifier.gpu.prebuilt import use_prebuilt
+
+            use_prebuilt(cand.library)
         module = _import_path(str(cand.model))
         if not hasattr(module, "ModelNew"):
             raise AttributeError(f"{os.path.basename(cand.model)} defines no ModelNew")

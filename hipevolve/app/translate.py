@@ -1,0 +1,86 @@
+"""`evolve translate TASK --out DIR`: the offline translator as a command.
+
+It lowers the task's PyTorch reference to a native candidate (agents/lowering/lower.py), writes
+kernel.hip and model.py into DIR, and checks that the written ModelNew builds on the CPU (on the
+task's small case: a KernelBench file's reduced one), so what it writes is a candidate
+`evolve verify DIR --task TASK` can score. A task that does not lower is one line saying why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import uuid
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from hipevolve.agents.lowering.lower import Unlowered, lower
+from hipevolve.core.candidate import Candidate, write_candidate
+from hipevolve.core.errors import UserError
+from hipevolve.core.taskspec import TaskSpec
+
+
+class Translated(BaseModel):
+    """What `evolve translate` did: the folder written, or why nothing was."""
+
+    task: str
+    folder: Path | None = None
+    reason: str = ""  # one line, when nothing was written or ModelNew does not build
+    builds: bool = False  # ModelNew(*get_init_inputs()) builds on the CPU
+
+
+def model_builds_on_cpu(candidate: Candidate, task: TaskSpec, folder: Path) -> str:
+    """'' when the ModelNew of the candidate written in `folder` builds on the CPU with the
+    task's small case (else its first); otherwise the first line of what went wrong."""
+    from hipevolve.core.reference import load_module, module_globals
+
+    case = (task.small_cases or task.cases)[0]
+    name = f"hipevolve_translated_{uuid.uuid4().hex[:12]}"
+    spec = importlib.util.spec_from_file_location(name, folder / "model.py")
+    try:
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        with module_globals(load_module(task.reference), dict(case.globals)) as ref:
+            module.ModelNew(*ref.get_init_inputs(**case.init))
+    except Exception as e:  # noqa: BLE001 - what the written candidate raises is the answer
+        first = (str(e).strip().splitlines() or [""])[0]
+        return f"ModelNew does not build on the CPU: {type(e).__name__}: {first}"[:300]
+    finally:
+        sys.modules.pop(name, None)
+    return ""
+
+
+def translate(task: TaskSpec, out: Path) -> Translated:
+    """Lowers `task` and writes the candidate into `out` (created; files there are replaced)."""
+    found = lower(task)
+    if isinstance(found, Unlowered):
+        return Translated(task=task.name, reason=found.reason)
+    try:
+        folder = write_candidate(found, out)
+    except OSError as e:
+        raise UserError(f"cannot write the candidate to {out}: {e.strerror or e}",
+                        "pass a writable folder with --out") from None  # fmt: skip
+    problem = model_builds_on_cpu(found, task, folder)
+    return Translated(task=task.name, folder=folder, reason=problem, builds=not problem)
+
+
+def translate_task(name: str, out: Path, tasks_dirs) -> Translated:  # noqa: ANN001
+    """The command's work: the task by name (with the settings' task folders), into `out`."""
+    from hipevolve.problems import get_task
+
+    return translate(get_task(name, tasks_dirs), out)
+
+
+def print_translated(console, result: Translated) -> int:  # noqa: ANN001 (a rich Console)
+    """One line per outcome; the exit code (0: written and builds)."""
+    if result.folder is None:
+        console.print(f"{result.task}: not lowered: {result.reason}")
+        return 1
+    if not result.builds:
+        console.print(f"{result.task}: written to {result.folder}, but {result.reason}")
+        return 1
+    console.print(f"{result.task}: written to {result.folder} (kernel.hip, model.py); score it "
+                  f"with `evolve verify {result.folder} --task {result.task}`")
+    return 0
