@@ -409,3 +409,20 @@ def test_short_search_on_the_gpu_prints_a_best_speedup(tmp_path):
     with Archive.open(db) as archive:
         assert archive.count_evaluations(1) <= 8
     assert (tmp_path / "hipevolve_best" / db.stem / "softmax-run1" / "kernel.hip").is_file()
+
+
+def test_two_archives_in_one_folder_keep_their_best_kernels_apart(tmp_path):
+    tasks = write_task_folder(tmp_path)
+    written = {}
+    for name, budget in (("a.db", "1"), ("b.db", "12")):  # the seed alone; a better child
+        out = evolve_standin(tmp_path / f"log-{name}", "--task", TASK_NAME, "--budget", budget,
+                             "--tasks-dir", tasks, "--archive", tmp_path / name, cwd=tmp_path)
+        assert out.returncode == 0, out.stdout + out.stderr
+        with Archive.open(tmp_path / name) as archive:
+            best = archive.best(1)
+            assert best is not None
+            written[name] = archive.candidate(best.candidate_id).source_hash
+    assert written["a.db"] != written["b.db"]
+    for name, source_hash in written.items():
+        folder = tmp_path / "hipevolve_best" / Path(name).stem / f"{TASK_NAME}-run1"
+        assert load_candidate(folder).source_hash == source_hash  # neither replaced the other
