@@ -91,9 +91,7 @@ GETS_THROUGH: dict[str, str] = {
     "corpus_kg_seed_precompute": PREDICTABLE,
     "corpus_wafer_pointer_cache": TIMED_DETECTION,
     "corpus_kg_partial_key_cache": TIMED_DETECTION,
-    "corpus_kb_hidden_half": PRECISION,
     "corpus_makora_operation_skip": PRECISION,
-    "corpus_kg_token_paste_stream": LEXER,
 }
 
 

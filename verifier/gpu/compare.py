@@ -93,11 +93,21 @@ DOWNGRADED_SHARE = 0.01  # the output in at most this share
 MIN_ELEMENTS = 16
 
 
-def relative_guard(tol: dict[str, Any], dtype: torch.dtype) -> float:
-    """The relative RMS bound an allclose-kind output must also meet."""
+NEAR_ATOL_SHARE = 0.5  # above this share of reference values inside atol, rtol bounds the RMS
+
+
+def relative_guard(tol: dict[str, Any], dtype: torch.dtype, ref: torch.Tensor | None = None) -> float:
+    """The relative RMS bound an allclose-kind output must also meet. Where most reference
+    values sit inside atol (a 151,936-wide softmax row: every value below 1e-5), atol alone
+    would pass a row computed from part of its inputs, so the relative tolerance itself bounds
+    the relative RMS error; elsewhere a looser guard (4 rtol, at least 0.05)."""
     if tol.get("max_rel_rms"):
         return float(tol["max_rel_rms"])
-    _, rtol = tolerance_for(tol, dtype)
+    atol, rtol = tolerance_for(tol, dtype)
+    if ref is not None and rtol > 0 and ref.numel():
+        near = float((ref.abs() <= atol).float().mean())
+        if near > NEAR_ATOL_SHARE:
+            return rtol
     return min(GUARD_CAP, max(GUARD_FLOOR, GUARD_RTOLS * rtol))
 
 
@@ -203,7 +213,7 @@ def compare_fully(
                 f"{int(bad.sum())} of {r.numel()} elements outside atol={atol:g} rtol={rtol:g}",
             ),
         )
-    guard = relative_guard(tol, ref.dtype)
+    guard = relative_guard(tol, ref.dtype, r)
     if ref_norm > 0 and not rel_rms <= guard:
         return (
             False,
@@ -243,7 +253,7 @@ def _quick_pass(
     if tol["kind"] == "rel_rms":
         inside = rel_rms <= EDGE * float(tol["max_rel_rms"])
     else:
-        guard = relative_guard(tol, r.dtype)
+        guard = relative_guard(tol, r.dtype, r)
         inside = excess[0] <= EDGE * atol and (ref_norm == 0 or rel_rms <= EDGE * guard)
     return (max_abs, rel_rms) if inside else None
 

@@ -222,7 +222,7 @@ def torch_compute(s: Sources) -> Iterator[Hit]:
     """PyTorch compute in ModelNew.forward (or what it calls), or in a load_inline wrapper, makes
     torch, not the kernel, do the timed work; only allocation, views, metadata and the
     candidate's own launchers are allowed."""
-    for src in s.cxx:
+    for src in s.host_code():
         if src.inline:
             yield from _inline_torch_compute(src)
     py = s.py

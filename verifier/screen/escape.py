@@ -40,7 +40,7 @@ def streams(s: Sources) -> Iterator[Hit]:
         for node in s.py.nodes():
             if isinstance(node, (ast.Attribute, ast.Name)) and s.py.resolve(node) in _STREAM_NAMES:
                 yield s.py.hit(node, f"{s.py.resolve(node)}: launch on the current stream only")
-    for src in s.cxx:
+    for src in s.host_code():
         yield from src.hits(
             _HIP_STREAMS,
             lambda m: f"{m[0]}: launch on the stream the launcher receives, create none",
@@ -81,7 +81,7 @@ def threads_processes(s: Sources) -> Iterator[Hit]:
             dotted = s.py.resolve(node) if isinstance(node, ast.Attribute) else None
             if dotted and _THREAD_CALLS.fullmatch(dotted):
                 yield s.py.hit(node, f"{dotted}: model code starts no threads or processes")
-    for src in s.cxx:
+    for src in s.host_code():
         yield from src.hits(
             _HIP_THREADS, lambda m: f"{m[0].strip('( ')}: host code starts no threads or processes"
         )
@@ -110,7 +110,7 @@ def exit_hooks(s: Sources) -> Iterator[Hit]:
                 isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__del__"
             ):
                 yield s.py.hit(node, "__del__ runs code outside the timed call")
-    for src in s.cxx:
+    for src in s.host_code():
         yield from src.hits(
             _HIP_EXIT_HOOKS,
             lambda m: f"{' '.join(m[0].split())}: host code runs outside the timed call",
@@ -287,7 +287,7 @@ def file_io(s: Sources) -> Iterator[Hit]:
                 )
             ):
                 yield py.hit(node, f".{node.func.attr}(): model code does no file I/O")
-    for src in s.cxx:
+    for src in s.host_code():
         yield from src.hits(_HIP_FILES, lambda m: f"{m[0].strip('( ')}: host code does no file I/O")
 
 
@@ -301,7 +301,7 @@ _HIP_ESCAPES = re.compile(
 def host_escape(s: Sources) -> Iterator[Hit]:
     """Host code in kernel.hip runs with the harness's rights: system, popen, dlopen, sockets and
     exec are never needed to launch a kernel (FAULTS 8)."""
-    for src in s.cxx:
+    for src in s.host_code():
         yield from src.hits(
             _HIP_ESCAPES, lambda m: f"{m[0].strip('( ')}(): host code only launches kernels"
         )
@@ -317,7 +317,7 @@ _HIP_DEVICE_STATE = re.compile(
 def device_state(s: Sources) -> Iterator[Hit]:
     """Resetting the device or switching contexts breaks the harness's session and the next
     candidate's (FAULTS 3)."""
-    for src in s.cxx:
+    for src in s.host_code():
         yield from src.hits(
             _HIP_DEVICE_STATE, lambda m: f"{m[0]}: candidates leave device and context state alone"
         )

@@ -344,6 +344,8 @@ class Sources:
     syntax_error: str = ""
     syntax_line: int = 1
     cxx: list[CxxSource] = field(default_factory=list)
+    # The C++ after macro expansion (verifier/screen/expand.py), for the host-escape checks.
+    expanded: list[CxxSource] = field(default_factory=list)
     unscreenable: list[Hit] = field(default_factory=list)  # inline sources not statically known
 
     @classmethod
@@ -361,7 +363,15 @@ class Sources:
             sources.cxx.append(CxxSource("kernel.hip", candidate.hip_source))
         else:
             sources._inline_sources()
+        from hipevolve.verifier.screen.expand import expanded_views
+
+        for src in sources.cxx:
+            sources.expanded += expanded_views(src)
         return sources
+
+    def host_code(self) -> list[CxxSource]:
+        """The C++ as written and as the preprocessor expands it: where escapes are looked for."""
+        return self.cxx + self.expanded
 
     def _inline_sources(self) -> None:
         assert self.py is not None
