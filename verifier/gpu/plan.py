@@ -10,7 +10,7 @@ The format (JSON, standard library only: the judge and the sandbox load no pydan
 
     {"version": 1, "cases": {CASE: {
         "inputs":  [{"dtype": "bfloat16", "shape": [4096, 4096], "stride": [4096, 1]} | null],
-        "buffers": [{"device": "cuda" | "cpu", "nbytes": N, "fill": null | 0 | 1.0}],
+        "buffers": [{"device": "cuda" | "cpu", "nbytes": N, "fill": null | 0 | 1.0, "dtype": D}],
         "steps":   [{"op": "fill", "ref": REF, "value": 0}
                     | {"op": "call", "launcher": NAME, "args": [ARG, ...]}],
         "outputs": [REF, ...]}}}
@@ -72,8 +72,8 @@ class Ref:
         size = DTYPES[self.dtype]
         if any(n == 0 for n in self.shape):
             return self.offset, self.offset
-        lo = self.offset + size * sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.stride))
-        hi = self.offset + size * sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.stride))
+        lo = self.offset + size * sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.stride, strict=False))
+        hi = self.offset + size * sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.stride, strict=False))
         return lo, hi + size
 
     @classmethod
@@ -92,6 +92,7 @@ class Buffer:
     device: str  # "cuda" or "cpu"
     nbytes: int
     fill: float | int | None = None
+    dtype: str = "uint8"  # what it was allocated as: the fill's type
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,12 @@ class CasePlan:
             return cls(
                 inputs=tuple(d["inputs"]),
                 buffers=tuple(
-                    Buffer(device=str(b["device"]), nbytes=int(b["nbytes"]), fill=b.get("fill"))
+                    Buffer(
+                        device=str(b["device"]),
+                        nbytes=int(b["nbytes"]),
+                        fill=b.get("fill"),
+                        dtype=str(b.get("dtype", "uint8")),
+                    )
                     for b in d["buffers"]
                 ),
                 steps=tuple(_step_of(s) for s in d["steps"]),
@@ -152,6 +158,21 @@ class Plan:
         if not isinstance(cases, dict):
             raise PlanError("malformed plan: no cases")
         return cls(cases={str(n): CasePlan.of(c) for n, c in cases.items()})
+
+
+def input_specs(values: list) -> list[dict | Any]:
+    """What a recorder is told of each forward argument: a tensor's dtype, shape and strides
+    (no data), anything else as it is."""
+    return [
+        {
+            "dtype": str(v.dtype).removeprefix("torch."),
+            "shape": [int(n) for n in v.shape],
+            "stride": [int(s) for s in v.stride()],
+        }
+        if hasattr(v, "stride") and hasattr(v, "dtype")
+        else v
+        for v in values
+    ]
 
 
 def _step_dict(s: Step) -> dict:
@@ -205,6 +226,8 @@ def validate(plan: CasePlan, signatures: dict[str, tuple[str, list[str]]]) -> No
     for j, b in enumerate(plan.buffers):
         if b.device not in ("cuda", "cpu") or not 0 <= b.nbytes <= MAX_NBYTES:
             raise PlanError(f"buffer a{j}: device {b.device!r}, {b.nbytes} bytes is not allowed")
+        if b.dtype not in DTYPES or b.nbytes % DTYPES[b.dtype]:
+            raise PlanError(f"buffer a{j}: dtype {b.dtype!r} does not fit {b.nbytes} bytes")
         if b.fill is not None:
             _number(b.fill)
         sizes[f"a{j}"] = (b.device, b.nbytes)
@@ -222,7 +245,7 @@ def validate(plan: CasePlan, signatures: dict[str, tuple[str, list[str]]]) -> No
             args.append({"stream": True})
         if len(args) != len(decls):
             raise PlanError(f"{step.launcher} takes {len(decls)} arguments, got {len(args)}")
-        for k, (arg, decl) in enumerate(zip(args, decls)):
+        for k, (arg, decl) in enumerate(zip(args, decls, strict=False)):
             where = f"{step.launcher} argument {k}"
             if "hipStream_t" in decl:
                 if arg != {"stream": True}:

@@ -30,11 +30,12 @@ Imports torch, the standard library and hipevolve.runtime / hipevolve.verifier.g
 from __future__ import annotations
 
 import ctypes
+import json
 import numbers
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
@@ -126,10 +127,11 @@ class Recording:
     def allocate(self, t: torch.Tensor, fill: float | int | None) -> None:
         nbytes = 0
         if t.numel():
-            span = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+            span = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=False))
             nbytes = (span + 1) * t.element_size()
-        self.buffers.append(Buffer(device=t.device.type, nbytes=nbytes, fill=fill))
-        self.dtypes.append(str(t.dtype).removeprefix("torch."))
+        dtype = str(t.dtype).removeprefix("torch.")
+        self.buffers.append(Buffer(device=t.device.type, nbytes=nbytes, fill=fill, dtype=dtype))
+        self.dtypes.append(dtype)
         self.track(t, f"a{len(self.buffers) - 1}")
 
     # --- host memory for host calls -----------------------------------------------------------
@@ -163,7 +165,7 @@ class Recording:
             raise TypeError(f"{name} takes {len(decls)} arguments, got {len(args)}")
         recorded: list[dict] = []
         refs: list[Ref] = []
-        for k, (a, decl) in enumerate(zip(args, decls)):
+        for k, (a, decl) in enumerate(zip(args, decls, strict=False)):
             what = f"argument {k} of kernels.{name}"
             if "hipStream_t" in decl:
                 recorded.append({"stream": True})
@@ -171,7 +173,7 @@ class Recording:
                 ref = self.ref(a, what)
                 refs.append(ref)
                 recorded.append({"ref": ref})
-            elif isinstance(a, bool) or isinstance(a, numbers.Integral):
+            elif isinstance(a, (bool, numbers.Integral)):
                 recorded.append({"int": int(a)})
             elif isinstance(a, numbers.Real):
                 recorded.append({"float": float(a)})
@@ -211,7 +213,7 @@ class _Addresses(TorchFunctionMode):
         self.rec = rec
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        if func is torch.Tensor.data_ptr:
+        if func is torch.Tensor.data_ptr and isinstance(args[0], FakeTensor):
             return self.rec.address(args[0])
         return func(*args, **(kwargs or {}))
 
@@ -302,20 +304,6 @@ def stand_in(spec: dict) -> torch.Tensor:
     )
 
 
-def input_specs(values: list) -> list[dict | None]:
-    """What a plan records of each forward argument: a tensor's dtype, shape and strides."""
-    return [
-        {
-            "dtype": str(v.dtype).removeprefix("torch."),
-            "shape": [int(n) for n in v.shape],
-            "stride": [int(s) for s in v.stride()],
-        }
-        if isinstance(v, torch.Tensor)
-        else None
-        for v in values
-    ]
-
-
 def record_case(
     model_class: Any,
     init: list,
@@ -362,3 +350,41 @@ def record_case(
 
 def recording_kernels(source: str) -> RecordingKernels:
     return RecordingKernels(launcher_signatures(source))
+
+
+def record_job(job: Any, out: Any, send: Any) -> None:  # noqa: ANN401
+    """The recorder's whole life: binds the recording kernels, imports model.py, records every
+    case and sends one "plan" message (or "refused" with the reason). job: job.RecordJob."""
+    import importlib.util
+    import sys
+
+    import hipevolve.runtime as runtime
+    from hipevolve.core import reference
+    from hipevolve.verifier.gpu.plan import Plan
+
+    cand = job.candidate
+    with open(cand.source) as f:
+        kernels = recording_kernels(f.read())
+    runtime.kernels = kernels  # what `from hipevolve.runtime import kernels` finds
+    library = ctypes.CDLL(str(cand.library), mode=ctypes.RTLD_LOCAL)
+    ref_module = reference.load_module(job.reference)
+    spec = importlib.util.spec_from_file_location("hipevolve_candidate", str(cand.model))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {cand.model}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hipevolve_candidate"] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        raise AttributeError("model.py defines no ModelNew")
+    cases = {}
+    for name, case in job.cases.items():
+        torch.manual_seed(0)  # public: init arguments are never secret
+        init = list(ref_module.get_init_inputs(**case["init"]))
+        if any(isinstance(v, torch.Tensor) for v in init):
+            raise Refused("a native candidate's init arguments cannot be tensors in a plan")
+        try:
+            cases[name] = record_case(module.ModelNew, init, case["inputs"], kernels, library)
+        except Refused as e:
+            send("refused", message=f"case {name}: {e}"[:300])
+            return
+    send("plan", plan=json.loads(Plan(cases=cases).to_json()))

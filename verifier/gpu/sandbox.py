@@ -129,6 +129,10 @@ class Sandbox:
         buf, size = guard
         return bool((buf[:GUARD] == CANARY).all()) and bool((buf[GUARD + size :] == CANARY).all())
 
+    def outputs_broken(self, model) -> list:  # noqa: ANN001
+        """Canaries around the candidate's own allocations (the executor's plans have them)."""
+        return []
+
     def call(self, model, args: list):  # noqa: ANN001, ANN201
         with self.clock.no_grad():
             result = model(*args)
@@ -180,7 +184,10 @@ class Sandbox:
         outs = list(outs)
         metas = self.describe(outs, args)
         tensor_guards = [g for a, g in guarded if type(a) is torch.Tensor]
-        broken = [i for i, g in enumerate(tensor_guards) if g is not None and not self.intact(g)]
+        broken: list = [
+            i for i, g in enumerate(tensor_guards) if g is not None and not self.intact(g)
+        ]
+        broken += [f"allocation {k}" for k in self.outputs_broken(model)]
         values = [o for o, m in zip(outs, metas, strict=True) if m["exact"]]
         tensor_args = [a for a in args if type(a) is torch.Tensor] if send_inputs else []
         shared = self.write_message(
@@ -270,6 +277,20 @@ def load_kernels(torch, device: str) -> None:  # noqa: ANN001
     buf.zero_()
 
 
+def record(data: dict, out, flags: list[str]) -> None:  # noqa: ANN001
+    """A native candidate's recorder (record.py): its model.py runs here, on stand-ins, and
+    nothing else of the evaluation does."""
+    from hipevolve.verifier.gpu import record as recorder
+    from hipevolve.verifier.gpu import wire
+    from hipevolve.verifier.gpu.job import RecordJob
+
+    job = RecordJob.from_dict(data)
+    flags.append(confine.confine_syscalls(False))
+    wire.write_message(out, "ready", [], flags=flags, pid=os.getpid())
+    recorder.record_job(job, out, lambda kind, **f: wire.write_message(out, kind, [], **f))
+    out.flush()
+
+
 def _span(t) -> tuple[int, int]:  # noqa: ANN001
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
@@ -346,10 +367,19 @@ def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
         data = json.loads(sys.stdin.readline())
         if not data:
             os._exit(0)  # the judge needs no candidate run (a bad reference)
+        if data.get("record"):
+            stage = "record"
+            record(data, out, flags)
+            os._exit(0)
         job = SandboxJob.from_dict(data)
         if device.startswith("cuda"):
             reserve(torch, device, job.reserve_bytes)
-        box = Sandbox(job, out)
+        if job.candidate.format == "native":
+            from hipevolve.verifier.gpu.executor import Executor
+
+            box: Sandbox = Executor(job, out)
+        else:
+            box = Sandbox(job, out)
         flags.append(confine.confine_syscalls(job.allow_processes))
         if not job.allow_processes:
             flags.append("processes:denied")

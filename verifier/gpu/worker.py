@@ -71,16 +71,18 @@ only (no pydantic).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
-from hipevolve.verifier.gpu.job import CaseSizes, SandboxJob, WorkerJob
+from hipevolve.verifier.gpu.job import CaseSizes, RecordJob, SandboxJob, WorkerJob
 from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
 
@@ -231,8 +233,57 @@ class Judge:
         if self.counter is not None:
             self.counter.close()
 
-    def sandbox_job(self) -> SandboxJob:
-        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve())
+    def sandbox_job(self, plan: dict | None = None) -> SandboxJob:
+        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve(), plan)
+
+    def record_stage(self, deadline: float) -> dict:
+        """A native candidate's launch plan, from a recorder process of its own (record.py):
+        its model.py runs there, on stand-ins, and never in the process that is checked and
+        timed. A refused forward is `hacked`, with what it did."""
+        from hipevolve.verifier.gpu.plan import input_specs
+
+        job = self.job
+        cases = {
+            c.name: {
+                "init": c.init,
+                "inputs": input_specs(self.ref.refs[(c.name, job.seeds[0])][0]),
+            }
+            for c in job.cases
+        }
+        record = RecordJob(reference=job.reference, candidate=job.candidate, cases=cases)
+        rec = Channel(self.chan.workdir + "-record", "cpu", self.chan.zygote)
+        try:
+            rec.tell(record.to_json())
+            rec.next("record", deadline)  # ready
+            header, _, _ = rec.next("record", deadline)
+        finally:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(rec.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                rec.proc.wait(timeout=5)
+        if header["kind"] == "refused":
+            raise SandboxError("hacked", f"launch plan refused: {header.get('message', '')}")
+        if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
+            raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
+        self.card.flags.append("plan:executor")
+        return header["plan"]
+
+    def timed_refs(self, case: str, seed: int) -> None:
+        """The reference's outputs on a timing input set whose outputs the executor sent
+        (timed calls are checked at random), computed when first needed."""
+        job, refs = self.job, self.ref.refs
+        n = self.ref.sizes[case].timing_sets if case in self.ref.sizes else 0
+        if (case, seed) in refs or not job.timing_seed <= seed < job.timing_seed + n:
+            return
+        from hipevolve.core import reference
+
+        c = job.case(case)
+        inputs = reference.build_inputs(
+            self.ref.module, c.inputs, self.device, seed, draw_on_device=True
+        )
+        model = reference.build_model(self.ref.module, c.init, self.device, job.seeds[-1])
+        with self.torch.no_grad():
+            refs[(case, seed)] = (inputs, reference.as_outputs(model(*inputs)))
 
     def trim_cache(self) -> None:
         """Gives the memory this judge holds free back to the device when it is much (the
@@ -269,7 +320,13 @@ class Judge:
         mark = time.monotonic()
         stage = "start"
         try:
-            chan.start(self.sandbox_job(), job.max_processes)
+            plan = None
+            if job.candidate.format == "native":
+                stage = "record"
+                plan = self.record_stage(mark + timeouts.load)
+                mark = self._stage(stage, mark)
+                stage = "start"
+            chan.start(self.sandbox_job(plan), job.max_processes)
             self.sandbox_pid = chan.proc.pid
             ready, _, _ = chan.next("start", mark + timeouts.startup)
             card.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
@@ -337,7 +394,9 @@ class Judge:
                 )
                 if header.get("threads", 0) > 1:
                     card.hacks.append(f"{header['case']}: a thread is still running after timing")
-            elif kind == "outputs" and header.get("run") == "post":
+            elif kind == "outputs" and header.get("run") in ("post", "timed", "interleaved"):
+                if header.get("run") == "timed":
+                    self.timed_refs(str(header.get("case")), int(header.get("seed", -1)))
                 self.receive_outputs(header, tensors)
             elif kind == "done":
                 missing = [
