@@ -155,6 +155,16 @@ class Recording:
                 raw.view(t.dtype), ref.shape, ref.stride, ref.offset // size
             )
 
+    def scalar(self, t: torch.Tensor) -> Any:
+        buf = self.buffer_of(t)
+        if buf is None or self.device_of(buf) != "cpu":
+            raise Refused("model.py reads a device tensor's value on the host (.item(), int(t))")
+        if buf in self.device_written:
+            raise Refused("model.py reads host memory a device launcher was given")
+        view = self.host_view(t)
+        with _disable_current_modes():
+            return view.item()
+
     # --- launcher calls -----------------------------------------------------------------------
     def call(self, name: str, args: tuple) -> None:
         ret, decls = self.signatures[name]
@@ -205,6 +215,12 @@ class Recording:
             raise RuntimeError(f"launcher {name} returned HIP error {code}")
 
 
+_SCALARS = {
+    torch.Tensor.item: lambda v: v, torch.Tensor.__int__: int, torch.Tensor.__float__: float,
+    torch.Tensor.__bool__: bool, torch.Tensor.__index__: int,
+}
+
+
 class _Addresses(TorchFunctionMode):
     """data_ptr of a stand-in: its place in the plan's address space (Recording.address)."""
 
@@ -213,8 +229,12 @@ class _Addresses(TorchFunctionMode):
         self.rec = rec
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        if func is torch.Tensor.data_ptr and isinstance(args[0], FakeTensor):
-            return self.rec.address(args[0])
+        if args and isinstance(args[0], FakeTensor):
+            if func is torch.Tensor.data_ptr:
+                return self.rec.address(args[0])
+            if func in _SCALARS:
+                value = self.rec.scalar(args[0])
+                return _SCALARS[func](value)
         return func(*args, **(kwargs or {}))
 
 
@@ -232,7 +252,7 @@ class _Allowlist(TorchDispatchMode):
         if name in _METADATA or getattr(func, "namespace", "") == "prim":
             return func(*args, **kwargs)
         if name == "_local_scalar_dense":
-            return self.scalar(args[0])
+            return rec.scalar(args[0])
         if name in _EMPTY or name in _FILLED:
             out = func(*args, **kwargs)
             fill = None
@@ -259,15 +279,6 @@ class _Allowlist(TorchDispatchMode):
             f"model.py computes aten.{name} with PyTorch outside the kernels: a native "
             "candidate's forward may only allocate, view and call kernels.*"
         )
-
-    def scalar(self, t: torch.Tensor) -> Any:
-        rec = self.rec
-        buf = rec.buffer_of(t)
-        if buf is None or rec.device_of(buf) != "cpu":
-            raise Refused("model.py reads a device tensor's value on the host (.item(), int(t))")
-        if buf in rec.device_written:
-            raise Refused("model.py reads host memory a device launcher was given")
-        return rec.host_view(t).item()
 
 
 def _plain(v: Any) -> float | int:
