@@ -82,7 +82,8 @@ class PlanModel:
         return [
             i
             for i, (raw, start, n) in enumerate(self.guards)
-            if not bool((raw[:start] == CANARY).all()) or not bool((raw[start + n :] == CANARY).all())
+            if not bool((raw[:start] == CANARY).all())
+            or not bool((raw[start + n :] == CANARY).all())
         ]
 
     @staticmethod
@@ -183,9 +184,7 @@ class Executor(Sandbox):
 
     def intact(self, guard: tuple) -> bool:
         buf, start, size = guard
-        return bool((buf[:start] == CANARY).all()) and bool(
-            (buf[start + size :] == CANARY).all()
-        )
+        return bool((buf[:start] == CANARY).all()) and bool((buf[start + size :] == CANARY).all())
 
     def outputs_broken(self, model: PlanModel) -> list[int]:
         return model.broken()
@@ -215,14 +214,17 @@ class Executor(Sandbox):
                 while slipped and slipped[0] == i:
                     slipped.pop(0)
                     seed = list(checks)[secrets.randbelow(len(checks))]
-                    args = [self.guarded_clone(a)[0] if type(a) is torch.Tensor else a
-                            for a in checks[seed]]
+                    args = [
+                        self.guarded_clone(a)[0] if type(a) is torch.Tensor else a
+                        for a in checks[seed]
+                    ]
                     outs: list = []
                     self.clock.trial(lambda a=args, o=outs: o.extend(model(*a)))
                     kept.append((seed, -1, outs))
                 index = i % len(sets)
-                args = [self.guarded_clone(a)[0] if type(a) is torch.Tensor else a
-                        for a in sets[index]]
+                args = [
+                    self.guarded_clone(a)[0] if type(a) is torch.Tensor else a for a in sets[index]
+                ]
                 outs = []
                 t, w = self.clock.trial(lambda a=args, o=outs: o.extend(model(*a)))
                 if i >= job.warmup:

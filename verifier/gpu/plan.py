@@ -49,9 +49,21 @@ MAX_BUFFERS = 64
 MAX_STEPS = 256
 MAX_NBYTES = 1 << 38  # 256 GiB: beyond any device; a plan asking more is refused
 DTYPES = {
-    "float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1,
-    "int16": 2, "int32": 4, "int64": 8, "bool": 1, "uint16": 2, "uint32": 4, "uint64": 8,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
 }
 
 
@@ -72,8 +84,12 @@ class Ref:
         size = DTYPES[self.dtype]
         if any(n == 0 for n in self.shape):
             return self.offset, self.offset
-        lo = self.offset + size * sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.stride, strict=False))
-        hi = self.offset + size * sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.stride, strict=False))
+        lo = self.offset + size * sum(
+            min(0, (n - 1) * s) for n, s in zip(self.shape, self.stride, strict=False)
+        )
+        hi = self.offset + size * sum(
+            max(0, (n - 1) * s) for n, s in zip(self.shape, self.stride, strict=False)
+        )
         return lo, hi + size
 
     @classmethod

@@ -51,15 +51,32 @@ class Refused(Exception):
 
 # name -> index of the fill value among the arguments (None: zeros; -1: ones)
 _FILLED = {
-    "zeros": None, "zeros_like": None, "new_zeros": None,
-    "ones": -1, "ones_like": -1, "new_ones": -1,
-    "full": 1, "full_like": 1, "new_full": 2,
+    "zeros": None,
+    "zeros_like": None,
+    "new_zeros": None,
+    "ones": -1,
+    "ones_like": -1,
+    "new_ones": -1,
+    "full": 1,
+    "full_like": 1,
+    "new_full": 2,
 }
 _EMPTY = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
 _FILL_INPLACE = {"zero_": None, "fill_": 1}
-_METADATA = {"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous",
-             "is_strides_like_format", "is_non_overlapping_and_dense", "size", "stride",
-             "numel", "dim", "storage_offset"}
+_METADATA = {
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "is_contiguous",
+    "is_strides_like_format",
+    "is_non_overlapping_and_dense",
+    "size",
+    "stride",
+    "numel",
+    "dim",
+    "storage_offset",
+}
 
 
 def _name(func: Any) -> str:
@@ -151,9 +168,7 @@ class Recording:
         raw = self.shadow(ref.buf)
         with _disable_current_modes():
             size = t.element_size()
-            return torch.as_strided(
-                raw.view(t.dtype), ref.shape, ref.stride, ref.offset // size
-            )
+            return torch.as_strided(raw.view(t.dtype), ref.shape, ref.stride, ref.offset // size)
 
     def scalar(self, t: torch.Tensor) -> Any:
         buf = self.buffer_of(t)
@@ -216,8 +231,11 @@ class Recording:
 
 
 _SCALARS = {
-    torch.Tensor.item: lambda v: v, torch.Tensor.__int__: int, torch.Tensor.__float__: float,
-    torch.Tensor.__bool__: bool, torch.Tensor.__index__: int,
+    torch.Tensor.item: lambda v: v,
+    torch.Tensor.__int__: int,
+    torch.Tensor.__float__: float,
+    torch.Tensor.__bool__: bool,
+    torch.Tensor.__index__: int,
 }
 
 
@@ -258,8 +276,13 @@ class _Allowlist(TorchDispatchMode):
             fill = None
             if name in _FILLED:
                 at = _FILLED[name]
-                fill = 0 if at is None else 1 if at == -1 else _plain(args[at] if len(args) > at
-                                                                        else kwargs["fill_value"])
+                fill = (
+                    0
+                    if at is None
+                    else 1
+                    if at == -1
+                    else _plain(args[at] if len(args) > at else kwargs["fill_value"])
+                )
             rec.allocate(out, fill)
             return out
         if name in _FILL_INPLACE:
@@ -310,7 +333,9 @@ class RecordingKernels:
 
 def stand_in(spec: dict) -> torch.Tensor:
     return torch.empty_strided(
-        tuple(spec["shape"]), tuple(spec["stride"]), dtype=getattr(torch, spec["dtype"]),
+        tuple(spec["shape"]),
+        tuple(spec["stride"]),
+        dtype=getattr(torch, spec["dtype"]),
         device="cuda",
     )
 
@@ -334,8 +359,12 @@ def record_case(
                 t = stand_in(spec)
                 rec.track(t, f"in{i}")
                 args.append(t)
-                specs.append({k: list(spec[k]) if k != "dtype" else spec[k]
-                              for k in ("dtype", "shape", "stride")})
+                specs.append(
+                    {
+                        k: list(spec[k]) if k != "dtype" else spec[k]
+                        for k in ("dtype", "shape", "stride")
+                    }
+                )
             else:
                 args.append(spec)
                 specs.append(None)
