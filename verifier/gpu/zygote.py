@@ -176,7 +176,7 @@ def _preload() -> str:
         import torch
 
         from hipevolve.core import reference  # noqa: F401
-        from hipevolve.verifier.gpu import ipc, sandbox, timing, wire  # noqa: F401
+        from hipevolve.verifier.gpu import executor, ipc, record, sandbox, timing, wire  # noqa: F401
     except Exception as e:  # noqa: BLE001 (the judge hears why, and spawns instead)
         return f"importing the sandbox's modules failed: {type(e).__name__}: {e}"
     if torch.cuda.is_initialized():
