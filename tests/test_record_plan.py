@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,7 +60,11 @@ def test_softmax_seed_records_one_allocation_and_one_launch():
     (step,) = plan.steps
     assert step.launcher == "softmax_bf16"
     assert [a["ref"].buf if "ref" in a else a for a in step.args] == [
-        "in0", "a0", {"int": 64}, {"int": 128}, {"stream": True}
+        "in0",
+        "a0",
+        {"int": 64},
+        {"int": 128},
+        {"stream": True},
     ]
     assert [(r.buf, r.offset, r.shape) for r in plan.outputs] == [("a0", 0, (64, 128))]
     validate(plan, kernels._signatures)
@@ -77,16 +83,20 @@ def workspace_library(tmp_path_factory) -> Path:
         "int gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {\n"
         "  *bytes = (int64_t)B * HV * ((T + 63) / 64) * 1000; return 0; }\n"
     )
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(folder / "ws.so"), str(folder / "ws.c")],
-                   check=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-o", str(folder / "ws.so"), str(folder / "ws.c")], check=True
+    )
     return folder / "ws.so"
 
 
 def _gdn_inputs(b: int = 2, t: int = 128, h: int = 2, hv: int = 4) -> list[dict]:
     return [
-        _spec("bfloat16", b, t, h, 128), _spec("bfloat16", b, t, h, 128),
-        _spec("bfloat16", b, t, hv, 128), _spec("float32", b, t, hv),
-        _spec("float32", b, t, hv), _spec("float32", b, hv, 128, 128),
+        _spec("bfloat16", b, t, h, 128),
+        _spec("bfloat16", b, t, h, 128),
+        _spec("bfloat16", b, t, hv, 128),
+        _spec("float32", b, t, hv),
+        _spec("float32", b, t, hv),
+        _spec("float32", b, hv, 128, 128),
     ]
 
 
@@ -106,7 +116,15 @@ def test_gdn_seed_records_its_host_workspace_query_and_bakes_the_size(workspace_
     assert [s.launcher for s in plan.steps] == ["gdn_chunk_workspace", "gdn_chunk_fwd"]
     fwd = plan.steps[1]
     assert [a["ref"].buf for a in fwd.args if "ref" in a] == [
-        "in0", "in1", "in2", "in3", "in4", "in5", "a0", "a1", "a3"
+        "in0",
+        "in1",
+        "in2",
+        "in3",
+        "in4",
+        "in5",
+        "a0",
+        "a1",
+        "a3",
     ]
     assert [r.buf for r in plan.outputs] == ["a0", "a1"]
     validate(plan, kernels._signatures)
@@ -179,14 +197,30 @@ return y.narrow(1, 16, 16)
     plan = _record_text(tmp_path, forward)
     assert plan.buffers[0].fill == 0
     args = plan.steps[0].args
-    assert (args[0]["ref"].buf, args[0]["ref"].offset, args[0]["ref"].shape) == ("in0", 2 * 16 * 4, (6, 16))
-    assert (args[1]["ref"].buf, args[1]["ref"].offset, args[1]["ref"].stride) == ("a0", 16 * 4, (32, 1))
+    assert (args[0]["ref"].buf, args[0]["ref"].offset, args[0]["ref"].shape) == (
+        "in0",
+        2 * 16 * 4,
+        (6, 16),
+    )
+    assert (args[1]["ref"].buf, args[1]["ref"].offset, args[1]["ref"].stride) == (
+        "a0",
+        16 * 4,
+        (32, 1),
+    )
     assert (plan.outputs[0].buf, plan.outputs[0].offset) == ("a0", 64)
 
 
 def test_a_forged_plan_with_a_view_outside_its_buffer_is_refused(tmp_path):
     plan = _record_text(tmp_path, "y = torch.empty_like(x)\nkernels.scale(x, y, 128)\nreturn y")
-    data = Plan(cases={"c": plan}).to_json().replace('"offset": 0, "dtype": "float32", "shape": [8, 16]', '"offset": 4096, "dtype": "float32", "shape": [8, 16]', 1)
+    data = (
+        Plan(cases={"c": plan})
+        .to_json()
+        .replace(
+            '"offset": 0, "dtype": "float32", "shape": [8, 16]',
+            '"offset": 4096, "dtype": "float32", "shape": [8, 16]',
+            1,
+        )
+    )
     forged = Plan.from_json(data).cases["c"]
     with pytest.raises(PlanError, match="outside its buffer"):
         validate(forged, record.launcher_signatures(SOURCE))
@@ -198,3 +232,42 @@ def test_a_forged_plan_passing_a_raw_address_as_a_pointer_is_refused(tmp_path):
     forged = data.replace('{"ref": {"buf": "in0"', '{"int": 140000000000, "x": {"buf": "in0"', 1)
     with pytest.raises(PlanError, match="a pointer must be a tensor"):
         validate(Plan.from_json(forged).cases["c"], record.launcher_signatures(SOURCE))
+
+
+WARM_FORK = """
+import os, sys, time
+from hipevolve.verifier.gpu import zygote
+assert zygote._preload() == "", "the zygote would not fork"
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    import hipevolve.runtime as runtime
+    from hipevolve.verifier.gpu import record
+    folder = sys.argv[1]
+    kernels = record.recording_kernels(open(folder + "/kernel.hip").read())
+    runtime.kernels = kernels
+    namespace = {}
+    exec(compile(open(folder + "/model.py").read(), "model.py", "exec"), namespace)
+    spec = {"dtype": "bfloat16", "shape": [64, 128], "stride": [128, 1]}
+    start = time.perf_counter()
+    record.record_case(namespace["ModelNew"], [], [spec], kernels, None)
+    os.write(write, repr(time.perf_counter() - start).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(os.read(read, 100).decode())
+"""
+
+
+def test_a_recorder_forked_from_the_zygote_records_warm():
+    """FakeTensorMode's first use imports torch._dynamo (seconds); the zygote pays it once, so
+    a recorder it forks records the softmax seed in well under half a second, cold as it is."""
+    done = subprocess.run(
+        [sys.executable, "-c", WARM_FORK, str(SOFTMAX)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env=dict(os.environ) | {"OPENBLAS_NUM_THREADS": "1"},  # as Zygote.start sets it
+    )
+    seconds = float(done.stdout.strip().splitlines()[-1])
+    assert seconds < 0.5, f"the forked recorder took {seconds:.2f} s"

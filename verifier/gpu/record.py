@@ -388,6 +388,13 @@ def record_case(
     )
 
 
+def warm() -> None:
+    """Pays FakeTensorMode's first use (it imports torch._dynamo, sympy and the fake-tensor
+    machinery: seconds) once, in the zygote, so that every recorder forked from it starts warm.
+    Touches no device: constructing the mode creates no tensor and asks nothing of CUDA."""
+    FakeTensorMode()
+
+
 def recording_kernels(source: str) -> RecordingKernels:
     return RecordingKernels(launcher_signatures(source))
 
