@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import hipevolve.runtime as runtime
 from hipevolve.verifier.gpu import record
@@ -271,3 +272,89 @@ def test_a_recorder_forked_from_the_zygote_records_warm():
     )
     seconds = float(done.stdout.strip().splitlines()[-1])
     assert seconds < 0.5, f"the forked recorder took {seconds:.2f} s"
+
+
+def _native_folders() -> list[tuple[str, Path]]:
+    tasks = sorted((p.name for p in (ROOT / "problems").iterdir() if (p / "task.toml").exists()),
+                   key=len, reverse=True)  # fmt: skip
+    found = [(p.parts[-3], p) for p in sorted(ROOT.glob("problems/*/seeds/*")) if p.is_dir()]
+    for example in sorted((ROOT / "prompts/examples").iterdir()):
+        if (example / "kernel.hip").exists():
+            found.append((next(t for t in tasks if example.name.startswith(t)), example))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("task_name", "folder"), _native_folders(), ids=lambda v: v if isinstance(v, str) else v.name
+)
+def test_every_shipped_native_seed_and_example_records_every_case(
+    task_name: str, folder: Path, workspace_library: Path
+) -> None:
+    """Shapes only: inputs are built on the meta device and described as stand-in specs, as the
+    judge describes its real inputs; a task whose Model has weights records them as parameter
+    buffers the executor fills from the reference."""
+    from hipevolve.core import reference
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.gpu.plan import input_specs
+
+    task = get_task(task_name)
+    ref_module = reference.load_module(task.reference)
+    source = (folder / "kernel.hip").read_text()
+    module, kernels = _load(folder, source)
+    library = ctypes.CDLL(str(workspace_library)) if "gdn_chunk_workspace" in source else None
+    for case in task.cases:
+        inputs = reference.build_inputs(ref_module, case.inputs, "meta", 0, draw_on_device=True)
+        init = list(ref_module.get_init_inputs(**case.init))
+        plan = record.record_case(module.ModelNew, init, input_specs(inputs), kernels, library)
+        validate(plan, kernels._signatures)
+        assert plan.steps and plan.outputs, case.name
+        model = reference.build_model(ref_module, case.init, "meta")
+        names = {n for n, _ in [*model.named_parameters(), *model.named_buffers()]}
+        params = {b.param for b in plan.buffers if b.param}
+        assert params <= names, (case.name, params, names)
+        if task_name == "rmsnorm":
+            assert params == {"weight"}
+
+
+WEIGHTED = """
+import torch
+import torch.nn as nn
+from hipevolve.runtime import kernels
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        kernels.scale(x, self.weight, y, x.numel())
+        return y
+"""
+WEIGHTED_C = (
+    "void scale(const float* x, const float* w, float* y, int n) {\n"
+    "  for (int i = 0; i < n; ++i) y[i] = x[i] * w[i]; }\n"
+)
+
+
+def test_a_parameter_is_a_buffer_the_executor_fills_from_trusted_weights(tmp_path):
+    from hipevolve.runtime import Launcher
+    from hipevolve.verifier.gpu.executor import PlanModel
+
+    (tmp_path / "w.c").write_text(WEIGHTED_C)
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / "w.so"), str(tmp_path / "w.c")],
+                   check=True)  # fmt: skip
+    source = 'extern "C" void scale(const float* x, const float* w, float* y, int n) {}'
+    module, kernels = _load(tmp_path, source, WEIGHTED, tmp_path)
+    plan = record.record_case(module.ModelNew, [16], [_spec("float32", 16)], kernels, None)
+    validate(plan, kernels._signatures)
+    (weight,) = [b for b in plan.buffers if b.param]
+    assert (weight.param, weight.device, weight.nbytes, weight.fill) == ("weight", "cuda", 64, None)
+    ret, decls = kernels._signatures["scale"]
+    library = ctypes.CDLL(str(tmp_path / "w.so"))
+    launchers = {"scale": Launcher(library.scale, "scale", ret, decls)}
+    trusted = torch.arange(16, dtype=torch.float32)
+    x = torch.full((16,), 2.0)
+    (y,) = PlanModel(plan, launchers, "cpu", {"weight": trusted})(x)
+    assert torch.equal(y, 2.0 * trusted)  # the trusted weights, not anything model.py drew

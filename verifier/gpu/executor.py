@@ -59,10 +59,17 @@ def reseed() -> None:
 class PlanModel:
     """One case's plan as a callable: `model(*inputs)` replays it and returns its outputs."""
 
-    def __init__(self, plan: CasePlan, launchers: dict[str, Launcher], device: str) -> None:
+    def __init__(
+        self,
+        plan: CasePlan,
+        launchers: dict[str, Launcher],
+        device: str,
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         self.plan = plan
         self.launchers = launchers
         self.device = device
+        self.weights = weights or {}  # parameter buffers' contents, from the reference model
         self.stream = torch.cuda.current_stream().cuda_stream if device.startswith("cuda") else 0
         self.guards: list[tuple[torch.Tensor, int, int]] = []  # (raw, start, nbytes)
 
@@ -113,7 +120,9 @@ class PlanModel:
         for j, b in enumerate(plan.buffers):
             raw, start = self._allocate(b.nbytes, b.dtype, b.device == "cuda")
             region = raw[start : start + b.nbytes]
-            if b.fill is None:
+            if b.param:
+                region.view(getattr(torch, b.dtype)).copy_(self.weights[b.param].reshape(-1))
+            elif b.fill is None:
                 region.fill_(0xFF)  # poison: NaN in every float type
             elif b.nbytes:
                 region.view(getattr(torch, b.dtype)).fill_(b.fill)
@@ -161,8 +170,31 @@ class Executor(Sandbox):
             name: PlanModel(plan.cases[name], launchers, self.device) for name in plan.cases
         }
 
-    def build_model(self, case: SandboxCase, seed: int) -> PlanModel:  # noqa: ARG002
-        return self.models[case.name]
+    def build_model(self, case: SandboxCase, seed: int) -> PlanModel:
+        """The case's plan with the reference model's parameters drawn under `seed` (trusted
+        code: the task's Model under the seed), where the plan asks for any."""
+        model = self.models[case.name]
+        wanted = {b.param: b for b in model.plan.buffers if b.param}
+        if not wanted:
+            return model
+        ref = self.reference.build_model(self.ref_module, case.init, self.device, seed)
+        reseed()
+        state = {n: t.detach() for n, t in [*ref.named_parameters(), *ref.named_buffers()]}
+        for name, b in wanted.items():
+            t = state.get(name)
+            if t is None:
+                raise PlanError(
+                    f"model.py has a parameter {name!r} the task's Model lacks "
+                    f"(it has {', '.join(state) or 'none'}): name it as the Model does"
+                )
+            if str(t.dtype).removeprefix("torch.") != b.dtype or t.numel() * t.element_size() != (
+                b.nbytes
+            ):
+                raise PlanError(
+                    f"model.py's parameter {name!r} is {b.dtype}, {b.nbytes} bytes; "
+                    f"the task's Model has {t.dtype}, {tuple(t.shape)}"
+                )
+        return PlanModel(model.plan, model.launchers, self.device, state)
 
     def inputs(self, case: SandboxCase, seed: int) -> list:
         values = super().inputs(case, seed)
@@ -198,7 +230,10 @@ class Executor(Sandbox):
 
     def time_case(self, case: SandboxCase) -> None:
         job, torch = self.job, self.torch
-        model = self.models[case.name]
+        # The reference's parameters under the seed the post-timing check compares with (the
+        # judge computes the timed calls' references with it), and each check seed's own.
+        models = {seed: self.build_model(case, seed) for seed in job.seeds}
+        model = models[job.seeds[-1]]
         sets = [self.inputs(case, job.timing_seed + i) for i in range(case.timing_sets)]
         checks = {seed: self.inputs(case, seed) for seed in job.seeds}
         calls = job.warmup + job.trials
@@ -219,7 +254,7 @@ class Executor(Sandbox):
                         for a in checks[seed]
                     ]
                     outs: list = []
-                    self.clock.trial(lambda a=args, o=outs: o.extend(model(*a)))
+                    self.clock.trial(lambda a=args, o=outs, m=models[seed]: o.extend(m(*a)))
                     kept.append((seed, -1, outs))
                 index = i % len(sets)
                 args = [

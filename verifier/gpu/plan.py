@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -109,6 +110,7 @@ class Buffer:
     nbytes: int
     fill: float | int | None = None
     dtype: str = "uint8"  # what it was allocated as: the fill's type
+    param: str = ""  # filled by the executor from the reference model's tensor of this name
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class CasePlan:
                         nbytes=int(b["nbytes"]),
                         fill=b.get("fill"),
                         dtype=str(b.get("dtype", "uint8")),
+                        param=str(b.get("param", "")),
                     )
                     for b in d["buffers"]
                 ),
@@ -228,6 +231,9 @@ def _is_pointer(decl: str) -> bool:
     return "*" in decl
 
 
+_PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+){0,15}")
+
+
 def validate(plan: CasePlan, signatures: dict[str, tuple[str, list[str]]]) -> None:
     """Raises PlanError unless every view lies inside its buffer and every call matches its
     launcher's declared parameters (pointers for pointers, numbers for numbers)."""
@@ -246,6 +252,10 @@ def validate(plan: CasePlan, signatures: dict[str, tuple[str, list[str]]]) -> No
             raise PlanError(f"buffer a{j}: dtype {b.dtype!r} does not fit {b.nbytes} bytes")
         if b.fill is not None:
             _number(b.fill)
+        if b.param and (
+            b.device != "cuda" or b.fill is not None or not _PARAM.fullmatch(b.param)
+        ):
+            raise PlanError(f"buffer a{j}: parameter {b.param[:60]!r} is not allowed")
         sizes[f"a{j}"] = (b.device, b.nbytes)
     for step in plan.steps:
         if step.op == "fill":

@@ -13,6 +13,9 @@ turns what the forward did into a `CasePlan`:
 - a launcher whose tensors all live in host memory (a workspace-size query) really runs here,
   on host memory of the recorder's own, so that `int(size)` afterwards reads what it wrote;
   the call is kept in the plan too, and the number it gave is baked into the plan.
+ModelNew's __init__ runs on stand-ins too (FakeTensorMode, no allowlist: it may draw weights);
+its parameters and buffers become device buffers that the executor fills from the reference
+model's tensors of the same names, drawn by trusted code under the case's seed.
 Anything else the forward computes with torch is refused (`Refused`), with the operator's name:
 PyTorch compute outside the kernels, reading a device value on the host, in-place metadata
 changes, tensors that are neither an input, an allocation nor a view of one, `kernels.NAME`
@@ -32,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import json
 import numbers
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -370,10 +374,12 @@ def record_case(
                 specs.append(None)
     object.__setattr__(kernels, "_recording", rec)
     try:
-        with fake, _Allowlist(rec), _Addresses(rec), torch.no_grad():
+        with fake, torch.no_grad():  # __init__ may draw weights: their values never matter here
             model = model_class(*init)
             if isinstance(model, torch.nn.Module):
                 model.eval()
+                bind_weights(model, rec)
+        with fake, _Allowlist(rec), _Addresses(rec), torch.no_grad():
             result = model(*args)
             outs = [result] if isinstance(result, torch.Tensor) else result
             if not isinstance(outs, (list, tuple)) or not all(
@@ -393,6 +399,23 @@ def warm() -> None:
     machinery: seconds) once, in the zygote, so that every recorder forked from it starts warm.
     Touches no device: constructing the mode creates no tensor and asks nothing of CUDA."""
     FakeTensorMode()
+
+
+def bind_weights(model: torch.nn.Module, rec: Recording) -> None:
+    """Each parameter and buffer of the model becomes a device buffer of the plan that the
+    executor fills from the reference model's tensor of the same name, drawn under the same
+    seed by trusted code (what the old sandbox got by building ModelNew under that seed). The
+    module holds the stand-in as a plain attribute from then on."""
+    named = [*model.named_parameters(), *model.named_buffers()]
+    for name, value in named:
+        t = torch.empty(tuple(value.shape), dtype=value.dtype, device="cuda")
+        rec.allocate(t, None)
+        rec.buffers[-1] = replace(rec.buffers[-1], param=name)
+        prefix, _, leaf = name.rpartition(".")
+        owner = model.get_submodule(prefix)
+        owner._parameters.pop(leaf, None)
+        owner._buffers.pop(leaf, None)
+        owner.__dict__[leaf] = t
 
 
 def recording_kernels(source: str) -> RecordingKernels:
@@ -427,7 +450,7 @@ def record_job(job: Any, out: Any, send: Any) -> None:  # noqa: ANN401
     for name, case in job.cases.items():
         torch.manual_seed(0)  # public: init arguments are never secret
         init = list(ref_module.get_init_inputs(**case["init"]))
-        if any(isinstance(v, torch.Tensor) for v in init):
+        if any(isinstance(v, torch.Tensor) for v in init):  # no shipped task passes any
             raise Refused("a native candidate's init arguments cannot be tensors in a plan")
         try:
             cases[name] = record_case(module.ModelNew, init, case["inputs"], kernels, library)
