@@ -11,6 +11,13 @@ nothing: the judge decides. After the checks it waits for the judge's word on st
 "stop"), times the timed cases, runs one more check call after timing, and leaves with
 os._exit, so atexit handlers and lingering threads never run past the end.
 
+For a native candidate this process is the trusted executor (executor.py) and never imports
+candidate Python: model.py ran earlier, in a recorder process of its own (record.py, forked by
+the same zygote, with `{"record": true}` as its job), and what it did arrives here as a launch
+plan (plan.py) that this process validates and replays with its own inputs, buffers and timer.
+A KernelBench-format candidate has no plan: its model.py is imported here, beside the checks and
+the timer, so it runs less isolated (flag `plan:none`).
+
 Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
 hipevolve.verifier.gpu.{confine,ipc,job,timing,wire} only.
 """

@@ -326,6 +326,8 @@ class Judge:
                 plan = self.record_stage(mark + timeouts.load)
                 mark = self._stage(stage, mark)
                 stage = "start"
+            else:  # KernelBench format: its Python runs in the process that is checked and timed
+                card.flags.append("plan:none (KernelBench format: less isolated than a native plan)")
             chan.start(self.sandbox_job(plan), job.max_processes)
             self.sandbox_pid = chan.proc.pid
             ready, _, _ = chan.next("start", mark + timeouts.startup)
