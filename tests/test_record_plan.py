@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -358,3 +359,53 @@ def test_a_parameter_is_a_buffer_the_executor_fills_from_trusted_weights(tmp_pat
     x = torch.full((16,), 2.0)
     (y,) = PlanModel(plan, launchers, "cpu", {"weight": trusted})(x)
     assert torch.equal(y, 2.0 * trusted)  # the trusted weights, not anything model.py drew
+
+
+def _native_job(folder: Path, library: Path):
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
+
+    task = get_task("softmax")
+    candidate = CandidateJob(
+        format="native", model=folder / "model.py", library=library, source=folder / "kernel.hip"
+    )
+    return WorkerJob(task=task.name, reference=task.reference,
+                     tolerance=task.tolerance.model_dump(), candidate=candidate, device="cpu",
+                     cases=(CaseJob(name="c", inputs={"rows": 64, "cols": 128}),), seeds=(0,),
+                     timeouts=Timeouts(startup=60, load=60, check=60, timing=60))  # fmt: skip
+
+
+def test_a_plan_is_recorded_again_only_when_model_py_launchers_or_cases_change(tmp_path):
+    from hipevolve.verifier.gpu import worker
+
+    folder = tmp_path / "cand"
+    shutil.copytree(SOFTMAX, folder)
+    library = tmp_path / "lib.so"
+    library.write_bytes(b"one library")
+    job = _native_job(folder, library)
+    cases = {"c": {"init": {}, "inputs": [_spec("bfloat16", 64, 128)]}}
+    first = worker.plan_key(job, cases)
+    source = folder / "kernel.hip"
+    source.write_text(source.read_text() + "\n// a tuned kernel body\n")
+    assert worker.plan_key(job, cases) == first  # kernels changed, launchers did not
+    other = {"c": {"init": {}, "inputs": [_spec("bfloat16", 64, 256)]}}
+    assert worker.plan_key(job, other) != first
+    (folder / "model.py").write_text((folder / "model.py").read_text() + "\n# changed\n")
+    assert worker.plan_key(job, cases) != first
+
+
+def test_a_plan_whose_recording_ran_a_launcher_on_the_host_is_tied_to_its_library(
+    workspace_library,
+):
+    source = (GDN / "kernel.hip").read_text()
+    module, kernels = _load(GDN, source)
+    library = ctypes.CDLL(str(workspace_library))
+    gdn = record.record_case(module.ModelNew, [], _gdn_inputs(), kernels, library)
+    softmax_module, softmax_kernels = _load(SOFTMAX, (SOFTMAX / "kernel.hip").read_text())
+    softmax = record.record_case(
+        softmax_module.ModelNew, [], [_spec("bfloat16", 64, 128)], softmax_kernels, None
+    )
+    from hipevolve.verifier.gpu import worker
+
+    assert worker._host_calls(json.loads(Plan(cases={"c": gdn}).to_json()))
+    assert not worker._host_calls(json.loads(Plan(cases={"c": softmax}).to_json()))

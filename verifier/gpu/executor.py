@@ -11,7 +11,9 @@ the executor's own stream. The checks, the flush, the events and the trial loop 
 executor's (sandbox.Sandbox, timing.py), and the messages to the judge are the sandbox's.
 
 Timing (time_cases): each trial's inputs are copied to a fresh, shifted place first, so no
-address keeps its data from one trial to the next; after each timed call a random draw (made
+address keeps its data from one trial to the next; its buffers are allocated, guarded, poisoned
+and given their weights before the start event (PlanModel.prepare), so a trial times only what
+the forward asked for: its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after each timed call a random draw (made
 after the call, from os.urandom) decides whether its outputs go to the judge to be checked
 (`CHECKED_TRIALS` a case, uniformly among all its calls), and check calls on the checked seeds
 are slipped in at random places among the timed ones. A library that counts calls, or keys a
@@ -104,6 +106,11 @@ class PlanModel:
         )
 
     def __call__(self, *args: Any) -> list[torch.Tensor]:
+        return self.run(self.prepare(*args))
+
+    def prepare(self, *args: Any) -> dict[str, tuple[torch.Tensor, int]]:
+        """The harness's part of a call, never timed: the inputs checked against the plan, every
+        buffer allocated between canaries, poisoned or filled with the reference's weights."""
         plan = self.plan
         bases: dict[str, tuple[torch.Tensor, int]] = {}
         for i, (arg, spec) in enumerate(zip(args, plan.inputs, strict=True)):
@@ -124,9 +131,17 @@ class PlanModel:
                 region.view(getattr(torch, b.dtype)).copy_(self.weights[b.param].reshape(-1))
             elif b.fill is None:
                 region.fill_(0xFF)  # poison: NaN in every float type
-            elif b.nbytes:
-                region.view(getattr(torch, b.dtype)).fill_(b.fill)
             bases[f"a{j}"] = (raw, start)
+        return bases
+
+    def run(self, bases: dict[str, tuple[torch.Tensor, int]]) -> list[torch.Tensor]:
+        """The candidate's part, timed: the fills its forward asked for (torch.zeros, zero_)
+        and its launcher calls, as its forward made them; the plan's outputs."""
+        plan = self.plan
+        for j, b in enumerate(plan.buffers):
+            if b.fill is not None and not b.param and b.nbytes:
+                raw, start = bases[f"a{j}"]
+                raw[start : start + b.nbytes].view(getattr(torch, b.dtype)).fill_(b.fill)
         for step in plan.steps:
             if step.op == "fill":
                 self._view(bases[step.ref.buf], step.ref).fill_(step.value)
@@ -254,14 +269,17 @@ class Executor(Sandbox):
                         for a in checks[seed]
                     ]
                     outs: list = []
-                    self.clock.trial(lambda a=args, o=outs, m=models[seed]: o.extend(m(*a)))
+                    m = models[seed]
+                    bases = m.prepare(*args)
+                    self.clock.trial(lambda b=bases, o=outs, m=m: o.extend(m.run(b)))
                     kept.append((seed, -1, outs))
                 index = i % len(sets)
                 args = [
                     self.guarded_clone(a)[0] if type(a) is torch.Tensor else a for a in sets[index]
                 ]
                 outs = []
-                t, w = self.clock.trial(lambda a=args, o=outs: o.extend(model(*a)))
+                bases = model.prepare(*args)  # the harness's allocations and poison: untimed
+                t, w = self.clock.trial(lambda b=bases, o=outs: o.extend(model.run(b)))
                 if i >= job.warmup:
                     times.append(t)
                     windows.append(w)
@@ -269,7 +287,7 @@ class Executor(Sandbox):
                 if keep_left and secrets.randbelow(calls - i) < keep_left:
                     keep_left -= 1
                     kept.append((job.timing_seed + index, index, [o.clone() for o in outs]))
-                del args, outs
+                del args, outs, bases
         self.clock.sync()
         self.send(
             "timing_done",

@@ -250,6 +250,11 @@ class Judge:
             }
             for c in job.cases
         }
+        key = plan_key(job, cases)
+        cached = _PLANS.get(key)
+        if cached is not None and cached[1] in (None, _sha256(job.candidate.library)):
+            self.card.flags.append("plan:executor (cached)")
+            return cached[0]
         record = RecordJob(reference=job.reference, candidate=job.candidate, cases=cases)
         rec = Channel(self.chan.workdir + "-record", "cpu", self.chan.zygote)
         try:
@@ -266,7 +271,9 @@ class Judge:
         if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
             raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
         self.card.flags.append("plan:executor")
-        return header["plan"]
+        plan = header["plan"]
+        _remember(key, plan, _sha256(job.candidate.library) if _host_calls(plan) else None)
+        return plan
 
     def timed_refs(self, case: str, seed: int) -> None:
         """The reference's outputs on a timing input set whose outputs the executor sent
@@ -415,6 +422,54 @@ class Judge:
     def result(self, status: str, message: str) -> dict:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
+
+
+# --- launch plans recorded before: a candidate whose model.py, launchers and cases were recorded
+# once is not recorded again (evolution mostly changes kernel.hip, not model.py) ---------------
+_PLANS: dict[str, tuple[dict, str | None]] = {}  # key -> (plan, library sha256 if it ran any)
+PLANS_KEPT = 512
+
+
+def plan_key(job: WorkerJob, cases: dict) -> str:
+    """What a plan depends on: model.py, the launchers' signatures (not kernel.hip's kernels),
+    the reference and every case's init arguments and input specs."""
+    import hashlib
+
+    from hipevolve.runtime import launcher_signatures
+
+    cand = job.candidate
+    with open(cand.model, "rb") as f:
+        model = f.read()
+    with open(cand.source) as f:
+        signatures = launcher_signatures(f.read())
+    h = hashlib.sha256(model)
+    h.update(json.dumps([signatures, str(job.reference), cases], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _sha256(path: Any) -> str:  # noqa: ANN401
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _host_calls(plan: dict) -> bool:
+    """Whether a launcher ran on the host while it was recorded (a workspace query): its
+    answer, baked into the plan, came from this library."""
+    for case in plan.get("cases", {}).values():
+        devices = [b.get("device") for b in case.get("buffers", [])]
+        for step in case.get("steps", []):
+            bufs = [a["ref"]["buf"] for a in step.get("args", []) if "ref" in a]
+            if bufs and all(b.startswith("a") and devices[int(b[1:])] == "cpu" for b in bufs):
+                return True
+    return False
+
+
+def _remember(key: str, plan: dict, library: str | None) -> None:
+    if len(_PLANS) >= PLANS_KEPT:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[key] = (plan, library)
 
 
 REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed
