@@ -374,7 +374,7 @@ def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
 # --- GPU attacks on the launch-plan executor (verifier/gpu/executor.py) ----------------------------
 PLAN_ATTACKS = {
     # honest for the first calls (the checks), then skips the kernel: timed calls are checked
-    "dyn_plan_call_counter": "wrong in a timed call",
+    "dyn_plan_call_counter": "behaviour changed in timed calls",
     # skips the kernel on an input address it has seen: addresses are shifted, outputs poisoned
     "dyn_plan_address_cache": "wrong values",
     # precomputes the answer from the random state at build time: the recorder has no seed, and
