@@ -194,6 +194,8 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
                       max_object_bytes=settings.max_object_bytes)  # fmt: skip
     if static is None:
         static = static_analysis(candidate.hip_source, settings)
+    if built is not None and built.hacked:
+        return finished(Status.hacked, f"library refused: {built.hacked}", static=static.facts)
     if built is not None and not built.ok:
         return finished(Status.compile_error, "does not compile", compile_log=built.log,
                         static=static.facts)

@@ -385,3 +385,42 @@ def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
         result = run_worker(job, standby=judge)
     assert result.status is Status.ok, result.message
     assert result.seconds["start"] < 1.0  # the sandbox was up before the job arrived
+
+
+# --- GPU attacks on the launch-plan executor (verifier/gpu/executor.py) ----------------------------
+PLAN_ATTACKS = {
+    # honest for the first calls (the checks), then skips the kernel: timed calls are checked
+    "dyn_plan_call_counter": "behaviour changed in timed calls",
+    # skips the kernel on an input address it has seen: addresses are shifted, outputs poisoned
+    "dyn_plan_address_cache": "wrong values",
+    # precomputes the answer from the random state at build time: the recorder has no seed, and
+    # its buffer is no parameter of the task's Model
+    "dyn_plan_rng_inputs": "answer",
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(PLAN_ATTACKS))
+def test_gpu_plan_attack_never_scores_ok_and_next_candidate_is_healthy(
+    name: str, tmp_path: Path
+) -> None:
+    result = run_worker(gpu_job(HERE / name, tmp_path))
+    assert result.status is not Status.ok, result.cases
+    assert PLAN_ATTACKS[name] in (result.message + result.mismatch).lower(), (
+        f"{result.status}: {result.message} {result.mismatch}"
+    )
+    assert_gone(result.sandbox_pid)
+    assert_healthy_native_next(tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_model_py_reaching_the_harness_only_changes_its_recorder(tmp_path: Path) -> None:
+    """dyn_plan_reach_harness patches the timer, the input builder and any job its stack frames
+    hold, from model.py: in a recorder, so its trials are real and all of them are taken."""
+    job = gpu_job(HERE / "dyn_plan_reach_harness", tmp_path)
+    result = run_worker(job)
+    assert result.status is Status.ok, result.message
+    assert "plan:executor" in result.flags, result.flags
+    (case,) = result.cases
+    assert len(case.trials) == job.trials  # no job of the executor's was cut to one trial
+    assert min(case.trials) > 5.0  # 64 MB read and written: no 1 us trial was forged

@@ -36,6 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hipevolve.core.errors import UserError
+from hipevolve.verifier.build import library_check
 from hipevolve.verifier.build.includes import check_includes, scrub_log
 
 MAX_LOG_CHARS = 2400
@@ -75,6 +76,7 @@ class BuildResult(BaseModel):
     cached: bool = False
     seconds: float = 0.0
     key: str = ""
+    hacked: str = ""  # why the library's host code is refused (library_check), if it is
 
 
 class CommandResult(BaseModel):
@@ -227,6 +229,9 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
         if size > max_object_bytes:
             return BuildResult(ok=False, key=key, seconds=seconds,
                                log=f"library is {size} bytes, over the {max_object_bytes} limit")
+        hacked = library_check.refusal(produced, compiler, cache_dir)
+        if hacked:  # never published: a later lookup compiles and refuses it again
+            return BuildResult(ok=False, key=key, seconds=seconds, log=log, hacked=hacked)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(produced, target)  # atomic publish
         return BuildResult(ok=True, library=target, key=key, seconds=seconds, log=log)

@@ -112,6 +112,7 @@ class Channel:
         os.makedirs(workdir, exist_ok=True)
         env = sandbox_env(workdir)
         self.zygote = zygote
+        self.workdir = workdir
         self.zygote_failed = ""  # why this sandbox was spawned although a zygote was given
         self.proc: subprocess.Popen | Forked | None = None
         if zygote is not None:

@@ -234,6 +234,7 @@ class SandboxJob:
     allow_processes: bool
     reserve_bytes: int  # device memory taken in one block before the candidate loads
     cases: tuple[SandboxCase, ...]
+    plan: dict[str, Any] | None = None  # a native candidate's launch plan (plan.py)
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -241,8 +242,15 @@ class SandboxJob:
         _set(self, "cases", tuple(self.cases))
 
     @classmethod
-    def of(cls, job: WorkerJob, sizes: dict[str, CaseSizes], reserve_bytes: int) -> SandboxJob:
+    def of(
+        cls,
+        job: WorkerJob,
+        sizes: dict[str, CaseSizes],
+        reserve_bytes: int,
+        plan: dict[str, Any] | None = None,
+    ) -> SandboxJob:
         return cls(
+            plan=plan,
             reference=job.reference,
             seeds=job.seeds,
             candidate=job.candidate,
@@ -280,4 +288,32 @@ class SandboxJob:
                 "cases": tuple(SandboxCase(**c) for c in data["cases"]),
                 "candidate": CandidateJob.from_dict(data["candidate"]),
             }
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordJob:
+    """What the judge tells the recorder (record.py) of a native candidate: per case, its init
+    arguments and the forward's arguments as stand-in specs (plan.input_specs), no data, no seed."""
+
+    reference: Path
+    candidate: CandidateJob
+    cases: dict[str, dict[str, Any]]  # name -> {"init": {...}, "inputs": [spec | value]}
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "record": True,
+                "reference": _resolved(self.reference),
+                "candidate": self.candidate.resolved(),
+                "cases": self.cases,
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RecordJob:
+        return cls(
+            reference=Path(data["reference"]),
+            candidate=CandidateJob.from_dict(data["candidate"]),
+            cases=data["cases"],
         )

@@ -11,6 +11,13 @@ nothing: the judge decides. After the checks it waits for the judge's word on st
 "stop"), times the timed cases, runs one more check call after timing, and leaves with
 os._exit, so atexit handlers and lingering threads never run past the end.
 
+For a native candidate this process is the trusted executor (executor.py) and never imports
+candidate Python: model.py ran earlier, in a recorder process of its own (record.py, forked by
+the same zygote, with `{"record": true}` as its job), and what it did arrives here as a launch
+plan (plan.py) that this process validates and replays with its own inputs, buffers and timer.
+A KernelBench-format candidate has no plan: its model.py is imported here, beside the checks and
+the timer, so it runs less isolated (flag `plan:none`).
+
 Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
 hipevolve.verifier.gpu.{confine,ipc,job,prebuilt,timing,wire} only.
 """
@@ -133,6 +140,10 @@ class Sandbox:
         buf, size = guard
         return bool((buf[:GUARD] == CANARY).all()) and bool((buf[GUARD + size :] == CANARY).all())
 
+    def outputs_broken(self, model) -> list:  # noqa: ANN001
+        """Canaries around the candidate's own allocations (the executor's plans have them)."""
+        return []
+
     def call(self, model, args: list):  # noqa: ANN001, ANN201
         with self.clock.no_grad():
             result = model(*args)
@@ -184,7 +195,10 @@ class Sandbox:
         outs = list(outs)
         metas = self.describe(outs, args)
         tensor_guards = [g for a, g in guarded if type(a) is torch.Tensor]
-        broken = [i for i, g in enumerate(tensor_guards) if g is not None and not self.intact(g)]
+        broken: list = [
+            i for i, g in enumerate(tensor_guards) if g is not None and not self.intact(g)
+        ]
+        broken += [f"allocation {k}" for k in self.outputs_broken(model)]
         values = [o for o, m in zip(outs, metas, strict=True) if m["exact"]]
         tensor_args = [a for a in args if type(a) is torch.Tensor] if send_inputs else []
         shared = self.write_message(
@@ -274,6 +288,20 @@ def load_kernels(torch, device: str) -> None:  # noqa: ANN001
     buf.zero_()
 
 
+def record(data: dict, out, flags: list[str]) -> None:  # noqa: ANN001
+    """A native candidate's recorder (record.py): its model.py runs here, on stand-ins, and
+    nothing else of the evaluation does."""
+    from hipevolve.verifier.gpu import record as recorder
+    from hipevolve.verifier.gpu import wire
+    from hipevolve.verifier.gpu.job import RecordJob
+
+    job = RecordJob.from_dict(data)
+    flags.append(confine.confine_syscalls(False))
+    wire.write_message(out, "ready", [], flags=flags, pid=os.getpid())
+    recorder.record_job(job, out, lambda kind, **f: wire.write_message(out, kind, [], **f))
+    out.flush()
+
+
 def _span(t) -> tuple[int, int]:  # noqa: ANN001
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
@@ -350,10 +378,19 @@ def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
         data = json.loads(sys.stdin.readline())
         if not data:
             os._exit(0)  # the judge needs no candidate run (a bad reference)
+        if data.get("record"):
+            stage = "record"
+            record(data, out, flags)
+            os._exit(0)
         job = SandboxJob.from_dict(data)
         if device.startswith("cuda"):
             reserve(torch, device, job.reserve_bytes)
-        box = Sandbox(job, out)
+        if job.candidate.format == "native":
+            from hipevolve.verifier.gpu.executor import Executor
+
+            box: Sandbox = Executor(job, out)
+        else:
+            box = Sandbox(job, out)
         flags.append(confine.confine_syscalls(job.allow_processes))
         if not job.allow_processes:
             flags.append("processes:denied")

@@ -71,16 +71,18 @@ only (no pydantic).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
-from hipevolve.verifier.gpu.job import CaseSizes, SandboxJob, WorkerJob
+from hipevolve.verifier.gpu.job import CaseSizes, RecordJob, SandboxJob, WorkerJob
 from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
 
@@ -231,8 +233,64 @@ class Judge:
         if self.counter is not None:
             self.counter.close()
 
-    def sandbox_job(self) -> SandboxJob:
-        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve())
+    def sandbox_job(self, plan: dict | None = None) -> SandboxJob:
+        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve(), plan)
+
+    def record_stage(self, deadline: float) -> dict:
+        """A native candidate's launch plan, from a recorder process of its own (record.py):
+        its model.py runs there, on stand-ins, and never in the process that is checked and
+        timed. A refused forward is `hacked`, with what it did."""
+        from hipevolve.verifier.gpu.plan import input_specs
+
+        job = self.job
+        cases = {
+            c.name: {
+                "init": c.init,
+                "inputs": input_specs(self.ref.refs[(c.name, job.seeds[0])][0]),
+            }
+            for c in job.cases
+        }
+        key = plan_key(job, cases)
+        cached = _PLANS.get(key)
+        if cached is not None and cached[1] in (None, _sha256(job.candidate.library)):
+            self.card.flags.append("plan:executor (cached)")
+            return cached[0]
+        record = RecordJob(reference=job.reference, candidate=job.candidate, cases=cases)
+        rec = Channel(self.chan.workdir + "-record", "cpu", self.chan.zygote)
+        try:
+            rec.tell(record.to_json())
+            rec.next("record", deadline)  # ready
+            header, _, _ = rec.next("record", deadline)
+        finally:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(rec.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                rec.proc.wait(timeout=5)
+        if header["kind"] == "refused":
+            raise SandboxError("hacked", f"launch plan refused: {header.get('message', '')}")
+        if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
+            raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
+        self.card.flags.append("plan:executor")
+        plan = header["plan"]
+        _remember(key, plan, _sha256(job.candidate.library) if _host_calls(plan) else None)
+        return plan
+
+    def timed_refs(self, case: str, seed: int) -> None:
+        """The reference's outputs on a timing input set whose outputs the executor sent
+        (timed calls are checked at random), computed when first needed."""
+        job, refs = self.job, self.ref.refs
+        n = self.ref.sizes[case].timing_sets if case in self.ref.sizes else 0
+        if (case, seed) in refs or not job.timing_seed <= seed < job.timing_seed + n:
+            return
+        from hipevolve.core import reference
+
+        c = job.case(case)
+        inputs = reference.build_inputs(
+            self.ref.module, c.inputs, self.device, seed, draw_on_device=True
+        )
+        model = reference.build_model(self.ref.module, c.init, self.device, job.seeds[-1])
+        with self.torch.no_grad():
+            refs[(case, seed)] = (inputs, reference.as_outputs(model(*inputs)))
 
     def trim_cache(self) -> None:
         """Gives the memory this judge holds free back to the device when it is much (the
@@ -269,7 +327,15 @@ class Judge:
         mark = time.monotonic()
         stage = "start"
         try:
-            chan.start(self.sandbox_job(), job.max_processes)
+            plan = None
+            if job.candidate.format == "native":
+                stage = "record"
+                plan = self.record_stage(mark + timeouts.load)
+                mark = self._stage(stage, mark)
+                stage = "start"
+            else:  # KernelBench format: its Python runs in the process that is checked and timed
+                card.flags.append("plan:none (KernelBench format: less isolated than a native plan)")
+            chan.start(self.sandbox_job(plan), job.max_processes)
             self.sandbox_pid = chan.proc.pid
             ready, _, _ = chan.next("start", mark + timeouts.startup)
             card.flags += [f for f in ready.get("flags", []) if isinstance(f, str)][:10]
@@ -337,7 +403,9 @@ class Judge:
                 )
                 if header.get("threads", 0) > 1:
                     card.hacks.append(f"{header['case']}: a thread is still running after timing")
-            elif kind == "outputs" and header.get("run") == "post":
+            elif kind == "outputs" and header.get("run") in ("post", "timed", "interleaved"):
+                if header.get("run") == "timed":
+                    self.timed_refs(str(header.get("case")), int(header.get("seed", -1)))
                 self.receive_outputs(header, tensors)
             elif kind == "done":
                 missing = [
@@ -354,6 +422,54 @@ class Judge:
     def result(self, status: str, message: str) -> dict:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
+
+
+# --- launch plans recorded before: a candidate whose model.py, launchers and cases were recorded
+# once is not recorded again (evolution mostly changes kernel.hip, not model.py) ---------------
+_PLANS: dict[str, tuple[dict, str | None]] = {}  # key -> (plan, library sha256 if it ran any)
+PLANS_KEPT = 512
+
+
+def plan_key(job: WorkerJob, cases: dict) -> str:
+    """What a plan depends on: model.py, the launchers' signatures (not kernel.hip's kernels),
+    the reference and every case's init arguments and input specs."""
+    import hashlib
+
+    from hipevolve.runtime import launcher_signatures
+
+    cand = job.candidate
+    with open(cand.model, "rb") as f:
+        model = f.read()
+    with open(cand.source) as f:
+        signatures = launcher_signatures(f.read())
+    h = hashlib.sha256(model)
+    h.update(json.dumps([signatures, str(job.reference), cases], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _sha256(path: Any) -> str:  # noqa: ANN401
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _host_calls(plan: dict) -> bool:
+    """Whether a launcher ran on the host while it was recorded (a workspace query): its
+    answer, baked into the plan, came from this library."""
+    for case in plan.get("cases", {}).values():
+        devices = [b.get("device") for b in case.get("buffers", [])]
+        for step in case.get("steps", []):
+            bufs = [a["ref"]["buf"] for a in step.get("args", []) if "ref" in a]
+            if bufs and all(b.startswith("a") and devices[int(b[1:])] == "cpu" for b in bufs):
+                return True
+    return False
+
+
+def _remember(key: str, plan: dict, library: str | None) -> None:
+    if len(_PLANS) >= PLANS_KEPT:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[key] = (plan, library)
 
 
 REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed

@@ -176,7 +176,9 @@ def _preload() -> str:
         import torch
 
         from hipevolve.core import reference  # noqa: F401
-        from hipevolve.verifier.gpu import ipc, sandbox, timing, wire  # noqa: F401
+        from hipevolve.verifier.gpu import executor, ipc, record, sandbox, timing, wire  # noqa: F401
+
+        record.warm()  # the recorder's FakeTensorMode imports torch._dynamo: seconds, once here
     except Exception as e:  # noqa: BLE001 (the judge hears why, and spawns instead)
         return f"importing the sandbox's modules failed: {type(e).__name__}: {e}"
     if torch.cuda.is_initialized():
