@@ -26,6 +26,7 @@ from hipevolve.core.taskspec import TaskSpec
 Platform = Literal["amd", "nvidia"]
 # Files up to this many lines may be rewritten whole; longer ones are edited in place.
 WHOLE_FILE_LINES = 300
+MFMA_EXAMPLE = "mfma_gfx942.hip"  # in prompts/: compiled for gfx942 by tests/test_briefing.py
 # Branches shorter than this stay shown: a marker would save little and hide the contrast.
 MIN_FOLD_LINES = 12
 _MARKER = "// [hipevolve: fold {n}: {lines} lines compiled only for {other}, not shown; kept as they are]"
@@ -378,9 +379,9 @@ def mfma_text(target: Target) -> str:
     """The worked MFMA example where the AMD path counts, else nothing."""
     if target.platform != "amd":
         return ""
-    from hipevolve.prompts.render import EXAMPLES, block, render
+    from hipevolve.prompts.render import HERE, block, render
 
-    kernel = (EXAMPLES / "mfma_gfx942" / "kernel.hip").read_text()
+    kernel = (HERE / MFMA_EXAMPLE).read_text()
     return render("mfma", mfma_kernel=block(kernel)).rstrip("\n")
 
 

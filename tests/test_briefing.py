@@ -156,3 +156,12 @@ def test_prompts_show_refuses_a_role_without_a_seed_prompt_in_one_line():
     out = evolve("prompts", "show", "repairer", "--task", "softmax")
     assert out.returncode == 2 and "Traceback" not in out.stderr  # a usage error
     assert out.stderr.strip().count("\n") == 0 and "repairer" in out.stderr
+
+
+@pytest.mark.skipif(find_toolchain() is None, reason="AMD static toolchain not installed")
+def test_the_prompts_mfma_example_compiles_to_an_mfma_instruction_for_gfx942(tmp_path):
+    from hipevolve.agents.briefing import MFMA_EXAMPLE
+
+    source = (REPO / "prompts" / MFMA_EXAMPLE).read_text()
+    (facts,) = analyze(source, "gfx942", tmp_path, timeout_s=120)
+    assert facts.mfma >= 1 and facts.spills_vgpr == 0
