@@ -139,7 +139,7 @@ def main() -> None:
     start = time.perf_counter()
     root = dataset_root(args.checkout)
     skipped: list[str] = []
-    tasks = {name: t for name, t in discover([root], on_skip=lambda e: skipped.append(e.line()))
+    tasks = {name: t for name, t in discover([root], warn=skipped.append)
              .items() if t.origin == "kernelbench"}  # fmt: skip
     settings = load_settings({})
     picked = [t for level in args.levels

@@ -133,7 +133,9 @@ def test_replayed_run_evolves_softmax_on_the_gpu_with_every_call_in_the_archive(
     try:
         with ScriptedLLMServer(replay_steps()) as server, \
                 Archive.open(tmp_path / "a.db") as archive:  # fmt: skip
-            summary = replayed_run(archive, evaluate, server.api_base)
+            # The transcript was written for a run without hidden-seed re-checks.
+            summary = replayed_run(archive, evaluate, server.api_base,
+                                   limits={"audit_rechecks": 0})  # fmt: skip
             sent = server.count
             calls = archive.llm_usage(summary.run).calls
             run = summary.run
