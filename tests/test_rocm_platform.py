@@ -144,6 +144,8 @@ ALLOWED = {
     "hipevolve/app/run_job.py": "the cuda backend's own check that PyTorch is a CUDA build",
     "hipevolve/export/templates/loader.py": "device_arch's NVIDIA branch",
     "verifier/screen/escape.py": "names the screen refuses in candidates, not calls",
+    "hipevolve/app/doctor.py": "the nvcc check's word that a CPU-only torch cannot load its builds",
+    "verifier/build/kernelbench.py": "the extension cache key names torch.version.cuda and .hip",
 }
 
 

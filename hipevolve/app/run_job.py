@@ -130,10 +130,21 @@ def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator
     Raises UserError when there is no usable GPU or its compiler is missing.
     """
     if settings.verifier.ray:
+        _require_ray()  # the cheaper mistake first: no Ray at all
         if settings.verifier.ray == "auto" and not _ray_cluster_here():
             require_gpu(backend)  # auto starts a cluster on this machine: its GPUs are the ones
         return ray_evaluator(task, settings, backend)
     return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+
+
+def _require_ray() -> None:
+    try:
+        import ray  # noqa: F401  (the evaluator imports it when it connects)
+    except ImportError:
+        raise UserError(
+            "--ray needs Ray, which is not installed here",
+            "run scripts/setup.sh, or pip install 'hipevolve[ray]'",
+        ) from None
 
 
 def _ray_cluster_here() -> bool:
@@ -146,13 +157,7 @@ def _ray_cluster_here() -> bool:
 
 def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
     """Workers on the cluster's GPUs; the GPU backend is the workers', this machine may have none."""
-    try:
-        import ray  # noqa: F401  (the evaluator imports it when it connects)
-    except ImportError:
-        raise UserError(
-            "--ray needs Ray, which is not installed here",
-            "run scripts/setup.sh, or pip install 'hipevolve[ray]'",
-        ) from None
+    _require_ray()
     from hipevolve.verifier.ray import RayEvaluator
 
     if backend == "static":

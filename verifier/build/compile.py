@@ -202,6 +202,10 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
             if compiler.lists_dependencies:
                 refused = check_includes(compiler.argv, build_dir, _runner(build_dir, timeout_s))
             if refused is not None:
+                free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
+                if free < 2 * max_object_bytes:  # the dependency list had no room: not the candidate
+                    raise _disk_full(cache_dir, f"listing the includes failed with {free} bytes "
+                                                "free")  # fmt: skip
                 return BuildResult(ok=False, key=key, seconds=time.monotonic() - start,
                                    log=trim_log(refused.log, build_dir))  # fmt: skip
             result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)

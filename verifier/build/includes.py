@@ -70,13 +70,20 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
 
 
 def parse_dependencies(text: str) -> list[str]:
-    """The prerequisites of a Makefile rule as `-M` writes it (escaped spaces kept)."""
-    text = text.replace("\\\n", " ")
-    _, sep, rest = text.partition(": ")
-    if not sep:
-        _, _, rest = text.partition(":")
-    words = re.findall(r"(?:\\.|[^\s\\])+", rest)
-    return [re.sub(r"\\(.)", r"\1", w).replace("$$", "$") for w in words]
+    """The prerequisites of every Makefile rule `-M` writes (escaped spaces kept). A HIP compile
+    for several offload targets writes one rule per target inside an offload bundle, whose
+    marker lines are Makefile comments (`# __CLANG_OFFLOAD_BUNDLE____START__ ...`)."""
+    joined = text.replace("\\\n", " ")
+    deps: list[str] = []
+    for rule in joined.split("\n"):
+        if not rule.strip() or rule.lstrip().startswith("#"):
+            continue
+        _, sep, rest = rule.partition(": ")
+        if not sep:
+            _, _, rest = rule.partition(":")
+        words = re.findall(r"(?:\\.|[^\s\\])+", rest)
+        deps += [re.sub(r"\\(.)", r"\1", w).replace("$$", "$") for w in words]
+    return list(dict.fromkeys(deps))
 
 
 def dependency_argv(argv: Sequence[str]) -> list[str]:
@@ -160,14 +167,16 @@ def scrub_log(output: str, build_dir: Path, roots: Sequence[Path] | None = None)
     """`output` with every diagnostic located outside kernel.hip and `roots` (default: the
     system's header folders) replaced by one line naming the file, and its excerpt dropped."""
     roots = tuple(roots) if roots is not None else system_roots()
-    source = (build_dir / SOURCE_NAME).resolve()
+    # The candidate's own files: kernel.hip, or the main.cpp and cuda.cu a KernelBench
+    # extension's build writes from its sources; their diagnostics stay.
+    own = {(build_dir / name).resolve() for name in (SOURCE_NAME, "main.cpp", "cuda.cu")}
     kept: list[str] = []
     hiding = False
     for line in output.splitlines():
         name = _located_file(line)
         if name is not None:
             path = Path(os.path.realpath(build_dir / name))
-            hiding = path != source and not _inside(path, roots)
+            hiding = path not in own and not _inside(path, roots)
             if hiding:
                 kind = re.search(r"\b(fatal error|error|warning|note|remark)\b", line)
                 note = (f"{name}: {kind[1] if kind else 'diagnostic'} in a file outside the "
