@@ -153,8 +153,10 @@ def run_evolution(
             del states[old]
         if on_progress is not None:
             on_progress(search.progress(done + 1, states[done]))
-        if reason is None and not staged.ids and done > 0:
-            reason = "llm_budget" if policy and policy.stop_reason() else "exhausted"
+        if reason is None and policy is not None and not staged.ids and done > 0:
+            # the agents wrote nothing this generation, and no offline child was left either
+            reason = ("llm_budget" if policy.stop_reason() else
+                      "budget" if search.admission(frozenset()).exhausted else "exhausted")  # fmt: skip
         if (
             reason is None
             and should_stop is not None
