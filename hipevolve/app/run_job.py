@@ -130,11 +130,21 @@ def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator
     Raises UserError when there is no usable GPU or its compiler is missing.
     """
     if settings.verifier.ray:
-        _require_ray()  # the cheaper mistake first: no Ray at all
+        _require_ray_installed()  # the cheaper mistake first: no Ray at all (read, not imported)
         if settings.verifier.ray == "auto" and not _ray_cluster_here():
             require_gpu(backend)  # auto starts a cluster on this machine: its GPUs are the ones
         return ray_evaluator(task, settings, backend)
     return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+
+
+def _require_ray_installed() -> None:
+    """Ray's distribution is installed, read from its metadata without importing Ray (seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("ray")
+    except PackageNotFoundError:
+        _require_ray()  # no metadata: the import says how it is missing
 
 
 def _require_ray() -> None:
