@@ -8,7 +8,8 @@ library already imports dlopen, dlsym, mprotect, open and pthread_*: a fixed lis
 imports cannot work. So the candidate library is compared with a baseline library built from a
 minimal kernel.hip by the same compiler and flags (cached per toolchain and command line):
 - an imported symbol the baseline lacks, outside a small allowlist (libm, memcpy/memset, the
-  printf family, the C++ runtime's allocation and exception support), is refused;
+  printf family, the C++ runtime's allocation and exception support, the HIP runtime's launch,
+  registration and device queries), is refused;
 - a call site of an imported function, counted over the host text, beyond the baseline's count
   for that function is refused (a launcher calling dlsym where only cudart did);
 - an .init_array/.ctors entry beyond the baseline's (a static initialiser of the candidate's
@@ -69,7 +70,14 @@ _ALLOWED = re.compile(
     # (nvcc's host stubs of device functions call exit)
     r"_Znwm|_Znam|_ZdlPv|_ZdaPv|_ZdlPvm|_ZdaPvm|_ZnwmSt11align_val_t|_ZdlPvSt11align_val_t|"
     r"_ZdlPvmSt11align_val_t|__cxa_\w+|_Unwind_\w+|__gxx_personality_v0|__stack_chk_fail|"
-    r"_ZSt\d+__throw_\w+|_ZSt9terminatev|malloc|calloc|realloc|free|abort|exit"
+    r"_ZSt\d+__throw_\w+|_ZSt9terminatev|malloc|calloc|realloc|free|abort|exit|"
+    # the HIP runtime's launch, registration and device-query calls, which a ROCm build imports
+    # from libamdhip64 once per kernel and launch (nvcc links cudart's statically: no imports)
+    r"__hip\w+|hipLaunchKernel|hipLaunchKernelExC|hipExtLaunchKernel|hipModuleLaunchKernel|"
+    r"hipGetLastError|hipPeekAtLastError|hipGetErrorString|hipGetErrorName|"
+    r"hipFuncSetAttribute|hipFuncGetAttributes?|hipFuncSetCacheConfig|hipGetDevice|"
+    r"hipGetDeviceCount|hipGetDeviceProperties\w*|hipDeviceGetAttribute|hipOccupancy\w+|"
+    r"hipMemsetAsync|hipMemsetD\w+Async|hipMemcpyAsync|hipMemcpy2DAsync"
     r")$"
 )
 _SYSCALL = re.compile(r"\t(?:syscall|sysenter|int\s+\$0x80)\b")

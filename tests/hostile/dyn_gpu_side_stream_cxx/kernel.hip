@@ -1,7 +1,7 @@
 // Hack: the launcher itself (C++, not model.py) launches the (correct) kernel on a stream of its
 // own, after an event on the stream it was given (honest data flow), and returns at once, so a
 // timer that only waits for its own stream stops early. FAULTS.md 18. The static screen refuses
-// the stream creation; this attack is for the GPU stage behind it.
+// the stream creation; this attack is for the GPU stage behind it (not yet run on a GPU).
 // Expected: hacked (work outside the timed stream), confirmed when the pipeline runs it again.
 // Row softmax over the last dimension: one block per row, fp32 accumulation.
 // bf16 is handled as raw 16-bit patterns so the kernel needs no bf16 header on either platform.
