@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from hipevolve.app.agent_commands import register as register_agent_commands
 from hipevolve.app.export_commands import register as register_export_commands
 from hipevolve.app.progress import working
 from hipevolve.core.errors import UserError
@@ -48,9 +49,8 @@ SEARCH = "Search (the main job)"
 MODELS = "Models (optional: without --model the offline policies run)"
 tasks_app = typer.Typer(no_args_is_help=True, help="The task library.")
 app.add_typer(tasks_app, name="tasks")
-prompts_app = typer.Typer(no_args_is_help=True, help="The agents' prompts, as they are sent.")
-app.add_typer(prompts_app, name="prompts")
 register_export_commands(app)  # evolve export, evolve report
+register_agent_commands(app)  # evolve prompts show, evolve translate
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -476,57 +476,6 @@ def _cuda_translated(path: Path):
         return None
     err_console.print(f"{found[0]}: CUDA source, translated to HIP with PyTorch's hipify")
     return load_cuda_candidate(*found)
-
-
-@app.command()
-def translate(
-    task: Annotated[str, typer.Argument(help="Task to translate.")],
-    out: Annotated[Path, typer.Option(help="Folder for kernel.hip and model.py.")],
-    tasks_dir: TasksDir = None,
-) -> None:
-    """Lower a task's PyTorch reference to a native HIP candidate (the offline translator)."""
-    from hipevolve.app.translate import print_translated, translate_task
-
-    dirs = _settings(tasks_dir).tasks.dirs
-    raise typer.Exit(print_translated(err_console, translate_task(task, out, dirs)))
-
-
-@prompts_app.command("show")
-def prompts_show(
-    role: Annotated[str, typer.Argument(help="optimizer, mutator, profiler_reader or translator.")],
-    task: Annotated[str, typer.Option(help="Task whose first seed is the parent.")],
-    backend: Annotated[
-        str | None,
-        typer.Option(help="rocm, cuda or static: whose code paths and peaks the prompt shows.",
-                     show_default="the GPU here, else static"),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the messages as JSON.")] = False,
-    tasks_dir: TasksDir = None,
-) -> None:
-    """Print the exact messages ROLE would send for the task's seed, with their token counts."""
-    import json
-
-    from hipevolve.agents.briefing import Target
-    from hipevolve.app.prompt_show import seed_prompt
-    from hipevolve.problems import get_task
-    from hipevolve.verifier.build.backends import device_name, gpu_backend
-
-    here = gpu_backend()
-    chosen = backend or here or "static"
-    if chosen not in ("rocm", "cuda", "static"):
-        raise UserError(f"unknown backend {chosen!r}", "pass --backend rocm, cuda or static")
-    target = Target(chosen, device_name(chosen) if chosen == here else "")
-    shown = seed_prompt(role, get_task(task, _settings(tasks_dir).tasks.dirs), target)
-    tokens = shown.tokens()
-    if as_json:
-        print(json.dumps({"role": role, "task": shown.task, "backend": chosen, "tokens": tokens,
-                          "messages": shown.messages()}, indent=2))  # fmt: skip
-        return
-    for message in shown.messages():
-        print(f"===== {message['role']} ({tokens[message['role']]} tokens) =====")
-        print(message["content"])
-    err_console.print(f"{role} on {shown.task} ({chosen}): {tokens['total']} tokens "
-                      f"({tokens['system']} system + {tokens['user']} user, cl100k_base)")  # fmt: skip
 
 
 @app.command()
