@@ -204,12 +204,15 @@ class Tables:
     # ------------------------------------------------------------------------ evaluations
 
     def record_evaluation(
-        self, candidate_id: int, evaluation: Evaluation, settings_key: str, toolchain: str
+        self, candidate_id: int, evaluation: Evaluation, settings_key: str, toolchain: str,
+        *, scores: bool = True,
     ) -> Evaluation:
         """Stores the evaluation and marks the candidate's queue row done, in one transaction.
 
         Idempotent: if an evaluation with the same key (evaluation_key) is stored, nothing new
         is written and the stored one is returned and scores this candidate too.
+        scores: False stores it beside the candidate's score without replacing it (a round of a
+        head-to-head: evolution/duel.py).
         """
         with self._write():
             run, source_hash = self._run_of(candidate_id)
@@ -236,14 +239,15 @@ class Tables:
                     )
                     .last_pk
                 )
-            self._conn.execute(
-                "UPDATE candidates SET evaluation_id = ?, fitness = ? WHERE id = ?",
-                [eval_id, fitness, candidate_id],
-            )
-            self._conn.execute(
-                "UPDATE queue SET state = 'done', updated = ? WHERE candidate = ?",
-                [now_iso(), candidate_id],
-            )
+            if scores:
+                self._conn.execute(
+                    "UPDATE candidates SET evaluation_id = ?, fitness = ? WHERE id = ?",
+                    [eval_id, fitness, candidate_id],
+                )
+                self._conn.execute(
+                    "UPDATE queue SET state = 'done', updated = ? WHERE candidate = ?",
+                    [now_iso(), candidate_id],
+                )
         return stored
 
     def evaluated(self, key: str) -> Evaluation | None:

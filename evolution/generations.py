@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from hipevolve.archive.store import Archive
 from hipevolve.core.base import Frozen
 from hipevolve.core.candidate import Candidate
+from hipevolve.core.config import FitnessSettings
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Admission, Budget, check_budget
@@ -38,6 +39,7 @@ from hipevolve.evolution.islands import (
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.evolution.recorder import Recorder
+from hipevolve.evolution.referee import Referee
 from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
@@ -71,6 +73,9 @@ class Progress(Frozen):
     run: int
     generation: int = Field(description="generations completed, seeding (generation 0) included")
     evaluations: int = Field(description="candidates of this run with an evaluation")
+    head_to_head: int = Field(
+        default=0, description="evaluations spent on head-to-heads (evolution/referee.py); "
+        "with `evaluations`, what the budget counts")
     budget: int
     valid_rate: float = Field(description="fraction of evaluations with status ok")
     best_fitness: float = Field(
@@ -98,6 +103,9 @@ class RunSummary(Frozen):
     message: str = Field(description="one line: why the run stopped, and how to resume it")
     progress: Progress
     resume: str | None = Field(default=None, description="how to continue an interrupted run")
+    confirmation: str = Field(
+        default="", description="the final head-to-head of the run's best against the seed")
+    baseline: str = Field(default="", description="what the speedups are measured against")
 
 
 class Search:
@@ -112,6 +120,7 @@ class Search:
         budget: int,
         seed: int,
         run_id: int | None,
+        fitness: FitnessSettings | None = None,
     ) -> None:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
@@ -123,6 +132,9 @@ class Search:
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
         self._shared: Budget | None = None  # the run's one budget while a policy writes
+        self.referee = Referee(archive, self.run, evaluate, self.recorder,
+                               fitness or FitnessSettings(), budget)  # fmt: skip
+        self.referee.used = lambda: len(self.archive.source_hashes_before(self.run, 1 << 30))
 
     # -------------------------------------------------------------------- resume
 
@@ -140,6 +152,7 @@ class Search:
         checkpoints = self.archive.events(self.run, CHECKPOINT)[-(self.settings.lag + 1) :]
         if not checkpoints:
             return 0, {}
+        self.referee.restore(checkpoints[-1].data)
         states = {
             c.data["generation"]: tuple(Island.model_validate(i) for i in c.data["islands"])
             for c in checkpoints
@@ -155,12 +168,15 @@ class Search:
         archive's hashes from earlier generations (a pure function of the archive, so a resumed
         run replays it). A policy: one Budget for the whole run, since its generations are
         written side by side, with the hidden-seed re-checks already spent counted in."""
+        limit = self.budget - self.referee.reserve  # kept for the final head-to-head
         if self.policy is None:
-            return Budget(self.budget, seen)
+            return Budget(limit, seen, rechecks=self.referee.spent)
         if self._shared is None:
             rechecks = [e for e in self.archive.events(self.run, "audit_recheck")
                         if e.data.get("status") != "skipped"]  # fmt: skip
-            self._shared = Budget(self.budget, seen, rechecks=len(rechecks))
+            self._shared = Budget(limit, seen, rechecks=len(rechecks) + self.referee.spent)
+            shared = self._shared
+            self.referee.charge = lambda n: [shared.charge() for _ in range(n)] and None
         else:
             self._shared.include(seen)
         return self._shared
@@ -276,9 +292,11 @@ class Search:
     # -------------------------------------------------------------------- islands
 
     def insert(
-        self, islands: tuple[Island, ...], results, *, everywhere: bool
+        self, islands: tuple[Island, ...], results, *, everywhere: bool, generation: int = 0
     ) -> tuple[Island, ...]:
-        """Islands with the ok results inserted: seeds into every island, children into theirs."""
+        """Islands with the ok results inserted: seeds into every island, children into theirs,
+        each child as the referee admits it (a close call against an incumbent goes head to
+        head: evolution/referee.py)."""
         updated = list(islands)
         for cid, island_id, evaluation in results:
             if not evaluation.ok:
@@ -289,6 +307,12 @@ class Search:
                 source_hash=self.recorder.sources[cid].source_hash,
                 cell=cell_of(evaluation.static, _configuration(self.recorder.sources[cid])),
             )
+            if everywhere:
+                self.referee.seeded(elite)
+            else:
+                home = next((i for i in updated if i.id == island_id), None)
+                cell = home.grid.get(elite.cell) if home is not None else None
+                elite = self.referee.admit(elite, evaluation, cell, generation)
             for i, island in enumerate(updated):
                 if everywhere or island.id == island_id:
                     updated[i] = insert(island, elite)
@@ -310,7 +334,7 @@ class Search:
                 "generation": generation,
                 "islands": [i.model_dump(mode="json") for i in islands],
                 "moves": [m.model_dump(mode="json") for m in moves],
-            },
+            } | self.referee.checkpoint(),
         )
 
     # -------------------------------------------------------------------- reporting
@@ -319,7 +343,8 @@ class Search:
         counts = self.archive.evaluation_counts(self.run)
         total, ok = counts.evaluated, counts.ok
         tops = [b for b in (best(i) for i in islands) if b is not None]
-        top = max(tops, key=lambda e: (e.fitness, -e.candidate_id), default=None)
+        top = self.referee.champion or max(tops, key=lambda e: (e.fitness, -e.candidate_id),
+                                           default=None)  # fmt: skip
         speedups: dict[str, float] = {}
         if top is not None:
             evaluation = self.archive.evaluation_of(top.candidate_id)
@@ -330,6 +355,7 @@ class Search:
             run=self.run,
             generation=generation,
             evaluations=total,
+            head_to_head=self.referee.spent,
             budget=self.budget,
             valid_rate=ok / total if total else 0.0,
             best_fitness=top.fitness if top else 0.0,
@@ -341,8 +367,15 @@ class Search:
     def finish(
         self, reason: StopReason, generation: int, islands: tuple[Island, ...]
     ) -> RunSummary:
+        confirmation = ""
+        if reason in ("budget", "exhausted", "llm_budget"):
+            if reason == "exhausted":  # what budget is left goes on the close contenders
+                self.referee.contenders([e for i in islands for e in i.elites], generation)
+            confirmation = self.referee.confirm(generation)
         progress = self.progress(generation, islands)
-        done = f"{progress.evaluations} of {self.budget} evaluations"
+        duels = self.referee.spent
+        done = f"{progress.evaluations + duels} of {self.budget} evaluations" + (
+            f" ({duels} in head-to-heads)" if duels else "")
         messages = {
             "budget": f"budget spent: {done}",
             "exhausted": f"search space exhausted after {done}: every kernel one edit (a "
@@ -369,6 +402,8 @@ class Search:
             message=message,
             progress=progress,
             resume=resume,
+            confirmation=confirmation,
+            baseline=self.referee.describe(),
         )
 
 

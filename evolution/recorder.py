@@ -11,7 +11,7 @@ in one place. It decides nothing (admission is the Budget's, order the loop's) a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hipevolve.archive.store import Archive, evaluation_key
 from hipevolve.core.candidate import Candidate
@@ -27,6 +27,8 @@ class Recorder:
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.sources: dict[int, Candidate] = {}  # candidate id -> its code, read or written here
         self.evaluated_here = 0  # evaluations the evaluator ran in this session
+        # the run's baseline as the denominator of every speedup (evolution/referee.py)
+        self.rebase: Callable[[Evaluation], Evaluation] = lambda evaluation: evaluation
 
     def source(self, candidate_id: int) -> Candidate:
         """The candidate's code, read from the archive once."""
@@ -73,15 +75,17 @@ class Recorder:
         for cid in ids:
             self.archive.mark_in_flight(cid)
 
-    def record(self, cid: int, evaluation: Evaluation, *, suffix: str = "") -> Evaluation:
-        """Records the evaluation under the evaluator's key (`suffix`: a variant of it, such as
-        a re-check); the evaluation that scores the candidate (a stored one wins)."""
+    def record(self, cid: int, evaluation: Evaluation, *, suffix: str = "",
+               scores: bool = True) -> Evaluation:
+        """Records the evaluation, measured against the run's baseline, under the evaluator's
+        key (`suffix`: a variant of it, such as a re-check); the evaluation that scores the
+        candidate (a stored one wins, rebased too). scores: False keeps the candidate's score
+        (a head-to-head's rounds)."""
         settings_key = self.evaluate.settings_key
         if suffix:
             settings_key = f"{settings_key}|{suffix}"
-        return self.archive.record_evaluation(
-            cid, evaluation, settings_key, self.evaluate.toolchain
-        )
+        return self.rebase(self.archive.record_evaluation(
+            cid, self.rebase(evaluation), settings_key, self.evaluate.toolchain, scores=scores))
 
     def add_evaluated(self, count: int) -> None:
         """Counts evaluations the evaluator ran for this session (the progress line's rate)."""

@@ -47,6 +47,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from hipevolve.archive.store import Archive
+from hipevolve.core.config import FitnessSettings
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.child import Child
@@ -77,6 +78,7 @@ def run_evolution(
     on_progress: Callable[[Progress], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     policy: ProposalPolicy | None = None,
+    fitness: FitnessSettings | None = None,
 ) -> RunSummary:
     """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions.
 
@@ -86,9 +88,10 @@ def run_evolution(
     """
     if not first and (policy is None or not policy.translates()):
         raise ValueError("no first candidates, and no policy that translates the reference")
-    search = Search(task, archive, settings, evaluate, budget, seed, run_id)
+    search = Search(task, archive, settings, evaluate, budget, seed, run_id, fitness)
     search.policy = policy
     generation, states = search.restore()
+    search.referee.establish(search.resumed)  # the run's baseline, before any evaluation
     # Where this session's numbers come from (a resumed run may move to another machine).
     environment = {"toolchain": evaluate.toolchain}
     if evaluate.device:
@@ -147,7 +150,7 @@ def run_evolution(
         done = staged.generation
         islands, moves = exchange(states.get(done - 1, ()), done - 1, settings)
         states[done] = search.insert(islands or empty_islands(settings), results,
-                                     everywhere=done == 0)  # fmt: skip
+                                     everywhere=done == 0, generation=done)  # fmt: skip
         search.checkpoint(done, states[done], moves)
         for old in [g for g in states if g < max(0, done - lag)]:
             del states[old]

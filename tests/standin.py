@@ -27,7 +27,7 @@ from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
-from hipevolve.verifier.evaluators import BaseEvaluator
+from hipevolve.verifier.evaluators import BaseEvaluator, duel_order
 from hipevolve.verifier.ray import Stateless
 
 GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"
@@ -105,6 +105,17 @@ class StandIn(BaseEvaluator):
             with self.log.open("a") as f:
                 f.write(candidate.source_hash + "\n")
         return results
+
+    def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
+        """The rounds of a head-to-head, logged apart (`duels`) from the search's evaluations."""
+        order = duel_order(a, b, rounds)
+        with self.duels.open("a") as f:
+            f.writelines(c.source_hash + "\n" for c in order)
+        return [score(c) for c in order]
+
+    @property
+    def duels(self) -> Path:
+        return self.log.with_suffix(".duels")
 
 
 def score(candidate: Candidate) -> Evaluation:

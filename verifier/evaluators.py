@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from typing import Protocol
 
 from hipevolve.core.base import canonical_json
+from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation
@@ -39,6 +40,17 @@ class Evaluator(Protocol):
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
 
+    def baseline(self, trials: int) -> RunBaseline | str | None:
+        """The task's reference timed alone with `trials` trials a case, on the device the
+        evaluations run on (hipevolve/core/baseline.py); a line saying why it could not be;
+        None where nothing is timed (the static backend, stand-ins without a reference)."""
+        ...
+
+    def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
+        """a and b evaluated alternately, `rounds` times each, in the order a b b a a b ...,
+        on one device one after the other: [a, b, b, a, ...] (evolution/duel.py decides)."""
+        ...
+
 
 class BaseEvaluator(ABC):
     """The protocol's defaults for an evaluator that runs on no device and starts nothing (the
@@ -56,6 +68,14 @@ class BaseEvaluator(ABC):
 
     @abstractmethod
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+    def baseline(self, trials: int) -> RunBaseline | str | None:
+        """No reference is timed: speedups are the evaluations' own."""
+        return None
+
+    def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
+        """One call per evaluation, in the duel's order."""
+        return [self([c])[0] for c in duel_order(a, b, rounds)]
 
 
 class PipelineEvaluator:
@@ -84,20 +104,63 @@ class PipelineEvaluator:
         return max(1, len(self.gpus))
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
-        from hipevolve.verifier.gpu.slots import Slots
         from hipevolve.verifier.pipeline import evaluate_many
+
+        self._started()
+        # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
+        return evaluate_many(list(candidates), self.task, self.settings, self.backend,
+                             slots=self._slots)  # fmt: skip
+
+    def _started(self):
+        from hipevolve.verifier.gpu.slots import Slots
 
         with self._starting:
             if self._slots is None and self.backend != "static":
                 self._slots = Slots(self.backend, self.gpus)
-        # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
-        return evaluate_many(list(candidates), self.task, self.settings, self.backend,
-                             slots=self._slots)  # fmt: skip
+        return self._slots
+
+    def baseline(self, trials: int) -> RunBaseline | str | None:
+        """The reference alone in a judge of the first free slot (pipeline.time_baseline)."""
+        from hipevolve.verifier.pipeline import time_baseline
+
+        slots = self._started()
+        if slots is None:
+            return None
+        return slots.submit(lambda slot: time_baseline(
+            self.task, self.settings, self.backend, slot.judges, trials=trials,
+            device=self.device or "", toolchain=self.toolchain)).result()  # fmt: skip
+
+    def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
+        """Every evaluation of the duel on one slot (one GPU), one after the other."""
+        from hipevolve.verifier.pipeline import prepare, run_prepared
+
+        slots = self._started()
+        order = duel_order(a, b, rounds)
+        if slots is None:
+            return self(order)
+        ready = {c.source_hash: prepare(c, self.task, self.settings, self.backend)
+                 for c in (a, b)}  # fmt: skip
+
+        def duel(slot) -> list[Evaluation]:
+            return [ready[c.source_hash].done or run_prepared(
+                ready[c.source_hash], self.task, self.settings, self.backend, slot.judges)
+                for c in order]  # fmt: skip
+
+        return slots.submit(duel).result()
 
     def close(self) -> None:
         if self._slots is not None:
             self._slots.close()
             self._slots = None
+
+
+def duel_order(a: Candidate, b: Candidate, rounds: int) -> list[Candidate]:
+    """a b b a a b b a ...: each round both, the first of a pair alternating, so a steady drift
+    of the machine favours neither."""
+    order: list[Candidate] = []
+    for r in range(rounds):
+        order += [a, b] if r % 2 == 0 else [b, a]
+    return order
 
 
 def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> str:

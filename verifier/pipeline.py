@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation, StaticFacts, Status
@@ -272,6 +273,48 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
         status=worker.status, task=task.name, backend=backend, cases=worker.case_results(),
         static=prepared.static, message=worker.message, mismatch=worker.mismatch,
         flags=(*prepared.flags, *worker.flags, *worker.hacks), seconds=worker.seconds)
+
+
+def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judges, *,
+                  trials: int, device: str, toolchain: str) -> RunBaseline | str:
+    """The run's baseline (hipevolve/core/baseline.py): the reference alone in a judge of
+    `judges`, `trials` trials on each timed case; or one line saying why it could not be timed."""
+    from dataclasses import replace
+
+    from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
+
+    cases = tuple(c for c in task.cases if not c.globals)
+    job = job_for_task(task, None, settings, device=_device(backend), cases=cases,
+                       seeds=check_seeds(task, settings)[:1], reference_only=True)  # fmt: skip
+    job = replace(job, trials=trials)
+    worker = run_worker(job, judges.take(), pool=judges)
+    if worker.status is not Status.ok:
+        return f"{worker.status.value}: {worker.message}"
+    timed = {c.case: b for c in worker.cases if (b := c.reference_baseline()) is not None}
+    if not timed:
+        return "the task has no timed case"
+    return RunBaseline(task=task.name, device=device, toolchain=toolchain, clocks=gpu_clocks(),
+                       cases=timed)  # fmt: skip
+
+
+def gpu_clocks() -> str:
+    """The GPU clocks the driver reports now (nvidia-smi or rocm-smi), or '' where neither
+    answers: recorded with a baseline so a user can tell a throttled machine from a slow kernel."""
+    import subprocess
+
+    queries = (["nvidia-smi", "--query-gpu=index,clocks.sm,clocks.max.sm,clocks.mem,"
+                "temperature.gpu,power.draw", "--format=csv,noheader"],
+               ["rocm-smi", "--showclocks", "--csv"])  # fmt: skip
+    for argv in queries:
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0 and done.stdout.strip():
+            return " | ".join(line.strip() for line in done.stdout.splitlines() if line.strip())
+    return ""
 
 
 def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: VerifierSettings,

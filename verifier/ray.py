@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.errors import UserError
@@ -134,6 +135,14 @@ class PipelineStages:
                 )
             ).result()
 
+    def baseline(self, slots, trials: int) -> RunBaseline | str:
+        from hipevolve.verifier.pipeline import time_baseline
+
+        info = self.describe()
+        return slots.submit(lambda slot: time_baseline(
+            self.task, self.settings, self.backend, slot.judges, trials=trials,
+            device=info["device"], toolchain=info["toolchain"])).result()  # fmt: skip
+
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.build.backends import device_name
         from hipevolve.verifier.gpu.slots import visibility_variable
@@ -158,6 +167,15 @@ class _Worker:
 
     def evaluate(self, prepared: Any) -> Evaluation:
         return self.stages.run(prepared, self.state)
+
+    def baseline(self, trials: int) -> RunBaseline | str | None:
+        """None for stages that time no reference (a test's stand-ins)."""
+        timer = getattr(self.stages, "baseline", None)
+        return timer(self.state, trials) if timer is not None else None
+
+    def head_to_head(self, order: list[Any]) -> list[Evaluation]:
+        """The duel's evaluations here, on this worker's GPU, one after the other."""
+        return [p.done or self.stages.run(p, self.state) for p in order]
 
     def close(self) -> None:
         self.state.close()
@@ -286,6 +304,25 @@ class RayEvaluator:
     def parallelism(self) -> int:
         """Evaluations it runs at once: one per worker."""
         return len(self.workers)
+
+    def _one_worker(self):
+        """A started worker for work that must stay on one GPU (a baseline, a head-to-head);
+        an actor runs its calls one at a time, so it queues behind any evaluation it has."""
+        with self._lock:
+            return self._free[0][0] if self._free else next(iter(self._busy.values()))[3]
+
+    def baseline(self, trials: int) -> RunBaseline | str | None:
+        """The reference alone on one worker's GPU (pipeline.time_baseline)."""
+        return self._ray.get(self._one_worker().baseline.remote(trials))
+
+    def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
+        """Every evaluation of the duel on one worker's GPU, one after the other."""
+        from hipevolve.verifier.evaluators import duel_order
+
+        shipped = dict(zip((a.source_hash, b.source_hash), self._ray.get(
+            [self._prepare_task.remote(self._stages_ref, c) for c in (a, b)]), strict=True))
+        order = [shipped[c.source_hash] for c in duel_order(a, b, rounds)]
+        return self._ray.get(self._one_worker().head_to_head.remote(order))
 
     # ---------------------------------------------------------------------------- workers
 

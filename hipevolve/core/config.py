@@ -39,6 +39,11 @@ the keys it names.
       token_budget, cost_budget_usd               per run (--token-budget, --cost-budget)
       timeout_s, max_retries, backoff_s, max_reply_tokens, temperature, exploration
       stream, max_concurrent  replies as server-sent events; requests in flight per model
+    [fitness]     how a run's fitness is measured and compared (hipevolve/core/baseline.py)
+      baseline_trials      trials of the reference timed once at the run's start
+      noise_floor          what evaluations in fresh judges cannot tell apart
+      duel_rounds, confirm_rounds, min_gain    head-to-heads of close calls and the final best
+      check_drift          a reference this far off its baseline inside an evaluation: flagged
     [run]         defaults of the main job, `evolve --task T --budget N`
       archive              the SQLite archive runs are written to (--archive)
       seed                 the random seed of a new run (--seed)
@@ -253,6 +258,27 @@ class ModelSettings(Section):
         return tuple(dict.fromkeys(m for ms in self.role_models().values() for m in ms))
 
 
+class FitnessSettings(Section):
+    """How a run turns timings into a fitness it can trust (DESIGN.md "Fitness")."""
+
+    baseline_trials: int = Field(
+        default=100, ge=10, description="trials of the run's baseline timing of the reference")
+    noise_floor: float = Field(
+        default=0.03, ge=0, lt=1, description="relative difference two evaluations in fresh "
+        "judges cannot tell apart; closer calls go head to head")
+    duel_rounds: int = Field(
+        default=2, ge=0, le=8, description="rounds (each candidate once) of a head-to-head; "
+        "0: no head-to-heads, a close call keeps the incumbent")
+    confirm_rounds: int = Field(
+        default=3, ge=0, le=8, description="rounds of the final head-to-head of the run's best "
+        "against the seed (reserved from the budget); 0: not confirmed")
+    min_gain: float = Field(
+        default=0.01, ge=0, lt=1, description="smallest gain a head-to-head calls a win")
+    check_drift: float = Field(
+        default=1.5, gt=1, description="a reference timed inside an evaluation this many times "
+        "off the run's baseline is flagged as machine noise")
+
+
 class RunSettings(Section):
     archive: Path = Field(
         default=Path("hipevolve.db"),
@@ -271,6 +297,8 @@ class Settings(Section):
         default_factory=AgentLimits, description="hard limits on the agents' graph")
     models: ModelSettings = Field(
         default_factory=ModelSettings, description="the LLMs behind the agents, and LLM budgets")
+    fitness: FitnessSettings = Field(
+        default_factory=FitnessSettings, description="run baselines, noise and head-to-heads")
     run: RunSettings = Field(default_factory=RunSettings, description="the main job's defaults")
 
 

@@ -49,9 +49,16 @@ class StaticFacts(Frozen):
 class CaseResult(Frozen):
     case: str
     correct: bool
-    time_us: float | None = None
-    ref_time_us: float | None = None
+    time_us: float | None = Field(default=None, description="the candidate's median trial")
+    ref_time_us: float | None = Field(
+        default=None, description="the denominator of the speedup: the run's baseline in a run "
+        "(hipevolve/core/baseline.py), else the reference timed inside this evaluation")
+    ref_check_us: float | None = Field(
+        default=None, description="in a run: the reference timed inside this evaluation, a check "
+        "of the machine's noise, not a term of the fitness")
     cv: float | None = Field(default=None, description="coefficient of variation of the trials")
+    ci: float | None = Field(
+        default=None, description="relative half-width of the median's ~95% interval (noise.py)")
     max_abs_err: float | None = None
     rel_rms_err: float | None = None
     roofline_fraction: float | None = Field(

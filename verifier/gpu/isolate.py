@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hipevolve.core.baseline import CaseBaseline
 from hipevolve.core.evaluation import CaseResult, Status
+from hipevolve.core.noise import median_interval
 from hipevolve.verifier.gpu.confine import become_subreaper, group_pids
 from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
 
@@ -90,7 +92,7 @@ def case_job(case: Case) -> CaseJob:
 
 def job_for_task(
     task: TaskSpec,
-    candidate: CandidateJob,
+    candidate: CandidateJob | None,
     settings: VerifierSettings,
     *,
     device: str = "cuda",
@@ -98,7 +100,8 @@ def job_for_task(
     seeds: tuple[int, ...] | None = None,
     **fields: Any,
 ) -> WorkerJob:
-    """The job for `candidate` on `task`: trials, warm-up and stage timeouts from `settings`."""
+    """The job for `candidate` on `task` (None: a reference-only job): trials, warm-up and stage
+    timeouts from `settings`."""
     return WorkerJob(
         task=task.name,
         reference=task.reference,
@@ -131,7 +134,18 @@ class WorkerCase(BaseModel):
     wall_us: float | None = Field(default=None, description="judge-measured timing window")
 
     def to_case_result(self) -> CaseResult:
-        return CaseResult(**{k: getattr(self, k) for k in CaseResult.model_fields})
+        fields = {k: getattr(self, k) for k in CaseResult.model_fields if hasattr(self, k)}
+        if self.trials:
+            fields["ci"] = round(median_interval(self.trials)[1], 6)
+        return CaseResult(**fields)
+
+    def reference_baseline(self) -> CaseBaseline | None:
+        """The reference's trials as a run baseline's case (a reference-only job's answer)."""
+        if not self.ref_trials:
+            return None
+        median, ci = median_interval(self.ref_trials)
+        return CaseBaseline(case=self.case, time_us=median, ci=round(ci, 6),
+                            trials=len(self.ref_trials))  # fmt: skip
 
 
 class WorkerResult(BaseModel):
@@ -325,7 +339,8 @@ def run_worker(job: WorkerJob, standby: Standby | None = None, *,
     job = replace(job, workdir=judge.workdir)
     started = time.monotonic()
     try:
-        line = replace(job, allow_processes=job.candidate.may_start_processes()).to_json()
+        starts = job.candidate is not None and job.candidate.may_start_processes()
+        line = replace(job, allow_processes=starts).to_json()
         judge.proc.stdin.write(line.encode() + b"\n")
         judge.proc.stdin.flush()
     except (BrokenPipeError, OSError):

@@ -130,7 +130,7 @@ class WorkerJob:
     cases: tuple[CaseJob, ...]
     tolerance: dict[str, Any]  # {kind, atol, rtol, max_rel_rms}
     seeds: tuple[int, ...]  # the last is hidden from agents
-    candidate: CandidateJob
+    candidate: CandidateJob | None  # None: a reference-only job (reference_only)
     timeouts: Timeouts
     device: str = "cuda"  # one of DEVICES
     do_timing: bool = True
@@ -146,6 +146,7 @@ class WorkerJob:
     max_processes: int = 64  # watchdog, load_inline candidates only
     deadline_s: float | None = None  # overall; None: from timeouts
     allow_processes: bool = False  # set by run_worker: CandidateJob.may_start_processes
+    reference_only: bool = False  # time the reference alone (a run's baseline); no candidate
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -162,6 +163,8 @@ class WorkerJob:
         _require(self.device in DEVICES, f"device {self.device!r} is not one of {DEVICES}")
         _require(self.trials >= 1 and self.warmup >= 0, "trials >= 1 and warmup >= 0")
         _require(self.suspect_speedup > 1, "suspect_speedup must be above 1")
+        _require((self.candidate is None) == self.reference_only,
+                 "a job has a candidate unless it is reference-only")
         _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
 
     def case(self, name: str) -> CaseJob:
@@ -177,7 +180,7 @@ class WorkerJob:
     def to_json(self) -> str:
         data = asdict(self)
         data["reference"] = _resolved(self.reference)
-        data["candidate"] = self.candidate.resolved()
+        data["candidate"] = self.candidate.resolved() if self.candidate else None
         data["workdir"] = str(self.workdir) if self.workdir is not None else None
         return json.dumps(data)
 
@@ -189,7 +192,8 @@ class WorkerJob:
             **data
             | {
                 "cases": tuple(CaseJob(**c) for c in data["cases"]),
-                "candidate": CandidateJob.from_dict(data["candidate"]),
+                "candidate": CandidateJob.from_dict(data["candidate"])
+                if data["candidate"] else None,
                 "timeouts": Timeouts(**data["timeouts"]),
                 "peak": PeakRates(**peak) if peak else None,
             }
@@ -277,7 +281,7 @@ class SandboxJob:
     def to_json(self) -> str:
         data = asdict(self)
         data["reference"] = _resolved(self.reference)
-        data["candidate"] = self.candidate.resolved()
+        data["candidate"] = self.candidate.resolved() if self.candidate else None
         return json.dumps(data)
 
     @classmethod
@@ -286,7 +290,8 @@ class SandboxJob:
             **data
             | {
                 "cases": tuple(SandboxCase(**c) for c in data["cases"]),
-                "candidate": CandidateJob.from_dict(data["candidate"]),
+                "candidate": CandidateJob.from_dict(data["candidate"])
+                if data["candidate"] else None,
             }
         )
 

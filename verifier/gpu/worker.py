@@ -215,6 +215,8 @@ class Judge:
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
+            if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
+                return self.result("ok", "reference timed")
             if self.device.startswith("cuda"):
                 self.trim_cache()
             status, message = self.run_candidate()

@@ -1,0 +1,226 @@
+"""A run's referee: the baseline every speedup is measured against, which child may displace an
+incumbent, the run's best, and the final word on it (DESIGN.md "Fitness").
+
+- Baseline (hipevolve/core/baseline.py): timed once when a run starts, stored as a `baseline`
+  event; a resumed run on the same device keeps it. Every evaluation the run records is rebased
+  on it (Recorder.rebase), so fitness ranks candidates by their own times. An evaluator that times
+  nothing (the static backend, stand-ins) leaves evaluations as they are.
+- Displacing. A child whose fitness beats its cell's elite or the run's best (the champion) by
+  more than the noise (duel.compare) displaces it; a closer call goes head to head (duel.decide)
+  and a tie keeps the incumbent. The child then enters its island with the fitness the
+  head-to-head gave it, never above an incumbent it did not beat, so islands.insert's strict
+  comparison keeps the incumbent.
+- The champion is the run's best: generation 0's best seed first, replaced only as above. It is
+  what the run reports and saves; it travels in each checkpoint.
+- The end. When the reachable space is spent, what budget is left goes on head-to-heads of the
+  contenders within the noise of the champion; then the champion meets the seed it started from
+  over FitnessSettings.confirm_rounds rounds (reserved from the budget at the start), and the last
+  line says "confirmed N% faster than the seed (+-M%)" or that no improvement was confirmed.
+Head-to-heads spend budget (`spent`, restored from the archive's `duel` events on resume) and
+their rounds are stored beside the candidates' scores, never replacing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hipevolve.archive.store import Archive
+from hipevolve.core.baseline import RunBaseline
+from hipevolve.core.config import FitnessSettings
+from hipevolve.core.evaluation import Evaluation
+from hipevolve.evolution.duel import Duel, compare, decide
+from hipevolve.evolution.islands import Elite
+from hipevolve.evolution.recorder import Recorder
+from hipevolve.verifier.evaluators import Evaluator, duel_order
+
+BASELINE = "baseline"  # event: the run's baseline (RunBaseline JSON)
+DUEL = "duel"  # event: one head-to-head (Duel JSON, generation, evaluations spent)
+SMALLEST_CONFIRMED = 20  # budgets below this keep nothing back for the final head-to-head
+
+
+class Referee:
+    def __init__(self, archive: Archive, run: int, evaluate: Evaluator, recorder: Recorder,
+                 settings: FitnessSettings, budget: int) -> None:  # fmt: skip
+        self.archive, self.run, self.evaluate = archive, run, evaluate
+        self.recorder, self.settings = recorder, settings
+        # Numbers from no device (a test's stand-in) carry no timing noise: every difference is
+        # real, nothing goes head to head and nothing is kept back for it.
+        self.exact = evaluate.device is None
+        rounds = settings.confirm_rounds if budget >= SMALLEST_CONFIRMED and not self.exact else 0
+        self.reserve = 2 * rounds  # kept for the final head-to-head against the seed
+        self.confirm_rounds = rounds
+        self.budget = budget
+        self.baseline: RunBaseline | None = None
+        self.baseline_note = ""
+        self.champion: Elite | None = None
+        self.seed: Elite | None = None
+        self.known: dict[tuple[int, int], Duel] = {}
+        self.spent = 0
+        self.charge: Callable[[int], None] = lambda n: None  # a policy's shared Budget
+        self.used: Callable[[], int] = lambda: 0  # evaluations admitted so far
+
+    # ---------------------------------------------------------------- the baseline
+
+    def establish(self, resumed: bool) -> None:
+        """The run's baseline: a resumed run's own when the device is the same, else timed now."""
+        if resumed:
+            for event in self.archive.events(self.run, DUEL):
+                self.known[(event.data["duel"]["child"], event.data["duel"]["incumbent"])] = \
+                    Duel.model_validate(event.data["duel"])
+                self.spent += int(event.data["evaluations"])
+            stored = self.archive.events(self.run, BASELINE)
+            if stored:
+                baseline = RunBaseline.model_validate(stored[-1].data)
+                if baseline.device == (self.evaluate.device or ""):
+                    self._use(baseline)
+                    return
+        measured = self.evaluate.baseline(self.settings.baseline_trials)
+        if isinstance(measured, RunBaseline):
+            self.archive.log_event(self.run, BASELINE, measured.model_dump(mode="json"))
+            self._use(measured)
+        elif isinstance(measured, str):
+            self.baseline_note = (f"no run baseline ({measured}): speedups use the reference "
+                                  "timed inside each evaluation")  # fmt: skip
+            self.archive.log_event(self.run, "baseline_failed", {"why": measured})
+
+    def describe(self) -> str:
+        """One line: what the run's speedups are measured against."""
+        if self.baseline is None:
+            return self.baseline_note
+        cases = ", ".join(f"{name} {c.time_us:.1f} us (+-{c.ci * 100:.1f}%)"
+                          for name, c in self.baseline.cases.items())  # fmt: skip
+        return f"speedups over the reference timed once for this run on {self.baseline.device}: {cases}"
+
+    def _use(self, baseline: RunBaseline) -> None:
+        self.baseline = baseline
+        drift = self.settings.check_drift
+        self.recorder.rebase = lambda evaluation: baseline.rebase(evaluation, drift)
+
+    # ---------------------------------------------------------------- displacing
+
+    def restore(self, data: dict) -> None:
+        """The champion and seed from a checkpoint's data."""
+        if data.get("champion"):
+            self.champion = Elite.model_validate(data["champion"])
+        if data.get("seed"):
+            self.seed = Elite.model_validate(data["seed"])
+
+    def checkpoint(self) -> dict:
+        return {"champion": self.champion.model_dump(mode="json") if self.champion else None,
+                "seed": self.seed.model_dump(mode="json") if self.seed else None}  # fmt: skip
+
+    def seeded(self, elite: Elite) -> None:
+        """A generation-0 candidate: the best of them is the seed and the first champion."""
+        if self.champion is None or elite.fitness > self.champion.fitness:
+            self.champion = self.seed = elite
+
+    def admit(self, elite: Elite, evaluation: Evaluation, cell: Elite | None,
+              generation: int) -> Elite:
+        """The child as it may enter its island: its fitness lowered to that of an incumbent
+        (its cell's elite, or the champion) it did not clearly beat. Crowns it when it beats
+        the champion."""
+        fitness = elite.fitness
+        for incumbent in [] if self.exact else _distinct(cell, self.champion, elite):
+            if fitness <= incumbent.fitness:
+                continue
+            fitness = self._contest(elite, evaluation, incumbent, fitness, generation)
+        elite = elite.model_copy(update={"fitness": fitness})
+        if self.champion is None or fitness > self.champion.fitness:
+            self.champion = elite
+        return elite
+
+    def _contest(self, elite: Elite, evaluation: Evaluation, incumbent: Elite, fitness: float,
+                 generation: int) -> float:
+        """The child's fitness after meeting `incumbent` (clear, or a head-to-head)."""
+        theirs = self.archive.evaluation_of(incumbent.candidate_id)
+        if theirs is None or not theirs.ok:
+            return fitness
+        call, _ = compare(evaluation, theirs, self.settings.noise_floor)
+        if call == "clear":
+            return fitness
+        duel = self.duel(elite.candidate_id, incumbent.candidate_id, self.settings.duel_rounds,
+                         generation)  # fmt: skip
+        if duel is not None and duel.winner == "child":
+            return max(incumbent.fitness * (1 + duel.gain), incumbent.fitness * 1.000001)
+        return min(fitness, incumbent.fitness)  # a tie keeps the incumbent
+
+    def duel(self, child: int, incumbent: int, rounds: int, generation: int,
+             *, reserved: bool = False) -> Duel | None:
+        """A head-to-head (a recorded one on replay); None when the budget has no room for it.
+        reserved: the final confirmation, paid from the reserve."""
+        if (child, incumbent) in self.known:
+            return self.known[(child, incumbent)]
+        cost = 2 * rounds
+        room = self.budget - self.used() - self.spent - (0 if reserved else self.reserve)
+        if rounds < 1 or cost > room:
+            return None
+        a, b = self.recorder.source(child), self.recorder.source(incumbent)
+        evaluations = [self.recorder.rebase(e) for e in self.evaluate.head_to_head(a, b, rounds)]
+        order = ["child" if c is a else "incumbent" for c in duel_order(a, b, rounds)]
+        number = len(self.known) + 1
+        for i, (who, evaluation) in enumerate(zip(order, evaluations, strict=True)):
+            cid = child if who == "child" else incumbent
+            self.recorder.record(cid, evaluation, suffix=f"duel{number}:{i}", scores=False)
+        self.recorder.add_evaluated(cost)
+        self.spent += cost
+        self.charge(cost)
+        outcome = decide(child, incumbent, order, evaluations, self.settings.min_gain)
+        self.known[(child, incumbent)] = outcome
+        self.archive.log_event(self.run, DUEL, {"duel": outcome.model_dump(mode="json"),
+                                                "generation": generation, "evaluations": cost})
+        return outcome
+
+    # ---------------------------------------------------------------- the end
+
+    def contenders(self, elites: list[Elite], generation: int) -> None:
+        """The budget left after the search ran dry, on head-to-heads of the elites within the
+        noise of the champion (the fittest first)."""
+        champion = self.champion
+        if champion is None or self.exact or self.settings.duel_rounds < 1:
+            return
+        close = sorted((e for e in elites if e.candidate_id != champion.candidate_id
+                        and e.fitness >= champion.fitness * (1 - self.settings.noise_floor)),
+                       key=lambda e: (-e.fitness, e.candidate_id))  # fmt: skip
+        for elite in close:
+            assert self.champion is not None
+            duel = self.duel(elite.candidate_id, self.champion.candidate_id,
+                             self.settings.duel_rounds, generation)  # fmt: skip
+            if duel is None:
+                return
+            if duel.winner == "child":
+                self.champion = elite.model_copy(update={
+                    "fitness": max(elite.fitness, self.champion.fitness * (1 + duel.gain))})
+
+    def confirm(self, generation: int) -> str:
+        """The final head-to-head of the champion against the seed, as the run's last line."""
+        champion, seed = self.champion, self.seed
+        if champion is None or seed is None:
+            return ""
+        if champion.candidate_id == seed.candidate_id:
+            return "no improvement over the seed: the seed is still the run's best"
+        if self.exact:
+            gain = champion.fitness / seed.fitness - 1 if seed.fitness else 0.0
+            return (f"{gain * 100:.1f}% faster than the seed (an evaluator on no device: "
+                    "exact numbers, nothing to confirm)")  # fmt: skip
+        if self.confirm_rounds < 1:
+            return (f"not confirmed against the seed: a budget under {SMALLEST_CONFIRMED} keeps "
+                    "no evaluations back for the head-to-head")  # fmt: skip
+        duel = self.duel(champion.candidate_id, seed.candidate_id, self.confirm_rounds,
+                         generation, reserved=True)  # fmt: skip
+        if duel is None:
+            return "not confirmed against the seed: no budget left for the head-to-head"
+        spread = f"+-{2 * duel.uncertainty * 100:.1f}%, {duel.rounds} rounds head to head"
+        if duel.winner == "child":
+            return f"confirmed {duel.gain * 100:.1f}% faster than the seed ({spread})"
+        return (f"no confirmed improvement over the seed (measured {duel.gain * 100:+.1f}%, "
+                f"{spread})")  # fmt: skip
+
+
+def _distinct(cell: Elite | None, champion: Elite | None, child: Elite) -> list[Elite]:
+    """The incumbents a child meets: its cell's elite, then the champion, each once, never
+    itself."""
+    found: list[Elite] = []
+    for e in (cell, champion):
+        if e is not None and e.candidate_id != child.candidate_id and e not in found:
+            found.append(e)
+    return found
