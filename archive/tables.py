@@ -302,8 +302,31 @@ class Tables:
         ]
 
     def best(self, run: int) -> Scored | None:
+        """The run's best: the champion its referee last recorded (evolution/referee.py: a
+        child beats it only clearly or head to head), else the fittest ok candidate."""
+        champion = self.champion(run)
+        if champion is not None:
+            rows = self._rows(
+                "SELECT c.id, c.island, c.fitness, e.evaluation FROM candidates c"
+                " JOIN evaluations e ON e.id = c.evaluation_id WHERE c.id = ? AND c.run = ?",
+                [champion, run],
+            )
+            if rows:
+                r = rows[0]
+                return Scored(candidate_id=r[0], island=r[1] or 0, fitness=r[2],
+                              evaluation=Evaluation.model_validate_json(r[3]))  # fmt: skip
         found = self.top(run, 1)
         return found[0] if found else None
+
+    def champion(self, run: int) -> int | None:
+        """The candidate the run's last checkpoint (or its end) names as its best, if any."""
+        row = self._rows(
+            "SELECT data FROM events WHERE run = ? AND kind IN ('generation', 'champion')"
+            " ORDER BY id DESC LIMIT 1", [run])  # fmt: skip
+        if not row:
+            return None
+        found = json.loads(row[0][0]).get("champion")
+        return int(found["candidate_id"]) if isinstance(found, dict) else None
 
     # ------------------------------------------------------------------------ elites
 

@@ -373,9 +373,11 @@ class Search:
                 self.referee.contenders([e for i in islands for e in i.elites], generation)
             confirmation = self.referee.confirm(generation)
         progress = self.progress(generation, islands)
-        duels = self.referee.spent
+        duels, kept = self.referee.spent, self.referee.unspent_reserve()
+        notes = [f"{duels} in head-to-heads"] if duels else []
+        notes += [f"{kept} kept for a confirmation that was not needed"] if kept else []
         done = f"{progress.evaluations + duels} of {self.budget} evaluations" + (
-            f" ({duels} in head-to-heads)" if duels else "")
+            f" ({'; '.join(notes)})" if notes else "")
         messages = {
             "budget": f"budget spent: {done}",
             "exhausted": f"search space exhausted after {done}: every kernel one edit (a "
@@ -392,6 +394,8 @@ class Search:
             if interrupted
             else None
         )
+        self.archive.log_event(self.run, "champion", self.referee.checkpoint()
+                               | {"confirmation": confirmation})  # fmt: skip
         self.archive.log_event(self.run, "stop", {"reason": reason, "generation": generation})
         self.archive.finish_run(self.run, "interrupted" if interrupted else "finished")
         message = messages[reason] + (f"; {resume}" if resume else "")

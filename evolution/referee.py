@@ -191,6 +191,12 @@ class Referee:
                 self.champion = elite.model_copy(update={
                     "fitness": max(elite.fitness, self.champion.fitness * (1 + duel.gain))})
 
+    def unspent_reserve(self) -> int:
+        """Evaluations kept back for the final head-to-head and not spent on it."""
+        spent = self.known.get((self.champion.candidate_id, self.seed.candidate_id)) \
+            if self.champion and self.seed else None
+        return 0 if spent is not None else self.reserve
+
     def confirm(self, generation: int) -> str:
         """The final head-to-head of the champion against the seed, as the run's last line."""
         champion, seed = self.champion, self.seed

@@ -336,6 +336,7 @@ def _drive(
                     task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
                     seed=plan.seed, run_id=plan.run, on_progress=display.update,
                     should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run, evaluate),
+                    fitness=settings.fitness,
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
@@ -399,9 +400,10 @@ def _exit_code(summary: RunSummary) -> int:
 
 def _message(summary: RunSummary) -> str:
     # The loop's message ends with a resume hint for library callers; the CLI prints its own.
+    message = summary.message
     if summary.resume:
-        return summary.message.removesuffix(f"; {summary.resume}")
-    return summary.message
+        message = message.removesuffix(f"; {summary.resume}")
+    return "\n".join(line for line in (message, summary.baseline, summary.confirmation) if line)
 
 
 def _outcome(
