@@ -4,7 +4,7 @@
     python bench/fitness_fidelity.py repeat --tasks softmax --repeats 3
     python bench/fitness_fidelity.py rank --variants 12      # (b) GDN prefill variants
 
-(a) repeat: one kernel (the task's first seed) evaluated --repeats times, each in a fresh judge
+(a) repeat: one kernel (the task's first seed, or its reference lowered offline) evaluated --repeats times, each in a fresh judge
     (a new evaluator: new judge processes, new sandboxes), against one run baseline timed at the
     start as a run does (evolution/referee.py). Prints each fitness and max/min; the goal is at most
     1.03. Beside it, max/min of the fitness the old way (the reference timed inside each
@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hipevolve.app.run_job import first_candidates  # noqa: E402
 from hipevolve.core.baseline import RunBaseline  # noqa: E402
 from hipevolve.core.candidate import Candidate, load_candidate, write_candidate  # noqa: E402
 from hipevolve.core.config import FitnessSettings, VerifierSettings  # noqa: E402
@@ -79,7 +80,7 @@ def repeat(opts: argparse.Namespace) -> int:
     worst = 0.0
     for name in opts.tasks:
         task = get_task(name)
-        candidate = load_candidate(task.seeds[0])
+        candidate = first_candidates(task)[0].candidate  # a seed, or the reference lowered
         baseline = run_baseline(task, settings, fitness.baseline_trials)
         log(f"{name}: baseline {', '.join(f'{c} {b.time_us:.1f} us' for c, b in baseline.cases.items())}")
         new, old = [], []
