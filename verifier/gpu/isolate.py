@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hipevolve.core import cpu_share
 from hipevolve.core.evaluation import CaseResult, Status
 from hipevolve.verifier.gpu.confine import become_subreaper, group_pids
 from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
@@ -178,32 +179,35 @@ class Standby:
     log: Any
 
     @classmethod
-    def spawn(cls, device: str, env_extra: dict[str, str] | None = None) -> Standby:
+    def spawn(cls, device: str, env_extra: dict[str, str] | None = None,
+              cores: tuple[int, ...] = ()) -> Standby:
+        """A new judge for `device`; on `cores` (its slot's, cpu_share) when given."""
         become_subreaper()  # orphans of a killed judge come back here to be reaped
         workdir = Path(tempfile.mkdtemp(prefix="hipevolve-job-"))
         r, w = os.pipe()
         log = open(workdir / "judge.log", "wb")  # noqa: SIM115 (closed by finish)
         env = judge_env(workdir) | (env_extra or {})
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hipevolve.verifier.gpu.worker",
-                "--result-fd",
-                str(w),
-                "--device",
-                device,
-                "--workdir",
-                str(workdir),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(w,),
-            start_new_session=True,
-            env=env,
-            cwd=workdir,
-        )
+        with cpu_share.spawning_on(cores):  # its sandboxes and executors inherit the cores
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "hipevolve.verifier.gpu.worker",
+                    "--result-fd",
+                    str(w),
+                    "--device",
+                    device,
+                    "--workdir",
+                    str(workdir),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(w,),
+                start_new_session=True,
+                env=env,
+                cwd=workdir,
+            )
         os.close(w)
         return cls(proc, r, workdir, device, log)
 
@@ -371,9 +375,12 @@ class StandbyPool:
     """Keeps `size` judges per device warm (torch imported, device context created)."""
 
     def __init__(
-        self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None
+        self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None,
+        cores: tuple[int, ...] = (),
     ) -> None:
+        """cores: where this pool's judges run (their slot's cores; (): anywhere)."""
         self.size = size
+        self.cores = cores
         self.device = device
         self.env_extra = env_extra
         self._warm: deque[Standby] = deque()
@@ -383,7 +390,7 @@ class StandbyPool:
     def fill(self) -> None:
         with self._lock:
             while len(self._warm) < self.size:
-                self._warm.append(Standby.spawn(self.device, self.env_extra))
+                self._warm.append(Standby.spawn(self.device, self.env_extra, self.cores))
 
     def take(self) -> Standby:
         """A warm judge if one is alive, else a fresh one; the pool refills at once."""
@@ -394,7 +401,7 @@ class StandbyPool:
                     break
                 judge.discard()
             else:
-                judge = Standby.spawn(self.device, self.env_extra)
+                judge = Standby.spawn(self.device, self.env_extra, self.cores)
         self.fill()
         return judge
 
