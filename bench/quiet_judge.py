@@ -200,7 +200,7 @@ def _median(values: list[float] | None) -> float | None:
 
 def report(times: Times, work: list) -> float:
     """Prints the table; returns the worst loaded/idle with the policy on."""
-    head = (f"{'task':16} {'case':16} {'what':9} {'idle on':>10} {'loaded on':>10} "
+    head = (f"{'task':16} {'case':20} {'what':9} {'idle on':>10} {'loaded on':>10} "
             f"{'ratio on':>9} | {'idle off':>10} {'loaded off':>10} {'ratio off':>9}")  # fmt: skip
     print(head)
     worst = 0.0
@@ -217,7 +217,7 @@ def report(times: Times, work: list) -> float:
                                  f"{f'{ratio:.3f}' if ratio else '-':>9}")  # fmt: skip
                 if ratios[0]:
                     worst = max(worst, ratios[0])
-                print(f"{task.name:16} {case.name:16} {label:9} {cells[0]} | {cells[1]}")
+                print(f"{task.name:16} {case.name:20} {label:9} {cells[0]} | {cells[1]}")
     return worst
 
 

@@ -180,6 +180,21 @@ def test_the_plan_describes_the_split_in_one_line():
     assert cpu_share.core_list((0, 1, 2, 5, 7, 8)) == "0-2,5,7-8"
 
 
+def test_a_thread_pinned_to_part_of_the_host_still_gets_the_hosts_plan():
+    one, _ = _two_cores()
+    cpu_share.install(CpuPolicy(nice=NICE))
+    seen = []
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, {one})
+        seen.append(cpu_share.current())
+
+    t = threading.Thread(target=pinned)
+    t.start()
+    t.join()
+    assert seen == [cpu_share.current()] and seen[0].host_cores == len(os.sched_getaffinity(0))
+
+
 def test_slots_claim_the_host_for_their_count():
     cpu_share.install(CpuPolicy(cores_per_slot=1))
     assert cpu_share.claim(3) == cpu_share.plan(CpuPolicy(cores_per_slot=1), 3)

@@ -22,6 +22,7 @@ thread's: that is how both reach the processes started here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SPARE_CORES = 2  # cores left beyond the judges' before pinning is worth it (controller, system)
+# The cores this process may use, read once at import: later, a thread's own affinity may be a
+# part of them (a CPU-stage thread's, or a thread's while it spawns a judge).
+HOST_CORES: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0)))
 
 
 @dataclass(frozen=True)
@@ -110,14 +114,14 @@ def _parse_core_list(text: str) -> tuple[int, ...]:
 
 def plan(policy: CpuPolicy, slots: int, cores: Sequence[int] | None = None,
          groups: Sequence[Sequence[int]] | None = None) -> CpuShare:
-    """The split for `slots` GPU slots on `cores` (default: those this process may use).
+    """The split for `slots` GPU slots on `cores` (default: HOST_CORES, this process's).
 
     Pins only when the host has more than slots * cores_per_slot + 2 cores. Judges take whole
     physical cores (both SMT siblings, so a compile never shares one with a judge) from the
     highest-numbered end: core 0 takes most of the system's housekeeping."""
     if not policy.enabled:
         return OFF
-    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    cores = sorted(cores if cores is not None else HOST_CORES)
     share = CpuShare(nice=policy.nice, host_cores=len(cores))
     need = max(slots, 0) * policy.cores_per_slot + SPARE_CORES
     if policy.cores_per_slot == 0 or slots <= 0:
@@ -165,7 +169,12 @@ def current() -> CpuShare:
     """The plan for the installed policy and the slots claimed (none yet: unpinned, niced)."""
     with _LOCK:
         policy, slots = _STATE["policy"], _STATE["slots"]
-    return plan(policy, slots)  # type: ignore[arg-type]
+    return _planned(policy, slots)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=32)
+def _planned(policy: CpuPolicy, slots: int) -> CpuShare:
+    return plan(policy, slots)  # every compile asks: sysfs is read once per policy and count
 
 
 # --- applying it --------------------------------------------------------------------------------
