@@ -236,3 +236,30 @@ def test_doctor_prints_the_core_split_and_does_not_count_it_as_a_backend():
     check = _cpu_share()
     assert check.name == CPU_SHARE and "cores" in check.detail
     assert usable([check, Check(name="nvcc", ok=True, detail="")]) == ["nvcc"]
+
+
+@pytest.mark.gpu
+def test_the_seed_evaluates_ok_with_its_judge_pinned_and_the_compile_niced(tmp_path):
+    """On the GPU machine: the quiet judge changes where things run, not what they give."""
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.build.backends import resolve_backend
+    from hipevolve.verifier.gpu.slots import Slots, visible_gpus
+    from hipevolve.verifier.pipeline import evaluate_many
+
+    backend = resolve_backend("auto")
+    task = get_task("softmax")
+    settings = VerifierSettings(cache_dir=tmp_path, trials=10)
+    cpu_share.install(settings.cpu_policy())
+    with Slots(backend, visible_gpus(backend)[:1], standby=1) as slots:
+        share = slots.cpu
+        judges = slots.slots[0].judges
+        judge = judges.take()
+        allowed = Path(f"/proc/{judge.proc.pid}/status").read_text()
+        judges.put_back(judge)
+        evaluation = evaluate_many([load_candidate(task.seeds[0])], task, settings, backend,
+                                   slots=slots)[0]  # fmt: skip
+    assert evaluation.status.value == "ok", evaluation.message
+    cores = re.search(r"Cpus_allowed_list:\s*(\S+)", allowed)[1]
+    expected = share.cores_of_slot(0) or tuple(sorted(cpu_share.HOST_CORES))
+    assert cpu_share._parse_core_list(cores) == expected, share.describe()
