@@ -116,6 +116,31 @@ def test_a_judge_starts_on_its_slots_cores_and_the_spawning_thread_is_restored()
     assert os.sched_getaffinity(0) == before
 
 
+def _group_cores(pgid: int) -> set[tuple[int, ...]]:
+    """The distinct core sets of every thread of process group `pgid`."""
+    from hipevolve.verifier.gpu.confine import group_pids
+
+    found = set()
+    for pid in group_pids(pgid):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                found.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
+            except OSError:
+                continue  # a thread that ended meanwhile
+    return found
+
+
+def test_a_warm_judge_waits_on_the_work_cores_and_times_on_its_slots():
+    from hipevolve.verifier.gpu.isolate import StandbyPool
+
+    work, judge_core = _two_cores()
+    with StandbyPool(size=1, device="cpu", cores=(judge_core,), standby_cores=(work,)) as pool:
+        waiting = pool.take()  # the warm one, moved onto the slot's core
+        assert _group_cores(waiting.proc.pid) == {(judge_core,)}
+        pool.put_back(waiting)  # back beside the CPU work while it waits
+        assert _group_cores(waiting.proc.pid) == {(work,)}
+
+
 def test_the_cpu_stage_threads_run_niced_and_the_callers_thread_does_not(lower_than_me):
     from hipevolve.verifier.pipeline import cpu_pool
 

@@ -8,8 +8,10 @@ host has cores to spare, on cores other than the judges'; each GPU slot's judges
 of their own. The judges' priority is never raised: that needs no privilege.
 
 What it protects against: compiles and the controller's Python taking the judge's core or its
-time slices while it times. What it does not: other users' processes on the host, a judge's own
-standby siblings starting up on its cores, memory-bandwidth and cache contention from the
+time slices while it times; warm judges starting up beside it (they wait on the CPU work's
+cores, at normal priority, and move to their slot's when they take a job). What it does not:
+other users' processes on the host, the controller's main thread (normal priority, any core),
+memory-bandwidth and cache contention from the
 compiles (separate cores share the L3 and the memory bus), interrupts.
 
 One plan per process (there is one host): the pipeline installs the settings' policy
@@ -25,7 +27,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,3 +219,23 @@ def spawning_on(cores: Sequence[int]) -> Iterator[None]:
     finally:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, before)
+
+
+def move(pids: Iterable[int], cores: Sequence[int]) -> None:
+    """Moves every thread of the processes `pids` onto `cores` (none: nothing moves).
+
+    A warm judge waits on the CPU work's cores (its start-up, torch's import and a device
+    context, would otherwise take the cores of the judge that is timing) and moves onto its
+    slot's cores when it takes a job. Affinity is per thread, so each thread moves; threads or
+    processes that end meanwhile are skipped. Run it twice: a thread started during the first
+    pass by one not yet moved is caught by the second."""
+    if not cores:
+        return
+    for pid in pids:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cores)

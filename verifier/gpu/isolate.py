@@ -371,16 +371,24 @@ def run_worker(job: WorkerJob, standby: Standby | None = None, *,
     )
 
 
+def _move_group(pgid: int, cores: tuple[int, ...]) -> None:
+    """Every thread of the judge's process group (its zygote and sandbox too) onto `cores`."""
+    if cores:
+        for _ in range(2):  # the second pass catches what started during the first
+            cpu_share.move(group_pids(pgid), cores)
+
+
 class StandbyPool:
     """Keeps `size` judges per device warm (torch imported, device context created)."""
 
     def __init__(
         self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None,
-        cores: tuple[int, ...] = (),
+        cores: tuple[int, ...] = (), standby_cores: tuple[int, ...] = (),
     ) -> None:
-        """cores: where this pool's judges run (their slot's cores; (): anywhere)."""
+        """cores: where a judge runs its job (its slot's; (): anywhere). standby_cores: where
+        warm judges start and wait (the CPU work's), so their start-up stays off `cores`."""
         self.size = size
-        self.cores = cores
+        self.cores, self.standby_cores = cores, standby_cores
         self.device = device
         self.env_extra = env_extra
         self._warm: deque[Standby] = deque()
@@ -390,11 +398,13 @@ class StandbyPool:
     def fill(self) -> None:
         with self._lock:
             while len(self._warm) < self.size:
-                self._warm.append(Standby.spawn(self.device, self.env_extra, self.cores))
+                self._warm.append(Standby.spawn(self.device, self.env_extra,
+                                                self.standby_cores or self.cores))
 
     def take(self) -> Standby:
         """A warm judge if one is alive, else a fresh one; the pool refills at once."""
         with self._lock:
+            waited = True
             while self._warm:
                 judge = self._warm.popleft()
                 if judge.alive():
@@ -402,11 +412,15 @@ class StandbyPool:
                 judge.discard()
             else:
                 judge = Standby.spawn(self.device, self.env_extra, self.cores)
+                waited = False  # a fresh one starts on its cores
+        if waited:
+            _move_group(judge.proc.pid, self.cores)
         self.fill()
         return judge
 
     def put_back(self, judge: Standby) -> None:
         """A judge that served a job and waits for another (its next sandbox is starting)."""
+        _move_group(judge.proc.pid, self.standby_cores)
         with self._lock:
             self._warm.append(judge)
 

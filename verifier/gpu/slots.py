@@ -67,15 +67,17 @@ class Slots:
         """devices: GPU ids to pin to (visible_gpus); () gives one unpinned slot (cpu backend)."""
         torch_device = "cpu" if backend == "cpu" else "cuda"
         variable = visibility_variable(backend)
-        # Each slot's judges on cores of their own where the host has enough (cpu_share);
-        # compiles started from now on keep off them.
+        # Each slot's judges time on cores of their own where the host has enough (cpu_share);
+        # compiles started from now on keep off them, and warm judges wait beside the compiles.
         self.cpu = cpu_share.claim(max(1, len(devices)))
         self.slots = [
             Slot(d, StandbyPool(size=standby, device=torch_device, env_extra={variable: d},
-                                cores=self.cpu.cores_of_slot(i)))
+                                cores=self.cpu.cores_of_slot(i),
+                                standby_cores=self.cpu.work_cores))
             for i, d in enumerate(devices)
         ] or [Slot("", StandbyPool(size=standby, device=torch_device,
-                                   cores=self.cpu.cores_of_slot(0)))]
+                                   cores=self.cpu.cores_of_slot(0),
+                                   standby_cores=self.cpu.work_cores))]
         self._free: queue.SimpleQueue[Slot] = queue.SimpleQueue()
         for slot in self.slots:
             self._free.put(slot)
