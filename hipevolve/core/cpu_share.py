@@ -34,7 +34,10 @@ from pathlib import Path
 SPARE_CORES = 2  # cores left beyond the judges' before pinning is worth it (controller, system)
 # The cores this process may use, read once at import: later, a thread's own affinity may be a
 # part of them (a CPU-stage thread's, or a thread's while it spawns a judge).
-HOST_CORES: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0)))
+# Not Linux (no affinity calls): the split is never pinned, and only the niceness applies.
+CAN_PIN = hasattr(os, "sched_setaffinity")
+HOST_CORES: tuple[int, ...] = (tuple(sorted(os.sched_getaffinity(0))) if CAN_PIN
+                               else tuple(range(os.cpu_count() or 1)))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ def plan(policy: CpuPolicy, slots: int, cores: Sequence[int] | None = None,
     cores = sorted(cores if cores is not None else HOST_CORES)
     share = CpuShare(nice=policy.nice, host_cores=len(cores))
     need = max(slots, 0) * policy.cores_per_slot + SPARE_CORES
+    if not CAN_PIN:
+        return _unpinned(share, "this system cannot pin threads to cores")
     if policy.cores_per_slot == 0 or slots <= 0:
         return _unpinned(share, "no judge cores reserved" if slots > 0 else "no GPU slots")
     if len(cores) <= need:
