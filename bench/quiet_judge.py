@@ -71,6 +71,7 @@ class CompileLoad:
         self._threads: list[threading.Thread] = []
 
     def _loop(self) -> None:
+        cpu_share.lower_this_thread(cpu_share.current())  # as the pipeline's CPU-stage threads
         while not self._stop.is_set():
             with self._lock:
                 self.started += 1
