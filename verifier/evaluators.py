@@ -7,6 +7,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Protocol
 
+from hipevolve.core import cpu_share
 from hipevolve.core.base import canonical_json
 from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.candidate import Candidate
@@ -116,6 +117,7 @@ class PipelineEvaluator:
 
         with self._starting:
             if self._slots is None and self.backend != "static":
+                cpu_share.install(self.settings.cpu_policy())  # the slots split the cores by it
                 self._slots = Slots(self.backend, self.gpus)
         return self._slots
 
@@ -163,10 +165,15 @@ def duel_order(a: Candidate, b: Candidate, rounds: int) -> list[Candidate]:
     return order
 
 
+NOT_IN_KEY = {"cache_dir", "compile_jobs", "ray", "quiet_judge", "cpu_work_nice",
+              "judge_cores_per_slot"}
+
+
 def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> str:
     """Canonical JSON of what decides an evaluation's result: the task, its cases, the settings."""
-    # Where the cache lives, how many cores compile and where the work runs do not change one.
-    verifier = settings.model_dump(mode="json", exclude={"cache_dir", "compile_jobs", "ray"})
+    # Where the cache lives, how many cores compile, where the work runs and how the CPU is
+    # shared with the judges (cpu_share) do not change one.
+    verifier = settings.model_dump(mode="json", exclude=NOT_IN_KEY)
     return canonical_json(
         {
             "task": task.name,

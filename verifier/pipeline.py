@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hipevolve.core import cpu_share
 from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
@@ -126,19 +127,25 @@ class Prepared(BaseModel):
 
 
 _TURN = threading.Lock()  # prepare's pure-Python part, one candidate at a time
-_CPU_POOLS: dict[int | None, ThreadPoolExecutor] = {}
+_CPU_POOLS: dict[tuple[int | None, cpu_share.CpuShare], ThreadPoolExecutor] = {}
 _CPU_POOLS_LOCK = threading.Lock()
 
 
-def cpu_pool(workers: int | None) -> ThreadPoolExecutor:
+def cpu_pool(workers: int | None, share: cpu_share.CpuShare | None = None) -> ThreadPoolExecutor:
     """The process's threads for the CPU stages, `workers` of them (None: as many as
     ThreadPoolExecutor picks), started once. A pool per batch started its threads as the batch
     began, each start waiting for the GIL that the first prepares held: on a 2-core machine
-    that put 20 ms of a warm batch's 30 before its first GPU job."""
+    that put 20 ms of a warm batch's 30 before its first GPU job.
+
+    Its threads run with `share`'s CPU-work niceness and cores (default: the process's plan,
+    cpu_share.current()), so the controller's Python does not take the judges' time."""
+    share = cpu_share.current() if share is None else share
     with _CPU_POOLS_LOCK:
-        if workers not in _CPU_POOLS:
-            _CPU_POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="prepare")
-        return _CPU_POOLS[workers]
+        if (workers, share) not in _CPU_POOLS:
+            _CPU_POOLS[workers, share] = ThreadPoolExecutor(
+                workers, thread_name_prefix="prepare", initializer=cpu_share.lower_this_thread,
+                initargs=(share,))  # fmt: skip
+        return _CPU_POOLS[workers, share]
 
 
 def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
@@ -330,6 +337,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
     from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, Slots, visible_gpus
 
     remove_stale_builds(settings.cache_dir)
+    cpu_share.install(settings.cpu_policy())  # before the slots: they split the cores by it
     results: list[Evaluation | None] = [None] * len(candidates)
     owned = None
     if slots is None and backend != "static":

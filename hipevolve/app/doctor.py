@@ -84,9 +84,25 @@ def _amd_static() -> Check:
                  fix="" if tc.targets else INSTALL_AMD)
 
 
+CPU_SHARE = "CPU share"
+
+
+def _cpu_share() -> Check:
+    """The core split a run here will use: judges' cores, and where and how nicely CPU work runs
+    (hipevolve/core/cpu_share.py, settings verifier.quiet_judge and the two after it)."""
+    import torch
+
+    from hipevolve.core import cpu_share
+    from hipevolve.core.config import load_settings
+
+    slots = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    share = cpu_share.plan(load_settings().verifier.cpu_policy(), max(1, slots))
+    return Check(name=CPU_SHARE, ok=True, detail=share.describe())
+
+
 def run_checks() -> list[Check]:
     checks = [Check(name="Python", ok=True, detail=platform.python_version())]
-    for probe in (_gpus, _hipcc, _nvcc, _amd_static):
+    for probe in (_gpus, _hipcc, _nvcc, _amd_static, _cpu_share):
         try:
             checks.append(probe())
         except Exception as e:  # a broken probe is a finding, not a crash of doctor
@@ -95,8 +111,8 @@ def run_checks() -> list[Check]:
 
 
 def usable(checks: list[Check]) -> list[str]:
-    """The pieces that work, Python aside: at least one backend must, for exit code 0."""
-    return [c.name for c in checks if c.ok and c.name != "Python"]
+    """The pieces that work, Python and the CPU share aside: at least one backend must, for exit code 0."""
+    return [c.name for c in checks if c.ok and c.name not in ("Python", CPU_SHARE)]
 
 
 def exit_code(checks: list[Check]) -> int:

@@ -18,6 +18,8 @@ the keys it names.
       load_timeout_s, check_timeout_s, timing_timeout_s    the judge's time limits
       check_seeds, trials, warmup                           correctness seeds and timing trials
       suspect_speedup      speedups above this are suspect
+      quiet_judge, cpu_work_nice, judge_cores_per_slot
+                           CPU work niced and kept off the judges' cores (hipevolve/core/cpu_share.py)
       ray                  a Ray cluster's address, or auto (--ray); unset: this machine's GPUs
     [evolution]   how the search spends its proposals; stored with each run (archive runs.settings)
       islands              independent MAP-Elites grids (--islands)
@@ -76,6 +78,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hipevolve.core.base import Frozen
+from hipevolve.core.cpu_share import CpuPolicy
 from hipevolve.core.errors import UserError
 
 CONFIG_FILE = "hipevolve.toml"
@@ -120,9 +123,23 @@ class VerifierSettings(Section):
     trials: int = Field(default=30, ge=5, description="timed trials per case (median reported)")
     warmup: int = Field(default=5, ge=1, description="untimed calls before the trials")
     suspect_speedup: float = Field(default=10.0, gt=1, description="speedups above this: suspect")
+    # Where and how nicely CPU work runs changes no result, only its noise: not in settings_key.
+    quiet_judge: bool = Field(
+        default=True, description="compiles and CPU stages run niced and, where the host has cores "
+        "to spare, off the judges' cores; false: everything shares every core as before")
+    cpu_work_nice: int = Field(
+        default=10, ge=0, le=19, description="niceness of compiles and the CPU-stage threads")
+    judge_cores_per_slot: int = Field(
+        default=2, ge=0, le=8, description="cores reserved for each GPU slot's judges when the host "
+        "has more than slots * this + 2; 0: never pin")
     ray: str | None = Field(
         default=None,
         description="run on a Ray cluster: its address, or auto; unset: this machine's GPUs")
+
+    def cpu_policy(self) -> CpuPolicy:
+        """The CPU-sharing policy these settings ask for."""
+        return CpuPolicy(enabled=self.quiet_judge, nice=self.cpu_work_nice,
+                         cores_per_slot=self.judge_cores_per_slot)
 
     @field_validator("backend", mode="before")
     @classmethod

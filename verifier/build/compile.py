@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from hipevolve.core import cpu_share
 from hipevolve.core.errors import UserError
 from hipevolve.verifier.build import library_check
 from hipevolve.verifier.build.includes import check_includes, scrub_log
@@ -86,7 +87,10 @@ class CommandResult(BaseModel):
 
 
 def _limit_child(max_file_bytes: int) -> Callable[[], None]:
+    lower = cpu_share.in_child(cpu_share.current())  # niced, off the judges' cores
+
     def apply() -> None:
+        lower()
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_AS, (COMPILER_MEMORY_BYTES, COMPILER_MEMORY_BYTES))
@@ -96,7 +100,8 @@ def _limit_child(max_file_bytes: int) -> Callable[[], None]:
 
 def run_limited(argv: Sequence[str], cwd: Path, timeout_s: float, max_file_bytes: int,
                 max_output: int = 1 << 20) -> CommandResult:
-    """Runs a compiler in its own process group; kills the group at the time limit."""
+    """Runs a compiler in its own process group; kills the group at the time limit. It starts
+    with the CPU-work share of hipevolve/core/cpu_share.py (niced, off the judges' cores)."""
     start = time.monotonic()
     with tempfile.TemporaryFile(dir=cwd) as out:
         proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,

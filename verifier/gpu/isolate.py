@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hipevolve.core import cpu_share
 from hipevolve.core.baseline import CaseBaseline
 from hipevolve.core.evaluation import CaseResult, Status
 from hipevolve.core.noise import median_interval
@@ -192,32 +193,35 @@ class Standby:
     log: Any
 
     @classmethod
-    def spawn(cls, device: str, env_extra: dict[str, str] | None = None) -> Standby:
+    def spawn(cls, device: str, env_extra: dict[str, str] | None = None,
+              cores: tuple[int, ...] = ()) -> Standby:
+        """A new judge for `device`; on `cores` (its slot's, cpu_share) when given."""
         become_subreaper()  # orphans of a killed judge come back here to be reaped
         workdir = Path(tempfile.mkdtemp(prefix="hipevolve-job-"))
         r, w = os.pipe()
         log = open(workdir / "judge.log", "wb")  # noqa: SIM115 (closed by finish)
         env = judge_env(workdir) | (env_extra or {})
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hipevolve.verifier.gpu.worker",
-                "--result-fd",
-                str(w),
-                "--device",
-                device,
-                "--workdir",
-                str(workdir),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(w,),
-            start_new_session=True,
-            env=env,
-            cwd=workdir,
-        )
+        with cpu_share.spawning_on(cores):  # its sandboxes and executors inherit the cores
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "hipevolve.verifier.gpu.worker",
+                    "--result-fd",
+                    str(w),
+                    "--device",
+                    device,
+                    "--workdir",
+                    str(workdir),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(w,),
+                start_new_session=True,
+                env=env,
+                cwd=workdir,
+            )
         os.close(w)
         return cls(proc, r, workdir, device, log)
 
@@ -382,13 +386,24 @@ def run_worker(job: WorkerJob, standby: Standby | None = None, *,
     )
 
 
+def _move_group(pgid: int, cores: tuple[int, ...]) -> None:
+    """Every thread of the judge's process group (its zygote and sandbox too) onto `cores`."""
+    if cores:
+        for _ in range(2):  # the second pass catches what started during the first
+            cpu_share.move(group_pids(pgid), cores)
+
+
 class StandbyPool:
     """Keeps `size` judges per device warm (torch imported, device context created)."""
 
     def __init__(
-        self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None
+        self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None,
+        cores: tuple[int, ...] = (), standby_cores: tuple[int, ...] = (),
     ) -> None:
+        """cores: where a judge runs its job (its slot's; (): anywhere). standby_cores: where
+        warm judges start and wait (the CPU work's), so their start-up stays off `cores`."""
         self.size = size
+        self.cores, self.standby_cores = cores, standby_cores
         self.device = device
         self.env_extra = env_extra
         self._warm: deque[Standby] = deque()
@@ -398,23 +413,29 @@ class StandbyPool:
     def fill(self) -> None:
         with self._lock:
             while len(self._warm) < self.size:
-                self._warm.append(Standby.spawn(self.device, self.env_extra))
+                self._warm.append(Standby.spawn(self.device, self.env_extra,
+                                                self.standby_cores or self.cores))
 
     def take(self) -> Standby:
         """A warm judge if one is alive, else a fresh one; the pool refills at once."""
         with self._lock:
+            waited = True
             while self._warm:
                 judge = self._warm.popleft()
                 if judge.alive():
                     break
                 judge.discard()
             else:
-                judge = Standby.spawn(self.device, self.env_extra)
+                judge = Standby.spawn(self.device, self.env_extra, self.cores)
+                waited = False  # a fresh one starts on its cores
+        if waited:
+            _move_group(judge.proc.pid, self.cores)
         self.fill()
         return judge
 
     def put_back(self, judge: Standby) -> None:
         """A judge that served a job and waits for another (its next sandbox is starting)."""
+        _move_group(judge.proc.pid, self.standby_cores)
         with self._lock:
             self._warm.append(judge)
 

@@ -3,7 +3,8 @@
 A slot's judges see exactly one GPU: the slot sets CUDA_VISIBLE_DEVICES (NVIDIA) or
 HIP_VISIBLE_DEVICES (ROCm; the HIP runtime reads it, per ROCm's documentation) to the slot's
 device in the judge's environment, so inside the judge that GPU is device 0 and the candidate
-cannot reach the others. An evaluation takes a free slot, runs on it and gives it back; at most
+cannot reach the others. Where the host has cores to spare, a slot's judges also run on cores
+of their own, away from the compiles (hipevolve/core/cpu_share.py). An evaluation takes a free slot, runs on it and gives it back; at most
 one evaluation runs per GPU, so timings on one GPU never share it with another candidate.
 
 Slots live as long as their owner (the run's evaluator), so judges started while one batch runs
@@ -20,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from hipevolve.core import cpu_share
 from hipevolve.verifier.gpu.isolate import StandbyPool
 
 STANDBY_JUDGES = 3  # judges kept warm per slot while a batch is evaluated
@@ -65,10 +67,17 @@ class Slots:
         """devices: GPU ids to pin to (visible_gpus); () gives one unpinned slot (cpu backend)."""
         torch_device = "cpu" if backend == "cpu" else "cuda"
         variable = visibility_variable(backend)
+        # Each slot's judges time on cores of their own where the host has enough (cpu_share);
+        # compiles started from now on keep off them, and warm judges wait beside the compiles.
+        self.cpu = cpu_share.claim(max(1, len(devices)))
         self.slots = [
-            Slot(d, StandbyPool(size=standby, device=torch_device, env_extra={variable: d}))
-            for d in devices
-        ] or [Slot("", StandbyPool(size=standby, device=torch_device))]
+            Slot(d, StandbyPool(size=standby, device=torch_device, env_extra={variable: d},
+                                cores=self.cpu.cores_of_slot(i),
+                                standby_cores=self.cpu.work_cores))
+            for i, d in enumerate(devices)
+        ] or [Slot("", StandbyPool(size=standby, device=torch_device,
+                                   cores=self.cpu.cores_of_slot(0),
+                                   standby_cores=self.cpu.work_cores))]
         self._free: queue.SimpleQueue[Slot] = queue.SimpleQueue()
         for slot in self.slots:
             self._free.put(slot)
