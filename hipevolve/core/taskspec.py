@@ -138,6 +138,13 @@ class TaskSpec(Frozen):
         "setting); for references far slower than the best known kernel, with the roofline "
         "gate still applying",
     )
+    timing: Literal["eager", "graph"] = Field(
+        default="eager",
+        description="what a timed trial is: 'eager', one call of the forward (host launch "
+        "overhead included), or 'graph', one replay of the forward captured as a CUDA graph "
+        "(what serving engines pay: decode steps run under CUDA graphs in vLLM and SGLang); "
+        "a forward that cannot be captured is timed eagerly and flagged",
+    )
     anchors: tuple[Anchor, ...] = ()
     seeds: tuple[Path, ...] = Field(default=(), description="seed kernel candidates (folders)")
     notes: str = ""
