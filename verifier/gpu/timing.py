@@ -23,7 +23,7 @@ Protocol (DESIGN.md "Timing", FAULTS.md 17-20):
   a private pool of the caching allocator (never the allocator's general pool, and without the
   cache flush torch.cuda.graph does first: the sandbox's reserve stays). Its inputs are fixed
   buffers allocated before the capture. Each trial then, untimed: the graph's outputs poisoned
-  with 0xFF (candidates: a replay that writes nothing leaves NaN), the trial's input set copied
+  (a candidate's: NaN, so a replay that writes nothing shows), the trial's input set copied
   into the fixed buffers, the flush; then the start event, the replay, the end event, the
   synchronise and the window event, as eagerly. A forward that cannot be captured (a host
   synchronisation such as .item(), CPU tensors, a launch on the legacy default stream) is timed
@@ -219,7 +219,7 @@ def time_graph_trials(
     """Per-trial times of one CUDA graph replay of `call(inputs)` (see the module docstring),
     or eager times with the reason when it cannot be captured. keep: how many replays, drawn
     after each replay from os.urandom, have their outputs cloned into `kept` for the judge.
-    poison: the graph's outputs are filled with 0xFF before each replay (candidates)."""
+    poison: the graph's outputs are poisoned (_poison) before each replay (candidates)."""
     if not clock.gpu:
         times, windows = time_trials(clock, call, input_sets, trials, warmup)
         return GraphTrials(times, windows, eager="no GPU")
@@ -227,36 +227,35 @@ def time_graph_trials(
         for i in range(warmup):
             args = input_sets[i % len(input_sets)]
             clock.trial(lambda args=args: call(args))
-        why = "" if same_scalars(input_sets) else "its non-tensor inputs differ between trials"
-        fixed = fixed_inputs(input_sets[0])
-        if not why:
+        if not same_scalars(input_sets):
+            why = "its non-tensor inputs differ between trials"
+        else:
+            fixed = fixed_inputs(input_sets[0])
             try:
                 graph, result = clock.capture(lambda _stream: call(fixed))
             except NotCapturable as e:
                 why = str(e)
-        if why:
-            del fixed
-            times, windows = time_trials(clock, call, input_sets, trials, 0)
-            return GraphTrials(times, windows, eager=why)
-        outs = tensors_of(result)
-        out = GraphTrials([], [])
-        keep_left = min(keep, trials)
-        for i in range(trials):
-            index = (warmup + i) % len(input_sets)
-            if poison:
-                for o in outs:
-                    _poison(o)
-            refill(fixed, input_sets[index])
-            t, w = clock.trial(lambda: clock.replay(graph))
-            out.times.append(t)
-            out.windows.append(w)
-            # Drawn after the replay: nothing the replay could see decided it.
-            if keep_left and secrets.randbelow(trials - i) < keep_left:
-                keep_left -= 1
-                out.kept.append((index, [o.clone() for o in outs]))
-    clock.sync()
-    del graph, result, outs, fixed
-    return out
+            else:
+                out = GraphTrials([], [])
+                outs = tensors_of(result)
+                for i in range(warmup, warmup + trials):
+                    index = i % len(input_sets)
+                    if poison:
+                        for o in outs:
+                            _poison(o)
+                    refill(fixed, input_sets[index])
+                    t, w = clock.trial(lambda: clock.replay(graph))
+                    out.times.append(t)
+                    out.windows.append(w)
+                    # Drawn after the replay: nothing the replay could see decided it.
+                    if len(out.kept) < keep and secrets.randbelow(
+                        trials - len(out.times) + 1
+                    ) < keep - len(out.kept):
+                        out.kept.append((index, [o.clone() for o in outs]))
+                clock.sync()
+                return out
+        times, windows = time_trials(clock, call, input_sets, trials, 0)  # warmed up above
+    return GraphTrials(times, windows, eager=why)
 
 
 def input_sets_for(set_bytes: int, budget_bytes: int, calls: int) -> int:
