@@ -129,10 +129,13 @@ class References:
         return ""
 
     def time(self) -> dict[str, list[float]]:
-        """Each timed case's trials (us), timed as the sandbox times the candidate."""
+        """Each timed case's trials (us), timed as the sandbox times the candidate: as CUDA graph
+        replays under the job's timing "graph" where the reference can be captured, eagerly
+        otherwise, with the flag in `flags`."""
         job, device = self.job, self.job.device
         clock = self.timing.Clock(device, job.flush_bytes)
         times = {}
+        self.flags: list[str] = []
         for case in job.cases:
             if not case.timed:
                 continue
@@ -145,9 +148,19 @@ class References:
                 )
                 for i in range(self.sizes[case.name].timing_sets)
             ]
-            times[case.name], _ = self.timing.time_trials(
-                clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
-            )
+            if job.timing == "graph":
+                got = self.timing.time_graph_trials(
+                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+                )
+                times[case.name] = got.times
+                if got.eager:
+                    self.flags.append(
+                        f"timing:eager (not capturable: reference {case.name}: {got.eager})"[:300]
+                    )
+            else:
+                times[case.name], _ = self.timing.time_trials(
+                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+                )
             del sets, model
         del clock
         return times
