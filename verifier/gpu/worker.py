@@ -108,6 +108,7 @@ class References:
         self.module: Any = None
         self.refs: Refs = {}
         self.sizes: dict[str, CaseSizes] = {}
+        self.flags: list[str] = []  # how the reference was timed, when it differs from the job
 
     def build(self) -> str:
         """Builds every reference output; why the reference cannot judge anything, or ''."""
@@ -135,7 +136,6 @@ class References:
         job, device = self.job, self.job.device
         clock = self.timing.Clock(device, job.flush_bytes)
         times = {}
-        self.flags: list[str] = []
         for case in job.cases:
             if not case.timed:
                 continue
@@ -227,6 +227,7 @@ class Judge:
             if self.job.do_timing:
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
+                self.card.flags += self.ref.flags
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.device.startswith("cuda"):
                 self.trim_cache()
@@ -414,6 +415,7 @@ class Judge:
                 card.judge_timing(
                     header["case"], header.get("trials"), header.get("windows"), wall_us
                 )
+                card.flags += timing_flags(header.get("flags"), card.flags)
                 if header.get("threads", 0) > 1:
                     card.hacks.append(f"{header['case']}: a thread is still running after timing")
             elif kind == "outputs" and header.get("run") in ("post", "timed", "interleaved"):
@@ -435,6 +437,15 @@ class Judge:
     def result(self, status: str, message: str) -> dict:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
+
+
+def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (from the sandbox)
+    """How the sandbox timed a case (timing.py: `timing:graph`, or `timing:eager (not
+    capturable: ...)`), new to the result's flags; anything else it claims is dropped."""
+    if not isinstance(flags, list):
+        return []
+    new = [f[:300] for f in flags[:2] if isinstance(f, str) and f.startswith("timing:")]
+    return [f for f in dict.fromkeys(new) if f not in have]
 
 
 # --- launch plans recorded before: a candidate whose model.py, launchers and cases were recorded
