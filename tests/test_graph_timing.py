@@ -51,6 +51,13 @@ def test_tasks_time_eagerly_unless_they_declare_graphs_and_decode_declares_them(
     assert get_task("gated_delta_net_decode").timing == "graph"
 
 
+def test_an_eager_task_dumps_as_before_the_field_and_a_graph_task_round_trips() -> None:
+    eager, graph = get_task("softmax"), get_task("gated_delta_net_decode")
+    assert "timing" not in eager.model_dump()
+    assert type(graph).model_validate(graph.model_dump()).timing == "graph"
+    assert type(eager).model_validate(eager.model_dump()).timing == "eager"
+
+
 def test_a_timing_other_than_eager_or_graph_is_refused() -> None:
     task = get_task("softmax")
     with pytest.raises(ValidationError, match="timing"):

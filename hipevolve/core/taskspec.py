@@ -149,6 +149,15 @@ class TaskSpec(Frozen):
     seeds: tuple[Path, ...] = Field(default=(), description="seed kernel candidates (folders)")
     notes: str = ""
 
+    @model_serializer(mode="wrap")
+    def _without_eager_timing(self, handler):  # noqa: ANN001, ANN202
+        # An eager task dumps as it did before the field existed (archived task specs, the
+        # behaviour snapshot); a graph-timed one says so.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("timing") == "eager":
+            data.pop("timing")
+        return data
+
     @model_validator(mode="after")
     def _case_names_unique(self) -> TaskSpec:
         names = [c.name for c in self.cases]
