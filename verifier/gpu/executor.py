@@ -281,13 +281,12 @@ class Executor(Sandbox):
         self.send("done", threads=self.active_count())
 
     def time_case(self, case: SandboxCase) -> None:
-        if self.job.timing == "graph" and self.clock.gpu:
-            why = self.time_case_graph(case)
-            if not why:
-                return
-            self.time_case_eager(case, graph_flag(case.name, why))
+        if self.job.timing != "graph":
+            self.time_case_eager(case)
             return
-        self.time_case_eager(case)
+        why = self.time_case_graph(case) if self.clock.gpu else "no GPU"
+        if why:  # timed eagerly, flagged: never a failure of the candidate
+            self.time_case_eager(case, graph_flag(case.name, why))
 
     def time_case_eager(self, case: SandboxCase, flag: str = "") -> None:
         job, torch = self.job, self.torch

@@ -120,6 +120,7 @@ class Clock:
                 self.wait_stream(self.stream, side)
                 raise NotCapturable(f"on a side stream, {_first_line(e)}") from None
             graph = self.new_graph()
+            self.device_sync()  # nothing of the warm-up or before it still runs at the capture
             self.capture_begin(graph, capture_error_mode="global")
             try:
                 result = fn(side)
