@@ -30,6 +30,7 @@ from hipevolve.verifier.gpu.isolate import WorkerResult, job_for_task, run_worke
 from hipevolve.verifier.gpu.job import CandidateJob, CaseSizes, SandboxJob, Timeouts, WorkerJob
 from hipevolve.verifier.gpu.worker import timing_flags
 
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import (  # noqa: E402
     GPU_CASE,
@@ -121,6 +122,43 @@ def test_poisoned_graph_outputs_read_nan_or_an_integers_largest_value(dtype) -> 
         assert all(math.isnan(v) for v in t.float().tolist())
     else:
         assert t.tolist() == [torch.iinfo(dtype).max] * 5
+
+
+def test_a_plans_buffers_are_poisoned_and_reweighted_before_each_replay(tmp_path: Path) -> None:
+    """PlanModel.refresh does to a graph's fixed buffers what prepare does to fresh ones: a
+    replay that writes nothing leaves NaN, and each seed's weights are the ones used."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from test_record_plan import WEIGHTED, WEIGHTED_C, _load, _spec
+
+    from hipevolve.runtime import Launcher
+    from hipevolve.verifier.gpu import record
+    from hipevolve.verifier.gpu.executor import PlanModel
+
+    (tmp_path / "w.c").write_text(WEIGHTED_C)
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / "w.so"), str(tmp_path / "w.c")],
+                   check=True)  # fmt: skip
+    source = 'extern "C" void scale(const float* x, const float* w, float* y, int n) {}'
+    module, kernels = _load(tmp_path, source, WEIGHTED, tmp_path)
+    plan = record.record_case(module.ModelNew, [16], [_spec("float32", 16)], kernels, None)
+    ret, decls = kernels._signatures["scale"]
+    library = ctypes.CDLL(str(tmp_path / "w.so"))
+    first = torch.arange(16, dtype=torch.float32)
+    model = PlanModel(plan, {"scale": Launcher(library.scale, "scale", ret, decls)}, "cpu",
+                      {"weight": first})  # fmt: skip
+    x = torch.full((16,), 2.0)
+    bases = model.prepare(x)
+    (y,) = model.run(bases)
+    assert torch.equal(y, 2.0 * first)
+    other = torch.full((16,), 3.0)
+    model.refresh(bases, {"weight": other})
+    assert torch.isnan(y).all()  # the same address, poisoned again
+    assert model.broken() == []
+    (again,) = model.run(bases)
+    assert again.data_ptr() == y.data_ptr() and torch.equal(again, 2.0 * other)
 
 
 def test_the_judge_keeps_only_new_timing_flags_from_the_sandbox() -> None:

@@ -162,8 +162,6 @@ class PlanModel:
         replay (never timed): every buffer the plan does not fill poisoned, `weights` (a
         seed's parameters) copied into the parameter buffers."""
         for j, b in enumerate(self.plan.buffers):
-            if b.device != "cuda" or not b.nbytes:
-                continue
             raw, start = bases[f"a{j}"]
             region = raw[start : start + b.nbytes]
             if b.param:
