@@ -369,7 +369,9 @@ class Executor(Sandbox):
                 del args, bases
             # The graph's buffers: the inputs between canaries at a shifted address, the plan's
             # allocations as prepare makes them, all before the capture, at fixed addresses.
-            fixed = [self.guarded_clone(a) if type(a) is torch.Tensor else (a, None) for a in sets[0]]
+            fixed = [
+                self.guarded_clone(a) if type(a) is torch.Tensor else (a, None) for a in sets[0]
+            ]
             args = [a for a, _ in fixed]
             bases = model.prepare(*args)
 
@@ -384,7 +386,9 @@ class Executor(Sandbox):
                 graph, outs = clock.capture(launch)
             except self.timing.NotCapturable as e:
                 return str(e)
-            times, windows, kept = self.replays(case, graph, outs, bases, args, models, sets, checks)
+            times, windows, kept = self.replays(
+                case, graph, outs, bases, args, models, sets, checks
+            )
         clock.sync()
         self.send(
             "timing_done",

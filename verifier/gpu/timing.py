@@ -100,14 +100,13 @@ class Clock:
         self.event_sync(window)
         return float(self.elapsed(start, end)) * 1e3, float(self.elapsed(start, window)) * 1e3
 
-
     def capture(self, fn: Callable[[Any], Any]) -> tuple[Any, Any]:
         """(graph, what `fn` returned while it was captured): `fn(stream)` is called once on a
         side stream (untimed warm-up: PyTorch's rule before a capture), then captured once on
         it, into a private memory pool. `stream` is the side stream, for code that launches on
         an explicit stream (the executor's launchers). Raises NotCapturable with the first line
-        of what stopped the capture; an error of the warm-up call is the forward's own and
-        propagates as it is."""
+        of what stopped the warm-up call or the capture: the caller times the forward eagerly,
+        where an error of the forward's own shows as it would have."""
         if self.side is None:
             self.side = self.new_stream()
         side = self.side
@@ -203,9 +202,7 @@ def _poison(t: torch.Tensor) -> None:
 def same_scalars(input_sets: Sequence[Sequence[Any]]) -> bool:
     """Whether every input set has the same non-tensor values (a graph bakes them in)."""
     first = [a for a in input_sets[0] if not isinstance(a, torch.Tensor)]
-    return all(
-        [a for a in s if not isinstance(a, torch.Tensor)] == first for s in input_sets[1:]
-    )
+    return all([a for a in s if not isinstance(a, torch.Tensor)] == first for s in input_sets[1:])
 
 
 def time_graph_trials(
