@@ -74,6 +74,16 @@ class Clock:
             self.use_stream = torch.cuda.stream
             self.wait_stream = torch.cuda.Stream.wait_stream
             self.side: Any = None  # the capture stream, made at the first capture
+            self.pool_handle = torch.cuda.graph_pool_handle
+            self.device_index = torch.cuda.current_device()
+            # The allocator's own calls to undo a failed capture (abandon); their names differ
+            # between PyTorch releases (a release without them keeps what the failed capture
+            # left: see abandon).
+            c = torch._C
+            self.end_pool = getattr(c, "_cuda_endAllocateToPool", None) or getattr(
+                c, "_cuda_endAllocateCurrentStreamToPool", None
+            )
+            self.release_pool = getattr(c, "_cuda_releasePool", None)
 
     def sync(self) -> None:
         if self.gpu:
@@ -103,37 +113,66 @@ class Clock:
     def capture(self, fn: Callable[[Any], Any]) -> tuple[Any, Any]:
         """(graph, what `fn` returned while it was captured): `fn(stream)` is called once on a
         side stream (untimed warm-up: PyTorch's rule before a capture), then captured once on
-        it, into a private memory pool. `stream` is the side stream, for code that launches on
-        an explicit stream (the executor's launchers). Raises NotCapturable with the first line
-        of what stopped the warm-up call or the capture: the caller times the forward eagerly,
-        where an error of the forward's own shows as it would have."""
+        it, into a memory pool of its own. `stream` is the side stream, for code that launches
+        on an explicit stream (the executor's launchers). Raises NotCapturable with the first
+        line of what stopped the warm-up call or the capture: the caller times the forward
+        eagerly, where an error of the forward's own shows as it would have."""
         if self.side is None:
             self.side = self.new_stream()
         side = self.side
         self.wait_stream(side, self.stream)
         error: BaseException | None = None
+        ended = False
         with self.use_stream(side):
             try:
                 fn(side)
             except Exception as e:  # noqa: BLE001 (timed eagerly, where a real error shows)
                 self.wait_stream(self.stream, side)
                 raise NotCapturable(f"on a side stream, {_first_line(e)}") from None
-            graph = self.new_graph()
+            graph, pool = self.new_graph(), self.pool_handle()
             self.device_sync()  # nothing of the warm-up or before it still runs at the capture
-            self.capture_begin(graph, capture_error_mode="global")
             try:
-                result = fn(side)
-            except Exception as e:  # noqa: BLE001 (any failure under capture: not capturable)
+                self.capture_begin(graph, pool=pool, capture_error_mode="global")
+            except Exception as e:  # noqa: BLE001 (no capture on this device or stream)
                 error = e
-            try:
-                self.capture_end(graph)
-            except Exception as e:  # noqa: BLE001 (an invalidated capture ends with an error)
-                error = error or e
+            else:
+                try:
+                    result = fn(side)
+                except Exception as e:  # noqa: BLE001 (any failure under capture)
+                    error = e
+                try:
+                    self.capture_end(graph)
+                    ended = True
+                except Exception as e:  # noqa: BLE001 (an invalidated capture ends with an error)
+                    error = error or e
         self.wait_stream(self.stream, side)
+        if not ended:
+            self.abandon(graph, pool)
         if error is not None:
             self.device_sync()
             raise NotCapturable(_first_line(error))
         return graph, result
+
+    def abandon(self, graph: Any, pool: Any) -> None:  # noqa: ANN401
+        """Puts the caching allocator back as it was before a capture that did not end.
+        PyTorch's capture_end raises before it stops routing allocations to the graph's pool
+        when the capture was invalidated (a host synchronisation under capture); left so, the
+        allocator's next empty_cache fails an internal assertion (captures still underway),
+        and the judge, which trims its cache after timing the reference, would fail every
+        later job. So: routing stopped and the pool released here, as capture_end and the
+        graph's destructor would have; the graph object is kept for the life of the process
+        (the allocators' filters may still point at it)."""
+        _ABANDONED.append(graph)
+        for step in (self.end_pool, self.release_pool):
+            if step is None:
+                continue
+            try:
+                step(self.device_index, tuple(pool))
+            except RuntimeError:  # already done by capture_end, or no such pool
+                continue
+
+
+_ABANDONED: list[Any] = []  # graphs whose capture failed (Clock.abandon)
 
 
 class NotCapturable(Exception):
