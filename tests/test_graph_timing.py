@@ -193,27 +193,35 @@ def _decode_job(tmp_path: Path, timing_kind: str) -> WorkerJob:
     return replace(job, timing=timing_kind)
 
 
-def _medians(result: WorkerResult) -> dict[str, float]:
-    return {c.case: statistics.median(c.trials) for c in result.cases if c.trials}
+def _medians(result: WorkerResult, reference: bool = False) -> dict[str, float]:
+    return {
+        c.case: statistics.median(c.ref_trials if reference else c.trials)
+        for c in result.cases
+        if (c.ref_trials if reference else c.trials)
+    }
 
 
 @pytest.mark.gpu
-def test_a_decode_seed_timed_as_graph_replays_is_ok_and_faster_than_timed_eagerly(
+def test_a_decode_seed_timed_as_graph_replays_is_ok_and_the_launch_overhead_is_gone(
     tmp_path: Path,
 ) -> None:
+    """The seed is one kernel: timed eagerly, its launch is already hidden behind the cache
+    flush queued before the start event, so its replays are about as fast (no slower). The
+    PyTorch reference launches a dozen kernels from Python, host-bound at batch 1 when timed
+    eagerly: as graph replays it loses that overhead."""
     graph = run_worker(_decode_job(tmp_path, "graph"))
     eager = run_worker(_decode_job(tmp_path, "eager"))
     assert graph.status is Status.ok, graph.message
     assert eager.status is Status.ok, eager.message
     assert "timing:graph" in graph.flags, graph.flags
-    assert not [f for f in graph.flags if f.startswith("timing:eager (not capturable: decode")]
-    assert not [f for f in eager.flags if f.startswith("timing:")]
+    assert not [f for f in graph.flags if f.startswith("timing:eager")], graph.flags
+    assert not [f for f in eager.flags if f.startswith("timing:")], eager.flags
     g, e = _medians(graph), _medians(eager)
     assert set(g) == set(e) == {"decode_b1", "decode_b32", "decode_b256"}
-    # Launch overhead gone: at batch 1 it is most of an eager step; at 256 a small share.
-    assert g["decode_b1"] < e["decode_b1"], (g, e)
     for case in g:
-        assert g[case] <= e[case] * 1.05, (case, g, e)
+        assert g[case] <= e[case] * 1.10 + 3.0, (case, g, e)
+    rg, re = _medians(graph, reference=True), _medians(eager, reference=True)
+    assert rg["decode_b1"] < 0.8 * re["decode_b1"], (rg, re)
 
 
 @pytest.mark.gpu
