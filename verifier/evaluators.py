@@ -181,6 +181,9 @@ def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> st
             "tolerance": task.tolerance.model_dump(mode="json"),
             "verifier": verifier | {"backend": backend},
         }
+        # eager or CUDA-graph trials (TaskSpec.timing); absent when eager, so the keys of
+        # evaluations archived before the field existed stay the same
+        | ({"timing": task.timing} if task.timing != "eager" else {})
     )
 
 

@@ -138,9 +138,25 @@ class TaskSpec(Frozen):
         "setting); for references far slower than the best known kernel, with the roofline "
         "gate still applying",
     )
+    timing: Literal["eager", "graph"] = Field(
+        default="eager",
+        description="what a timed trial is: 'eager', one call of the forward (host launch "
+        "overhead included), or 'graph', one replay of the forward captured as a CUDA graph "
+        "(what serving engines pay: decode steps run under CUDA graphs in vLLM and SGLang); "
+        "a forward that cannot be captured is timed eagerly and flagged",
+    )
     anchors: tuple[Anchor, ...] = ()
     seeds: tuple[Path, ...] = Field(default=(), description="seed kernel candidates (folders)")
     notes: str = ""
+
+    @model_serializer(mode="wrap")
+    def _without_eager_timing(self, handler):  # noqa: ANN001, ANN202
+        # An eager task dumps as it did before the field existed (archived task specs, the
+        # behaviour snapshot); a graph-timed one says so.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("timing") == "eager":
+            data.pop("timing")
+        return data
 
     @model_validator(mode="after")
     def _case_names_unique(self) -> TaskSpec:

@@ -10,7 +10,7 @@ the same way and poisoned with 0xFF (NaN) unless the plan fills it; the launcher
 the executor's own stream. The checks, the flush, the events and the trial loop are the
 executor's (sandbox.Sandbox, timing.py), and the messages to the judge are the sandbox's.
 
-Timing (time_cases): each trial's inputs are copied to a fresh, shifted place first, so no
+Eager timing (time_case_eager): each trial's inputs are copied to a fresh, shifted place first, so no
 address keeps its data from one trial to the next; its buffers are allocated, guarded, poisoned
 and given their weights before the start event (PlanModel.prepare), so a trial times only what
 the forward asked for: its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after each timed call a random draw (made
@@ -18,6 +18,28 @@ after the call, from os.urandom) decides whether its outputs go to the judge to 
 (`CHECKED_TRIALS` a case, uniformly among all its calls), and check calls on the checked seeds
 are slipped in at random places among the timed ones. A library that counts calls, or keys a
 cache on addresses, cannot tell which of its calls are judged.
+
+CUDA graph timing (a task's `timing = "graph"`, time_case_graph): the warm-up calls run as above;
+then the plan's replay (its fills and launcher calls, the launchers given the capture stream) is
+captured once per case (timing.Clock.capture), and each timed trial replays it. What a graph
+changes, and what stands in for it:
+- Addresses are fixed across replays: the graph's inputs sit between canaries at one shifted
+  address, chosen at random once per case, and the plan's buffers are allocated by prepare before
+  the capture, outside its memory pool. A library that keys a cache on addresses sees the same
+  addresses every trial: what stands in for the per-trial shift is that each trial's inputs
+  (another input set) are copied into those buffers before it, so a cached or skipped answer is
+  a wrong answer, and the replays drawn at random to be checked catch it.
+- Per-trial allocation is gone: before each replay (untimed) every buffer the plan does not fill
+  is poisoned again and the parameter buffers are given the seed's weights again (PlanModel.
+  refresh), so a replay that writes nothing leaves NaN, as a fresh allocation would.
+- Canaries are read once, after all the replays of a case (not after each call); broken ones
+  fail the case with the last checked replay's outputs.
+- Device-side state (a counter in device memory) can tell replays apart where the host cannot
+  (the launchers run once, at the capture): the checked replays, drawn after each replay, and the
+  check replays on the check seeds slipped in among them are what catch a kernel that changes
+  behaviour after its first replay; the check after timing runs the plan eagerly.
+A plan that cannot be captured (a launcher that synchronises, allocates or launches on the legacy
+default stream) is timed eagerly as above and flagged `timing:eager (not capturable: ...)`.
 
 What it does not protect against: the library's host code runs in this process and could read
 its memory (the seeds, the job); the build stage's library check (verifier/build/
@@ -39,13 +61,12 @@ import torch
 
 from hipevolve.runtime import Launcher, launcher_signatures
 from hipevolve.verifier.gpu.plan import ALIGN, CasePlan, Plan, PlanError, Ref, validate
-from hipevolve.verifier.gpu.sandbox import CANARY, GUARD, Sandbox
+from hipevolve.verifier.gpu.sandbox import CANARY, CHECKED_TRIALS, GUARD, Sandbox, graph_flag
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import SandboxCase
 
 SHIFTS = 16  # a buffer starts GUARD + k * ALIGN bytes into its allocation, k in [0, SHIFTS)
-CHECKED_TRIALS = 3  # timed calls of a case whose outputs are checked, drawn after each call
 INTERLEAVED_CHECKS = 2  # check calls slipped in among a case's timed calls
 
 
@@ -133,6 +154,20 @@ class PlanModel:
                 region.fill_(0xFF)  # poison: NaN in every float type
             bases[f"a{j}"] = (raw, start)
         return bases
+
+    def refresh(
+        self, bases: dict[str, tuple[torch.Tensor, int]], weights: dict[str, torch.Tensor]
+    ) -> None:
+        """What prepare did to the buffers of `bases`, done again in place before a graph
+        replay (never timed): every buffer the plan does not fill poisoned, `weights` (a
+        seed's parameters) copied into the parameter buffers."""
+        for j, b in enumerate(self.plan.buffers):
+            raw, start = bases[f"a{j}"]
+            region = raw[start : start + b.nbytes]
+            if b.param:
+                region.view(getattr(torch, b.dtype)).copy_(weights[b.param].reshape(-1))
+            elif b.fill is None:
+                region.fill_(0xFF)
 
     def run(self, bases: dict[str, tuple[torch.Tensor, int]]) -> list[torch.Tensor]:
         """The candidate's part, timed: the fills its forward asked for (torch.zeros, zero_)
@@ -244,6 +279,14 @@ class Executor(Sandbox):
         self.send("done", threads=self.active_count())
 
     def time_case(self, case: SandboxCase) -> None:
+        if self.job.timing != "graph":
+            self.time_case_eager(case)
+            return
+        why = self.time_case_graph(case) if self.clock.gpu else "no GPU"
+        if why:  # timed eagerly, flagged: never a failure of the candidate
+            self.time_case_eager(case, graph_flag(case.name, why))
+
+    def time_case_eager(self, case: SandboxCase, flag: str = "") -> None:
         job, torch = self.job, self.torch
         # The reference's parameters under the seed the post-timing check compares with (the
         # judge computes the timed calls' references with it), and each check seed's own.
@@ -295,6 +338,7 @@ class Executor(Sandbox):
             trials=times,
             windows=windows,
             threads=self.active_count(),
+            **({"flags": [flag]} if flag else {}),
         )
         for seed, index, outs in kept:
             self.send_timed(case, seed, index, outs)
@@ -302,23 +346,97 @@ class Executor(Sandbox):
         seed = job.seeds[-1]
         self.check_call(case, seed, model, self.inputs(case, seed), "post", False)
 
-    def send_timed(self, case: SandboxCase, seed: int, index: int, outs: list) -> None:
-        metas = self.describe(outs, [])
-        shared = self.write_message(
-            self.out,
-            "outputs",
-            outs,
-            share=self.share,
+    def time_case_graph(self, case: SandboxCase) -> str:
+        """The case timed as replays of one CUDA graph of its plan (see the module docstring);
+        why it cannot be captured ('' when it was timed, checked and reported)."""
+        job, torch, clock = self.job, self.torch, self.clock
+        models = {seed: self.build_model(case, seed) for seed in job.seeds}
+        model = models[job.seeds[-1]]
+        sets = [self.inputs(case, job.timing_seed + i) for i in range(case.timing_sets)]
+        checks = {seed: self.inputs(case, seed) for seed in job.seeds}
+        if not self.timing.same_scalars([*sets, *checks.values()]):
+            return "its non-tensor inputs differ between calls"
+        clock.sync()
+        self.send("timing_start", case=case.name)
+        with clock.no_grad():
+            for i in range(job.warmup):  # eager, as the eager timing's warm-up
+                args = [
+                    self.guarded_clone(a)[0] if type(a) is torch.Tensor else a
+                    for a in sets[i % len(sets)]
+                ]
+                bases = model.prepare(*args)
+                clock.trial(lambda b=bases: model.run(b))
+                del args, bases
+            # The graph's buffers: the inputs between canaries at a shifted address, the plan's
+            # allocations as prepare makes them, all before the capture, at fixed addresses.
+            fixed = [
+                self.guarded_clone(a) if type(a) is torch.Tensor else (a, None) for a in sets[0]
+            ]
+            args = [a for a, _ in fixed]
+            bases = model.prepare(*args)
+
+            def launch(stream, bases=bases) -> list:  # noqa: ANN001 (a torch.cuda.Stream)
+                before, model.stream = model.stream, stream.cuda_stream  # the capture stream
+                try:
+                    return model.run(bases)
+                finally:
+                    model.stream = before
+
+            try:
+                graph, outs = clock.capture(launch)
+            except self.timing.NotCapturable as e:
+                return str(e)
+            times, windows, kept = self.replays(
+                case, graph, outs, bases, args, models, sets, checks
+            )
+        clock.sync()
+        self.send(
+            "timing_done",
             case=case.name,
-            seed=seed,
-            run="timed" if index >= 0 else "interleaved",
-            meta=metas,
-            n_inputs=0,
-            guards_broken=[],
-            threads_before=1,
-            threads_after=self.active_count(),
+            trials=times,
+            windows=windows,
+            threads=self.active_count(),
+            flags=[graph_flag(case.name, "")],
         )
-        if shared:
-            if self.readline().strip() != "ack":
-                raise RuntimeError("the judge did not acknowledge shared outputs")
-            self.release(shared)
+        # The canaries around the graph's fixed buffers, read once after all its replays.
+        guards = [g for a, g in fixed if type(a) is torch.Tensor]
+        broken: list = [i for i, g in enumerate(guards) if not self.intact(g)]
+        broken += [f"allocation {k}" for k in model.broken()]
+        for n, (seed, index, got) in enumerate(kept):
+            self.send_timed(case, seed, index, got, broken if n == len(kept) - 1 else None)
+        del graph, outs, bases, args, fixed, guards, sets, checks, kept
+        seed = job.seeds[-1]
+        self.check_call(case, seed, model, self.inputs(case, seed), "post", False)
+        return ""
+
+    def replays(self, case, graph, outs, bases, args, models, sets, checks):  # noqa: ANN001, ANN201
+        """The timed replays: (times, windows, kept outputs as (seed, set index, outputs)).
+        Before each, untimed: the plan's buffers poisoned and given the seed's weights, the
+        trial's inputs copied into the graph's input buffers (then the flush, in the trial).
+        Check replays on the check seeds are slipped in among them at random places."""
+        job, clock, timing = self.job, self.clock, self.timing
+        model = models[job.seeds[-1]]
+        slipped = sorted(secrets.randbelow(job.trials + 1) for _ in range(INTERLEAVED_CHECKS))
+        keep_left = min(CHECKED_TRIALS, job.trials)
+        kept: list[tuple[int, int, list]] = []
+        times: list[float] = []
+        windows: list[float] = []
+        for i in range(job.trials):
+            while slipped and slipped[0] == i:
+                slipped.pop(0)
+                seed = list(checks)[secrets.randbelow(len(checks))]
+                model.refresh(bases, models[seed].weights)
+                timing.refill(args, checks[seed])
+                clock.trial(lambda: clock.replay(graph))
+                kept.append((seed, -1, [o.clone() for o in outs]))
+            index = (job.warmup + i) % len(sets)
+            model.refresh(bases, model.weights)
+            timing.refill(args, sets[index])
+            t, w = clock.trial(lambda: clock.replay(graph))
+            times.append(t)
+            windows.append(w)
+            # Drawn after the replay: nothing the replay could see decided it.
+            if keep_left and secrets.randbelow(job.trials - i) < keep_left:
+                keep_left -= 1
+                kept.append((job.timing_seed + index, index, [o.clone() for o in outs]))
+        return times, windows, kept

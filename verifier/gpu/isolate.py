@@ -114,6 +114,7 @@ def job_for_task(
         trials=settings.trials,
         warmup=settings.warmup,
         timeouts=timeouts_of(settings),
+        timing=task.timing,
         **fields,
     )
 

@@ -23,6 +23,7 @@ STARTUP_S = 60.0  # a judge or a sandbox imports torch and creates its device co
 MARGIN_S = 30.0  # the controller's deadline beyond the sum of the stage timeouts (s)
 FORMATS = ("native", "kernelbench")
 DEVICES = ("cuda", "cpu")
+TIMINGS = ("eager", "graph")  # what a timed trial is: one eager call, or one CUDA graph replay
 
 
 def _set(obj: object, name: str, value: Any) -> None:
@@ -147,6 +148,7 @@ class WorkerJob:
     deadline_s: float | None = None  # overall; None: from timeouts
     allow_processes: bool = False  # set by run_worker: CandidateJob.may_start_processes
     reference_only: bool = False  # time the reference alone (a run's baseline); no candidate
+    timing: str = "eager"  # one of TIMINGS: the task's (TaskSpec.timing)
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -161,6 +163,7 @@ class WorkerJob:
         _require(len(self.cases) >= 1, "a job needs at least one case")
         _require(len(self.seeds) >= 1, "a job needs at least one seed")
         _require(self.device in DEVICES, f"device {self.device!r} is not one of {DEVICES}")
+        _require(self.timing in TIMINGS, f"timing {self.timing!r} is not one of {TIMINGS}")
         _require(self.trials >= 1 and self.warmup >= 0, "trials >= 1 and warmup >= 0")
         _require(self.suspect_speedup > 1, "suspect_speedup must be above 1")
         _require((self.candidate is None) == self.reference_only,
@@ -239,11 +242,13 @@ class SandboxJob:
     reserve_bytes: int  # device memory taken in one block before the candidate loads
     cases: tuple[SandboxCase, ...]
     plan: dict[str, Any] | None = None  # a native candidate's launch plan (plan.py)
+    timing: str = "eager"  # one of TIMINGS (timing.py)
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
         _set(self, "seeds", tuple(self.seeds))
         _set(self, "cases", tuple(self.cases))
+        _require(self.timing in TIMINGS, f"timing {self.timing!r} is not one of {TIMINGS}")
 
     @classmethod
     def of(
@@ -263,6 +268,7 @@ class SandboxJob:
             warmup=job.warmup,
             flush_bytes=job.flush_bytes,
             timing_seed=job.timing_seed,
+            timing=job.timing,
             allow_processes=job.allow_processes,
             reserve_bytes=reserve_bytes,
             cases=tuple(

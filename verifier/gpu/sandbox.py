@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import SandboxCase
 
 _LINE = 300
+CHECKED_TRIALS = 3  # timed calls (or graph replays) of a case whose outputs are checked
 GUARD = 4096  # canary bytes on each side of every input copy (keeps any dtype aligned)
 CANARY = 0xA5
 
@@ -235,7 +236,7 @@ class Sandbox:
             del kept
         self.send("checked", threads=self.active_count())
 
-    # --- timing -------------------------------------------------------------------------------
+    # --- timing -----------------------------------------------------------------------------
     def time_cases(self) -> None:
         for case in self.job.cases:
             if not case.timed:
@@ -247,20 +248,74 @@ class Sandbox:
             sets = [self.inputs(case, self.job.timing_seed + i) for i in range(case.timing_sets)]
             self.clock.sync()
             self.send("timing_start", case=case.name)
-            trials, windows = self.timing.time_trials(
-                self.clock, lambda a, m=model: m(*a), sets, self.job.trials, self.job.warmup
-            )
-            self.send(
-                "timing_done",
-                case=case.name,
-                trials=trials,
-                windows=windows,
-                threads=self.active_count(),
-            )
+            if self.job.timing == "graph":
+                self.time_graph(case, model, sets)
+            else:
+                trials, windows = self.timing.time_trials(
+                    self.clock, lambda a, m=model: m(*a), sets, self.job.trials, self.job.warmup
+                )
+                self.send(
+                    "timing_done",
+                    case=case.name,
+                    trials=trials,
+                    windows=windows,
+                    threads=self.active_count(),
+                )
             del sets
             # Detecting the warm-up to cut work afterwards shows here: one more checked call.
             self.check_call(case, seed, model, self.inputs(case, seed), "post", False)
         self.send("done", threads=self.active_count())
+
+    def time_graph(self, case: SandboxCase, model, sets: list) -> None:  # noqa: ANN001
+        """The forward captured as a CUDA graph and replayed (timing.time_graph_trials), or
+        timed eagerly, flagged, when it cannot be captured. The outputs of replays drawn at
+        random go to the judge to be checked, as the executor sends its timed calls': a
+        forward that does less while it is captured shows there."""
+        job = self.job
+        got = self.timing.time_graph_trials(
+            self.clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup,
+            keep=CHECKED_TRIALS, poison=True,
+        )  # fmt: skip
+        self.send(
+            "timing_done",
+            case=case.name,
+            trials=got.times,
+            windows=got.windows,
+            threads=self.active_count(),
+            flags=[graph_flag(case.name, got.eager)],
+        )
+        for index, outs in got.kept:
+            self.send_timed(case, job.timing_seed + index, index, outs)
+
+    def send_timed(
+        self, case: SandboxCase, seed: int, index: int, outs: list, broken: list | None = None
+    ) -> None:
+        """Outputs of a timed call (index: its input set) or of a check call slipped in among
+        them (index -1), for the judge to check; broken: canaries found overwritten."""
+        metas = self.describe(outs, [])
+        shared = self.write_message(
+            self.out,
+            "outputs",
+            outs,
+            share=self.share,
+            case=case.name,
+            seed=seed,
+            run="timed" if index >= 0 else "interleaved",
+            meta=metas,
+            n_inputs=0,
+            guards_broken=broken or [],
+            threads_before=1,
+            threads_after=self.active_count(),
+        )
+        if shared:
+            if self.readline().strip() != "ack":
+                raise RuntimeError("the judge did not acknowledge shared outputs")
+            self.release(shared)
+
+
+def graph_flag(case: str, eager: str) -> str:
+    """The result's flag for a case timed under timing = "graph"."""
+    return f"timing:eager (not capturable: {case}: {eager})"[:300] if eager else "timing:graph"
 
 
 def reserve(torch, device: str, nbytes: int) -> None:  # noqa: ANN001

@@ -17,6 +17,19 @@ Protocol (DESIGN.md "Timing", FAULTS.md 17-20):
   synchronise, about 10 us on an H200, to every trial: 7-12% on 60-180 us kernels, measured.)
   Times are in microseconds.
 - CPU (CI tests): the captured time.perf_counter around the call.
+- CUDA graphs (a task's `timing = "graph"`, job.TIMINGS; time_graph_trials): the warm-up calls
+  run eagerly as above; then the forward is called once more on a side stream (PyTorch's rule
+  before a capture) and captured once, on that side stream, into a graph whose memory comes from
+  a private pool of the caching allocator (never the allocator's general pool, and without the
+  cache flush torch.cuda.graph does first: the sandbox's reserve stays). Its inputs are fixed
+  buffers allocated before the capture. Each trial then, untimed: the graph's outputs poisoned
+  (a candidate's: NaN, so a replay that writes nothing shows), the trial's input set copied
+  into the fixed buffers, the flush; then the start event, the replay, the end event, the
+  synchronise and the window event, as eagerly. A forward that cannot be captured (a host
+  synchronisation such as .item(), CPU tensors, a launch on the legacy default stream) is timed
+  eagerly instead and the caller flags it `timing:eager (not capturable: ...)`; it never fails
+  the candidate. The capture calls (CUDAGraph.capture_begin/capture_end/replay) are captured
+  with the timer, before any candidate code exists.
 Only raw trial times leave this module; statistics are computed by the judge.
 
 Imports torch and the standard library only.
@@ -24,8 +37,10 @@ Imports torch and the standard library only.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,6 +66,24 @@ class Clock:
             self.stream = torch.cuda.current_stream()
             self.zero = torch.Tensor.zero_
             self.flush = torch.empty(max(flush_bytes, 1), dtype=torch.uint8, device=device)
+            graph = torch.cuda.CUDAGraph
+            self.new_graph = graph
+            self.capture_begin, self.capture_end = graph.capture_begin, graph.capture_end
+            self.replay = graph.replay
+            self.new_stream = torch.cuda.Stream
+            self.use_stream = torch.cuda.stream
+            self.wait_stream = torch.cuda.Stream.wait_stream
+            self.side: Any = None  # the capture stream, made at the first capture
+            self.pool_handle = torch.cuda.graph_pool_handle
+            self.device_index = torch.cuda.current_device()
+            # The allocator's own calls to undo a failed capture (abandon); their names differ
+            # between PyTorch releases (a release without them keeps what the failed capture
+            # left: see abandon).
+            c = torch._C
+            self.end_pool = getattr(c, "_cuda_endAllocateToPool", None) or getattr(
+                c, "_cuda_endAllocateCurrentStreamToPool", None
+            )
+            self.release_pool = getattr(c, "_cuda_releasePool", None)
 
     def sync(self) -> None:
         if self.gpu:
@@ -76,6 +109,190 @@ class Clock:
         self.record(window, self.stream)
         self.event_sync(window)
         return float(self.elapsed(start, end)) * 1e3, float(self.elapsed(start, window)) * 1e3
+
+    def capture(self, fn: Callable[[Any], Any]) -> tuple[Any, Any]:
+        """(graph, what `fn` returned while it was captured): `fn(stream)` is called once on a
+        side stream (untimed warm-up: PyTorch's rule before a capture), then captured once on
+        it, into a memory pool of its own. `stream` is the side stream, for code that launches
+        on an explicit stream (the executor's launchers). Raises NotCapturable with the first
+        line of what stopped the warm-up call or the capture: the caller times the forward
+        eagerly, where an error of the forward's own shows as it would have."""
+        if self.side is None:
+            self.side = self.new_stream()
+        side = self.side
+        self.wait_stream(side, self.stream)
+        error: BaseException | None = None
+        ended = False
+        with self.use_stream(side):
+            try:
+                fn(side)
+            except Exception as e:  # noqa: BLE001 (timed eagerly, where a real error shows)
+                self.wait_stream(self.stream, side)
+                raise NotCapturable(f"on a side stream, {_first_line(e)}") from None
+            graph, pool = self.new_graph(), self.pool_handle()
+            self.device_sync()  # nothing of the warm-up or before it still runs at the capture
+            try:
+                self.capture_begin(graph, pool=pool, capture_error_mode="global")
+            except Exception as e:  # noqa: BLE001 (no capture on this device or stream)
+                error = e
+            else:
+                try:
+                    result = fn(side)
+                except Exception as e:  # noqa: BLE001 (any failure under capture)
+                    error = e
+                try:
+                    self.capture_end(graph)
+                    ended = True
+                except Exception as e:  # noqa: BLE001 (an invalidated capture ends with an error)
+                    error = error or e
+        self.wait_stream(self.stream, side)
+        if not ended:
+            self.abandon(graph, pool)
+        if error is not None:
+            self.device_sync()
+            raise NotCapturable(_first_line(error))
+        return graph, result
+
+    def abandon(self, graph: Any, pool: Any) -> None:  # noqa: ANN401
+        """Puts the caching allocator back as it was before a capture that did not end.
+        PyTorch's capture_end raises before it stops routing allocations to the graph's pool
+        when the capture was invalidated (a host synchronisation under capture); left so, the
+        allocator's next empty_cache fails an internal assertion (captures still underway),
+        and the judge, which trims its cache after timing the reference, would fail every
+        later job. So: routing stopped and the pool released here, as capture_end and the
+        graph's destructor would have; the graph object is kept for the life of the process
+        (the allocators' filters may still point at it)."""
+        _ABANDONED.append(graph)
+        for step in (self.end_pool, self.release_pool):
+            if step is None:
+                continue
+            try:
+                step(self.device_index, tuple(pool))
+            except RuntimeError:  # already done by capture_end, or no such pool
+                continue
+
+
+_ABANDONED: list[Any] = []  # graphs whose capture failed (Clock.abandon)
+
+
+class NotCapturable(Exception):
+    """Why a forward cannot be captured as a CUDA graph: a reason to time it eagerly."""
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:200]
+
+
+@dataclass
+class GraphTrials:
+    """What time_graph_trials measured: per-trial times and windows (us); `kept`, the outputs
+    of the replays drawn to be checked, as (input set index, cloned outputs); `eager`, why the
+    forward was timed eagerly instead ('' when it was replayed)."""
+
+    times: list[float]
+    windows: list[float]
+    kept: list[tuple[int, list[Any]]] = field(default_factory=list)
+    eager: str = ""
+
+
+def tensors_of(result: Any) -> list[Any]:  # noqa: ANN401
+    """A forward's outputs as a list (one tensor, or a tuple or list of them)."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        return [t for t in result if isinstance(t, torch.Tensor)]
+    return []
+
+
+def fixed_inputs(first: Sequence[Any]) -> list[Any]:
+    """Buffers for a graph's inputs, allocated before the capture: each tensor of `first`
+    copied into a new one of the same shape, strides and dtype; other values as they are."""
+    return [
+        torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+        if isinstance(a, torch.Tensor)
+        else a
+        for a in first
+    ]
+
+
+def refill(fixed: Sequence[Any], inputs: Sequence[Any]) -> None:
+    """A trial's inputs copied into the graph's fixed input buffers."""
+    for buffer, value in zip(fixed, inputs, strict=True):
+        if isinstance(buffer, torch.Tensor):
+            buffer.copy_(value)
+
+
+def _poison(t: torch.Tensor) -> None:
+    """NaN in a float tensor, the largest value in an integer one; a tensor whose elements
+    overlap (an expanded view) cannot be written and is left as it is."""
+    if t.is_floating_point() or t.is_complex():
+        value: Any = float("nan")
+    elif t.dtype == torch.bool:
+        value = True
+    else:
+        value = torch.iinfo(t.dtype).max
+    try:
+        t.fill_(value)
+    except RuntimeError:
+        return
+
+
+def same_scalars(input_sets: Sequence[Sequence[Any]]) -> bool:
+    """Whether every input set has the same non-tensor values (a graph bakes them in)."""
+    first = [a for a in input_sets[0] if not isinstance(a, torch.Tensor)]
+    return all([a for a in s if not isinstance(a, torch.Tensor)] == first for s in input_sets[1:])
+
+
+def time_graph_trials(
+    clock: Clock,
+    call: Callable[[list[Any]], Any],
+    input_sets: Sequence[list[Any]],
+    trials: int,
+    warmup: int,
+    keep: int = 0,
+    poison: bool = False,
+) -> GraphTrials:
+    """Per-trial times of one CUDA graph replay of `call(inputs)` (see the module docstring),
+    or eager times with the reason when it cannot be captured. keep: how many replays, drawn
+    after each replay from os.urandom, have their outputs cloned into `kept` for the judge.
+    poison: the graph's outputs are poisoned (_poison) before each replay (candidates)."""
+    if not clock.gpu:
+        times, windows = time_trials(clock, call, input_sets, trials, warmup)
+        return GraphTrials(times, windows, eager="no GPU")
+    with clock.no_grad():
+        for i in range(warmup):
+            args = input_sets[i % len(input_sets)]
+            clock.trial(lambda args=args: call(args))
+        if not same_scalars(input_sets):
+            why = "its non-tensor inputs differ between trials"
+        else:
+            fixed = fixed_inputs(input_sets[0])
+            try:
+                graph, result = clock.capture(lambda _stream: call(fixed))
+            except NotCapturable as e:
+                why = str(e)
+            else:
+                out = GraphTrials([], [])
+                outs = tensors_of(result)
+                for i in range(warmup, warmup + trials):
+                    index = i % len(input_sets)
+                    if poison:
+                        for o in outs:
+                            _poison(o)
+                    refill(fixed, input_sets[index])
+                    t, w = clock.trial(lambda: clock.replay(graph))
+                    out.times.append(t)
+                    out.windows.append(w)
+                    # Drawn after the replay: nothing the replay could see decided it.
+                    if len(out.kept) < keep and secrets.randbelow(
+                        trials - len(out.times) + 1
+                    ) < keep - len(out.kept):
+                        out.kept.append((index, [o.clone() for o in outs]))
+                clock.sync()
+                return out
+        times, windows = time_trials(clock, call, input_sets, trials, 0)  # warmed up above
+    return GraphTrials(times, windows, eager=why)
 
 
 def input_sets_for(set_bytes: int, budget_bytes: int, calls: int) -> int:

@@ -108,6 +108,7 @@ class References:
         self.module: Any = None
         self.refs: Refs = {}
         self.sizes: dict[str, CaseSizes] = {}
+        self.flags: list[str] = []  # how the reference was timed, when it differs from the job
 
     def build(self) -> str:
         """Builds every reference output; why the reference cannot judge anything, or ''."""
@@ -129,7 +130,9 @@ class References:
         return ""
 
     def time(self) -> dict[str, list[float]]:
-        """Each timed case's trials (us), timed as the sandbox times the candidate."""
+        """Each timed case's trials (us), timed as the sandbox times the candidate: as CUDA graph
+        replays under the job's timing "graph" where the reference can be captured, eagerly
+        otherwise, with the flag in `flags`."""
         job, device = self.job, self.job.device
         clock = self.timing.Clock(device, job.flush_bytes)
         times = {}
@@ -145,9 +148,19 @@ class References:
                 )
                 for i in range(self.sizes[case.name].timing_sets)
             ]
-            times[case.name], _ = self.timing.time_trials(
-                clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
-            )
+            if job.timing == "graph":
+                got = self.timing.time_graph_trials(
+                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+                )
+                times[case.name] = got.times
+                if got.eager:
+                    self.flags.append(
+                        f"timing:eager (not capturable: reference {case.name}: {got.eager})"[:300]
+                    )
+            else:
+                times[case.name], _ = self.timing.time_trials(
+                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+                )
             del sets, model
         del clock
         return times
@@ -214,6 +227,7 @@ class Judge:
             if self.job.do_timing:
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
+                self.card.flags += self.ref.flags
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
                 return self.result("ok", "reference timed")
@@ -403,6 +417,7 @@ class Judge:
                 card.judge_timing(
                     header["case"], header.get("trials"), header.get("windows"), wall_us
                 )
+                card.flags += timing_flags(header.get("flags"), card.flags)
                 if header.get("threads", 0) > 1:
                     card.hacks.append(f"{header['case']}: a thread is still running after timing")
             elif kind == "outputs" and header.get("run") in ("post", "timed", "interleaved"):
@@ -424,6 +439,15 @@ class Judge:
     def result(self, status: str, message: str) -> dict:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
+
+
+def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (from the sandbox)
+    """How the sandbox timed a case (timing.py: `timing:graph`, or `timing:eager (not
+    capturable: ...)`), new to the result's flags; anything else it claims is dropped."""
+    if not isinstance(flags, list):
+        return []
+    new = [f[:300] for f in flags[:2] if isinstance(f, str) and f.startswith("timing:")]
+    return [f for f in dict.fromkeys(new) if f not in have]
 
 
 # --- launch plans recorded before: a candidate whose model.py, launchers and cases were recorded
