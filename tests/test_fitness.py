@@ -15,6 +15,8 @@ import random
 import statistics
 from pathlib import Path
 
+import pytest
+
 from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.baseline import CaseBaseline, RunBaseline
@@ -203,3 +205,34 @@ def test_fitness_settings_refuse_nonsense():
         FitnessSettings(noise_floor=-0.1)
     with pytest.raises(ValidationError):
         FitnessSettings(baseline_trials=3)
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_measures_every_speedup_against_its_baseline_and_ends_with_a_verdict(tmp_path):
+    """softmax on the GPU: the baseline is timed once and stored, every evaluation's speedups
+    use it (the reference timed inside kept as a check), and the run ends with the head-to-head
+    against the seed or a line saying why there was none."""
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.evaluators import pipeline_evaluator
+
+    task = get_task("softmax")
+    evaluator = pipeline_evaluator(task, VerifierSettings(cache_dir=tmp_path / "cache"), "auto")
+    try:
+        with Archive.open(tmp_path / "gpu.db") as archive:
+            summary = run_evolution(task, archive, EvolutionSettings(islands=2), evaluator,
+                                    first=first_candidates(task), budget=24, seed=0)  # fmt: skip
+            stored = archive.events(summary.run, "baseline")
+            evaluations = [archive.evaluation_of(c) for c in archive.candidate_ids(summary.run)]
+    finally:
+        evaluator.close()
+    assert len(stored) == 1, "the baseline is timed once"
+    baseline = RunBaseline.model_validate(stored[0].data)
+    assert baseline.device == evaluator.device and baseline.cases
+    timed = [c for e in evaluations if e is not None and e.ok for c in e.cases if c.time_us]
+    assert timed
+    for case in timed:
+        assert case.ref_time_us == baseline.cases[case.case].time_us
+        assert case.ref_check_us and case.ci is not None
+    assert summary.baseline.startswith("speedups over the reference timed once")
+    assert summary.confirmation, summary.message
+    assert summary.progress.evaluations + summary.progress.head_to_head <= 24
