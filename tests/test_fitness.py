@@ -198,7 +198,6 @@ def test_a_judge_times_the_reference_alone_for_the_run_baseline(tmp_path):
 
 
 def test_fitness_settings_refuse_nonsense():
-    import pytest
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError):
