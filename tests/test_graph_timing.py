@@ -189,7 +189,9 @@ def _decode_job(tmp_path: Path, timing_kind: str) -> WorkerJob:
     assert built.ok, built.log
     candidate = CandidateJob(format="native", model=seed / "model.py", library=built.library,
                              source=seed / "kernel.hip")  # fmt: skip
-    job = job_for_task(task, candidate, VerifierSettings(), device="cuda")
+    # The fast seed over an eagerly timed, host-bound reference is far above the 10x gate;
+    # the gate is not what this test is about.
+    job = job_for_task(task, candidate, VerifierSettings(), device="cuda", suspect_speedup=1e4)
     return replace(job, timing=timing_kind)
 
 
