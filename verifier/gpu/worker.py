@@ -576,6 +576,11 @@ def main() -> None:
             judge.release()
         if not reusable:
             break
+        if args.device.startswith("cuda"):
+            # Back in the pool, the judge keeps its context and kept references, not its cache:
+            # four judges of one slot each holding a GDN job's cache (up to a sixteenth of the
+            # device) left the next judge no room for its 512 MiB flush on an 80 GB H100.
+            torch.cuda.empty_cache()
         # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
         shutil.rmtree(sandbox_dir, ignore_errors=True)
         sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
