@@ -293,7 +293,7 @@ def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judg
     cases = tuple(c for c in task.cases if not c.globals)
     job = job_for_task(task, None, settings, device=_device(backend), cases=cases,
                        seeds=check_seeds(task, settings)[:1], reference_only=True)  # fmt: skip
-    job = replace(job, trials=trials)
+    job = replace(job, trials=trials, reference_trials=0)
     worker = run_worker(job, judges.take(), pool=judges)
     if worker.status is not Status.ok:
         return f"{worker.status.value}: {worker.message}"

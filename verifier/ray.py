@@ -296,7 +296,7 @@ class RayEvaluator:
                 "give every machine the same GPU kind, compiler and PyTorch",
             )
         self.toolchain = toolchains.pop()
-        self.device = described[0]["device"]
+        self.device = described[0]["device"] or None  # "": workers on no device (stand-ins)
         self.settings_key = settings_key(task, settings, backend)
         self.workers = described
 

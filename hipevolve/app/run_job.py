@@ -210,6 +210,10 @@ def run_job(
     task = get_task(options.task, settings.tasks.dirs)
     translates = bool(settings.models.role_models().get("translator"))
     first = first_candidates(task, translates=translates)  # with a model, the translator writes them
+    # In a run the reference timed inside each evaluation is only a check of the machine's
+    # noise (the run's baseline is the denominator): a few trials do.
+    verifier = settings.verifier.model_copy(update={"reference_trials": settings.fitness.check_trials})
+    settings = settings.model_copy(update={"verifier": verifier})
     evaluate = evaluators(task, settings, settings.verifier.backend)
     if settings.models.models() and options.budget:
         _say_cost(settings, task, evaluate, options.budget, err_console)

@@ -17,6 +17,7 @@ the keys it names.
       compile_timeout_s, compile_jobs, max_object_bytes    compiling
       load_timeout_s, check_timeout_s, timing_timeout_s    the judge's time limits
       check_seeds, trials, warmup                           correctness seeds and timing trials
+      reference_trials     the reference's trials inside an evaluation (0: as many)
       suspect_speedup      speedups above this are suspect
       quiet_judge, cpu_work_nice, judge_cores_per_slot
                            CPU work niced and kept off the judges' cores (hipevolve/core/cpu_share.py)
@@ -45,7 +46,7 @@ the keys it names.
       baseline_trials      trials of the reference timed once at the run's start
       noise_floor          what evaluations in fresh judges cannot tell apart
       duel_rounds, confirm_rounds, min_gain    head-to-heads of close calls and the final best
-      check_drift          a reference this far off its baseline inside an evaluation: flagged
+      check_drift, check_trials   the reference inside each evaluation: a check of the noise
     [run]         defaults of the main job, `evolve --task T --budget N`
       archive              the SQLite archive runs are written to (--archive)
       seed                 the random seed of a new run (--seed)
@@ -123,6 +124,9 @@ class VerifierSettings(Section):
     trials: int = Field(default=30, ge=5, description="timed trials per case (median reported)")
     warmup: int = Field(default=5, ge=1, description="untimed calls before the trials")
     suspect_speedup: float = Field(default=10.0, gt=1, description="speedups above this: suspect")
+    reference_trials: int = Field(
+        default=0, ge=0, description="trials of the reference inside each evaluation; 0: as "
+        "many as the candidate's (a run sets fitness.check_trials: there it is only a check)")
     # Where and how nicely CPU work runs changes no result, only its noise: not in settings_key.
     quiet_judge: bool = Field(
         default=True, description="compiles and CPU stages run niced and, where the host has cores "
@@ -294,6 +298,10 @@ class FitnessSettings(Section):
     check_drift: float = Field(
         default=1.5, gt=1, description="a reference timed inside an evaluation this many times "
         "off the run's baseline is flagged as machine noise")
+    check_trials: int = Field(
+        default=5, ge=0, description="trials of that check in each evaluation of a run (the "
+        "GDN reference's 30 took 5 of a 12 s evaluation on an H100); 0: as many as the "
+        "candidate's")
 
 
 class RunSettings(Section):

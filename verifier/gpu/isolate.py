@@ -112,6 +112,7 @@ def job_for_task(
         device=device,
         seeds=seeds or tuple(range(task.check_seeds)),
         trials=settings.trials,
+        reference_trials=settings.reference_trials,
         warmup=settings.warmup,
         timeouts=timeouts_of(settings),
         timing=task.timing,

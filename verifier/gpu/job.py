@@ -148,6 +148,7 @@ class WorkerJob:
     deadline_s: float | None = None  # overall; None: from timeouts
     allow_processes: bool = False  # set by run_worker: CandidateJob.may_start_processes
     reference_only: bool = False  # time the reference alone (a run's baseline); no candidate
+    reference_trials: int = 0  # the reference's trials; 0: `trials` (a run's check: a few)
     timing: str = "eager"  # one of TIMINGS: the task's (TaskSpec.timing)
 
     def __post_init__(self) -> None:

@@ -132,8 +132,12 @@ class References:
     def time(self) -> dict[str, list[float]]:
         """Each timed case's trials (us), timed as the sandbox times the candidate: as CUDA graph
         replays under the job's timing "graph" where the reference can be captured, eagerly
-        otherwise, with the flag in `flags`."""
+        otherwise, with the flag in `flags`. A job with `reference_trials` (a run with a
+        baseline, where this timing is only a check of the machine's noise) takes that many,
+        after one warm-up call."""
         job, device = self.job, self.job.device
+        trials = job.reference_trials or job.trials
+        warmup = 1 if job.reference_trials else job.warmup
         clock = self.timing.Clock(device, job.flush_bytes)
         times = {}
         for case in job.cases:
@@ -150,7 +154,7 @@ class References:
             ]
             if job.timing == "graph":
                 got = self.timing.time_graph_trials(
-                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+                    clock, lambda a, m=model: m(*a), sets, trials, warmup
                 )
                 times[case.name] = got.times
                 if got.eager:
@@ -159,7 +163,7 @@ class References:
                     )
             else:
                 times[case.name], _ = self.timing.time_trials(
-                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+                    clock, lambda a, m=model: m(*a), sets, trials, warmup
                 )
             del sets, model
         del clock
