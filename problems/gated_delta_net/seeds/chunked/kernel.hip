@@ -2,7 +2,9 @@
 // - NVIDIA sm_80+ with MATRIX_CORES 1: two kernels on tensor cores (mma.sync), described at
 //   gdn_tc_prep and gdn_tc_scan below;
 // - everywhere else (AMD included), and with MATRIX_CORES 0: one fused chunked kernel in fp32,
-//   described here.
+//   described here. On AMD with MATRIX_CORES 1 its matrix products of bf16 inputs (K K^T and
+//   Q K^T, and with AMD_STATE_BF16 1 also K h, Q h and K^T Vn) run on MFMA through the tile layer
+//   (hipevolve/tile.h); the NVIDIA code keeps its own mma.sync path below, unchanged.
 //
 // Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
 // chunks of C = 64 tokens, gamma = in-chunk cumulative sum of g, Gamma_ij = exp(gamma_i - gamma_j):
@@ -38,9 +40,17 @@
 #include <hip/hip_runtime.h>
 #include <cstdint>
 
-// Tensor cores on NVIDIA sm_80+ (1), or the portable fused kernel on every GPU (0).
+// Matrix cores (1): tensor cores on NVIDIA sm_80+ (the two kernels below), MFMA inside the fused
+// kernel on AMD; or the portable fused kernel in fp32 vector code on every GPU (0).
 // @tunable MATRIX_CORES: 0, 1
 #define MATRIX_CORES 1
+
+#if defined(__HIP_PLATFORM_AMD__) && MATRIX_CORES
+#include <hipevolve/tile.h>
+#define AMD_MFMA 1
+#else
+#define AMD_MFMA 0
+#endif
 
 // U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
 // H200, bf16 took the prep kernel from 110 to 99 us (qwen_tp1_short) and from 803 to 726 us
@@ -250,6 +260,33 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         __syncthreads();
 
         // ---- 1b: M = [L^T above the diagonal | P on and below it] ---------------------------
+#if AMD_MFMA
+        // MFMA: wave w owns rows 16 w .. 16 w + 15 of K K^T and Q K^T (bf16 in, fp32 sums, as
+        // the vector path), in 32-wide steps of the key dimension.
+        {
+            const int w16 = t / hvt::Atom::LANES * 16;
+            hvt::TileC<16, C> kk, qk;
+            hvt::zero(kk);
+            hvt::zero(qk);
+#pragma unroll 1
+            for (int d0 = 0; d0 < DK; d0 += 32) {
+                hvt::TileA<16, 32> ak, aq;
+                hvt::TileB<32, C> bk;  // K^T: B[d][s] = k_s[d0 + d]
+                hvt::load_a(ak, [&](int r, int d) { return sK[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::load_a(aq, [&](int r, int d) { return sQ[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::load_b(bk, [&](int d, int s) { return sK[swz(s, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::mma(kk, ak, bk);
+                hvt::mma(qk, aq, bk);
+            }
+            hvt::each(qk, [&](int r, int s, float& p) { sM[(w16 + r) * C + s] = p; });
+            hvt::each(kk, [&](int r, int s, float& dot) {
+                const int row = w16 + r;
+                const float pq = sM[row * C + s];
+                sM[row * C + s] = row < s ? sB[s] * dot * expf(sGam[s] - sGam[row])
+                                          : scale * pq * expf(sGam[row] - sGam[s]);
+            });
+        }
+#else
         // Entry (r, s) = a + 16 i, b + 16 j: r < s needs k_r . k_s (for L[s][r]); r >= s needs
         // q_r . k_s (for P[r][s]). i < j and i > j settle it; on i == j it depends on a < b,
         // so those four entries accumulate both products.
@@ -313,6 +350,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 }
             }
         }
+#endif
         __syncthreads();  // Q is dead: R goes over it
 
         // ---- 1c: R = beta (v - exp(gamma) S_K) ------------------------------------------------
