@@ -59,9 +59,9 @@ def amd_source(**defines: int) -> str:
     return source
 
 
-@pytest.mark.parametrize("bv", [32])
-def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(bv, tmp_path):
-    lib = amd_cpu_library(amd_source(BV=bv, MATRIX_CORES=1), tmp_path)
+@pytest.mark.parametrize("bv, kstep", [(16, 16), (32, 32), (64, 64)])
+def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(bv, kstep, tmp_path):
+    lib = amd_cpu_library(amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep), tmp_path)
     run = _launcher(lib, "gdn_chunk_fwd", 9, 4)
     for b, t, h, hv in [(1, 100, 1, 2)]:  # GVA with a padded chunk
         torch.manual_seed(t)
@@ -76,8 +76,8 @@ def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(bv, tmp_path):
 
 @pytest.mark.skipif(TOOLCHAIN is None or "gfx942" not in TOOLCHAIN.targets,
                     reason="no gfx942 device compiler")  # fmt: skip
-@pytest.mark.parametrize("bv", [16, 32, 64])
-def test_prefill_amd_path_uses_mfma_without_spills_on_gfx942(bv, tmp_path):
-    (facts,) = analyze(amd_source(BV=bv, MATRIX_CORES=1), "gfx942", tmp_path)
-    assert facts.kernel == "gdn_chunk_kernel"
+@pytest.mark.parametrize("bv, kstep", [(16, 16), (32, 32), (64, 64), (64, 16)])
+def test_prefill_amd_path_uses_mfma_without_spills_on_gfx942(bv, kstep, tmp_path):
+    (facts,) = analyze(amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep), "gfx942", tmp_path)
+    assert facts.kernel.startswith("gdn_chunk_kernel(")
     assert facts.mfma > 0 and facts.spills == 0 and facts.scratch_bytes == 0, facts

@@ -52,6 +52,11 @@
 #define AMD_MFMA 0
 #endif
 
+// AMD MFMA path: key-dimension step of K K^T and Q K^T, the bf16 tiles a wave holds at once
+// (more: fewer LDS round trips between matrix instructions, more registers).
+// @tunable MFMA_KSTEP: 16, 32, 64
+#define MFMA_KSTEP 32
+
 // U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
 // H200, bf16 took the prep kernel from 110 to 99 us (qwen_tp1_short) and from 803 to 726 us
 // (long_32), and raised the relative RMS error from 2.9e-3 to 3.4e-3 on o and from 1.7e-3 to
@@ -262,16 +267,17 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         // ---- 1b: M = [L^T above the diagonal | P on and below it] ---------------------------
 #if AMD_MFMA
         // MFMA: wave w owns rows 16 w .. 16 w + 15 of K K^T and Q K^T (bf16 in, fp32 sums, as
-        // the vector path), in 32-wide steps of the key dimension.
+        // the vector path), in MFMA_KSTEP-wide steps of the key dimension.
         {
+            static_assert(NT == 4 * hvt::Atom::LANES, "one wave per 16 rows of the chunk");
             const int w16 = t / hvt::Atom::LANES * 16;
             hvt::TileC<16, C> kk, qk;
             hvt::zero(kk);
             hvt::zero(qk);
 #pragma unroll 1
-            for (int d0 = 0; d0 < DK; d0 += 32) {
-                hvt::TileA<16, 32> ak, aq;
-                hvt::TileB<32, C> bk;  // K^T: B[d][s] = k_s[d0 + d]
+            for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
+                hvt::TileA<16, MFMA_KSTEP> ak, aq;
+                hvt::TileB<MFMA_KSTEP, C> bk;  // K^T: B[d][s] = k_s[d0 + d]
                 hvt::load_a(ak, [&](int r, int d) { return sK[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
                 hvt::load_a(aq, [&](int r, int d) { return sQ[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
                 hvt::load_b(bk, [&](int d, int s) { return sK[swz(s, (d0 + d) >> 3) + (d & 7)]; });
