@@ -59,10 +59,23 @@ def amd_source(**defines: int) -> str:
     return source
 
 
-@pytest.mark.parametrize("bv, kstep", [(16, 16), (32, 32), (64, 64)])
-def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(bv, kstep, tmp_path):
-    lib = amd_cpu_library(amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep), tmp_path)
-    run = _launcher(lib, "gdn_chunk_fwd", 9, 4)
+# (BV, MFMA_KSTEP, AMD_STATE_BF16) -> the largest relative RMS errors (o, state) allowed: the
+# fp32 state (0) and its hi + lo bf16 terms (2) at the vector path's bounds (its CPU test's);
+# one bf16 term (1, measured 2.4e-3 on o) inside the task's 5e-3 with room to spare.
+AMD_RUNS = [((16, 16, 0), (1e-4, 1e-5)), ((32, 32, 0), (1e-4, 1e-5)), ((64, 64, 0), (1e-4, 1e-5)),
+            ((16, 32, 1), (3.5e-3, 1e-3)), ((32, 32, 1), (3.5e-3, 1e-3)), ((64, 16, 1), (3.5e-3, 1e-3)),
+            ((32, 32, 2), (1e-4, 1e-5)), ((64, 64, 2), (1e-4, 1e-5))]  # fmt: skip
+
+
+def _run_id(value: tuple) -> str:
+    return "BV{}-KSTEP{}-STATE_BF16_{}".format(*value) if len(value) == 3 else "bounds"
+
+
+@pytest.mark.parametrize("config, bounds", AMD_RUNS, ids=_run_id)
+def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(config, bounds, tmp_path):
+    bv, kstep, state_bf16 = config
+    source = amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep, AMD_STATE_BF16=state_bf16)
+    run = _launcher(amd_cpu_library(source, tmp_path), "gdn_chunk_fwd", 9, 4)
     for b, t, h, hv in [(1, 100, 1, 2)]:  # GVA with a padded chunk
         torch.manual_seed(t)
         inputs = GDN.get_inputs(B=b, T=t, H=h, HV=hv, initial_state="random")
@@ -70,14 +83,16 @@ def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(bv, kstep, tmp_p
         ht = torch.full((b, hv, 128, 128), float("nan"))
         assert run(*(x.data_ptr() for x in (*inputs, o, ht)), None, b, t, h, hv, None) == 0
         want_o, want_h = GDN.Model()(*inputs)
-        assert rel_rms(o, want_o) < 1e-4
-        assert rel_rms(ht, want_h) < 1e-5
+        assert rel_rms(o, want_o) < bounds[0]
+        assert rel_rms(ht, want_h) < bounds[1]
 
 
 @pytest.mark.skipif(TOOLCHAIN is None or "gfx942" not in TOOLCHAIN.targets,
                     reason="no gfx942 device compiler")  # fmt: skip
-@pytest.mark.parametrize("bv, kstep", [(16, 16), (32, 32), (64, 64), (64, 16)])
-def test_prefill_amd_path_uses_mfma_without_spills_on_gfx942(bv, kstep, tmp_path):
-    (facts,) = analyze(amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep), "gfx942", tmp_path)
+@pytest.mark.parametrize("bv, kstep, state_bf16", [(16, 16, 0), (32, 32, 0), (64, 64, 0),
+                                                  (64, 16, 0), (16, 64, 1), (64, 64, 2)])  # fmt: skip
+def test_prefill_amd_path_uses_mfma_without_spills_on_gfx942(bv, kstep, state_bf16, tmp_path):
+    source = amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep, AMD_STATE_BF16=state_bf16)
+    (facts,) = analyze(source, "gfx942", tmp_path)
     assert facts.kernel.startswith("gdn_chunk_kernel(")
     assert facts.mfma > 0 and facts.spills == 0 and facts.scratch_bytes == 0, facts

@@ -2,9 +2,10 @@
 // - NVIDIA sm_80+ with MATRIX_CORES 1: two kernels on tensor cores (mma.sync), described at
 //   gdn_tc_prep and gdn_tc_scan below;
 // - everywhere else (AMD included), and with MATRIX_CORES 0: one fused chunked kernel in fp32,
-//   described here. On AMD with MATRIX_CORES 1 its matrix products of bf16 inputs (K K^T and
-//   Q K^T, and with AMD_STATE_BF16 1 also K h, Q h and K^T Vn) run on MFMA through the tile layer
-//   (hipevolve/tile.h); the NVIDIA code keeps its own mma.sync path below, unchanged.
+//   described here. On AMD with MATRIX_CORES 1 its K K^T and Q K^T (bf16 inputs), and with
+//   AMD_STATE_BF16 1 or 2 its K h and Q h (the fp32 state as one or two bf16 terms), run on MFMA
+//   through the tile layer (hipevolve/tile.h); the solve, P Vn and the state update stay fp32
+//   vector code. The NVIDIA code keeps its own mma.sync kernels below, unchanged.
 //
 // Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
 // chunks of C = 64 tokens, gamma = in-chunk cumulative sum of g, Gamma_ij = exp(gamma_i - gamma_j):
@@ -56,6 +57,16 @@
 // (more: fewer LDS round trips between matrix instructions, more registers).
 // @tunable MFMA_KSTEP: 16, 32, 64
 #define MFMA_KSTEP 32
+
+// AMD MFMA path: K h and Q h on MFMA too, from a bf16 copy of the fp32 state (1, the operand
+// precision of the NVIDIA tensor-core path's W h and Q h), or from two bf16 terms of it (2:
+// hi + lo, about 16 bits of mantissa, twice the MFMA work), or in fp32 vector code (0).
+// On CPU threads with MFMA emulated (tests/test_gdn_amd_matrix_cores.py), 2 matches the fp32
+// path's error (3.7e-5 against 2.4e-5 on o) and 1 has 2.4e-3 on o. Not yet timed on an AMD GPU;
+// 2 is the default as it moves the most work onto MFMA at fp32-grade error.
+// @tunable AMD_STATE_BF16: 0, 1, 2
+#define AMD_STATE_BF16 2
+#define AMD_MFMA_STATE (AMD_MFMA && AMD_STATE_BF16)
 
 // U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
 // H200, bf16 took the prep kernel from 110 to 99 us (qwen_tp1_short) and from 803 to 726 us
@@ -193,6 +204,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             *reinterpret_cast<uint4*>(sK + swz(row, chunk)) = kw;
             *reinterpret_cast<uint4*>(sQ + swz(row, chunk)) = qw;
         }
+#if !AMD_MFMA_STATE
         uint2 vraw[RI];
 #pragma unroll
         for (int i = 0; i < RI; ++i) {
@@ -203,6 +215,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 vraw[i] = *reinterpret_cast<const uint2*>(v + off + v0 + cg * 4);
             }
         }
+#endif
         float g_t = 0.0f, beta_t = 0.0f;
         if (t < C && t0 + t < T) {
             const int64_t off = (static_cast<int64_t>(b) * T + t0 + t) * HV + hv;
@@ -212,6 +225,32 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         __syncthreads();
 
         // ---- 1a: S_K = K h and S_Q = Q h, RI rows x 4 columns per thread --------------------
+#if AMD_MFMA_STATE
+        // MFMA: wave w owns rows 16 w .. 16 w + 15 of S_K and S_Q (fragments stay in registers
+        // until R and O are formed from them), h rounded to bf16 as it is read.
+        const int wrow = t / hvt::Atom::LANES * 16;
+        hvt::TileC<16, BV> skt, sqt;
+        hvt::zero(skt);
+        hvt::zero(sqt);
+#pragma unroll 1
+        for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
+            hvt::TileA<16, MFMA_KSTEP> ak, aq;
+            hvt::TileB<MFMA_KSTEP, BV> bh;
+            hvt::load_a(ak, [&](int r, int d) { return sK[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
+            hvt::load_a(aq, [&](int r, int d) { return sQ[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
+            hvt::load_b(bh, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * BV + c])); });
+            hvt::mma(skt, ak, bh);
+            hvt::mma(sqt, aq, bh);
+#if AMD_STATE_BF16 == 2
+            hvt::load_b(bh, [&](int d, int c) {  // the remainder h - bf16(h), in bf16
+                const float x = sH[(d0 + d) * BV + c];
+                return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
+            });
+            hvt::mma(skt, ak, bh);
+            hvt::mma(sqt, aq, bh);
+#endif
+        }
+#else
         float sk[RI][4], sq[RI][4];
 #pragma unroll
         for (int i = 0; i < RI; ++i) {
@@ -242,6 +281,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 }
             }
         }
+#endif
         __syncthreads();  // h in LDS is dead until the end of the step
 
         // ---- 1b: gamma and its exponentials ------------------------------------------------
@@ -360,6 +400,17 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         __syncthreads();  // Q is dead: R goes over it
 
         // ---- 1c: R = beta (v - exp(gamma) S_K) ------------------------------------------------
+#if AMD_MFMA_STATE
+        hvt::each(skt, [&](int r, int c, float& x) {
+            const int row = wrow + r;
+            float vv = 0.0f;  // rows past T: v = 0 (and beta = 0)
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+                vv = bf16_lo(v[off + v0 + c]);
+            }
+            sR[row * BV + c] = sB[row] * (vv - sEg[row] * x);
+        });
+#else
 #pragma unroll
         for (int i = 0; i < RI; ++i) {
             const int row = rg * RI + i;
@@ -372,6 +423,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             r.w = bt * (bf16_hi(vraw[i].y) - eg * sk[i][3]);
             *reinterpret_cast<float4*>(sR + row * BV + cg * 4) = r;
         }
+#endif
         __syncthreads();
 
         // ---- 2: (I + L) Vn = R by blocked forward substitution --------------------------------
@@ -405,6 +457,17 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         }
 
         // ---- 2: O = scale exp(gamma) S_Q + P Vn ----------------------------------------------
+#if AMD_MFMA_STATE
+        hvt::each(sqt, [&](int r, int c, float& x) {
+            const int row = wrow + r;
+            float out = scale * sEg[row] * x;
+            for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * BV + c];
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+                o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
+            }
+        });
+#else
         {
             float out[RI][4];
 #pragma unroll
@@ -438,6 +501,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 }
             }
         }
+#endif
 
         // ---- 2: h' = exp(gamma_C) h + (K exp(gamma_C - gamma))^T Vn ---------------------------
         {
