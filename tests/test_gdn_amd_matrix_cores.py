@@ -96,3 +96,24 @@ def test_prefill_amd_path_uses_mfma_without_spills_on_gfx942(bv, kstep, state_bf
     (facts,) = analyze(source, "gfx942", tmp_path)
     assert facts.kernel.startswith("gdn_chunk_kernel(")
     assert facts.mfma > 0 and facts.spills == 0 and facts.scratch_bytes == 0, facts
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_amd_only_tunables_leave_the_nvidia_code_byte_identical(tmp_path):
+    """The NVIDIA tensor-core kernels are untouched by the AMD path: its tunables at other
+    values give the same sm_90 cubin (no -lineinfo: line numbers are not code)."""
+    from hipevolve.verifier.build.nvidia import include_dir
+
+    cubins = []
+    for i, defines in enumerate([{}, {"MFMA_KSTEP": 16, "AMD_STATE_BF16": 0}]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        (folder / "kernel.hip").write_text(amd_source(**defines))
+        argv = ["nvcc", "-x", "cu", "-cubin", "-O3", "-std=c++17", "--expt-relaxed-constexpr",
+                "-gencode=arch=compute_90,code=sm_90", f"-I{include_dir()}",
+                f"-I{tile_include_dir()}", "-D__HIP_PLATFORM_NVIDIA__", "-o", "k.cubin",
+                "kernel.hip"]  # fmt: skip
+        done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        cubins.append((folder / "k.cubin").read_bytes())
+    assert cubins[0] == cubins[1]
