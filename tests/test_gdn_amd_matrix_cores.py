@@ -60,10 +60,11 @@ def amd_source(**defines: int) -> str:
 
 
 # (BV, MFMA_KSTEP, AMD_STATE_BF16) -> the largest relative RMS errors (o, state) allowed: the
-# fp32 state (0) and its hi + lo bf16 terms (2) at the vector path's bounds (its CPU test's);
-# one bf16 term (1, measured 2.4e-3 on o) inside the task's 5e-3 with room to spare.
+# fp32 operands (0) and their hi + lo bf16 terms (2, measured 5.1e-5 on o and 2.5e-6 on the
+# state) at the vector path's bounds (its CPU test's); one bf16 term (1, measured 2.4e-3 and
+# 1.7e-3) inside the task's 5e-3.
 AMD_RUNS = [((16, 16, 0), (1e-4, 1e-5)), ((32, 32, 0), (1e-4, 1e-5)), ((64, 64, 0), (1e-4, 1e-5)),
-            ((16, 32, 1), (3.5e-3, 1e-3)), ((32, 32, 1), (3.5e-3, 1e-3)), ((64, 16, 1), (3.5e-3, 1e-3)),
+            ((16, 32, 1), (3.5e-3, 3e-3)), ((32, 32, 1), (3.5e-3, 3e-3)), ((64, 16, 1), (3.5e-3, 3e-3)),
             ((32, 32, 2), (1e-4, 1e-5)), ((64, 64, 2), (1e-4, 1e-5))]  # fmt: skip
 
 

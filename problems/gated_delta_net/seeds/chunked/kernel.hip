@@ -3,9 +3,10 @@
 //   gdn_tc_prep and gdn_tc_scan below;
 // - everywhere else (AMD included), and with MATRIX_CORES 0: one fused chunked kernel in fp32,
 //   described here. On AMD with MATRIX_CORES 1 its K K^T and Q K^T (bf16 inputs), and with
-//   AMD_STATE_BF16 1 or 2 its K h and Q h (the fp32 state as one or two bf16 terms), run on MFMA
-//   through the tile layer (hipevolve/tile.h); the solve, P Vn and the state update stay fp32
-//   vector code. The NVIDIA code keeps its own mma.sync kernels below, unchanged.
+//   AMD_STATE_BF16 1 or 2 its K h, Q h and state update K^T (e^(gamma_C - gamma) Vn) (the fp32
+//   operands as one or two bf16 terms, the state in MFMA accumulators), run on MFMA through the
+//   tile layer (hipevolve/tile.h); the solve and P Vn stay fp32 vector code. The NVIDIA code
+//   keeps its own mma.sync kernels below, unchanged.
 //
 // Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
 // chunks of C = 64 tokens, gamma = in-chunk cumulative sum of g, Gamma_ij = exp(gamma_i - gamma_j):
@@ -58,12 +59,13 @@
 // @tunable MFMA_KSTEP: 16, 32, 64
 #define MFMA_KSTEP 32
 
-// AMD MFMA path: K h and Q h on MFMA too, from a bf16 copy of the fp32 state (1, the operand
-// precision of the NVIDIA tensor-core path's W h and Q h), or from two bf16 terms of it (2:
-// hi + lo, about 16 bits of mantissa, twice the MFMA work), or in fp32 vector code (0).
-// On CPU threads with MFMA emulated (tests/test_gdn_amd_matrix_cores.py), 2 matches the fp32
-// path's error (3.7e-5 against 2.4e-5 on o) and 1 has 2.4e-3 on o. Not yet timed on an AMD GPU;
-// 2 is the default as it moves the most work onto MFMA at fp32-grade error.
+// AMD MFMA path: K h, Q h and the state update on MFMA too, their fp32 operands (the state, and
+// e^(gamma_C - gamma) Vn) rounded to bf16 (1, the operand precision of the NVIDIA tensor-core
+// path) or split into two bf16 terms (2: hi + lo, about 16 bits of mantissa, twice the MFMA
+// work); or in fp32 vector code (0). The state itself stays fp32 (in MFMA accumulators).
+// On CPU threads with MFMA emulated (tests/test_gdn_amd_matrix_cores.py), relative RMS errors
+// on o and the state: 0: 2.4e-5, 2.2e-7; 2: 5.1e-5, 2.5e-6; 1: 2.4e-3, 1.7e-3. Not yet timed on
+// an AMD GPU; 2 is the default as it moves the most work onto MFMA at near-fp32 error.
 // @tunable AMD_STATE_BF16: 0, 1, 2
 #define AMD_STATE_BF16 2
 #define AMD_MFMA_STATE (AMD_MFMA && AMD_STATE_BF16)
@@ -173,6 +175,15 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
     const int64_t bh = static_cast<int64_t>(b) * HV + hv;
 
+#if AMD_MFMA_STATE
+    // The state slice in MFMA accumulators: wave w updates rows 32 w .. 32 w + 31.
+    const int hrow = t / hvt::Atom::LANES * (DK / 4);
+    hvt::TileC<DK / 4, BV> hs;
+    hvt::each(hs, [&](int r, int c, float& x) {
+        x = h0[(bh * DK + hrow + r) * DV + v0 + c];
+        sH[(hrow + r) * BV + c] = x;
+    });
+#else
     // The state tile this thread updates: rows rg * RH + i, columns v0 + cg * 4 .. + 3.
     float4 hreg[RH];
     {
@@ -183,6 +194,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
         }
     }
+#endif
 
     const int chunks = (T + C - 1) / C;
     for (int n = 0; n < chunks; ++n) {
@@ -504,6 +516,35 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #endif
 
         // ---- 2: h' = exp(gamma_C) h + (K exp(gamma_C - gamma))^T Vn ---------------------------
+#if AMD_MFMA_STATE
+        {
+            // MFMA: A = K^T (this wave's 32 key rows), B = e^(gamma_C - gamma) Vn as one or two
+            // bf16 terms, accumulated onto the decayed state in place.
+            const float ec = sEg[C - 1];
+            hvt::each(hs, [&](int, int, float& x) { x *= ec; });
+#pragma unroll 1
+            for (int j0 = 0; j0 < C; j0 += MFMA_KSTEP) {
+                hvt::TileA<DK / 4, MFMA_KSTEP> akt;
+                hvt::TileB<MFMA_KSTEP, BV> bvn;
+                hvt::load_a(akt, [&](int d, int j) {
+                    return sK[swz(j0 + j, (hrow + d) >> 3) + ((hrow + d) & 7)];
+                });
+                hvt::load_b(bvn, [&](int j, int c) {
+                    return static_cast<uint16_t>(bf16_bits(sD[j0 + j] * sR[(j0 + j) * BV + c]));
+                });
+                hvt::mma(hs, akt, bvn);
+#if AMD_STATE_BF16 == 2
+                hvt::load_b(bvn, [&](int j, int c) {  // the remainder, in bf16
+                    const float x = sD[j0 + j] * sR[(j0 + j) * BV + c];
+                    return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
+                });
+                hvt::mma(hs, akt, bvn);
+#endif
+            }
+        }
+        __syncthreads();  // every reader of M, the small arrays, K and Vn is done
+        hvt::each(hs, [&](int r, int c, float& x) { sH[(hrow + r) * BV + c] = x; });
+#else
         {
             const float ec = sEg[C - 1];
 #pragma unroll
@@ -544,11 +585,16 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         for (int i = 0; i < RH; ++i) {
             *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
         }
+#endif
     }
 
+#if AMD_MFMA_STATE
+    hvt::each(hs, [&](int r, int c, float& x) { ht[(bh * DK + hrow + r) * DV + v0 + c] = x; });
+#else
     float* dst = ht + (bh * DK + rg * RH) * DV + v0 + cg * 4;
 #pragma unroll
     for (int i = 0; i < RH; ++i) *reinterpret_cast<float4*>(dst + i * DV) = hreg[i];
+#endif
 }
 
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
