@@ -44,8 +44,14 @@ def test_static_screen_accepts_the_tile_header_and_still_refuses_other_project_p
     from hipevolve.verifier.screen.screening import screen
 
     def screened(source: str):
-        return screen(Candidate(format="native", name="tile_gemm", hip_source=source,
-                                python_source="class ModelNew: pass\n"))
+        return screen(
+            Candidate(
+                format="native",
+                name="tile_gemm",
+                hip_source=source,
+                python_source="class ModelNew: pass\n",
+            )
+        )
 
     flags = screened(GEMM).flags
     assert not any("include" in str(f) for f in flags), flags

@@ -108,9 +108,7 @@ HVT_DEV void atom_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)
 
 
 @pytest.mark.parametrize("path, warp", [("mfma", 64), ("mma", 32)])
-def test_tile_gemm_on_cpu_threads_with_the_instruction_emulated_equals_matmul(
-    path, warp, tmp_path
-):
+def test_tile_gemm_on_cpu_threads_with_the_instruction_emulated_equals_matmul(path, warp, tmp_path):
     from gemm_emulation import PRIMITIVES, build_cpu
 
     source = inlined(GEMM.read_text())
