@@ -135,4 +135,4 @@ def test_tile_gemm_matches_torch_matmul_on_the_gpu(tmp_path):
         torch.cuda.synchronize()
         assert err == 0
         want = a.double() @ b.double()
-        torch.testing.assert_close(c.double(), want, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(c.double(), want, rtol=1e-4, atol=1e-3)  # fp32 sums
