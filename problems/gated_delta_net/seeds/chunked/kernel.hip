@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         // ---- 1a: S_K = K h and S_Q = Q h, RI rows x 4 columns per thread --------------------
 #if AMD_MFMA_STATE
         // MFMA: wave w owns rows 16 w .. 16 w + 15 of S_K and S_Q (fragments stay in registers
-        // until R and O are formed from them), h rounded to bf16 as it is read.
+        // until R and O are formed from them), h as one or two bf16 terms as it is read.
         const int wrow = t / hvt::Atom::LANES * 16;
         hvt::TileC<16, BV> skt, sqt;
         hvt::zero(skt);
@@ -248,19 +248,19 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #pragma unroll 1
         for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
             hvt::TileA<16, MFMA_KSTEP> ak, aq;
-            hvt::TileB<MFMA_KSTEP, BV> bh;
+            hvt::TileB<MFMA_KSTEP, BV> bst;  // the state, B[d][c] = h[d0 + d][c]
             hvt::load_a(ak, [&](int r, int d) { return sK[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
             hvt::load_a(aq, [&](int r, int d) { return sQ[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
-            hvt::load_b(bh, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * BV + c])); });
-            hvt::mma(skt, ak, bh);
-            hvt::mma(sqt, aq, bh);
+            hvt::load_b(bst, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * BV + c])); });
+            hvt::mma(skt, ak, bst);
+            hvt::mma(sqt, aq, bst);
 #if AMD_STATE_BF16 == 2
-            hvt::load_b(bh, [&](int d, int c) {  // the remainder h - bf16(h), in bf16
+            hvt::load_b(bst, [&](int d, int c) {  // the remainder h - bf16(h), in bf16
                 const float x = sH[(d0 + d) * BV + c];
                 return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
             });
-            hvt::mma(skt, ak, bh);
-            hvt::mma(sqt, aq, bh);
+            hvt::mma(skt, ak, bst);
+            hvt::mma(sqt, aq, bst);
 #endif
         }
 #else
