@@ -21,6 +21,7 @@ from hipevolve.verifier.build.amd_static import find_toolchain
 from hipevolve.verifier.pipeline import static_analysis
 
 TARGETS = ("gfx942", "gfx90a")
+NOTES = "\n## Notes"
 HEADER = ("| seed | kernel | target | VGPR | AGPR | SGPR | LDS bytes | scratch | spills | "
           "occupancy | MFMA | global loads (bits x n) |\n"
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -54,6 +55,9 @@ def main(names: list[str]) -> int:
                 f"Regenerate with `python scripts/static_facts.py {task.name}`. "
                 f"Compiler: {tc.version.splitlines()[0]}.\n\n" + HEADER)
         text += "".join(rows(seed, settings) for seed in task.seeds)
+        # Hand-written notes under "## Notes" (what the numbers mean, other tunable values) stay.
+        old = path.read_text() if path.exists() else ""
+        text += old[old.index(NOTES):] if NOTES in old else ""
         path.write_text(text)
         print(f"wrote {path}")
     return 0

@@ -107,7 +107,8 @@ def test_package_holds_the_best_kernel_its_lineage_and_measurements(exported):
     pkg = out / PACKAGE
     assert (pkg / "kernel.hip").read_text() == source
     for name in ("loader.py", "runtime.py", "compare.py", "op.py", "instances.py",
-                 "reference.py", "model.py", "__init__.py", "include/hip/hip_runtime.h"):  # fmt: skip
+                 "reference.py", "model.py", "__init__.py", "include/hip/hip_runtime.h",
+                 "tiles/hipevolve/tile.h", "tiles/hipevolve/tile_layout.h"):  # fmt: skip
         assert (pkg / name).is_file(), name
     for name in ("README.md", "bench.py", "kernelbench_model_new.py", "pyproject.toml", MARKER):
         assert (out / name).is_file(), name
@@ -203,6 +204,7 @@ print(library)
 
 
 def test_loader_compiles_with_the_flags_the_verifier_measured_with(exported, tmp_path):
+    from hipevolve.verifier.build.includes import tile_include_dir
     from hipevolve.verifier.build.nvidia import include_dir, nvcc_command
 
     _, out = exported
@@ -218,8 +220,9 @@ print(json.dumps(loader.command("cuda", "sm_90", "nvcc", Path("k.hip"), Path("li
     assert result.returncode == 0, result.stderr
     ours = json.loads(result.stdout.splitlines()[-1])
     theirs = nvcc_command("nvcc", Path("k.hip"), Path("lib.so"), arch="sm_90")
-    carried = f"-I{out / PACKAGE / 'include'}"
-    assert ours == [carried if a == f"-I{include_dir()}" else a for a in theirs]
+    carried = {f"-I{include_dir()}": f"-I{out / PACKAGE / 'include'}",
+               f"-I{tile_include_dir()}": f"-I{out / PACKAGE / 'tiles'}"}  # fmt: skip
+    assert ours == [carried.get(a, a) for a in theirs]
 
 
 # ---------------------------------------------------------------------------- the custom op

@@ -140,6 +140,7 @@ def export_package(
     tasks_dirs: Iterable[Path] = (),
 ) -> PackageExport:
     """Writes the best correct kernel of `task` (of `run`, else of every run) to `out`."""
+    from hipevolve.verifier.build.includes import tile_include_dir
     from hipevolve.verifier.build.nvidia import include_dir
     from hipevolve.verifier.gpu import compare as compare_module
 
@@ -186,6 +187,7 @@ def export_package(
             (pkg / "kernel.hip").write_text(candidate.hip_source or "")
             shutil.copyfile(TEMPLATES / "loader.py", pkg / "loader.py")
             shutil.copytree(include_dir(), pkg / "include")
+            shutil.copytree(tile_include_dir(), pkg / "tiles")
         if sig is not None:
             (pkg / "op.py").write_text(render_op(sig, task))
         (pkg / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import StaticFacts
 from hipevolve.verifier.build.compile import SOURCE_NAME, CommandResult, run_limited
-from hipevolve.verifier.build.includes import check_includes
+from hipevolve.verifier.build.includes import check_includes, tile_include_dir
 
 HIPEVOLVE_PREFIX = Path("/opt/hipevolve-amd")
 KNOWN_TARGETS = ("gfx90a", "gfx942", "gfx950")
@@ -203,6 +203,7 @@ def device_compile_command(tc: AmdToolchain, source: Path, output: Path, target:
         "-fno-crash-diagnostics",
         f"--rocm-path={tc.hip_prefix}",
         f"--rocm-device-lib-path={tc.device_libs}",
+        f"-I{tile_include_dir()}",
         str(source),
         "-o",
         str(output),

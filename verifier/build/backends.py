@@ -108,10 +108,11 @@ def device_name(backend: str) -> str:
 
 
 def _layer_digest() -> str:
-    from hipevolve.verifier.build.nvidia import include_dir
+    """The project's headers (HIP-on-NVIDIA layer, tile layer): part of the compile cache key."""
+    from hipevolve.verifier.build.includes import project_headers
 
     h = hashlib.sha256()
-    for header in sorted(include_dir().rglob("*.h")):
+    for header in project_headers():
         h.update(header.read_bytes())
     return h.hexdigest()[:16]
 
@@ -119,9 +120,11 @@ def _layer_digest() -> str:
 def rocm_command(hipcc: str, targets: tuple[str, ...]) -> list[str]:
     """The rocm backend's compile and link of kernel.hip into lib.so, host launchers and device
     code for each of `targets` (the GPU's own on a ROCm machine; gfx942, gfx90a... in CI)."""
+    from hipevolve.verifier.build.includes import tile_include_dir
+
     arches = [f"--offload-arch={t}" for t in targets]
     return [hipcc, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17", *arches,
-            "kernel.hip", "-o", "lib.so"]  # fmt: skip
+            f"-I{tile_include_dir()}", "kernel.hip", "-o", "lib.so"]  # fmt: skip
 
 
 def compiler_for(backend: str) -> Compiler:
@@ -143,5 +146,5 @@ def compiler_for(backend: str) -> Compiler:
             raise UserError("hipcc not found: the rocm backend compiles with it",
                             "install ROCm, or run `evolve doctor`")
         return Compiler(name="rocm", argv=tuple(rocm_command(hipcc, (_rocm_arch(),))),
-                        toolchain=tool_version(hipcc, _version_text))
+                        toolchain=f"{tool_version(hipcc, _version_text)} tiles {_layer_digest()}")
     raise ValueError(f"backend {backend} has no run-time compiler")

@@ -32,6 +32,20 @@ SOURCE_NAME = "kernel.hip"
 DEPS_NAME = "deps.d"
 
 
+def tile_include_dir() -> Path:
+    """The folder every backend passes as -I for the project's own portable headers:
+    hipevolve/tile.h (register tiles over MFMA and mma.sync) and hipevolve/tile_layout.h."""
+    return Path(__file__).resolve().parent / "tiles"
+
+
+def project_headers() -> list[Path]:
+    """The project's headers a compile may read besides the toolchain's (the HIP-on-NVIDIA
+    layer's and the tile layer's), for cache keys."""
+    from hipevolve.verifier.build.nvidia import include_dir
+
+    return sorted(include_dir().rglob("*.h")) + sorted(tile_include_dir().rglob("*.h"))
+
+
 @cache
 def system_roots() -> tuple[Path, ...]:
     """Folders of system and toolchain headers and binaries: public files, safe to name and
@@ -42,6 +56,7 @@ def system_roots() -> tuple[Path, ...]:
                 "/opt/rocm*", "/opt/hipevolve-amd", "/usr/bin", "/usr/libexec"]  # fmt: skip
     found = {Path(os.path.realpath(p)) for pattern in patterns for p in glob.glob(pattern)}
     found.add(include_dir().resolve())
+    found.add(tile_include_dir())
     return tuple(sorted(found))
 
 

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from hipevolve.core.errors import UserError
+from hipevolve.verifier.build.includes import tile_include_dir
 
 _ARCH = re.compile(r"sm_(\d+)([af]?)")
 _RELEASE = re.compile(r"release\s+[\d.]+,\s+V(\d+\.\d+\.\d+)")
@@ -83,6 +84,7 @@ def nvcc_command(nvcc: str, source: Path, output: Path, arch: str = "sm_90") -> 
         "static",
         f"-gencode=arch={virtual},code={arch}",
         f"-I{include_dir()}",
+        f"-I{tile_include_dir()}",
         "-D__HIP_PLATFORM_NVIDIA__",
         "-o",
         str(output),

@@ -121,6 +121,8 @@ _INLINE_HEADERS = re.compile(
     r"|cooperative_groups(?:/\w+)?\.h|string|hip/[\w/]+\.h"
 )
 _HIP_HEADERS = re.compile(r"hip/[\w/]+\.h")
+# The project's own portable headers (verifier/build/tiles: the tile layer), on every backend's -I.
+_PROJECT_HEADERS = re.compile(r"hipevolve/tile(?:_layout)?\.h")
 
 
 def _include_problem(src: CxxSource, directive: str, rest: str) -> str | None:
@@ -137,6 +139,7 @@ def _include_problem(src: CxxSource, directive: str, rest: str) -> str | None:
     allowed = (
         header in _STD_HEADERS
         or _HIP_HEADERS.fullmatch(header)
+        or (not src.inline and _PROJECT_HEADERS.fullmatch(header))
         or (src.inline and _INLINE_HEADERS.fullmatch(header))
     )
     return None if allowed else f"#include <{header}> is outside the header allowlist"

@@ -4,6 +4,7 @@
   on a machine without ROCm the one hipevolve's install_amd_toolchain.sh makes (ahead of time).
 - NVIDIA (a CUDA build of PyTorch): nvcc through the HIP-to-CUDA headers carried in include/,
   for the GPU's sm_XY.
+Both pass -I tiles/, the tile layer's headers (hipevolve/tile.h) a kernel may include.
 
 The library is cached by the hash of the source, the command line and the compiler's version,
 under $HIPEVOLVE_KERNEL_CACHE, else $XDG_CACHE_HOME/hipevolve-kernels, else
@@ -31,6 +32,7 @@ from .runtime import Kernels
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "kernel.hip"
 INCLUDE = HERE / "include"
+TILES = HERE / "tiles"
 ROCM_BIN = Path("/opt/rocm/bin")
 AMD_PREFIX_HIPCC = Path("/opt/hipevolve-amd/bin/hipcc")
 COMPILE_TIMEOUT_S = 600
@@ -79,7 +81,7 @@ def command(backend: str, arch: str, compiler: str, source: Path, output: Path) 
     """The compile command: the same flags hipevolve's verifier built and measured with."""
     if backend == "rocm":
         return [compiler, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17",
-                f"--offload-arch={arch}", str(source), "-o", str(output)]  # fmt: skip
+                f"--offload-arch={arch}", f"-I{TILES}", str(source), "-o", str(output)]  # fmt: skip
     if backend != "cuda":
         raise ValueError(f"unknown backend {backend!r}: rocm or cuda")
     digits = arch.removeprefix("sm_")
@@ -87,7 +89,7 @@ def command(backend: str, arch: str, compiler: str, source: Path, output: Path) 
         compiler, "-x", "cu", "-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17",
         "-lineinfo", "--expt-relaxed-constexpr", "-cudart", "static",
         f"-gencode=arch=compute_{digits},code={arch}", f"-I{INCLUDE}",
-        "-D__HIP_PLATFORM_NVIDIA__", "-o", str(output), str(source),
+        f"-I{TILES}", "-D__HIP_PLATFORM_NVIDIA__", "-o", str(output), str(source),
     ]  # fmt: skip
 
 
@@ -118,6 +120,7 @@ def build_library(
     key_parts += [_version(compiler)]
     if backend == "cuda":
         key_parts += [p.read_text() for p in sorted(INCLUDE.rglob("*.h"))]
+    key_parts += [p.read_text() for p in sorted(TILES.rglob("*.h"))]
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:32]
     root = cache_dir or cache_root()
     target = root / f"{key}-{backend}-{arch}.so"

@@ -2,7 +2,11 @@
 // - NVIDIA sm_80+ with MATRIX_CORES 1: two kernels on tensor cores (mma.sync), described at
 //   gdn_tc_prep and gdn_tc_scan below;
 // - everywhere else (AMD included), and with MATRIX_CORES 0: one fused chunked kernel in fp32,
-//   described here.
+//   described here. On AMD with MATRIX_CORES 1 its K K^T and Q K^T (bf16 inputs), and with
+//   AMD_STATE_BF16 1 or 2 its K h, Q h and state update K^T (e^(gamma_C - gamma) Vn) (the fp32
+//   operands as one or two bf16 terms, the state in MFMA accumulators), run on MFMA through the
+//   tile layer (hipevolve/tile.h); the solve and P Vn stay fp32 vector code. The NVIDIA code
+//   keeps its own mma.sync kernels below, unchanged.
 //
 // Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
 // chunks of C = 64 tokens, gamma = in-chunk cumulative sum of g, Gamma_ij = exp(gamma_i - gamma_j):
@@ -38,9 +42,34 @@
 #include <hip/hip_runtime.h>
 #include <cstdint>
 
-// Tensor cores on NVIDIA sm_80+ (1), or the portable fused kernel on every GPU (0).
+// Matrix cores (1): tensor cores on NVIDIA sm_80+ (the two kernels below), MFMA inside the fused
+// kernel on AMD; or the portable fused kernel in fp32 vector code on every GPU (0).
 // @tunable MATRIX_CORES: 0, 1
 #define MATRIX_CORES 1
+
+#if defined(__HIP_PLATFORM_AMD__) && MATRIX_CORES
+#include <hipevolve/tile.h>
+#define AMD_MFMA 1
+#else
+#define AMD_MFMA 0
+#endif
+
+// AMD MFMA path: the reduction step of every MFMA product, the bf16 tiles a wave holds at once
+// (more: fewer LDS round trips between matrix instructions, more registers; at 32 the default
+// path needs 256 VGPRs on gfx942 and spills 4 registers on gfx90a, at 16 it needs 207).
+// @tunable MFMA_KSTEP: 16, 32, 64
+#define MFMA_KSTEP 16
+
+// AMD MFMA path: K h, Q h and the state update on MFMA too, their fp32 operands (the state, and
+// e^(gamma_C - gamma) Vn) rounded to bf16 (1, the operand precision of the NVIDIA tensor-core
+// path) or split into two bf16 terms (2: hi + lo, about 16 bits of mantissa, twice the MFMA
+// work); or in fp32 vector code (0). The state itself stays fp32 (in MFMA accumulators).
+// On CPU threads with MFMA emulated (tests/test_gdn_amd_matrix_cores.py), relative RMS errors
+// on o and the state: 0: 2.4e-5, 2.2e-7; 2: 5.1e-5, 2.5e-6; 1: 2.4e-3, 1.7e-3. Not yet timed on
+// an AMD GPU; 2 is the default as it moves the most work onto MFMA at near-fp32 error.
+// @tunable AMD_STATE_BF16: 0, 1, 2
+#define AMD_STATE_BF16 2
+#define AMD_MFMA_STATE (AMD_MFMA && AMD_STATE_BF16)
 
 // U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
 // H200, bf16 took the prep kernel from 110 to 99 us (qwen_tp1_short) and from 803 to 726 us
@@ -147,6 +176,15 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
     const int64_t bh = static_cast<int64_t>(b) * HV + hv;
 
+#if AMD_MFMA_STATE
+    // The state slice in MFMA accumulators: wave w updates rows 32 w .. 32 w + 31.
+    const int hrow = t / hvt::Atom::LANES * (DK / 4);
+    hvt::TileC<DK / 4, BV> hs;
+    hvt::each(hs, [&](int r, int c, float& x) {
+        x = h0[(bh * DK + hrow + r) * DV + v0 + c];
+        sH[(hrow + r) * BV + c] = x;
+    });
+#else
     // The state tile this thread updates: rows rg * RH + i, columns v0 + cg * 4 .. + 3.
     float4 hreg[RH];
     {
@@ -157,6 +195,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
         }
     }
+#endif
 
     const int chunks = (T + C - 1) / C;
     for (int n = 0; n < chunks; ++n) {
@@ -178,6 +217,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             *reinterpret_cast<uint4*>(sK + swz(row, chunk)) = kw;
             *reinterpret_cast<uint4*>(sQ + swz(row, chunk)) = qw;
         }
+#if !AMD_MFMA_STATE
         uint2 vraw[RI];
 #pragma unroll
         for (int i = 0; i < RI; ++i) {
@@ -188,6 +228,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 vraw[i] = *reinterpret_cast<const uint2*>(v + off + v0 + cg * 4);
             }
         }
+#endif
         float g_t = 0.0f, beta_t = 0.0f;
         if (t < C && t0 + t < T) {
             const int64_t off = (static_cast<int64_t>(b) * T + t0 + t) * HV + hv;
@@ -197,6 +238,32 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         __syncthreads();
 
         // ---- 1a: S_K = K h and S_Q = Q h, RI rows x 4 columns per thread --------------------
+#if AMD_MFMA_STATE
+        // MFMA: wave w owns rows 16 w .. 16 w + 15 of S_K and S_Q (fragments stay in registers
+        // until R and O are formed from them), h as one or two bf16 terms as it is read.
+        const int wrow = t / hvt::Atom::LANES * 16;
+        hvt::TileC<16, BV> skt, sqt;
+        hvt::zero(skt);
+        hvt::zero(sqt);
+#pragma unroll 1
+        for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
+            hvt::TileA<16, MFMA_KSTEP> ak, aq;
+            hvt::TileB<MFMA_KSTEP, BV> bst;  // the state, B[d][c] = h[d0 + d][c]
+            hvt::load_a(ak, [&](int r, int d) { return sK[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
+            hvt::load_a(aq, [&](int r, int d) { return sQ[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
+            hvt::load_b(bst, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * BV + c])); });
+            hvt::mma(skt, ak, bst);
+            hvt::mma(sqt, aq, bst);
+#if AMD_STATE_BF16 == 2
+            hvt::load_b(bst, [&](int d, int c) {  // the remainder h - bf16(h), in bf16
+                const float x = sH[(d0 + d) * BV + c];
+                return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
+            });
+            hvt::mma(skt, ak, bst);
+            hvt::mma(sqt, aq, bst);
+#endif
+        }
+#else
         float sk[RI][4], sq[RI][4];
 #pragma unroll
         for (int i = 0; i < RI; ++i) {
@@ -227,6 +294,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 }
             }
         }
+#endif
         __syncthreads();  // h in LDS is dead until the end of the step
 
         // ---- 1b: gamma and its exponentials ------------------------------------------------
@@ -250,6 +318,34 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         __syncthreads();
 
         // ---- 1b: M = [L^T above the diagonal | P on and below it] ---------------------------
+#if AMD_MFMA
+        // MFMA: wave w owns rows 16 w .. 16 w + 15 of K K^T and Q K^T (bf16 in, fp32 sums, as
+        // the vector path), in MFMA_KSTEP-wide steps of the key dimension.
+        {
+            static_assert(NT == 4 * hvt::Atom::LANES, "one wave per 16 rows of the chunk");
+            const int w16 = t / hvt::Atom::LANES * 16;
+            hvt::TileC<16, C> kk, qk;
+            hvt::zero(kk);
+            hvt::zero(qk);
+#pragma unroll 1
+            for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
+                hvt::TileA<16, MFMA_KSTEP> ak, aq;
+                hvt::TileB<MFMA_KSTEP, C> bk;  // K^T: B[d][s] = k_s[d0 + d]
+                hvt::load_a(ak, [&](int r, int d) { return sK[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::load_a(aq, [&](int r, int d) { return sQ[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::load_b(bk, [&](int d, int s) { return sK[swz(s, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::mma(kk, ak, bk);
+                hvt::mma(qk, aq, bk);
+            }
+            hvt::each(qk, [&](int r, int s, float& p) { sM[(w16 + r) * C + s] = p; });
+            hvt::each(kk, [&](int r, int s, float& dot) {
+                const int row = w16 + r;
+                const float pq = sM[row * C + s];
+                sM[row * C + s] = row < s ? sB[s] * dot * expf(sGam[s] - sGam[row])
+                                          : scale * pq * expf(sGam[row] - sGam[s]);
+            });
+        }
+#else
         // Entry (r, s) = a + 16 i, b + 16 j: r < s needs k_r . k_s (for L[s][r]); r >= s needs
         // q_r . k_s (for P[r][s]). i < j and i > j settle it; on i == j it depends on a < b,
         // so those four entries accumulate both products.
@@ -313,9 +409,21 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 }
             }
         }
+#endif
         __syncthreads();  // Q is dead: R goes over it
 
         // ---- 1c: R = beta (v - exp(gamma) S_K) ------------------------------------------------
+#if AMD_MFMA_STATE
+        hvt::each(skt, [&](int r, int c, float& x) {
+            const int row = wrow + r;
+            float vv = 0.0f;  // rows past T: v = 0 (and beta = 0)
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+                vv = bf16_lo(v[off + v0 + c]);
+            }
+            sR[row * BV + c] = sB[row] * (vv - sEg[row] * x);
+        });
+#else
 #pragma unroll
         for (int i = 0; i < RI; ++i) {
             const int row = rg * RI + i;
@@ -328,6 +436,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             r.w = bt * (bf16_hi(vraw[i].y) - eg * sk[i][3]);
             *reinterpret_cast<float4*>(sR + row * BV + cg * 4) = r;
         }
+#endif
         __syncthreads();
 
         // ---- 2: (I + L) Vn = R by blocked forward substitution --------------------------------
@@ -361,6 +470,17 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         }
 
         // ---- 2: O = scale exp(gamma) S_Q + P Vn ----------------------------------------------
+#if AMD_MFMA_STATE
+        hvt::each(sqt, [&](int r, int c, float& x) {
+            const int row = wrow + r;
+            float out = scale * sEg[row] * x;
+            for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * BV + c];
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+                o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
+            }
+        });
+#else
         {
             float out[RI][4];
 #pragma unroll
@@ -394,8 +514,38 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
                 }
             }
         }
+#endif
 
         // ---- 2: h' = exp(gamma_C) h + (K exp(gamma_C - gamma))^T Vn ---------------------------
+#if AMD_MFMA_STATE
+        {
+            // MFMA: A = K^T (this wave's 32 key rows), B = e^(gamma_C - gamma) Vn as one or two
+            // bf16 terms, accumulated onto the decayed state in place.
+            const float ec = sEg[C - 1];
+            hvt::each(hs, [&](int, int, float& x) { x *= ec; });
+#pragma unroll 1
+            for (int j0 = 0; j0 < C; j0 += MFMA_KSTEP) {
+                hvt::TileA<DK / 4, MFMA_KSTEP> akt;
+                hvt::TileB<MFMA_KSTEP, BV> bvn;
+                hvt::load_a(akt, [&](int d, int j) {
+                    return sK[swz(j0 + j, (hrow + d) >> 3) + ((hrow + d) & 7)];
+                });
+                hvt::load_b(bvn, [&](int j, int c) {
+                    return static_cast<uint16_t>(bf16_bits(sD[j0 + j] * sR[(j0 + j) * BV + c]));
+                });
+                hvt::mma(hs, akt, bvn);
+#if AMD_STATE_BF16 == 2
+                hvt::load_b(bvn, [&](int j, int c) {  // the remainder, in bf16
+                    const float x = sD[j0 + j] * sR[(j0 + j) * BV + c];
+                    return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
+                });
+                hvt::mma(hs, akt, bvn);
+#endif
+            }
+        }
+        __syncthreads();  // every reader of M, the small arrays, K and Vn is done
+        hvt::each(hs, [&](int r, int c, float& x) { sH[(hrow + r) * BV + c] = x; });
+#else
         {
             const float ec = sEg[C - 1];
 #pragma unroll
@@ -436,11 +586,16 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         for (int i = 0; i < RH; ++i) {
             *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
         }
+#endif
     }
 
+#if AMD_MFMA_STATE
+    hvt::each(hs, [&](int r, int c, float& x) { ht[(bh * DK + hrow + r) * DV + v0 + c] = x; });
+#else
     float* dst = ht + (bh * DK + rg * RH) * DV + v0 + cg * 4;
 #pragma unroll
     for (int i = 0; i < RH; ++i) *reinterpret_cast<float4*>(dst + i * DV) = hreg[i];
+#endif
 }
 
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
