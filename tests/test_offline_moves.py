@@ -151,8 +151,8 @@ def two_elites() -> dict[int, Candidate]:
     return {1: seed, 2: next(steps(seed, 3, random.Random(7)))}
 
 
-@settings(max_examples=15, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60))
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30))
 def test_proposals_never_repeat_seen_code(seed, count):
     sources = two_elites()
     island = island_of(sources)
@@ -186,25 +186,19 @@ def test_proposals_are_deterministic_for_a_seed():
 def test_the_policy_draws_multi_tunable_steps_and_crossovers():
     sources = two_elites()
     configs = {cid: config_of(c) for cid, c in sources.items()}
-    kinds = set()
-    widest = 0
-    for hash_, parents, kind in proposal_stream(3, 60):
-        kinds.add(kind)
-        if kind == "mutation":
-            seen_child = next(c for c in _children(sources, 3, 60) if c.source_hash == hash_)
-            widest = max(widest, len(differing(config_of(seen_child), configs[parents[0]])))
-    assert kinds == {"mutation", "crossover"}
-    assert widest >= 2
-
-
-def _children(sources, seed, count):
     island = island_of(sources)
     seen = {c.source_hash for c in sources.values()}
-    rng = random.Random(seed)
-    for i in range(count):
+    rng = random.Random(3)
+    kinds, widest = set(), 0
+    for i in range(60):
         child = propose(proposal_for(island, 1 + i % 2), sources, rng, seen)
         seen.add(child.candidate.source_hash)
-        yield child.candidate
+        kinds.add(child.kind)
+        if child.kind == "mutation":
+            moved = differing(config_of(child.candidate), configs[child.parents[0]])
+            widest = max(widest, len(moved))
+    assert kinds == {"mutation", "crossover"}
+    assert widest >= 2
 
 
 def test_a_crossover_child_records_both_parents_and_mixes_their_values():
@@ -226,7 +220,7 @@ def test_a_crossover_child_records_both_parents_and_mixes_their_values():
         assert config not in (configs[1], configs[2])
         assert all(config[n] in (configs[1][n], configs[2][n]) for n in config)
         assert first not in child.inspirations and second not in child.inspirations
-    assert found >= 5
+    assert found >= 3  # two parents 3 tunables apart have 6 mixes in all
 
 
 def test_a_spent_parent_restarts_from_another_elite():

@@ -74,7 +74,9 @@ def chosen(seed: Path, k: int = SAMPLE) -> list[Configuration]:
 
 def sources(seed: Path, k: int = SAMPLE) -> dict[str, str]:
     source = seed_candidate(seed).hip_source or ""
-    return {f"{label(seed)}@{configuration_key(c)}": with_values(source, c) for c in chosen(seed, k)}
+    return {
+        f"{label(seed)}@{configuration_key(c)}": with_values(source, c) for c in chosen(seed, k)
+    }
 
 
 def assert_all_build(built: dict[str, object]) -> None:

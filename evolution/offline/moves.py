@@ -44,7 +44,9 @@ def tunables_of(candidate: Candidate) -> list[Tunable]:
         return []
 
 
-def at(parent: Candidate, tunables: list[Tunable], config: Configuration, tag: str = "") -> Candidate:
+def at(
+    parent: Candidate, tunables: list[Tunable], config: Configuration, tag: str = ""
+) -> Candidate:
     """`parent` with its tunables set to `config` (a full or partial configuration)."""
     full = current_configuration(tunables) | config
     base = parent.name.split("@", 1)[0]

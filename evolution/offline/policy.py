@@ -25,11 +25,13 @@ from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Island, ranked
 from hipevolve.evolution.offline.moves import edits, first_unseen, mixes, neighbourhood, steps
+from hipevolve.evolution.offline.mutate import mutate
+from hipevolve.evolution.offline.tunables import TunableError
 
 # Draw thresholds: one-tunable step below the first, a 2-3 tunable step below the second,
 # crossover below the third, else a transform.
-STEP_BELOW = 0.45
-MULTI_STEP_BELOW = 0.65
+STEP_BELOW = 0.55
+MULTI_STEP_BELOW = 0.7
 CROSSOVER_BELOW = 0.85
 
 
@@ -41,12 +43,20 @@ def neighbours(parent: Candidate) -> list[Candidate]:
 def _drawn(
     parent: Candidate, others: list[tuple[int, Candidate]], rng: random.Random, seen: Set[str]
 ) -> tuple[Candidate | None, int | None]:
-    """The child of the drawn move (and the other parent of a crossover), or None."""
+    """The child of the drawn move (and the other parent of a crossover), or None. A step
+    takes each changed tunable to a neighbouring declared value half the time (mutate's
+    neighbour_p): small steps refine a good parent; when that child is seen, any unseen step
+    of the same size."""
     draw = rng.random()
-    if draw < STEP_BELOW:
-        return first_unseen(steps(parent, 1, rng), seen), None
     if draw < MULTI_STEP_BELOW:
-        return first_unseen(steps(parent, rng.choice((2, 3)), rng), seen), None
+        k = 1 if draw < STEP_BELOW else rng.choice((2, 3))
+        try:
+            child = mutate(parent, rng, changes=k)
+        except (TunableError, ValueError):
+            return None, None
+        if child is None or child.source_hash in seen:
+            child = first_unseen(steps(parent, k, rng), seen)
+        return child, None
     if draw < CROSSOVER_BELOW and others:
         other_id, other = rng.choice(others)
         return first_unseen(mixes(parent, other, rng), seen), other_id
