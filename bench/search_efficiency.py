@@ -498,12 +498,15 @@ class LandscapeReport(BaseModel):
     optimum: float
     seed_fitness: float
     median: dict[str, dict[int, float]] = Field(
-        description="method -> evaluations -> median best-so-far / optimum over the seeds")
+        description="method -> evaluations -> median best-so-far / optimum over the seeds"
+    )
     evaluations: dict[str, list[int]] = Field(description="method -> evaluations, per seed")
     stops: list[str] = Field(description="why our search stopped, per seed")
     missing: list[str] = Field(default_factory=list, description="methods not installed here")
-    winner: str = Field(description="the method whose median curve has the largest mean over "
-                        "the reported points (the area under best-so-far: early finds count)")
+    winner: str = Field(
+        description="the method whose median curve has the largest mean over the reported "
+        "points (the area under best-so-far: early finds count)"
+    )
 
 
 def compare_on_landscape(task: TaskSpec, table: TaskTable, budget: int, seeds: Sequence[int]
