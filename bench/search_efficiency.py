@@ -479,8 +479,9 @@ def optuna_search(table: TaskTable, space: Sequence[Configuration], budget: int,
     sampler = optuna.samplers.TPESampler(seed=seed)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     order: list[str] = []
-    for _ in range(budget * 20):  # TPE repeats itself late in a small space: cap the asks
-        if len(order) >= budget:
+    wanted = min(budget, len(space))
+    for _ in range(wanted * 20):  # TPE repeats itself late in a small space: cap the asks
+        if len(order) >= wanted:
             break
         trial = study.ask()
         config = {n: trial.suggest_categorical(n, choices[n]) for n in names}

@@ -313,3 +313,35 @@ def test_a_200_evaluation_run_on_the_softmax_seed_spends_its_budget():
 def test_an_offline_run_is_deterministic_for_its_seed():
     first = softmax_run(seed=4, budget=40)
     assert first[:2] == softmax_run(seed=4, budget=40)[:2]
+
+
+FOUR = """\
+#include <hip/hip_runtime.h>
+
+// @tunable A: 1, 2
+#define A 1
+// @tunable B: 1, 2
+#define B 1
+// @tunable C: 1, 2
+#define C 1
+// @tunable D: 1, 2
+#define D 1
+
+__global__ void four_kernel(float* __restrict__ y) { y[threadIdx.x] = A * B * C * D; }
+"""
+
+
+def test_rescue_jumps_to_a_configuration_no_step_or_crossover_reaches():
+    """Everything within three steps of the only elite is seen; the far corner (all four
+    tunables changed) is found by the last resort, a jump into the declared space."""
+    seed = Candidate(format="native", hip_source=FOUR, python_source="x = 1\n", name="four")
+    sources = {1: seed}
+    island = island_of(sources)
+    seen = {c.source_hash for c in neighbourhood(seed)} | {seed.source_hash}
+    assert len(seen) == 2**4 - 1
+    child = rescue([island], sources, seen)
+    assert child is not None and child.parents == (1,)
+    assert config_of(child.candidate) == {"A": "2", "B": "2", "C": "2", "D": "2"}
+    seen.add(child.candidate.source_hash)
+    assert rescue([island], sources, seen) is None
+    assert propose(proposal_for(island, 1), sources, random.Random(0), seen) is None

@@ -4,8 +4,9 @@ The tables stand in for the GPU measurement only: every configuration of the rea
 gets an Evaluation constructed here (status, per-case times for the task's timed cases), and the
 searches run for real: run_evolution with the offline policy and a temporary SQLite archive,
 random search, exhaustive search. Two landscapes: a smooth one (a product of one factor per
-tunable) and a trap where everything one or two edits from the seed fails and the optimum lies
-four edits away, so our search cannot reach it and the goals must be reported as not met.
+tunable) and a trap where everything up to three edits from the seed fails and the optimum lies
+four edits away, so our search reaches it only by its last-resort jump, too late: the goals must
+be reported as not met.
 """
 
 from __future__ import annotations
@@ -138,12 +139,15 @@ def test_goals_are_reported_not_met_when_the_search_cannot_reach_the_optimum():
     ours = report.curves["ours"]
     assert report.optimum == pytest.approx(3.0)
     assert report.optimum_configuration == configuration_key(FAR)
-    assert all(stop == "exhausted" for stop in ours.stops)
-    assert max(ours.evaluations) < len(SPACE)
-    assert ours.median[100] == pytest.approx(1.0 / 3.0)
-    assert report.curves["random"].median[100] == pytest.approx(1.0)
+    # Nothing within three tunable steps of the seed verifies, so only the policy's last resort
+    # (a jump anywhere in the declared space) finds the optimum, after the 95 kernels of that
+    # neighbourhood: too late for the goals, but the budget is spent, not called exhausted.
+    assert all(stop == "budget" for stop in ours.stops)
+    assert ours.evaluations == [len(SPACE)] * 3
+    assert ours.median[50] == pytest.approx(1.0 / 3.0) and ours.median[100] == pytest.approx(1.0)
+    assert report.curves["random"].median[50] == pytest.approx(1.0)
     assert not report.goal_95_at_25
-    assert not report.ahead_of_random and 100 in report.behind_at
+    assert not report.ahead_of_random and 50 in report.behind_at
     text = se.format_report([report])
     assert "NOT met" in text and "behind at" in text
 

@@ -3,7 +3,8 @@
 - `steps`: a parent with exactly k of its tunables set to other declared values (k = 1, 2, 3);
 - `mixes`: a child taking each tunable from one of two parents, never equal to either (uniform
   crossover restricted to distinct configurations: a mix of the two that neither is);
-- `edits`: the catalogue transforms that apply.
+- `edits`: the catalogue transforms that apply;
+- `jumps`: any other configuration of the parent's declared space (the last resort).
 
 Configurations are cheap to enumerate, candidates are not (each child's source hash parses it,
 about 15 ms), so the streams enumerate configurations first, shuffle them with the rng passed in
@@ -25,6 +26,7 @@ from hipevolve.evolution.offline.tunables import (
     Tunable,
     TunableError,
     configuration_key,
+    configurations,
     current_configuration,
     parse_tunables,
     with_values,
@@ -130,6 +132,17 @@ def neighbourhood(parent: Candidate, rng: random.Random | None = None) -> Iterat
     yield from _shuffled(near, rng)
     for k in STEP_SIZES[1:]:
         yield from steps(parent, k, rng)
+
+
+def jumps(parent: Candidate, rng: random.Random | None = None) -> Iterator[Candidate]:
+    """`parent` at every other configuration of its declared space (a restart anywhere in it),
+    rng-shuffled or in the space's order; the last resort, so that "exhausted" means the whole
+    declared space of every elite has been seen."""
+    tunables = tunables_of(parent)
+    own = current_configuration(tunables)
+    others = [c for c in configurations(tunables) if c != own]
+    for config in _shuffled(others, rng):
+        yield at(parent, tunables, config, tag="j")
 
 
 def first_unseen(options: Iterable[Candidate], seen: Set[str]) -> Candidate | None:

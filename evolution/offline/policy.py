@@ -8,11 +8,14 @@ transform. When the drawn move gives nothing or code already seen, the policy wa
 1. the parent's whole neighbourhood (every single step and transform, then every 2- and 3-step);
 2. every crossover of the parent with each inspiration;
 3. a restart: the same walk from each inspiration, an elite other than the parent (the island's
-   best first), the child recorded as that elite's.
+   best first), the child recorded as that elite's;
+4. a jump: any unseen configuration of the parent's, then each inspiration's, declared space.
 A proposal only comes back empty when every move from its parent and its inspirations is spent.
-`rescue` then walks every elite of every island (its neighbourhood, and its crossover with every
-other elite of its island) in a fixed order; when it finds nothing either, nothing unseen is
-reachable by any move the offline mutator offers, and the run may say the space is exhausted.
+`rescue` then walks every elite of every island (its neighbourhood, its crossover with every
+other elite of its island, then its whole declared space) in a fixed order; when it finds nothing
+either, nothing unseen is reachable by any move the offline mutator offers (every configuration
+of every elite's declared space, every transform of every elite, every crossover of two elites
+of an island has been seen), and the run may say the space is exhausted.
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Island, ranked
-from hipevolve.evolution.offline.moves import edits, first_unseen, mixes, neighbourhood, steps
+from hipevolve.evolution.offline.moves import (
+    edits,
+    first_unseen,
+    jumps,
+    mixes,
+    neighbourhood,
+    steps,
+)
 from hipevolve.evolution.offline.mutate import mutate
 from hipevolve.evolution.offline.tunables import TunableError
 
@@ -74,6 +84,18 @@ def _walk(
         yield first_unseen(mixes(parent, other, rng), seen), (parent_id, other_id), "crossover"
 
 
+def _jump(
+    elite_ids: Iterable[int], sources: Mapping[int, Candidate], rng: random.Random | None,
+    seen: Set[str],
+) -> tuple[Candidate, int] | None:  # fmt: skip
+    """The first unseen configuration of any of these elites' declared spaces."""
+    for elite_id in elite_ids:
+        child = first_unseen(jumps(sources[elite_id], rng), seen)
+        if child is not None:
+            return child, elite_id
+    return None
+
+
 def propose(
     proposal: Proposal, sources: Mapping[int, Candidate], rng: random.Random, seen: Set[str]
 ) -> Child | None:
@@ -101,6 +123,9 @@ def propose(
     for child, parents, kind in itertools.chain.from_iterable(walks):
         if child is not None:
             return _child(child, proposal.island, parents, kind, inspirations)
+    jumped = _jump([parent_id, *(i for i, _ in others)], sources, rng, seen)
+    if jumped is not None:
+        return _child(jumped[0], proposal.island, (jumped[1],), "mutation", inspirations)
     return None
 
 
@@ -127,4 +152,8 @@ def rescue(
             for child, parents, kind in _walk(elite_id, others, sources, None, seen):
                 if child is not None:
                     return _child(child, island.id, parents, kind, ())
+    for island in islands:
+        jumped = _jump((e.candidate_id for e in ranked(island)), sources, None, seen)
+        if jumped is not None:
+            return _child(jumped[0], island.id, (jumped[1],), "mutation", ())
     return None
