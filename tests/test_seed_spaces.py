@@ -109,6 +109,66 @@ def test_sample_holds_the_seed_the_corners_and_distinct_configurations(seed):
     assert picked == chosen(seed), "the sample must be the same every run"
 
 
+# ----------------------------------------------------------------------------- CPU threads
+
+# The decode seed's new launch choices on CPU threads (tests/test_gdn_seeds.py's HIP shim: one OS
+# thread per GPU thread, 16 "SMs"), B = 2, HV = 4: 8 * 128 / BV blocks. Each row picks a path:
+# NT_MANY = 512 at BV = 32 (512 threads a block); NT_MANY = 512 capped to 256 at BV = 16 (2 rows
+# of the state per thread), past FEW_WAVES = 2 waves; NT_FEW = 256 within 2 waves at BV = 64.
+DECODE_ON_CPU = [
+    (32, {"BV": "32", "NT_MANY": "512", "FEW_WAVES": "1", "FAST_EXP": "1"}),
+    (64, {"BV": "16", "NT_MANY": "512", "NT_FEW": "256", "FEW_WAVES": "2", "FAST_EXP": "0"}),
+    (64, {"BV": "64", "NT_MANY": "128", "NT_FEW": "256", "FEW_WAVES": "2", "FAST_EXP": "1"}),
+]
+
+
+def decode_on_cpu(source: str, folder: Path, warp: int):
+    """test_gdn_seeds.cpu_library's build, with -fno-gnu-unique: each library keeps its own
+    template statics (the LDS arrays differ in size from one configuration to the next)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from test_gdn_seeds import CPU_HIP_RUNTIME, CPU_SMS
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
+    (folder / "hip").mkdir(parents=True, exist_ok=True)
+    (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
+    (folder / "kernel.cpp").write_text(source)
+    argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas",
+            "-fno-gnu-unique", f"-DCPU_WARP={warp}", f"-DCPU_SMS={CPU_SMS}", f"-I{folder}",
+            "kernel.cpp", "-o", "lib.so"]  # fmt: skip
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return ctypes.CDLL(str(folder / "lib.so"))
+
+
+def test_decode_launch_choices_match_the_reference_on_cpu_threads(tmp_path):
+    import torch
+    from test_gdn_seeds import DECODE_SEED, GDN_DECODE, _launcher, rel_rms
+
+    torch.manual_seed(0)
+    inputs = GDN_DECODE.get_inputs(B=2, H=2, HV=4)
+    want_o, want_state = GDN_DECODE.Model()(*inputs)
+    for i, (warp, config) in enumerate(DECODE_ON_CPU):
+        source = with_values((DECODE_SEED / "kernel.hip").read_text(), config)
+        # The shim has no __expf: the CPU build computes it exactly.
+        source = source.replace(
+            "#include <cstdint>",
+            "#include <cstdint>\n#include <cmath>\n"
+            "inline float __expf(float x) { return expf(x); }",
+            1,
+        )
+        run = _launcher(decode_on_cpu(source, tmp_path / str(i), warp), "gdn_decode", 8, 3)
+        o = torch.full((2, 1, 4, 128), float("nan"), dtype=torch.bfloat16)
+        new_state = torch.full((2, 4, 128, 128), float("nan"))
+        assert run(*(x.data_ptr() for x in (*inputs, o, new_state)), 2, 2, 4, None) == 0
+        assert rel_rms(o, want_o) < 1e-4, config
+        assert rel_rms(new_state, want_state) < 1e-6, config
+
+
 # ----------------------------------------------------------------------------- builds
 
 
