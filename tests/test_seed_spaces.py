@@ -122,32 +122,9 @@ DECODE_ON_CPU = [
 ]
 
 
-def decode_on_cpu(source: str, folder: Path, warp: int):
-    """test_gdn_seeds.cpu_library's build, with -fno-gnu-unique: each library keeps its own
-    template statics (the LDS arrays differ in size from one configuration to the next)."""
-    import ctypes
-    import shutil
-    import subprocess
-
-    from test_gdn_seeds import CPU_HIP_RUNTIME, CPU_SMS
-
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ is not installed")
-    (folder / "hip").mkdir(parents=True, exist_ok=True)
-    (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
-    (folder / "kernel.cpp").write_text(source)
-    argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas",
-            "-fno-gnu-unique", f"-DCPU_WARP={warp}", f"-DCPU_SMS={CPU_SMS}", f"-I{folder}",
-            "kernel.cpp", "-o", "lib.so"]  # fmt: skip
-    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return ctypes.CDLL(str(folder / "lib.so"))
-
-
 def test_decode_launch_choices_match_the_reference_on_cpu_threads(tmp_path):
     import torch
-    from test_gdn_seeds import DECODE_SEED, GDN_DECODE, _launcher, rel_rms
+    from test_gdn_seeds import DECODE_SEED, GDN_DECODE, _launcher, cpu_library, rel_rms
 
     torch.manual_seed(0)
     inputs = GDN_DECODE.get_inputs(B=2, H=2, HV=4)
@@ -161,7 +138,7 @@ def test_decode_launch_choices_match_the_reference_on_cpu_threads(tmp_path):
             "inline float __expf(float x) { return expf(x); }",
             1,
         )
-        run = _launcher(decode_on_cpu(source, tmp_path / str(i), warp), "gdn_decode", 8, 3)
+        run = _launcher(cpu_library(source, tmp_path / str(i), warp), "gdn_decode", 8, 3)
         o = torch.full((2, 1, 4, 128), float("nan"), dtype=torch.bfloat16)
         new_state = torch.full((2, 4, 128, 128), float("nan"))
         assert run(*(x.data_ptr() for x in (*inputs, o, new_state)), 2, 2, 4, None) == 0
