@@ -380,8 +380,9 @@ class Search:
             f" ({'; '.join(notes)})" if notes else "")
         messages = {
             "budget": f"budget spent: {done}",
-            "exhausted": f"search space exhausted after {done}: every kernel one edit (a "
-            "tunable value or a transform) from every elite has been evaluated",
+            "exhausted": f"search space exhausted after {done}: every kernel the offline "
+            "moves reach from the elites (tunable steps, crossovers, restarts, every declared "
+            "configuration, the transforms) has been evaluated",
             "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
             "nothing to evolve from",
             "stopped": f"stopped after {done}; the evaluations in flight were finished and recorded",

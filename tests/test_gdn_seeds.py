@@ -323,6 +323,7 @@ def cpu_library(source: str, folder: Path, warp: int) -> ctypes.CDLL:
     (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
     (folder / "kernel.cpp").write_text(source)
     argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
+    argv += ["-fno-gnu-unique"]  # each library keeps its own template statics (LDS arrays)
     argv += [f"-DCPU_WARP={warp}", f"-DCPU_SMS={CPU_SMS}", f"-I{folder}"]
     argv += ["kernel.cpp", "-o", "lib.so"]
     done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)

@@ -113,17 +113,19 @@ def test_same_seed_evaluates_the_same_sequence_of_hashes(tmp_path):
 
 
 def test_exhausted_space_stops_before_the_budget_and_says_so(tmp_path):
-    # The GDN decode seed declares two tunables (BV: 16, 32, 64, 128; NT_FEW: 128, 256) and no
-    # catalogue transform applies to it: eight kernels in all.
+    # The GDN decode seed declares five tunables (BV: 4 values, NT_FEW: 2, NT_MANY: 3,
+    # FEW_WAVES: 2, FAST_EXP: 2) and no catalogue transform applies to it: 96 kernels in all,
+    # every one reachable (the policy's last resort jumps anywhere in the declared space).
     task = load_task_folder(GDN_DECODE, "builtin")
     log = tmp_path / "gdn.log"
     with Archive.open(tmp_path / "gdn.db") as archive:
         summary = run_evolution(task, archive, EvolutionSettings(), StandIn(log),
-                                first=first_candidates(task), budget=50, seed=1)  # fmt: skip
+                                first=first_candidates(task), budget=150, seed=1)  # fmt: skip
     assert summary.reason == "exhausted" and summary.status == "finished"
     assert "exhausted" in summary.message
-    assert len(logged(log)) == 8 == summary.progress.evaluations
-    assert summary.progress.best_fitness == pytest.approx(1.3)  # BV = 64, NT_FEW = 128
+    assert len(logged(log)) == 96 == summary.progress.evaluations
+    # BV = 64, NT_FEW = 128, NT_MANY = 512, FEW_WAVES = 1, FAST_EXP = 1
+    assert summary.progress.best_fitness == pytest.approx(1.3 * 1.1 * 1.05)
 
 
 def test_resume_refuses_another_seed(tmp_path):

@@ -1,130 +1,159 @@
 """The offline proposal policy: one child per proposal, no model, deterministic for the rng.
 
-For a proposal (a parent and its inspirations) the policy draws one edit: mutate the parent's
-declared tunables (most often: the cheapest edit that moves a kernel), cross it with an
-inspiration, or apply a catalogue transform. When the drawn edit gives nothing or code already
-seen, it walks the parent's whole neighbourhood (each single tunable change, each transform) in
-an rng-shuffled order and takes the first unseen child, so a proposal only comes back empty when
-everything one step from its parent has been seen. `rescue` then looks around every elite; when
-it finds nothing either, the space the offline mutator can reach from the elites is exhausted.
+For a proposal (a parent and its inspirations) the policy draws one move (evolution/offline/moves.py):
+a step in one tunable (small steps refine a good parent), a step in 2 or 3 tunables at once (leaves
+a local optimum that single steps cannot), a crossover with an inspiration (a mix of two distinct
+configurations, never a copy of either; lineage kind "crossover" with both parents), or a catalogue
+transform. When the drawn move gives nothing or code already seen, the policy walks, in rng order:
+1. the parent's whole neighbourhood (every single step and transform, then every 2- and 3-step);
+2. every crossover of the parent with each inspiration;
+3. a restart: the same walk from each inspiration, an elite other than the parent (the island's
+   best first), the child recorded as that elite's;
+4. a jump: any unseen configuration of the parent's, then each inspiration's, declared space.
+A proposal only comes back empty when every move from its parent and its inspirations is spent.
+`rescue` then walks every elite of every island (its neighbourhood, its crossover with every
+other elite of its island, then its whole declared space) in a fixed order; when it finds nothing
+either, nothing unseen is reachable by any move the offline mutator offers (every configuration
+of every elite's declared space, every transform of every elite, every crossover of two elites
+of an island has been seen), and the run may say the space is exhausted.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Iterable, Iterator, Mapping, Set
 
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Island, ranked
-from hipevolve.evolution.offline.mutate import crossover, mutate, transformed
-from hipevolve.evolution.offline.transforms import CATALOGUE
-from hipevolve.evolution.offline.tunables import (
-    TunableError,
-    configuration_key,
-    current_configuration,
-    parse_tunables,
-    with_values,
+from hipevolve.evolution.offline.moves import (
+    edits,
+    first_unseen,
+    jumps,
+    mixes,
+    neighbourhood,
+    steps,
 )
+from hipevolve.evolution.offline.mutate import mutate
+from hipevolve.evolution.offline.tunables import TunableError
 
-# Draw thresholds: mutation below the first, crossover below the second, else a transform.
-MUTATE_BELOW = 0.6
-CROSSOVER_BELOW = 0.8
-
-
-def _safe(make: Callable[[], Candidate | None]) -> Candidate | None:
-    # A parent with malformed @tunable lines has nothing to tune; the verifier already said so.
-    try:
-        return make()
-    except (TunableError, ValueError):
-        return None
+# Draw thresholds: one-tunable step below the first, a 2-3 tunable step below the second,
+# crossover below the third, else a transform.
+STEP_BELOW = 0.55
+MULTI_STEP_BELOW = 0.7
+CROSSOVER_BELOW = 0.85
 
 
 def neighbours(parent: Candidate) -> list[Candidate]:
-    """Every candidate one edit from `parent`: each tunable set to each other declared value,
-    then each catalogue transform that applies. A fixed order; callers shuffle it."""
-    if parent.format != "native" or parent.hip_source is None:
-        return []
-    found: list[Candidate] = []
-    try:
-        tunables = parse_tunables(parent.hip_source)
-    except TunableError:
-        tunables = []
-    base = parent.name.split("@", 1)[0]
-    for tunable in tunables:
-        for value in tunable.values:
-            if value == tunable.current:
-                continue
-            config = current_configuration(tunables) | {tunable.name: value}
-            found.append(
-                parent.model_copy(
-                    update={
-                        "hip_source": with_values(parent.hip_source, {tunable.name: value}),
-                        "name": f"{base}@{configuration_key(config)}",
-                        "origin": None,
-                    }
-                )
-            )
-    for transform in CATALOGUE:
-        child = _safe(lambda t=transform: transformed(parent, t))
+    """Every candidate one single-tunable step or one transform from `parent`, a fixed order."""
+    return list(steps(parent, 1)) + list(edits(parent))
+
+
+def _drawn(
+    parent: Candidate, others: list[tuple[int, Candidate]], rng: random.Random, seen: Set[str]
+) -> tuple[Candidate | None, int | None]:
+    """The child of the drawn move (and the other parent of a crossover), or None. A step
+    takes each changed tunable to a neighbouring declared value half the time (mutate's
+    neighbour_p): small steps refine a good parent; when that child is seen, any unseen step
+    of the same size."""
+    draw = rng.random()
+    if draw < MULTI_STEP_BELOW:
+        k = 1 if draw < STEP_BELOW else rng.choice((2, 3))
+        try:
+            child = mutate(parent, rng, changes=k)
+        except (TunableError, ValueError):
+            return None, None
+        if child is None or child.source_hash in seen:
+            child = first_unseen(steps(parent, k, rng), seen)
+        return child, None
+    if draw < CROSSOVER_BELOW and others:
+        other_id, other = rng.choice(others)
+        return first_unseen(mixes(parent, other, rng), seen), other_id
+    return first_unseen(edits(parent, rng), seen), None
+
+
+def _walk(
+    parent_id: int, others: list[tuple[int, Candidate]], sources: Mapping[int, Candidate],
+    rng: random.Random | None, seen: Set[str],
+) -> Iterator[tuple[Candidate | None, tuple[int, ...], str]]:  # fmt: skip
+    """Lazily, each fallback in order: (child or None, parents, kind)."""
+    parent = sources[parent_id]
+    yield first_unseen(neighbourhood(parent, rng), seen), (parent_id,), "mutation"
+    for other_id, other in others:
+        yield first_unseen(mixes(parent, other, rng), seen), (parent_id, other_id), "crossover"
+
+
+def _jump(
+    elite_ids: Iterable[int], sources: Mapping[int, Candidate], rng: random.Random | None,
+    seen: Set[str],
+) -> tuple[Candidate, int] | None:  # fmt: skip
+    """The first unseen configuration of any of these elites' declared spaces."""
+    for elite_id in elite_ids:
+        child = first_unseen(jumps(sources[elite_id], rng), seen)
         if child is not None:
-            found.append(child)
-    return found
-
-
-def _first_unseen(options: Iterable[Candidate], seen: Set[str]) -> Candidate | None:
-    return next((c for c in options if c.source_hash not in seen), None)
+            return child, elite_id
+    return None
 
 
 def propose(
     proposal: Proposal, sources: Mapping[int, Candidate], rng: random.Random, seen: Set[str]
 ) -> Child | None:
-    """One unseen child for the proposal, or None when nothing one step away is unseen.
+    """One unseen child for the proposal, or None when no move from the parent or its
+    inspirations reaches unseen code.
 
     A proposal without a parent (an empty island) gets None: the run loop seeds islands itself.
     """
     if proposal.parent is None:
         return None
     parent_id = proposal.parent.candidate_id
-    parent = sources[parent_id]
     inspirations = tuple(e.candidate_id for e in proposal.inspirations)
-    draw = rng.random()
-    parents: tuple[int, ...] = (parent_id,)
-    kind = "mutation"
-    if draw < MUTATE_BELOW:
-        changes = 1 if rng.random() < 0.7 else 2
-        child = _safe(lambda: mutate(parent, rng, changes=changes))
-    elif draw < CROSSOVER_BELOW and inspirations:
-        other = rng.choice(inspirations)
-        child = _safe(lambda: crossover(parent, sources[other], rng))
-        parents, kind = (parent_id, other), "crossover"
-    else:
-        transform = rng.choice(CATALOGUE)
-        child = _safe(lambda: transformed(parent, transform))
-    if child is None or child.source_hash in seen:
-        options = neighbours(parent)
-        rng.shuffle(options)
-        child = _first_unseen(options, seen)
-        parents, kind = (parent_id,), "mutation"
-    if child is None:
-        return None
-    return Child(
-        candidate=child,
-        island=proposal.island,
-        parents=parents,
-        kind=kind,
-        inspirations=tuple(i for i in inspirations if i not in parents),
-    )
+    others = [(i, sources[i]) for i in inspirations if i != parent_id]
+    child, other_id = _drawn(sources[parent_id], others, rng, seen)
+    if child is not None:
+        parents = (parent_id,) if other_id is None else (parent_id, other_id)
+        kind = "mutation" if other_id is None else "crossover"
+        return _child(child, proposal.island, parents, kind, inspirations)
+    walks = [_walk(parent_id, others, sources, rng, seen)]
+    # Restarts: the inspirations' own walks, each crossed with the rest of the proposal's elites.
+    everyone = [(parent_id, sources[parent_id]), *others]
+    for restart_id, _ in others:
+        rest = [(i, c) for i, c in everyone if i != restart_id]
+        walks.append(_walk(restart_id, rest, sources, rng, seen))
+    for child, parents, kind in itertools.chain.from_iterable(walks):
+        if child is not None:
+            return _child(child, proposal.island, parents, kind, inspirations)
+    jumped = _jump([parent_id, *(i for i, _ in others)], sources, rng, seen)
+    if jumped is not None:
+        return _child(jumped[0], proposal.island, (jumped[1],), "mutation", inspirations)
+    return None
+
+
+def _child(
+    candidate: Candidate, island: int, parents: tuple[int, ...], kind: str,
+    inspirations: Iterable[int],
+) -> Child:  # fmt: skip
+    return Child(candidate=candidate, island=island, parents=parents, kind=kind,
+                 inspirations=tuple(i for i in inspirations if i not in parents))  # fmt: skip
 
 
 def rescue(
     islands: Iterable[Island], sources: Mapping[int, Candidate], seen: Set[str]
 ) -> Child | None:
-    """The first unseen neighbour of any elite (islands in order, fittest elite first), or None:
-    every kernel one edit from every elite has been seen. No draws, so it is deterministic."""
+    """The first unseen child of any move from any elite (islands in order, fittest elite
+    first: its neighbourhood, then its crossovers with the island's other elites), or None:
+    every move the offline mutator offers from every elite reaches only seen code. No draws,
+    so it is deterministic."""
     for island in islands:
-        for elite in ranked(island):
-            child = _first_unseen(neighbours(sources[elite.candidate_id]), seen)
-            if child is not None:
-                return Child(candidate=child, island=island.id, parents=(elite.candidate_id,))
+        order = ranked(island)
+        elites = [(e.candidate_id, sources[e.candidate_id]) for e in order]
+        for elite_id, _ in elites:
+            others = [(i, c) for i, c in elites if i != elite_id]
+            for child, parents, kind in _walk(elite_id, others, sources, None, seen):
+                if child is not None:
+                    return _child(child, island.id, parents, kind, ())
+    for island in islands:
+        jumped = _jump((e.candidate_id for e in ranked(island)), sources, None, seen)
+        if jumped is not None:
+            return _child(jumped[0], island.id, (jumped[1],), "mutation", ())
     return None

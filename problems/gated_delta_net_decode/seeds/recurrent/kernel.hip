@@ -27,10 +27,25 @@
 // @tunable NT_FEW: 128, 256
 #define NT_FEW 128
 
+// Threads per block beyond that (bandwidth bound: bytes in flight per SM). Capped where a thread
+// would hold fewer than 2 state rows (at most 16 * BV threads: 256 at BV = 16).
+// @tunable NT_MANY: 128, 256, 512
+#define NT_MANY 256
+
+// Blocks per SM up to which the grid counts as latency bound and gets NT_FEW threads a block.
+// @tunable FEW_WAVES: 1, 2
+#define FEW_WAVES 1
+
+// The decay exp(g): 1 the fast hardware approximation (__expf), 0 the accurate expf.
+// @tunable FAST_EXP: 0, 1
+#define FAST_EXP 0
+
 constexpr int DK = 128;          // key dimension (rows of the state)
 constexpr int DV = 128;          // value dimension (columns of the state)
-constexpr int NT_MANY = 256;     // threads per block beyond one wave
 constexpr int NSUM = 9;          // values summed over K: h^T k (4), h^T q (4), k . q (1)
+
+// NT threads a block, capped so that each thread keeps at least 2 rows of the state.
+constexpr int fit_threads(int nt) { return nt < 16 * BV ? nt : 16 * BV; }
 
 template <int NT>
 struct DecodeShape {
@@ -91,7 +106,11 @@ __global__ void __launch_bounds__(NT) gdn_decode_kernel(
         qr[i] = bf16_lo(qw);
         qr[i + 1] = bf16_hi(qw);
     }
+#if FAST_EXP
+    const float decay = __expf(g[bh]);
+#else
     const float decay = expf(g[bh]);
+#endif
     const float bt = beta[bh];
     const uint2 vw = *reinterpret_cast<const uint2*>(v + bh * DV + col);
     const float vv[4] = {bf16_lo(vw.x), bf16_hi(vw.x), bf16_lo(vw.y), bf16_hi(vw.y)};
@@ -202,7 +221,9 @@ extern "C" hipError_t gdn_decode(const uint16_t* q, const uint16_t* k, const uin
     const hipError_t err = sm_count(&sms);
     if (err != hipSuccess) return err;
     const int64_t blocks = static_cast<int64_t>(B) * HV * (DV / BV);
-    const auto launch = blocks <= sms ? gdn_decode_launch<NT_FEW> : gdn_decode_launch<NT_MANY>;
+    const auto launch = blocks <= static_cast<int64_t>(sms) * FEW_WAVES
+                            ? gdn_decode_launch<fit_threads(NT_FEW)>
+                            : gdn_decode_launch<fit_threads(NT_MANY)>;
     launch(q, k, v, g, beta, state, o, new_state, B, H, HV, stream);
     return hipGetLastError();
 }

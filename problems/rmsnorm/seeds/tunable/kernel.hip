@@ -1,7 +1,8 @@
 // RMSNorm with a weight: y = x * rsqrt(mean(x^2) + eps) * w per row, fp32 math, one rounding to
 // bfloat16 (carried as its raw 16 bits) at the end.
 //
-// Layout: ROWS rows per block, one group of GROUP = BLOCK / ROWS threads per row. Pass 1 sums the
+// Layout: ROWS rows at a time per block (LOOPS such row sets, one after another), one group of
+// GROUP = BLOCK / ROWS threads per row. Pass 1 sums the
 // squares of the row and reduces the sum across the group (warp shuffles, then LDS across the
 // group's warps); pass 2 re-reads the row (largely from L2) with the weight and writes y. So x is
 // read twice, the weight once per row (it stays in L2), y written once.
@@ -22,11 +23,14 @@
 // @tunable VEC: 1, 2, 4, 8
 #define VEC 4
 // Rows per block (short rows leave big blocks idle; long rows want whole blocks).
-// @tunable ROWS: 1, 2, 4
+// @tunable ROWS: 1, 2, 4, 8
 #define ROWS 1
 // Vector loads each thread has in flight per step.
-// @tunable UNROLL: 1, 2
+// @tunable UNROLL: 1, 2, 4
 #define UNROLL 1
+// Row sets each block takes in turn (fewer, longer-lived blocks: less launch and tail cost).
+// @tunable LOOPS: 1, 2, 4
+#define LOOPS 1
 
 constexpr int GROUP = BLOCK / ROWS;    // threads per row
 constexpr int MAX_WARPS = BLOCK / 32;  // warps per block at the narrowest warp (32 lanes)
@@ -79,12 +83,13 @@ __device__ __forceinline__ float group_sum(float v, float* lds) {
     return v;
 }
 
-__global__ void __launch_bounds__(BLOCK)
-rmsnorm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ weight,
-               uint16_t* __restrict__ y, int rows, int hidden, float eps) {
-    __shared__ float partial[MAX_WARPS];
+// The ROWS rows from `first_row` on, one group each. Every thread of the block calls it.
+__device__ __forceinline__ void rmsnorm_rows(const uint16_t* __restrict__ x,
+                                             const uint16_t* __restrict__ weight,
+                                             uint16_t* __restrict__ y, int rows, int hidden,
+                                             float eps, int first_row, float* partial) {
     const int lane = threadIdx.x % GROUP;
-    const int row = blockIdx.x * ROWS + threadIdx.x / GROUP;
+    const int row = first_row + threadIdx.x / GROUP;
     // A group past the last row sees an empty row but still joins the block's barrier.
     const int n = row < rows ? hidden : 0;
     const int64_t offset = row < rows ? static_cast<int64_t>(row) * hidden : 0;
@@ -131,10 +136,23 @@ rmsnorm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ weig
     }
 }
 
+__global__ void __launch_bounds__(BLOCK)
+rmsnorm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ weight,
+               uint16_t* __restrict__ y, int rows, int hidden, float eps) {
+    __shared__ float partial[MAX_WARPS];
+    // Kept rolled: each pass is a whole row set, with its own barriers.
+#pragma unroll 1
+    for (int loop = 0; loop < LOOPS; ++loop) {
+        // The same count for the whole block, so every thread reaches every barrier.
+        if (loop > 0) __syncthreads();  // the last group sum has read its LDS partials
+        rmsnorm_rows(x, weight, y, rows, hidden, eps, (blockIdx.x * LOOPS + loop) * ROWS, partial);
+    }
+}
+
 extern "C" hipError_t rmsnorm_bf16(const uint16_t* x, const uint16_t* weight, uint16_t* y,
                                    int rows, int hidden, float eps, hipStream_t stream) {
     if (rows <= 0 || hidden <= 0) return hipSuccess;
-    const dim3 grid((rows + ROWS - 1) / ROWS);
+    const dim3 grid((rows + ROWS * LOOPS - 1) / (ROWS * LOOPS));
     hipLaunchKernelGGL(rmsnorm_kernel, grid, dim3(BLOCK), 0, stream, x, weight, y, rows, hidden,
                        eps);
     return hipGetLastError();

@@ -25,8 +25,11 @@
 // @tunable UNROLL: 1, 2, 4
 #define UNROLL 1
 // Tokens per block and step.
-// @tunable ROWS: 1, 2
+// @tunable ROWS: 1, 2, 4
 #define ROWS 1
+// exp: 1 the fast hardware approximation (__expf), 0 the accurate expf (slower, within 1 ulp).
+// @tunable FAST_EXP: 0, 1
+#define FAST_EXP 1
 
 constexpr int TILE = BLOCK * VEC * UNROLL;  // columns per block
 constexpr int MAX_GRID_Y = 65535;
@@ -45,7 +48,11 @@ __device__ __forceinline__ uint16_t to_bf16(float f) {
 
 __device__ __forceinline__ float silu_mul(uint16_t gate, uint16_t up) {
     const float g = to_float(gate);
+#if FAST_EXP
     return g / (1.0f + __expf(-g)) * to_float(up);
+#else
+    return g / (1.0f + expf(-g)) * to_float(up);
+#endif
 }
 
 // VEC elements that move as one load or store (the alignment makes them one wide access).

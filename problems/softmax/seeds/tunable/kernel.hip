@@ -1,7 +1,8 @@
 // Row softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)), fp32 math, output in
 // the input dtype (float32, or bfloat16 carried as its raw 16 bits).
 //
-// Layout: ROWS rows per block, one group of GROUP = BLOCK / ROWS threads per row. Two passes over
+// Layout: ROWS rows at a time per block, one group of GROUP = BLOCK / ROWS threads per row, LOOPS
+// such row sets per block, one after another. Two passes over
 // the row: pass 1 keeps a running (max, sum of exp) per thread, the online normaliser, and merges
 // it across the group (warp shuffles, then LDS across the group's warps); pass 2 re-reads the row
 // (largely from L2) and writes exp(x - max) / sum. So the row is read twice and written once.
@@ -25,12 +26,26 @@
 // @tunable UNROLL: 1, 2, 4
 #define UNROLL 1
 // Rows per block (short rows leave big blocks idle; long rows want whole blocks).
-// @tunable ROWS: 1, 2
+// @tunable ROWS: 1, 2, 4, 8
 #define ROWS 1
+// Row groups each block takes in turn (fewer, longer-lived blocks: less launch and tail cost).
+// @tunable LOOPS: 1, 2, 4
+#define LOOPS 1
+// exp: 1 the fast hardware approximation (__expf), 0 the accurate expf (slower, within 1 ulp).
+// @tunable FAST_EXP: 0, 1
+#define FAST_EXP 1
 
 constexpr int GROUP = BLOCK / ROWS;    // threads per row
 constexpr int MAX_WARPS = BLOCK / 32;  // warps per block at the narrowest warp (32 lanes)
 static_assert(BLOCK % ROWS == 0 && (GROUP & (GROUP - 1)) == 0, "GROUP must be a power of two");
+
+__device__ __forceinline__ float exp_of(float v) {
+#if FAST_EXP
+    return __expf(v);
+#else
+    return expf(v);
+#endif
+}
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(uint16_t v) {
@@ -59,7 +74,7 @@ struct alignas(sizeof(T) * VEC) Pack {
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
     const float mx = fmaxf(m, m2);
     if (mx == -INFINITY) return;
-    s = s * __expf(m - mx) + s2 * __expf(m2 - mx);
+    s = s * exp_of(m - mx) + s2 * exp_of(m2 - mx);
     m = mx;
 }
 
@@ -71,7 +86,7 @@ __device__ __forceinline__ void add_pack(float& m, float& s, const Pack<T>& p) {
     float vsum = 0.0f;
     if (vmax != -INFINITY) {
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) vsum += __expf(to_float(p.v[k]) - vmax);
+        for (int k = 0; k < VEC; ++k) vsum += exp_of(to_float(p.v[k]) - vmax);
     }
     merge(m, s, vmax, vsum);
 }
@@ -79,7 +94,7 @@ __device__ __forceinline__ void add_pack(float& m, float& s, const Pack<T>& p) {
 template <typename T>
 __device__ __forceinline__ void normalise_pack(Pack<T>& p, float m, float inv) {
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) from_float(__expf(to_float(p.v[k]) - m) * inv, p.v[k]);
+    for (int k = 0; k < VEC; ++k) from_float(exp_of(to_float(p.v[k]) - m) * inv, p.v[k]);
 }
 
 // The group's (max, sum), in every thread of the group. Every thread of the block must call it
@@ -105,13 +120,13 @@ __device__ __forceinline__ void group_merge(float& m, float& s, float* lds_m, fl
     }
 }
 
+// The ROWS rows from `first_row` on, one group each. Every thread of the block calls it.
 template <typename T>
-__global__ void __launch_bounds__(BLOCK)
-softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
-    __shared__ float lds_m[MAX_WARPS];
-    __shared__ float lds_s[MAX_WARPS];
+__device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int rows,
+                                             int cols, int first_row, float* lds_m,
+                                             float* lds_s) {
     const int lane = threadIdx.x % GROUP;
-    const int row = blockIdx.x * ROWS + threadIdx.x / GROUP;
+    const int row = first_row + threadIdx.x / GROUP;
     // A group past the last row sees an empty row but still joins the block's barriers.
     const int n = row < rows ? cols : 0;
     const int64_t offset = row < rows ? static_cast<int64_t>(row) * cols : 0;
@@ -157,14 +172,28 @@ softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
         }
     }
     for (int i = tail + lane; i < n; i += GROUP) {
-        from_float(__expf(to_float(xr[i]) - m) * inv, yr[i]);
+        from_float(exp_of(to_float(xr[i]) - m) * inv, yr[i]);
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(BLOCK)
+softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int rows, int cols) {
+    __shared__ float lds_m[MAX_WARPS];
+    __shared__ float lds_s[MAX_WARPS];
+    // Kept rolled: each pass is a whole row set, with its own barriers.
+#pragma unroll 1
+    for (int loop = 0; loop < LOOPS; ++loop) {
+        // The same count for the whole block, so every thread reaches every barrier.
+        if (loop > 0) __syncthreads();  // the last group merge has read its LDS partials
+        softmax_rows(x, y, rows, cols, (blockIdx.x * LOOPS + loop) * ROWS, lds_m, lds_s);
     }
 }
 
 template <typename T>
 static hipError_t launch(const T* x, T* y, int rows, int cols, hipStream_t stream) {
     if (rows <= 0 || cols <= 0) return hipSuccess;
-    const dim3 grid((rows + ROWS - 1) / ROWS);
+    const dim3 grid((rows + ROWS * LOOPS - 1) / (ROWS * LOOPS));
     hipLaunchKernelGGL(HIP_KERNEL_NAME(softmax_kernel<T>), grid, dim3(BLOCK), 0, stream, x, y,
                        rows, cols);
     return hipGetLastError();
