@@ -142,28 +142,127 @@ class References:
             model = self.reference.build_model(  # the seed the sandbox times its model with
                 self.module, case.init, device, job.seeds[-1]
             )
-            sets = [
-                self.reference.build_inputs(
-                    self.module, case.inputs, device, job.timing_seed + i, draw_on_device=True
-                )
-                for i in range(self.sizes[case.name].timing_sets)
-            ]
-            if job.timing == "graph":
-                got = self.timing.time_graph_trials(
-                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
-                )
-                times[case.name] = got.times
-                if got.eager:
-                    self.flags.append(
-                        f"timing:eager (not capturable: reference {case.name}: {got.eager})"[:300]
-                    )
-            else:
-                times[case.name], _ = self.timing.time_trials(
-                    clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
-                )
-            del sets, model
+            times[case.name], eager = self.trials(clock, case, model)
+            if eager:
+                self.flags.append(f"timing:eager (not capturable: reference {case.name}: {eager})"[:300])
+            del model
         del clock
         return times
+
+    def trials(self, clock: Any, case: Any, model: Any) -> tuple[list[float], str]:  # noqa: ANN401
+        """(trials in us, why it was timed eagerly under the job's timing "graph", or '') of
+        `model` on `case`: the reference's timing input sets, clock and trial counts."""
+        job = self.job
+        sets = [
+            self.reference.build_inputs(
+                self.module, case.inputs, job.device, job.timing_seed + i, draw_on_device=True
+            )
+            for i in range(self.sizes[case.name].timing_sets)
+        ]
+        if job.timing == "graph":
+            got = self.timing.time_graph_trials(
+                clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+            )
+            return got.times, got.eager
+        times, _ = self.timing.time_trials(
+            clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup
+        )
+        return times, ""
+
+    def time_baselines(self) -> dict[str, dict]:
+        """Each strong baseline of the job (job.BaselineJob), after the reference and timed as
+        it was: {name: {"trials": {case: [us]}, "flags": [...]}}, or {name: {"unavailable":
+        why}} for one that cannot be imported or built, or fails on a case, or whose outputs
+        on the first seed fall outside the task's tolerance (with its error): never timed."""
+        clock = self.timing.Clock(self.job.device, self.job.flush_bytes)
+        try:
+            return {b.name: self.time_baseline(clock, b) for b in self.job.baselines}
+        finally:
+            del clock
+
+    def time_baseline(self, clock: Any, spec: Any) -> dict:  # noqa: ANN401
+        job, answer = self.job, {"trials": {}, "flags": []}
+        try:
+            make = self.baseline_maker(spec)
+        except Exception as e:  # noqa: BLE001 (not installed, not importable: one line why)
+            return {"unavailable": _why(e)}
+        for case in (c for c in job.cases if c.timed):
+            try:
+                model = make(case)
+                bad = self.outside_tolerance(case, model)
+                if bad:
+                    return {"unavailable": f"outside the task's tolerance on {case.name}: {bad}"}
+                trials, eager = self.trials(clock, case, model)
+            except Exception as e:  # noqa: BLE001 (a build or run failure of trusted code)
+                return {"unavailable": f"{case.name}: {_why(e)}"}
+            answer["trials"][case.name] = trials
+            if eager:
+                answer["flags"].append(f"timing:eager ({case.name}: {eager})"[:300])
+            del model
+        return answer
+
+    def baseline_maker(self, spec: Any) -> Any:  # noqa: ANN401
+        """case -> the baseline's model for it (seeded as the reference's is): the task's
+        reference under torch.compile, or the Model of the baseline's own file, built from
+        the reference's init arguments."""
+        import importlib.util
+        import types
+
+        import torch
+
+        device, seed = self.job.device, self.job.seeds[0]
+        if spec.kind == "torch_compile":
+            return lambda case: torch.compile(
+                self.reference.build_model(self.module, case.init, device, seed), dynamic=False
+            )
+        path = spec.module
+        name = f"hipevolve_baseline_{abs(hash(str(path)))}"
+        found = importlib.util.spec_from_file_location(name, path)
+        if found is None or found.loader is None or not path.is_file():
+            raise ImportError(f"no baseline module at {path}")
+        module = importlib.util.module_from_spec(found)
+        found.loader.exec_module(module)
+        if not hasattr(module, "Model"):
+            raise ImportError(f"{path.name} has no Model class")
+        # The baseline's Model, built with the reference's init arguments.
+        shim = types.SimpleNamespace(
+            Model=module.Model, get_init_inputs=self.module.get_init_inputs
+        )
+        return lambda case: self.reference.build_model(shim, case.init, device, seed)
+
+    def outside_tolerance(self, case: Any, model: Any) -> str:  # noqa: ANN401
+        """Why `model`'s outputs on the first seed are not the reference's at the task's
+        tolerance, or ''."""
+        import torch
+
+        from hipevolve.verifier.gpu import compare
+
+        job, seed = self.job, self.job.seeds[0]
+        inputs = self.reference.build_inputs(
+            self.module, case.inputs, job.device, seed, draw_on_device=True
+        )
+        with torch.no_grad():
+            got = self.reference.as_outputs(model(*inputs))
+        want = self.refs[(case.name, seed)][1]
+        if len(got) != len(want):
+            return f"{len(got)} outputs, the reference has {len(want)}"
+        for i, (g, r) in enumerate(zip(got, want, strict=True)):
+            if g.shape != r.shape:
+                return f"output {i}: shape {tuple(g.shape)}, the reference's {tuple(r.shape)}"
+            ok, _, _, mismatch = compare.compare_values(i, g.to(r.dtype), r, job.tolerance)
+            if not ok:
+                return mismatch or f"output {i} differs"
+        return ""
+
+
+def _why(e: BaseException) -> str:
+    """One line: an ImportError's own message (a baseline says what is not installed), else
+    the exception's type and first line."""
+    lines = str(e).strip().splitlines()
+    first = lines[0] if lines else ""
+    if isinstance(e, ImportError) and first:
+        return first[:300]
+    return f"{type(e).__name__}: {first}"[:300]
 
 
 class Judge:
@@ -184,6 +283,7 @@ class Judge:
         self.seconds: dict[str, float] = {}
         self.sandbox_pid: int | None = None
         self.chan = chan
+        self.baselines: dict[str, dict] = {}  # a reference-only job's strong baselines
 
     # --- judging what comes back --------------------------------------------------------------
     def receive_outputs(self, header: dict, items: list) -> None:
@@ -230,6 +330,10 @@ class Judge:
                 self.card.flags += self.ref.flags
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
+                if self.job.do_timing and self.job.baselines:
+                    t = time.monotonic()
+                    self.baselines = self.ref.time_baselines()
+                    self.seconds["baselines"] = round(time.monotonic() - t, 3)
                 return self.result("ok", "reference timed")
             if self.device.startswith("cuda"):
                 self.trim_cache()
@@ -438,7 +542,8 @@ class Judge:
 
     def result(self, status: str, message: str) -> dict:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
-        return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
+        extra = {"baselines": self.baselines} if self.baselines else {}
+        return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid} | extra
 
 
 def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (from the sandbox)
@@ -565,8 +670,14 @@ def main() -> None:
                 "flags": ["judge-error"],
                 "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
             }
+        # A judge that imported a baseline's libraries (Triton, FLA, TileLang) or ran
+        # torch.compile keeps their caches and threads: it judges no candidate after that.
+        timed_baselines = judge is not None and bool(judge.job.baselines)
         reusable = (
-            result["status"] in REUSABLE and served < JOBS_PER_JUDGE and healthy(torch, args.device)
+            result["status"] in REUSABLE
+            and served < JOBS_PER_JUDGE
+            and not timed_baselines
+            and healthy(torch, args.device)
         )
         result["reusable"] = reusable
         answer = memoryview(json.dumps(result).encode() + b"\n")

@@ -1,0 +1,156 @@
+"""Strong baselines (issue 33): a task names them in task.toml, the run's reference-only judge job
+times them beside the reference, and the run's final lines give the best kernel's speedup over
+each with its uncertainty (hipevolve/core/baseline.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hipevolve.app.run_job import _message, first_candidates
+from hipevolve.archive.store import Archive
+from hipevolve.core.baseline import CaseBaseline, RunBaseline, speedup_over
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import CaseResult
+from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.run import run_evolution
+from hipevolve.problems import load_task_folder
+from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.pipeline import time_baseline
+from tests.standin import TASK_NAME, make_task, write_task_folder
+from tests.test_fitness import CASES, SEED_IS_BEST, NoisyDevice
+
+TWICE = """\
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + x
+"""
+NOT_INSTALLED = """\
+try:
+    import hipevolve_no_such_library  # noqa: F401
+except ImportError:
+    raise ImportError("demo library not installed (pip install demo)") from None
+"""
+WRONG = """\
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return 3.0 * x
+"""
+
+
+def task_with_baselines(tmp_path, tables: str):
+    folder = write_task_folder(tmp_path) / TASK_NAME
+    (folder / "baselines").mkdir()
+    (folder / "baselines" / "twice.py").write_text(TWICE)
+    (folder / "baselines" / "missing.py").write_text(NOT_INSTALLED)
+    (folder / "baselines" / "wrong.py").write_text(WRONG)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text() + tables)
+    return folder
+
+
+GOOD_AND_BROKEN = """
+[[baselines]]
+name = "x + x"
+module = "baselines/twice.py"
+
+[[baselines]]
+name = "demo"
+module = "baselines/missing.py"
+
+[[baselines]]
+name = "three x"
+module = "baselines/wrong.py"
+"""
+
+
+def test_baselines_parse_with_paths_relative_to_the_task_folder(tmp_path):
+    task = load_task_folder(task_with_baselines(tmp_path, GOOD_AND_BROKEN), "user")
+    assert [b.name for b in task.baselines] == ["x + x", "demo", "three x"]
+    assert task.baselines[0].module == tmp_path / "tasks" / TASK_NAME / "baselines" / "twice.py"
+    assert task.baselines[0].kind == "module"
+
+
+@pytest.mark.parametrize(("table", "says"), [
+    ('[[baselines]]\nname = "a"\nkind = "magic"\n', "baselines.0.kind"),
+    ('[[baselines]]\nname = "a"\n', "needs module"),
+    ('[[baselines]]\nname = "a"\nkind = "torch_compile"\nmodule = "b.py"\n', "takes no module"),
+    ('[[baselines]]\nname = "a"\nkind = "torch_compile"\n'
+     '[[baselines]]\nname = "a"\nkind = "torch_compile"\n', "must be distinct"),
+    ('[[baselines]]\nname = "reference"\nkind = "torch_compile"\n', "not 'reference'"),
+])  # fmt: skip
+def test_a_nonsense_baseline_table_is_refused_in_one_line(tmp_path, table, says):
+    folder = task_with_baselines(tmp_path, "\n" + table)
+    with pytest.raises(UserError) as refused:
+        load_task_folder(folder, "user")
+    message = str(refused.value)
+    assert says in message and "\n" not in message, message
+
+
+def test_a_judge_times_a_module_baseline_and_says_why_the_others_were_not(tmp_path):
+    """A real reference-only judge job on the CPU: the good baseline is timed on every timed
+    case with the reference's trials; the one whose library is missing and the one outside the
+    tolerance each come back with one line why, and the run's baseline is still there."""
+    task = load_task_folder(task_with_baselines(tmp_path, GOOD_AND_BROKEN), "user")
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    with StandbyPool(size=1, device="cpu") as pool:
+        found = time_baseline(task, settings, "cpu", pool, trials=12, device="cpu",
+                              toolchain="test")  # fmt: skip
+    assert isinstance(found, RunBaseline), found
+    timed = sorted(c.name for c in task.cases if c.timed)
+    assert sorted(found.cases) == timed
+    assert list(found.others) == ["x + x"]
+    for case in found.others["x + x"].values():
+        assert case.trials == 12 and case.time_us > 0 and case.ci >= 0  # a busy shared CPU
+    assert sorted(found.others["x + x"]) == timed
+    assert found.unavailable["demo"] == "demo library not installed (pip install demo)"
+    assert found.unavailable["three x"].startswith("outside the task's tolerance on a: output 0: ")
+    assert "\n" not in found.unavailable["three x"]
+
+
+def test_a_speedup_over_a_baseline_is_the_geometric_mean_over_shared_cases_with_its_spread():
+    base = {"a": CaseBaseline(case="a", time_us=200.0, ci=0.03, trials=100),
+            "b": CaseBaseline(case="b", time_us=50.0, ci=0.04, trials=100)}  # fmt: skip
+    cases = (CaseResult(case="a", correct=True, time_us=100.0, ci=0.04),
+             CaseResult(case="b", correct=True, time_us=100.0, ci=0.03),
+             CaseResult(case="c", correct=True, time_us=1.0, ci=0.0))  # fmt: skip
+    got = speedup_over("vendor", base, cases)
+    assert got is not None and got.cases == 2
+    assert got.speedup == pytest.approx(1.0)  # 2x on a, 0.5x on b
+    assert got.uncertainty == pytest.approx(0.05 / 2**0.5)  # each case +-5%, two cases
+    assert got.describe() == "1.00x over vendor (+-3.5%)"
+    assert speedup_over("vendor", base, (cases[2],)) is None
+
+
+class WithStrongBaselines(NoisyDevice):
+    """NoisyDevice whose run baseline also timed a vendor library twice as fast as the seed,
+    and could not time FLA."""
+
+    def baseline(self, trials: int) -> RunBaseline:
+        base = super().baseline(trials)
+        vendor = {c: CaseBaseline(case=c, time_us=50.0, ci=0.01, trials=trials) for c in CASES}
+        return base.model_copy(update={"others": {"vendor": vendor},
+                                       "unavailable": {"FLA": "FLA not installed"}})  # fmt: skip
+
+
+def test_the_final_lines_give_the_best_kernels_speedup_over_each_strong_baseline(tmp_path):
+    task = make_task(tmp_path)
+    with Archive.open(tmp_path / "run.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2),
+                                WithStrongBaselines(SEED_IS_BEST, 0), first=first_candidates(task),
+                                budget=24, seed=0)  # fmt: skip
+        stored = archive.events(summary.run, "baseline")
+    assert stored and stored[-1].data["unavailable"] == {"FLA": "FLA not installed"}
+    assert "strong baselines timed once beside it: vendor" in summary.baseline
+    line = summary.against
+    assert line.startswith("the run's best (candidate "), line
+    assert " over reference (+-" in line and "FLA not timed (FLA not installed)" in line
+    vendor = float(line.split("x over vendor")[0].split()[-1])
+    assert 0.45 < vendor < 0.55, line  # the seed's ~100 us against the vendor's 50 us
+    assert line in _message(summary).splitlines()
