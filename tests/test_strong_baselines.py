@@ -154,3 +154,49 @@ def test_the_final_lines_give_the_best_kernels_speedup_over_each_strong_baseline
     vendor = float(line.split("x over vendor")[0].split()[-1])
     assert 0.45 < vendor < 0.55, line  # the seed's ~100 us against the vendor's 50 us
     assert line in _message(summary).splitlines()
+
+
+# ------------------------------------------------------------------------------ on a GPU
+
+
+def gpu_run_baseline(tmp_path, name: str) -> RunBaseline:
+    from hipevolve.problems import get_task
+
+    task = get_task(name)
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    with StandbyPool(size=1, device="cuda") as pool:
+        found = time_baseline(task, settings, "cuda", pool, trials=30, device="gpu",
+                              toolchain="test")  # fmt: skip
+    assert isinstance(found, RunBaseline), found
+    return found
+
+
+@pytest.mark.gpu
+def test_gemm_bf16s_torch_matmul_baseline_is_timed_beside_its_reference_on_a_gpu(tmp_path):
+    """The reference is torch.matmul too: the two rows, timed in one job by one clock, agree."""
+    found = gpu_run_baseline(tmp_path, "gemm_bf16")
+    assert not found.unavailable, found.unavailable
+    matmul = found.others["torch.matmul"]
+    assert sorted(matmul) == sorted(found.cases)
+    for case, base in found.cases.items():
+        assert 0.9 < matmul[case].time_us / base.time_us < 1.1, (case, matmul[case], base)
+
+
+@pytest.mark.gpu
+def test_softmaxs_torch_compile_baseline_is_timed_within_the_tolerance_on_a_gpu(tmp_path):
+    found = gpu_run_baseline(tmp_path, "softmax")
+    assert "torch.compile" in found.others, found.unavailable
+    assert sorted(found.others["torch.compile"]) == sorted(found.cases)
+    line = found.against(tuple(CaseResult(case=c, correct=True, time_us=b.time_us, ci=b.ci)
+                               for c, b in found.cases.items()))  # fmt: skip
+    assert "1.00x over reference" in line and "x over torch.compile (+-" in line, line
+
+
+@pytest.mark.gpu
+def test_gdn_decodes_fla_baseline_is_timed_or_says_fla_is_missing_on_a_gpu(tmp_path):
+    found = gpu_run_baseline(tmp_path, "gated_delta_net_decode")
+    if "FLA fused_recurrent" in found.unavailable:
+        assert found.unavailable["FLA fused_recurrent"].startswith("FLA not installed")
+    else:
+        assert sorted(found.others["FLA fused_recurrent"]) == sorted(found.cases)
+    print(found.model_dump_json(indent=1))
