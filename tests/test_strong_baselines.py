@@ -156,6 +156,27 @@ def test_the_final_lines_give_the_best_kernels_speedup_over_each_strong_baseline
     assert line in _message(summary).splitlines()
 
 
+def test_an_export_carries_the_best_kernels_speedups_over_the_runs_baselines(tmp_path):
+    from hipevolve.export.manifest import ExportManifest
+    from hipevolve.export.package import export_package
+
+    task = make_task(tmp_path)
+    with Archive.open(tmp_path / "run.db") as archive:
+        run_evolution(task, archive, EvolutionSettings(islands=2),
+                      WithStrongBaselines(SEED_IS_BEST, 1), first=first_candidates(task),
+                      budget=24, seed=1)  # fmt: skip
+    out = tmp_path / "out"
+    export_package(tmp_path / "run.db", task.name, out, tasks_dirs=[tmp_path])
+    manifest = ExportManifest.model_validate_json(
+        next(out.glob("*/manifest.json")).read_text())  # fmt: skip
+    assert [s.against for s in manifest.baselines] == ["reference", "vendor"]
+    assert 0.45 < manifest.baselines[1].speedup < 0.55
+    assert manifest.baselines_unavailable == {"FLA": "FLA not installed"}
+    readme = (out / "README.md").read_text()
+    assert f"- {manifest.baselines[1].describe()}" in readme
+    assert "- FLA: not timed (FLA not installed)" in readme
+
+
 # ------------------------------------------------------------------------------ on a GPU
 
 
