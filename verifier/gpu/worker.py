@@ -37,6 +37,9 @@ What it protects against (FAULTS.md):
 - speedups beyond the roofline or above `suspect_speedup` are `suspect`, not crowned (21).
 
 What it does not protect against:
+- the task's own code: the reference and, in a run's reference-only job, the strong baselines
+  the task names (TaskSpec.baselines: torch.compile of the reference, or a module such as FLA's
+  kernels) run in the judge itself, as trusted code shipped with the task; never a candidate's;
 - native or ctypes code in the candidate process can rewrite the sandbox's own memory: it can
   forge timing messages and metadata (not output values, which the judge compares). The
   wall-clock cross-check, the roofline and 10x gates and the static checker are the mitigations;
