@@ -176,6 +176,16 @@ def test_an_export_carries_the_best_kernels_speedups_over_the_runs_baselines(tmp
     assert f"- {manifest.baselines[1].describe()}" in readme
     assert "- FLA: not timed (FLA not installed)" in readme
 
+    from hipevolve.export.dataset import DatasetRecord, export_dataset
+
+    export_dataset(tmp_path / "run.db", tmp_path / "data")
+    lines = (tmp_path / "data" / "evaluations.jsonl").read_text().splitlines()
+    records = [DatasetRecord.model_validate_json(line) for line in lines]
+    assert all([s.against for s in r.baselines] == ["reference", "vendor"]
+               for r in records if r.correct)  # fmt: skip
+    assert any(r.correct for r in records)
+    assert all(not r.baselines for r in records if not r.correct)
+
 
 # ------------------------------------------------------------------------------ on a GPU
 
