@@ -67,7 +67,8 @@ job is job.WorkerJob, read once and never changed; one evaluation is three parts
 stage by stage) and `Scorecard` (scorecard.py: what the sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,scorecard,timing,wire,zygote}
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,scorecard,strong,timing,wire,
+zygote}
 only (no pydantic).
 """
 
@@ -172,101 +173,6 @@ class References:
         )
         return times, ""
 
-    def time_baselines(self) -> dict[str, dict]:
-        """Each strong baseline of the job (job.BaselineJob), after the reference and timed as
-        it was: {name: {"trials": {case: [us]}, "flags": [...]}}, or {name: {"unavailable":
-        why}} for one that cannot be imported or built, or fails on a case, or whose outputs
-        on the first seed fall outside the task's tolerance (with its error): never timed."""
-        clock = self.timing.Clock(self.job.device, self.job.flush_bytes)
-        try:
-            return {b.name: self.time_baseline(clock, b) for b in self.job.baselines}
-        finally:
-            del clock
-
-    def time_baseline(self, clock: Any, spec: Any) -> dict:  # noqa: ANN401
-        job, answer = self.job, {"trials": {}, "flags": []}
-        try:
-            make = self.baseline_maker(spec)
-        except Exception as e:  # noqa: BLE001 (not installed, not importable: one line why)
-            return {"unavailable": _why(e)}
-        for case in (c for c in job.cases if c.timed):
-            try:
-                model = make(case)
-                bad = self.outside_tolerance(case, model)
-                if bad:
-                    return {"unavailable": f"outside the task's tolerance on {case.name}: {bad}"}
-                trials, eager = self.trials(clock, case, model)
-            except Exception as e:  # noqa: BLE001 (a build or run failure of trusted code)
-                return {"unavailable": f"{case.name}: {_why(e)}"}
-            answer["trials"][case.name] = trials
-            if eager:
-                answer["flags"].append(f"timing:eager ({case.name}: {eager})"[:300])
-            del model
-        return answer
-
-    def baseline_maker(self, spec: Any) -> Any:  # noqa: ANN401
-        """case -> the baseline's model for it (seeded as the reference's is): the task's
-        reference under torch.compile, or the Model of the baseline's own file, built from
-        the reference's init arguments."""
-        import importlib.util
-        import types
-
-        import torch
-
-        device, seed = self.job.device, self.job.seeds[0]
-        if spec.kind == "torch_compile":
-            return lambda case: torch.compile(
-                self.reference.build_model(self.module, case.init, device, seed), dynamic=False
-            )
-        path = spec.module
-        name = f"hipevolve_baseline_{abs(hash(str(path)))}"
-        found = importlib.util.spec_from_file_location(name, path)
-        if found is None or found.loader is None or not path.is_file():
-            raise ImportError(f"no baseline module at {path}")
-        module = importlib.util.module_from_spec(found)
-        found.loader.exec_module(module)
-        if not hasattr(module, "Model"):
-            raise ImportError(f"{path.name} has no Model class")
-        # The baseline's Model, built with the reference's init arguments.
-        shim = types.SimpleNamespace(
-            Model=module.Model, get_init_inputs=self.module.get_init_inputs
-        )
-        return lambda case: self.reference.build_model(shim, case.init, device, seed)
-
-    def outside_tolerance(self, case: Any, model: Any) -> str:  # noqa: ANN401
-        """Why `model`'s outputs on the first seed are not the reference's at the task's
-        tolerance, or ''."""
-        import torch
-
-        from hipevolve.verifier.gpu import compare
-
-        job, seed = self.job, self.job.seeds[0]
-        inputs = self.reference.build_inputs(
-            self.module, case.inputs, job.device, seed, draw_on_device=True
-        )
-        with torch.no_grad():
-            got = self.reference.as_outputs(model(*inputs))
-        want = self.refs[(case.name, seed)][1]
-        if len(got) != len(want):
-            return f"{len(got)} outputs, the reference has {len(want)}"
-        for i, (g, r) in enumerate(zip(got, want, strict=True)):
-            if g.shape != r.shape:
-                return f"output {i}: shape {tuple(g.shape)}, the reference's {tuple(r.shape)}"
-            ok, _, _, mismatch = compare.compare_values(i, g.to(r.dtype), r, job.tolerance)
-            if not ok:
-                return mismatch or f"output {i} differs"
-        return ""
-
-
-def _why(e: BaseException) -> str:
-    """One line: an ImportError's own message (a baseline says what is not installed), else
-    the exception's type and first line."""
-    lines = str(e).strip().splitlines()
-    first = lines[0] if lines else ""
-    if isinstance(e, ImportError) and first:
-        return first[:300]
-    return f"{type(e).__name__}: {first}"[:300]
-
 
 class Judge:
     """One evaluation: the reference's side first (References), then the candidate in its
@@ -334,8 +240,10 @@ class Judge:
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
                 if self.job.do_timing and self.job.baselines:
+                    from hipevolve.verifier.gpu.strong import time_baselines
+
                     t = time.monotonic()
-                    self.baselines = self.ref.time_baselines()
+                    self.baselines = time_baselines(self.ref)
                     self.seconds["baselines"] = round(time.monotonic() - t, 3)
                 return self.result("ok", "reference timed")
             if self.device.startswith("cuda"):
