@@ -114,6 +114,25 @@ def test_a_judge_times_a_module_baseline_and_says_why_the_others_were_not(tmp_pa
     assert "\n" not in found.unavailable["three x"]
 
 
+def test_a_judge_that_ran_strong_baselines_judges_no_candidate_afterwards(tmp_path):
+    """Their libraries (Triton, FLA, TileLang) and torch.compile leave caches and threads in the
+    judge: it exits after answering instead of going back to the pool."""
+    from dataclasses import replace
+
+    from hipevolve.verifier.gpu.isolate import baseline_jobs, job_for_task, run_worker
+
+    task = load_task_folder(task_with_baselines(tmp_path, GOOD_AND_BROKEN), "user")
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    job = replace(job_for_task(task, None, settings, device="cpu", seeds=(0,),
+                               reference_only=True), trials=5)  # fmt: skip
+    with StandbyPool(size=1, device="cpu") as pool:
+        plain = run_worker(job, pool.take(), pool=pool)
+        strong = run_worker(replace(job, baselines=baseline_jobs(task)[:1]), pool.take(),
+                            pool=pool)  # fmt: skip
+    assert plain.reusable and not plain.baselines
+    assert not strong.reusable and list(strong.baselines) == ["x + x"]
+
+
 def test_a_speedup_over_a_baseline_is_the_geometric_mean_over_shared_cases_with_its_spread():
     base = {"a": CaseBaseline(case="a", time_us=200.0, ci=0.03, trials=100),
             "b": CaseBaseline(case="b", time_us=50.0, ci=0.04, trials=100)}  # fmt: skip
