@@ -106,6 +106,8 @@ class RunSummary(Frozen):
     confirmation: str = Field(
         default="", description="the final head-to-head of the run's best against the seed")
     baseline: str = Field(default="", description="what the speedups are measured against")
+    against: str = Field(default="", description="the run's best over the reference and each "
+                         "strong baseline, with their uncertainty")  # fmt: skip
 
 
 class Search:
@@ -409,6 +411,7 @@ class Search:
             resume=resume,
             confirmation=confirmation,
             baseline=self.referee.describe(),
+            against=self.referee.against(),
         )
 
 

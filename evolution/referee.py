@@ -12,6 +12,9 @@ incumbent, the run's best, and the final word on it (DESIGN.md "Fitness").
   comparison keeps the incumbent.
 - The champion is the run's best: generation 0's best seed first, replaced only as above. It is
   what the run reports and saves; it travels in each checkpoint.
+- The final lines: what the speedups are measured against (`describe`), the run's best over
+  the reference and each strong baseline the task names, with their uncertainty (`against`),
+  and the head-to-head against the seed (`confirm`).
 - The end. When the reachable space is spent, what budget is left goes on head-to-heads of the
   contenders within the noise of the champion; then the champion meets the seed it started from
   over FitnessSettings.confirm_rounds rounds (reserved from the budget at the start), and the last
@@ -89,7 +92,22 @@ class Referee:
             return self.baseline_note
         cases = ", ".join(f"{name} {c.time_us:.1f} us (+-{c.ci * 100:.1f}%)"
                           for name, c in self.baseline.cases.items())  # fmt: skip
-        return f"speedups over the reference timed once for this run on {self.baseline.device}: {cases}"
+        strong = (f"; strong baselines timed once beside it: {', '.join(self.baseline.others)}"
+                  if self.baseline.others else "")  # fmt: skip
+        return (f"speedups over the reference timed once for this run on {self.baseline.device}: "
+                f"{cases}{strong}")  # fmt: skip
+
+    def against(self) -> str:
+        """One line: the run's best over the reference and each strong baseline of the task
+        (geometric means over the cases both timed, with their uncertainty), and the strong
+        baselines that could not be timed, with why."""
+        if self.baseline is None or self.champion is None:
+            return ""
+        evaluation = self.archive.evaluation_of(self.champion.candidate_id)
+        if evaluation is None or not evaluation.ok:
+            return ""
+        line = self.baseline.against(evaluation.cases)
+        return f"the run's best (candidate {self.champion.candidate_id}): {line}" if line else ""
 
     def _use(self, baseline: RunBaseline) -> None:
         self.baseline = baseline

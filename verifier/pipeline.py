@@ -285,23 +285,41 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
 def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judges, *,
                   trials: int, device: str, toolchain: str) -> RunBaseline | str:
     """The run's baseline (hipevolve/core/baseline.py): the reference alone in a judge of
-    `judges`, `trials` trials on each timed case; or one line saying why it could not be timed."""
+    `judges`, `trials` trials on each timed case, then each strong baseline the task names,
+    timed the same way (those that could not be, with one line why); or one line saying why
+    the reference could not be timed."""
     from dataclasses import replace
 
-    from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
+    from hipevolve.verifier.gpu.isolate import baseline_jobs, job_for_task, run_worker
 
     cases = tuple(c for c in task.cases if not c.globals)
+    others = baseline_jobs(task)
     job = job_for_task(task, None, settings, device=_device(backend), cases=cases,
-                       seeds=check_seeds(task, settings)[:1], reference_only=True)  # fmt: skip
-    job = replace(job, trials=trials, reference_trials=0)
+                       seeds=check_seeds(task, settings)[:1], reference_only=True,
+                       baselines=others)  # fmt: skip
+    t = job.timeouts  # each baseline may import, compile (torch.compile, TileLang) and time
+    job = replace(job, trials=trials, reference_trials=0,
+                  deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))
     worker = run_worker(job, judges.take(), pool=judges)
     if worker.status is not Status.ok:
         return f"{worker.status.value}: {worker.message}"
     timed = {c.case: b for c in worker.cases if (b := c.reference_baseline()) is not None}
     if not timed:
         return "the task has no timed case"
+    strong, unavailable, notes = {}, {}, {}
+    for b in others:
+        answer = worker.baselines.get(b.name)
+        if answer is None:
+            unavailable[b.name] = "the judge did not answer for it"
+        elif answer.unavailable or not answer.cases():
+            unavailable[b.name] = answer.unavailable or "no timed case"
+        else:
+            strong[b.name] = answer.cases()
+            if answer.flags:
+                notes[b.name] = "; ".join(answer.flags)[:300]
     return RunBaseline(task=task.name, device=device, toolchain=toolchain, clocks=gpu_clocks(),
-                       cases=timed)  # fmt: skip
+                       cases=timed, others=strong, unavailable=unavailable,
+                       notes=notes)  # fmt: skip
 
 
 def gpu_clocks() -> str:

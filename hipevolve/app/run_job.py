@@ -407,7 +407,8 @@ def _message(summary: RunSummary) -> str:
     message = summary.message
     if summary.resume:
         message = message.removesuffix(f"; {summary.resume}")
-    return "\n".join(line for line in (message, summary.baseline, summary.confirmation) if line)
+    lines = (message, summary.baseline, summary.against, summary.confirmation)
+    return "\n".join(line for line in lines if line)
 
 
 def _outcome(

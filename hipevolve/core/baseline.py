@@ -10,9 +10,19 @@ evaluation of the run measure against it: a case's `ref_time_us` becomes the bas
 reference timed inside the evaluation moves to `ref_check_us`, a check of the machine's noise
 (flagged when it strays by FitnessSettings.check_drift) and never a term of the fitness. Ranking
 by the rebased fitness is ranking by the candidates' own times.
+
+The strong baselines a task names (TaskSpec.baselines: torch.matmul for GEMMs, torch.compile of
+the reference, FLA and FlashQLA for gated_delta_net) are timed in the same job, right after the
+reference, with the same clock, trials, input sets and timing mode, and kept in `others`; one
+that could not be timed (not installed, failed to build, or outside the task's tolerance) is in
+`unavailable` with one line why. They are never the fitness: `speedups` reports a kernel's
+speedup over each (geometric mean over the cases both timed, with its uncertainty) for the run's
+final lines and exports.
 """
 
 from __future__ import annotations
+
+import math
 
 from pydantic import Field
 
@@ -37,6 +47,15 @@ class RunBaseline(Frozen):
     toolchain: str
     clocks: str = Field(default="", description="clocks the driver reported when it was timed")
     cases: dict[str, CaseBaseline]
+    others: dict[str, dict[str, CaseBaseline]] = Field(
+        default_factory=dict, description="each strong baseline the task names: its timed cases"
+    )
+    unavailable: dict[str, str] = Field(
+        default_factory=dict, description="strong baselines not timed, each with one line why"
+    )
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="how a strong baseline was timed, where it differs "
+        "from the task's timing (a forward CUDA graphs could not capture)")  # fmt: skip
 
     def rebase(self, evaluation: Evaluation, drift: float = 1.5) -> Evaluation:
         """The evaluation measured against this baseline (see the module docstring). Idempotent:
@@ -57,9 +76,50 @@ class RunBaseline(Frozen):
             cases.append(c.model_copy(update={"ref_time_us": base.time_us, "ref_check_us": check}))
         return evaluation.model_copy(update={"cases": tuple(cases), "flags": tuple(flags)})
 
+    def speedups(self, cases: tuple[CaseResult, ...]) -> list[Speedup]:
+        """An evaluation's speedup over the reference and over each strong baseline timed."""
+        timings = {REFERENCE: self.cases, **self.others}
+        found = (speedup_over(name, base, cases) for name, base in timings.items())
+        return [s for s in found if s is not None]
+
+    def against(self, cases: tuple[CaseResult, ...]) -> str:
+        """One line: those speedups with their uncertainty, and what was not timed and why."""
+        parts = [s.describe() for s in self.speedups(cases)]
+        missing = "; ".join(f"{name} not timed ({why})" for name, why in self.unavailable.items())
+        return "; ".join(p for p in (", ".join(parts), missing) if p)
+
     def uncertainty(self) -> float:
         """Relative uncertainty its cases add to a geometric-mean speedup."""
         return geomean_uncertainty([c.ci for c in self.cases.values()])
+
+
+REFERENCE = "reference"
+
+
+class Speedup(Frozen):
+    """A kernel against one baseline: the geometric mean of baseline time over kernel time
+    on the cases both timed, and its relative ~95% half-width (the baseline's and the kernel's
+    per-case intervals combined: geomean_uncertainty)."""
+
+    against: str
+    speedup: float = Field(gt=0)
+    uncertainty: float = Field(ge=0)
+    cases: int = Field(ge=1)
+
+    def describe(self) -> str:
+        return f"{self.speedup:.2f}x over {self.against} (+-{self.uncertainty * 100:.1f}%)"
+
+
+def speedup_over(name: str, base: dict[str, CaseBaseline],
+                 cases: tuple[CaseResult, ...]) -> Speedup | None:  # fmt: skip
+    """`cases`' speedup over the baseline `base`, or None when they time no case in common."""
+    pairs = [(base[c.case], c) for c in cases if c.time_us and c.case in base]
+    if not pairs:
+        return None
+    logs = [math.log(b.time_us / c.time_us) for b, c in pairs]
+    spreads = [math.hypot(b.ci, c.ci or 0.0) for b, c in pairs]
+    return Speedup(against=name, speedup=math.exp(sum(logs) / len(logs)),
+                   uncertainty=geomean_uncertainty(spreads), cases=len(pairs))  # fmt: skip
 
 
 def evaluation_uncertainty(cases: tuple[CaseResult, ...]) -> float:

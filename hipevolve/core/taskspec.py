@@ -119,6 +119,28 @@ class Anchor(Frozen):
     figures: dict[str, float] = Field(description="case name -> value in `unit`")
 
 
+class Baseline(Frozen):
+    """A strong baseline the task names (hipevolve/core/baseline.py): trusted code shipped with
+    the task, timed once per run in the judge after the reference, never a candidate. `module`:
+    a file with a `Model` class taking the reference's init arguments and inputs (for example
+    torch.matmul, or FLA's kernels); `torch_compile`: torch.compile of the task's own reference."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.+ -]+$", max_length=60)
+    kind: Literal["module", "torch_compile"] = "module"
+    module: Path | None = Field(
+        default=None, description="the module's file (kind 'module'), relative to the task folder"
+    )
+
+    @model_validator(mode="after")
+    def _module_matches_kind(self) -> Baseline:
+        if self.kind == "module" and self.module is None:
+            raise ValueError(f"baseline {self.name!r}: kind 'module' needs module = \"FILE.py\"")
+        if self.kind == "torch_compile" and self.module is not None:
+            raise ValueError(f"baseline {self.name!r}: kind 'torch_compile' compiles the "
+                             "reference and takes no module")  # fmt: skip
+        return self
+
+
 class TaskSpec(Frozen):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str
@@ -147,6 +169,9 @@ class TaskSpec(Frozen):
     )
     anchors: tuple[Anchor, ...] = ()
     seeds: tuple[Path, ...] = Field(default=(), description="seed kernel candidates (folders)")
+    baselines: tuple[Baseline, ...] = Field(
+        default=(), description="strong baselines timed beside the reference once per run"
+    )
     notes: str = ""
 
     @model_serializer(mode="wrap")
@@ -156,6 +181,8 @@ class TaskSpec(Frozen):
         data = handler(self)
         if isinstance(data, dict) and data.get("timing") == "eager":
             data.pop("timing")
+        if isinstance(data, dict) and not data.get("baselines", True):
+            data.pop("baselines")  # likewise a task without strong baselines
         return data
 
     @model_validator(mode="after")
@@ -163,6 +190,9 @@ class TaskSpec(Frozen):
         names = [c.name for c in self.cases]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate case names in {names}")
+        baselines = [b.name for b in self.baselines]
+        if len(set(baselines)) != len(baselines) or "reference" in baselines:
+            raise ValueError(f"baseline names must be distinct and not 'reference': {baselines}")
         return self
 
     def case(self, name: str) -> Case:
@@ -185,5 +215,9 @@ def parse_task_toml(data: dict[str, Any], folder: Path, origin: str) -> TaskSpec
     data = dict(data)
     data["reference"] = folder / data.get("reference", "reference.py")
     data["seeds"] = tuple(folder / s for s in data.get("seeds", ()))
+    data["baselines"] = tuple(
+        b | {"module": folder / b["module"]} if isinstance(b, dict) and b.get("module") else b
+        for b in data.get("baselines", ())
+    )
     data["origin"] = origin
     return TaskSpec.model_validate(data)

@@ -20,10 +20,11 @@ from pydantic import BaseModel, Field
 
 from hipevolve.archive.store import Archive
 from hipevolve.core.base import Frozen
+from hipevolve.core.baseline import Speedup
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation, StaticFacts
 from hipevolve.export.folders import check_output, publish, render, staging_folder
-from hipevolve.export.runs import describe_runs, find_run, open_archive
+from hipevolve.export.runs import describe_runs, find_run, open_archive, run_baseline
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "evaluations.jsonl"
@@ -103,6 +104,10 @@ class DatasetRecord(Frozen):
     mismatch: str = Field(description="trimmed summary of the first wrong outputs")
     cases: list[CaseRecord] = Field(description="per-case results, the task's case order")
     static: list[StaticFacts] = Field(description="AMD resource and ISA facts per kernel")
+    baselines: list[Speedup] = Field(
+        default_factory=list, description="speedups over the run's baselines (the reference and "
+        "each strong baseline the task names, timed once at the run's start), with their "
+        "uncertainty; empty unless status is ok and the run timed a baseline")  # fmt: skip
     evaluated: str = Field(description="when the evaluation was recorded (ISO 8601, UTC)")
 
 
@@ -143,6 +148,7 @@ def records(archive: Archive, run: int) -> Iterator[DatasetRecord]:
     """The run's scored candidates as records, in the order their evaluations were recorded."""
     task = find_run(archive, run).task
     edges = _lineage(archive, run)
+    baseline = run_baseline(archive, run)
     for found in archive.evaluated_records(run):
         c, evaluation = found.candidate, found.evaluation
         into = edges.get(c.id, [])
@@ -161,6 +167,7 @@ def records(archive: Archive, run: int) -> Iterator[DatasetRecord]:
             message=evaluation.message, flags=list(evaluation.flags),
             compile_log=evaluation.compile_log, mismatch=evaluation.mismatch,
             cases=_cases(evaluation), static=list(evaluation.static), evaluated=found.evaluated,
+            baselines=baseline.speedups(evaluation.cases) if baseline and evaluation.ok else [],
         )  # fmt: skip
 
 

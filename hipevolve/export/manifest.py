@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from hipevolve.archive.store import Archive
+from hipevolve.core.baseline import Speedup
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.export.signature import Frozen
 
@@ -58,6 +59,11 @@ class ExportManifest(Frozen):
     cases: tuple[CaseEntry, ...]
     measured: dict[str, Measured]
     lineage: tuple[LineageStep, ...] = Field(description="root first, the exported kernel last")
+    baselines: tuple[Speedup, ...] = Field(
+        default=(), description="the kernel over the run's baselines (the reference and each "
+        "strong baseline timed once at the run's start), with their uncertainty")  # fmt: skip
+    baselines_unavailable: dict[str, str] = Field(
+        default_factory=dict, description="strong baselines the run could not time, and why")
 
 
 def measurements(evaluation: Evaluation) -> dict[str, Measured]:

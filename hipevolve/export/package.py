@@ -56,6 +56,7 @@ from hipevolve.export.runs import (
     describe_runs,
     find_run,
     open_archive,
+    run_baseline,
     run_environment,
     task_spec,
 )
@@ -152,6 +153,7 @@ def export_package(
         spec = task_spec(archive, task, tasks_dirs)
         lineage = lineage_steps(archive, info.id)
         environment = run_environment(archive, info.id)
+        baseline = run_baseline(archive, info.id)
     candidate = record.candidate
     package = f"hipevolve_kernel_{identifier(task).lower()}"
     try:
@@ -172,6 +174,8 @@ def export_package(
         cases=tuple(CaseEntry(name=c.name, init=c.init, inputs=c.inputs, timed=c.timed,
                               small=c.small, dtypes=c.dtypes) for c in spec.cases),
         measured=measurements(best.evaluation), lineage=tuple(lineage),
+        baselines=tuple(baseline.speedups(best.evaluation.cases)) if baseline else (),
+        baselines_unavailable=dict(baseline.unavailable) if baseline else {},
     )  # fmt: skip
 
     staged = staging_folder(out)

@@ -30,6 +30,8 @@ def readme(manifest: ExportManifest, spec: TaskSpec, evaluation: Evaluation,
           _num(m.cv, ".3f"), _num(m.roofline_fraction, ".2f"))
          for name, m in manifest.measured.items()),
     )  # fmt: skip
+    if manifest.baselines or manifest.baselines_unavailable:
+        speedups += "\n\n" + against_baselines(manifest)
     env = manifest.environment
     hardware = [f"- backend: `{manifest.backend or 'unknown'}`"]
     hardware += [f"- {key}: `{value}`" for key, value in sorted(env.items())]
@@ -93,6 +95,15 @@ def readme(manifest: ExportManifest, spec: TaskSpec, evaluation: Evaluation,
         "LINEAGE": lineage, "FILES": _files_table(manifest.package, native, sig),
     })  # fmt: skip
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def against_baselines(manifest: ExportManifest) -> str:
+    """The kernel over the run's baselines, timed once at the run's start on its device."""
+    lines = ["Over the run's baselines (timed once at the run's start on the same device, the same "
+             "way; geometric mean over the timed cases, +- the ~95% interval):", ""]
+    lines += [f"- {s.describe()}" for s in manifest.baselines]
+    lines += [f"- {name}: not timed ({why})" for name, why in manifest.baselines_unavailable.items()]
+    return "\n".join(lines)
 
 
 def _files_table(package: str, native: bool, sig: OpSignature | None) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hipevolve.archive.store import Archive, RunInfo, Scored
+from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 
@@ -89,3 +90,9 @@ def run_environment(archive: Archive, run: int) -> dict[str, Any]:
     """The device and toolchain the run recorded (its last `environment` event), if any."""
     events = archive.events(run, "environment")
     return dict(events[-1].data) if events else {}
+
+
+def run_baseline(archive: Archive, run: int) -> RunBaseline | None:
+    """The baseline the run timed at its start (its last `baseline` event), if any."""
+    events = archive.events(run, "baseline")
+    return RunBaseline.model_validate(events[-1].data) if events else None

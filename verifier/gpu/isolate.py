@@ -39,7 +39,7 @@ from hipevolve.core.baseline import CaseBaseline
 from hipevolve.core.evaluation import CaseResult, Status
 from hipevolve.core.noise import median_interval
 from hipevolve.verifier.gpu.confine import become_subreaper, group_pids
-from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
+from hipevolve.verifier.gpu.job import BaselineJob, CandidateJob, CaseJob, Timeouts, WorkerJob
 
 if TYPE_CHECKING:
     from hipevolve.core.config import VerifierSettings
@@ -120,6 +120,11 @@ def job_for_task(
     )
 
 
+def baseline_jobs(task: TaskSpec) -> tuple[BaselineJob, ...]:
+    """The task's strong baselines as a reference-only job names them."""
+    return tuple(BaselineJob(name=b.name, kind=b.kind, module=b.module) for b in task.baselines)
+
+
 class WorkerCase(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -151,6 +156,26 @@ class WorkerCase(BaseModel):
                             trials=len(self.ref_trials))  # fmt: skip
 
 
+class BaselineAnswer(BaseModel):
+    """One strong baseline as a reference-only job's judge answers it (worker.References)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    trials: dict[str, list[float]] = Field(default_factory=dict, description="case -> us")
+    flags: list[str] = Field(default_factory=list, description="how it was timed, if unlike the job")
+    unavailable: str = Field(default="", description="why it was not timed (one line)")
+
+    def cases(self) -> dict[str, CaseBaseline]:
+        """Its trials as a run baseline's cases (median and interval, as the reference's)."""
+        out = {}
+        for case, trials in self.trials.items():
+            if trials:
+                median, ci = median_interval(trials)
+                out[case] = CaseBaseline(case=case, time_us=median, ci=round(ci, 6),
+                                         trials=len(trials))  # fmt: skip
+        return out
+
+
 class WorkerResult(BaseModel):
     status: Status
     message: str = ""
@@ -168,6 +193,9 @@ class WorkerResult(BaseModel):
     sandbox_pid: int | None = None
     killed_pids: list[int] = Field(default_factory=list, description="killed at the deadline")
     reusable: bool = Field(default=False, description="the judge waits for another job")
+    baselines: dict[str, BaselineAnswer] = Field(
+        default_factory=dict, description="a reference-only job's strong baselines, by name"
+    )
 
     def case_results(self) -> tuple[CaseResult, ...]:
         return tuple(c.to_case_result() for c in self.cases)

@@ -95,6 +95,27 @@ class CandidateJob:
         return cls(**data)
 
 
+BASELINE_KINDS = ("module", "torch_compile")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineJob:
+    """A strong baseline a reference-only job times after the reference (TaskSpec.baselines):
+    trusted code shipped with the task, run in the judge like the reference."""
+
+    name: str
+    kind: str = "module"  # one of BASELINE_KINDS
+    module: Path | None = None  # kind "module": its file, a Model like the reference's
+
+    def __post_init__(self) -> None:
+        _require(self.kind in BASELINE_KINDS, f"baseline kind {self.kind!r} is not one of "
+                 f"{BASELINE_KINDS}")  # fmt: skip
+        _set(self, "module", _path(self.module))
+
+    def resolved(self) -> dict[str, str | None]:
+        return {"name": self.name, "kind": self.kind, "module": _resolved(self.module)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Timeouts:
     """Seconds each stage may take. load, check and timing come from the verifier settings
@@ -150,10 +171,12 @@ class WorkerJob:
     reference_only: bool = False  # time the reference alone (a run's baseline); no candidate
     reference_trials: int = 0  # the reference's trials; 0: `trials` (a run's check: a few)
     timing: str = "eager"  # one of TIMINGS: the task's (TaskSpec.timing)
+    baselines: tuple[BaselineJob, ...] = ()  # reference-only jobs: timed after the reference
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
         _set(self, "cases", tuple(self.cases))
+        _set(self, "baselines", tuple(self.baselines))
         _set(self, "seeds", tuple(self.seeds))
         _set(self, "workdir", _path(self.workdir))
         # float fields are floats, as the pydantic model made them (200 is written 200.0)
@@ -169,6 +192,8 @@ class WorkerJob:
         _require(self.suspect_speedup > 1, "suspect_speedup must be above 1")
         _require((self.candidate is None) == self.reference_only,
                  "a job has a candidate unless it is reference-only")
+        _require(self.reference_only or not self.baselines,
+                 "only a reference-only job times strong baselines")
         _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
 
     def case(self, name: str) -> CaseJob:
@@ -186,6 +211,7 @@ class WorkerJob:
         data["reference"] = _resolved(self.reference)
         data["candidate"] = self.candidate.resolved() if self.candidate else None
         data["workdir"] = str(self.workdir) if self.workdir is not None else None
+        data["baselines"] = [b.resolved() for b in self.baselines]
         return json.dumps(data)
 
     @classmethod
@@ -200,6 +226,7 @@ class WorkerJob:
                 if data["candidate"] else None,
                 "timeouts": Timeouts(**data["timeouts"]),
                 "peak": PeakRates(**peak) if peak else None,
+                "baselines": tuple(BaselineJob(**b) for b in data.get("baselines", ())),
             }
         )
 

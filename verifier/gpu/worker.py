@@ -37,6 +37,9 @@ What it protects against (FAULTS.md):
 - speedups beyond the roofline or above `suspect_speedup` are `suspect`, not crowned (21).
 
 What it does not protect against:
+- the task's own code: the reference and, in a run's reference-only job, the strong baselines
+  the task names (TaskSpec.baselines: torch.compile of the reference, or a module such as FLA's
+  kernels) run in the judge itself, as trusted code shipped with the task; never a candidate's;
 - native or ctypes code in the candidate process can rewrite the sandbox's own memory: it can
   forge timing messages and metadata (not output values, which the judge compares). The
   wall-clock cross-check, the roofline and 10x gates and the static checker are the mitigations;
@@ -64,7 +67,8 @@ job is job.WorkerJob, read once and never changed; one evaluation is three parts
 stage by stage) and `Scorecard` (scorecard.py: what the sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,scorecard,timing,wire,zygote}
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,references,scorecard,strong,timing,wire,
+zygote}
 only (no pydantic).
 """
 
@@ -136,8 +140,6 @@ class References:
         baseline, where this timing is only a check of the machine's noise) takes that many,
         after one warm-up call."""
         job, device = self.job, self.job.device
-        trials = job.reference_trials or job.trials
-        warmup = 1 if job.reference_trials else job.warmup
         clock = self.timing.Clock(device, job.flush_bytes)
         times = {}
         for case in job.cases:
@@ -146,28 +148,33 @@ class References:
             model = self.reference.build_model(  # the seed the sandbox times its model with
                 self.module, case.init, device, job.seeds[-1]
             )
-            sets = [
-                self.reference.build_inputs(
-                    self.module, case.inputs, device, job.timing_seed + i, draw_on_device=True
-                )
-                for i in range(self.sizes[case.name].timing_sets)
-            ]
-            if job.timing == "graph":
-                got = self.timing.time_graph_trials(
-                    clock, lambda a, m=model: m(*a), sets, trials, warmup
-                )
-                times[case.name] = got.times
-                if got.eager:
-                    self.flags.append(
-                        f"timing:eager (not capturable: reference {case.name}: {got.eager})"[:300]
-                    )
-            else:
-                times[case.name], _ = self.timing.time_trials(
-                    clock, lambda a, m=model: m(*a), sets, trials, warmup
-                )
-            del sets, model
+            times[case.name], eager = self.trials(clock, case, model)
+            if eager:
+                self.flags.append(f"timing:eager (not capturable: reference {case.name}: {eager})"[:300])
+            del model
         del clock
         return times
+
+    def trials(self, clock: Any, case: Any, model: Any) -> tuple[list[float], str]:  # noqa: ANN401
+        """(trials in us, why it was timed eagerly under the job's timing "graph", or '') of
+        `model` on `case`: the reference's timing input sets, clock and trial counts."""
+        job = self.job
+        # A run's evaluations take job.reference_trials (only a check there), one warm-up.
+        trials = job.reference_trials or job.trials
+        warmup = 1 if job.reference_trials else job.warmup
+        sets = [
+            self.reference.build_inputs(
+                self.module, case.inputs, job.device, job.timing_seed + i, draw_on_device=True
+            )
+            for i in range(self.sizes[case.name].timing_sets)
+        ]
+        if job.timing == "graph":
+            got = self.timing.time_graph_trials(
+                clock, lambda a, m=model: m(*a), sets, trials, warmup
+            )
+            return got.times, got.eager
+        times, _ = self.timing.time_trials(clock, lambda a, m=model: m(*a), sets, trials, warmup)
+        return times, ""
 
 
 class Judge:
@@ -188,6 +195,7 @@ class Judge:
         self.seconds: dict[str, float] = {}
         self.sandbox_pid: int | None = None
         self.chan = chan
+        self.baselines: dict[str, dict] = {}  # a reference-only job's strong baselines
 
     # --- judging what comes back --------------------------------------------------------------
     def receive_outputs(self, header: dict, items: list) -> None:
@@ -234,6 +242,12 @@ class Judge:
                 self.card.flags += self.ref.flags
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
+                if self.job.do_timing and self.job.baselines:
+                    from hipevolve.verifier.gpu.strong import time_baselines
+
+                    t = time.monotonic()
+                    self.baselines = time_baselines(self.ref)
+                    self.seconds["baselines"] = round(time.monotonic() - t, 3)
                 return self.result("ok", "reference timed")
             if self.device.startswith("cuda"):
                 self.trim_cache()
@@ -442,7 +456,8 @@ class Judge:
 
     def result(self, status: str, message: str) -> dict:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
-        return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid}
+        extra = {"baselines": self.baselines} if self.baselines else {}
+        return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid} | extra
 
 
 def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (from the sandbox)
@@ -569,8 +584,14 @@ def main() -> None:
                 "flags": ["judge-error"],
                 "message": f"judge error: {type(e).__name__}: {str(e)[:300]}",
             }
+        # A judge that imported a baseline's libraries (Triton, FLA, TileLang) or ran
+        # torch.compile keeps their caches and threads: it judges no candidate after that.
+        timed_baselines = judge is not None and bool(judge.job.baselines)
         reusable = (
-            result["status"] in REUSABLE and served < JOBS_PER_JUDGE and healthy(torch, args.device)
+            result["status"] in REUSABLE
+            and served < JOBS_PER_JUDGE
+            and not timed_baselines
+            and healthy(torch, args.device)
         )
         result["reusable"] = reusable
         answer = memoryview(json.dumps(result).encode() + b"\n")
