@@ -108,18 +108,20 @@ def test_a_noisy_reference_cannot_crown_a_slower_kernel(tmp_path):
         assert "faster than the seed" not in summary.confirmation.replace("no confirmed", ""), \
             summary.confirmation
         # The test has teeth: ranked by the reference timed inside each evaluation (the old
-        # fitness), the run's top kernel is a clearly slower one.
+        # fitness), the run's top kernel is a slower one than the run crowned.
         old = max(evaluations, key=lambda cid: statistics.fmean(
             [c.ref_check_us / c.time_us for c in evaluations[cid].cases]))  # fmt: skip
-        assert true_speed(kernels[old], SEED_IS_BEST) < 0.99, seed
+        assert true_speed(kernels[old], SEED_IS_BEST) < min(crowned, 1.0), seed
 
 
 def test_a_real_gain_is_found_confirmed_and_claimed_within_two_points(tmp_path):
-    summary, best, kernels, _, _ = noisy_run(tmp_path, ONE_BETTER, seed=3, budget=80)
-    assert true_speed(kernels[best.candidate_id], ONE_BETTER) == ONE_BETTER["BLOCK"]["256"]
+    summary, best, kernels, seed_kernel, _ = noisy_run(tmp_path, ONE_BETTER, seed=3, budget=80)
+    crowned = true_speed(kernels[best.candidate_id], ONE_BETTER)
+    assert crowned >= 0.99 * ONE_BETTER["BLOCK"]["256"]  # the 20% kernel, or within 1% of it
     assert summary.confirmation.startswith("confirmed "), summary.confirmation
     claimed = float(summary.confirmation.split()[1].rstrip("%"))
-    assert abs(claimed - 20.0) <= 2.0, summary.confirmation
+    true_gain = (crowned / true_speed(seed_kernel, ONE_BETTER) - 1) * 100
+    assert abs(claimed - true_gain) <= 2.0, (summary.confirmation, true_gain)
     assert summary.baseline.startswith("speedups over the reference timed once for this run")
 
 
