@@ -9,7 +9,8 @@
     start as a run does (evolution/referee.py). Prints each fitness and max/min; the goal is at most
     1.03. Beside it, max/min of the fitness the old way (the reference timed inside each
     evaluation), to show what the baseline removes.
-(b) rank: --variants configurations of the gated_delta_net prefill seed's tunables, each scored
+(b) rank: --variants distinct kernels (configurations of the gated_delta_net prefill seed's
+    tunables that compile to different machine code on this GPU), each scored
     by the search's fitness (one evaluation, rebased on the run baseline), then each timed in this
     process in CUDA-graph mode on every timed case (bench/gdn_vs_fla.py's protocol: flush, hold
     kernel, replay). Prints both rankings and Kendall's tau between them; the goal is at least 0.9.
@@ -121,19 +122,46 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
     return (concordant - discordant) / denominator if denominator else 0.0
 
 
-def variants(task: TaskSpec, count: int) -> dict[str, Candidate]:
-    """Up to `count` configurations of the task's first seed, spread over its space."""
+def variants(task: TaskSpec, count: int, cache: Path) -> dict[str, Candidate]:
+    """Up to `count` distinct kernels among the configurations of the task's first seed, spread
+    over its space. Distinct on this GPU: configurations that compile to the same machine code
+    (the seed's AMD-only tunables leave the NVIDIA code unchanged) are one kernel, and ranking
+    copies of one kernel against each other ranks noise."""
+    from hipevolve.verifier.build.backends import compiler_for
+    from hipevolve.verifier.build.compile import build_many
+
     seed = load_candidate(task.seeds[0])
     space = list(configurations(parse_tunables(seed.hip_source or "")))
-    step = max(1, len(space) // count)
-    chosen = (space[::step] + space)[:count] if len(space) > count else space
+    step = max(1, len(space) // (4 * count))
+    tried = {configuration_key(c): with_values(seed.hip_source or "", c) for c in space[::step]}
+    built = build_many(list(tried.values()), compiler_for("cuda"), cache)
     found: dict[str, Candidate] = {}
-    for config in chosen:
-        source = with_values(seed.hip_source or "", config)
-        found[configuration_key(config)] = Candidate(
-            format="native", hip_source=source, python_source=seed.python_source,
-            name=f"gdn_variant_{len(found)}")  # fmt: skip
+    codes: set[str] = set()
+    for (name, source), result in zip(tried.items(), built, strict=True):
+        code = machine_code(result.library) if result.ok and result.library else None
+        if code is None or code in codes or len(found) >= count:
+            continue
+        codes.add(code)
+        found[name] = Candidate(format="native", hip_source=source,
+                                python_source=seed.python_source,
+                                name=f"gdn_variant_{len(found)}")  # fmt: skip
+    log(f"{len(tried)} configurations built, {len(found)} distinct kernels taken")
     return found
+
+
+def machine_code(library: Path) -> str:
+    """A digest of the library's GPU machine code (cuobjdump's SASS where it is installed,
+    else the file's bytes)."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    if shutil.which("cuobjdump"):
+        done = subprocess.run(["cuobjdump", "-sass", str(library)], capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        if done.returncode == 0 and done.stdout:
+            return hashlib.sha256(done.stdout.encode()).hexdigest()
+    return hashlib.sha256(library.read_bytes()).hexdigest()
 
 
 def graph_times(task: TaskSpec, folders: dict[str, Path], cache: Path) -> dict[str, dict[str, float]]:
@@ -161,7 +189,7 @@ def graph_times(task: TaskSpec, folders: dict[str, Path], cache: Path) -> dict[s
 def rank(opts: argparse.Namespace) -> int:
     task = get_task("gated_delta_net")
     settings = VerifierSettings(cache_dir=opts.cache)
-    chosen = variants(task, opts.variants)
+    chosen = variants(task, opts.variants, opts.cache / "variants")
     evaluator = pipeline_evaluator(task, settings, "cuda")
     try:
         baseline = evaluator.baseline(FitnessSettings().baseline_trials)
