@@ -123,8 +123,8 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def variants(task: TaskSpec, count: int, cache: Path) -> dict[str, Candidate]:
-    """Up to `count` distinct kernels among the configurations of the task's first seed, spread
-    over its space. Distinct on this GPU: configurations that compile to the same machine code
+    """Up to `count` distinct kernels among 6 * count configurations of the task's first seed,
+    drawn at random (seed 0) from its space. Distinct on this GPU: configurations that compile to the same machine code
     (the seed's AMD-only tunables leave the NVIDIA code unchanged) are one kernel, and ranking
     copies of one kernel against each other ranks noise."""
     from hipevolve.verifier.build.backends import compiler_for
@@ -132,8 +132,10 @@ def variants(task: TaskSpec, count: int, cache: Path) -> dict[str, Candidate]:
 
     seed = load_candidate(task.seeds[0])
     space = list(configurations(parse_tunables(seed.hip_source or "")))
-    step = max(1, len(space) // (4 * count))
-    tried = {configuration_key(c): with_values(seed.hip_source or "", c) for c in space[::step]}
+    import random
+
+    sample = random.Random(0).sample(space, min(len(space), 6 * count))  # spread, repeatable
+    tried = {configuration_key(c): with_values(seed.hip_source or "", c) for c in sample}
     built = build_many(list(tried.values()), compiler_for("cuda"), cache)
     found: dict[str, Candidate] = {}
     codes: set[str] = set()
