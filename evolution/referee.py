@@ -9,9 +9,9 @@ incumbent, the run's best, and the final word on it (DESIGN.md "Fitness").
   more than the noise (duel.compare) displaces it; a closer call goes head to head (duel.decide)
   unless its gain is under min_gain (no head-to-head could call that a win: in a GDN run on an
   H100, 52 of 94 evaluations went on such close calls, most between kernels that differ only
-  in AMD-only tunables), and a tie keeps the incumbent. The child then enters its island with the fitness the
-  head-to-head gave it, never above an incumbent it did not beat, so islands.insert's strict
-  comparison keeps the incumbent.
+  in AMD-only tunables), and a tie keeps the incumbent. The child then enters its island with
+  the fitness the head-to-head gave it, never above an incumbent it did not beat, so
+  islands.insert's strict comparison keeps the incumbent.
 - The champion is the run's best: generation 0's best seed first, replaced only as above. It is
   what the run reports and saves; it travels in each checkpoint.
 - The final lines: what the speedups are measured against (`describe`), the run's best over
