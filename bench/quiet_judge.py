@@ -200,7 +200,9 @@ def _median(values: list[float] | None) -> float | None:
 
 
 def report(times: Times, work: list) -> float:
-    """Prints the table; returns the worst loaded/idle with the policy on."""
+    """Prints the table; returns the worst mismatch of loaded and idle timing with the policy on,
+    either way (loaded/idle or idle/loaded, whichever is larger: a loaded host that times faster
+    does not match either)."""
     head = (f"{'task':16} {'case':20} {'what':9} {'idle on':>10} {'loaded on':>10} "
             f"{'ratio on':>9} | {'idle off':>10} {'loaded off':>10} {'ratio off':>9}")  # fmt: skip
     print(head)
@@ -217,7 +219,7 @@ def report(times: Times, work: list) -> float:
                     cells.append(f"{_us(idle):>10} {_us(loaded):>10} "
                                  f"{f'{ratio:.3f}' if ratio else '-':>9}")  # fmt: skip
                 if ratios[0]:
-                    worst = max(worst, ratios[0])
+                    worst = max(worst, ratios[0], 1 / ratios[0])
                 print(f"{task.name:16} {case.name:20} {label:9} {cells[0]} | {cells[1]}")
     return worst
 
@@ -293,7 +295,8 @@ def run(args: argparse.Namespace) -> int:
         rate = ", ".join(f"{p} {times.compiles.get(p, 0)}" for p in POLICIES)
         print(f"{rounds} rounds in {time.monotonic() - start:.0f} s; load compiles finished: {rate}")
         worst = report(times, work)
-        print(f"worst loaded/idle with the quiet judge on: {worst:.3f} (goal: at most 1.05)")
+        print(f"worst mismatch of loaded and idle timing with the quiet judge on: {worst:.3f}x "
+              "(goal: at most 1.05x either way)")
         return 0
     finally:
         cpu_share.install(cpu_share.CpuPolicy())
