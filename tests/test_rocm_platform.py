@@ -125,6 +125,7 @@ def test_judge_timing_uses_events_in_milliseconds_as_hip_does(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Event", _Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: log.append("device sync"))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: "stream")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda *a: 0)  # graph capture's device
     monkeypatch.setattr(torch, "empty", lambda *a, **k: "flush buffer")
     monkeypatch.setattr(torch.Tensor, "zero_", lambda t: log.append(f"zero {t}"))
     clock = timing.Clock("cuda:0", flush_bytes=16)
@@ -146,6 +147,7 @@ ALLOWED = {
     "verifier/screen/escape.py": "names the screen refuses in candidates, not calls",
     "hipevolve/app/doctor.py": "the nvcc check's word that a CPU-only torch cannot load its builds",
     "verifier/build/kernelbench.py": "the extension cache key names torch.version.cuda and .hip",
+    "verifier/pipeline.py": "gpu_clocks asks nvidia-smi, else rocm-smi, whichever answers",
 }
 
 
