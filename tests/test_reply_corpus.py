@@ -26,8 +26,10 @@ from hipevolve.agents.llm.replies import parse_reply
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 
 CORPUS = Path(__file__).parent / "data" / "replies"
-SEEDS = Path(__file__).parents[1] / "problems"
-SEED_OF = {"softmax": "softmax/seeds/tunable", "gated_delta_net": "gated_delta_net/seeds/chunked"}
+# The seeds as the corpus's replies were written against (problems/softmax/seeds/tunable and
+# problems/gated_delta_net/seeds/chunked at 0bd6ee6): a seed that grows new tunables must not
+# turn the replies' expectations stale.
+PARENTS = Path(__file__).parent / "data" / "reply_parents"
 
 
 def load_case(path: Path) -> tuple[dict, str]:
@@ -38,7 +40,7 @@ def load_case(path: Path) -> tuple[dict, str]:
 
 
 def parent_of(task: str) -> Candidate:
-    folder = SEEDS / SEED_OF[task]
+    folder = PARENTS / task
     return Candidate(
         format="native",
         hip_source=(folder / KERNEL_FILE).read_text(),
