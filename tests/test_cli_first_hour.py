@@ -329,7 +329,7 @@ def test_a_folder_of_folders_finds_its_tasks_recursively(tmp_path):
 
 
 def test_without_a_gpu_driver_the_search_is_refused_without_importing_torch_or_ray():
-    from hipevolve.app.run_job import GPU_DEVICE_NODES
+    from hipevolve.app.evaluator_choice import GPU_DEVICE_NODES
 
     if any(Path(n).exists() for n in GPU_DEVICE_NODES):
         pytest.skip("this machine has a GPU driver's device node")

@@ -25,11 +25,9 @@ from __future__ import annotations
 import math
 import os
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -42,6 +40,7 @@ from hipevolve.app.display import (
     print_outcome,
     resume_command,
 )
+from hipevolve.app.evaluator_choice import gpu_evaluator, ray_evaluator, require_gpu
 from hipevolve.app.job_options import JobOptions
 from hipevolve.archive.store import Archive, RunInfo, check_path
 from hipevolve.core.candidate import Candidate, load_candidate, write_candidate
@@ -52,16 +51,16 @@ from hipevolve.evolution.budget import check_budget
 from hipevolve.evolution.child import Child
 from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.run import RunSummary, run_evolution
-from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
+from hipevolve.verifier.evaluators import Evaluator
 
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 BEST_DIR = "hipevolve_best"
 EXPORT_DIR = "hipevolve_export"
-# The device nodes a GPU needs to be visible: NVIDIA's driver, AMD's ROCm (KFD), WSL's GPU.
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
 
 
 EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
+__all__ = ["EvaluatorFactory", "first_candidates", "gpu_evaluator", "ray_evaluator",
+           "require_gpu", "run_job"]  # fmt: skip
 
 
 class _Plan(BaseModel):
@@ -71,117 +70,6 @@ class _Plan(BaseModel):
     budget: int
     seed: int
     settings: EvolutionSettings
-
-
-# ------------------------------------------------------------------------------ the evaluator
-
-
-def require_gpu(requested: str) -> str:
-    """The GPU backend to search on ("cuda" or "rocm"); one-line UserError when there is none."""
-    if requested == "static":
-        raise UserError(
-            "--backend static cannot search: it compiles kernels but runs none, so nothing is "
-            "timed",
-            "use --backend auto, cuda or rocm; `evolve verify --backend static` checks one "
-            "candidate",
-        )
-    if not any(Path(node).exists() for node in GPU_DEVICE_NODES):
-        # No driver's device node: no GPU can be visible, and importing torch to hear it says
-        # so takes seconds.
-        raise UserError(
-            "no usable GPU here (cuda: no /dev/nvidiactl, rocm: no /dev/kfd: no GPU driver is "
-            "loaded); `evolve verify --backend static` and `evolve tasks ...` still work; run "
-            "`evolve doctor` for what is missing"
-        )
-    import torch
-
-    from hipevolve.verifier.build.backends import gpu_backend
-
-    found = gpu_backend()
-    if found is not None and requested in ("auto", found):
-        return found
-    build = f"torch {torch.__version__}"
-    why = {
-        "cuda": f"{build} is not a CUDA build" if torch.version.cuda is None else "",
-        "rocm": f"{build} is not a ROCm build" if torch.version.hip is None else "",
-    }
-    for backend, vendor in (("cuda", "NVIDIA"), ("rocm", "AMD")):
-        if not why[backend]:
-            why[backend] = (
-                f"{torch.cuda.get_device_name(0)} found" if found == backend
-                else f"no {vendor} GPU visible to {build}"
-            )  # fmt: skip
-    where = f"cuda: {why['cuda']}, rocm: {why['rocm']}"
-    if found is not None:  # a GPU of the other kind
-        raise UserError(
-            f"--backend {requested}: no {requested} GPU here ({where})",
-            f"use --backend auto (or {found}); run `evolve doctor` for what is missing",
-        )
-    raise UserError(
-        f"no usable GPU here ({where}); `evolve verify --backend static` and `evolve tasks ...` "
-        "still work; run `evolve doctor` for what is missing"
-    )
-
-
-def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
-    """The production evaluator: the verifier pipeline on this machine's GPUs (one worker slot
-    per visible GPU), or on a Ray cluster's when settings.verifier.ray names one.
-
-    Raises UserError when there is no usable GPU or its compiler is missing.
-    """
-    if settings.verifier.ray:
-        _require_ray_installed()  # the cheaper mistake first: no Ray at all (read, not imported)
-        if settings.verifier.ray == "auto" and not _ray_cluster_here():
-            require_gpu(backend)  # auto starts a cluster on this machine: its GPUs are the ones
-        return ray_evaluator(task, settings, backend)
-    return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
-
-
-def _require_ray_installed() -> None:
-    """Ray's distribution is installed, read from its metadata without importing Ray (seconds)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        version("ray")
-    except PackageNotFoundError:
-        _require_ray()  # no metadata: the import says how it is missing
-
-
-def _require_ray() -> None:
-    try:
-        import ray  # noqa: F401  (the evaluator imports it when it connects)
-    except ImportError:
-        raise UserError(
-            "--ray needs Ray, which is not installed here",
-            "run scripts/setup.sh, or pip install 'hipevolve[ray]'",
-        ) from None
-
-
-def _ray_cluster_here() -> bool:
-    """Whether `--ray auto` would join a running cluster (RAY_ADDRESS, or the file a Ray head
-    on this machine leaves) rather than start one here; read without importing Ray (seconds)."""
-    return bool(os.environ.get("RAY_ADDRESS")) or Path(
-        tempfile.gettempdir(), "ray", "ray_current_cluster"
-    ).exists()
-
-
-def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
-    """Workers on the cluster's GPUs; the GPU backend is the workers', this machine may have none."""
-    _require_ray()
-    from hipevolve.verifier.ray import RayEvaluator
-
-    if backend == "static":
-        require_gpu(backend)  # the one-line refusal: a static backend cannot search
-    if backend == "auto":
-        backend = _cluster_backend()
-    return RayEvaluator(task, settings.verifier, backend, settings.verifier.ray or "auto")
-
-
-def _cluster_backend() -> str:
-    """rocm when this machine runs ROCm's PyTorch, else cuda (a cluster runs one kind of GPU)."""
-    import torch
-
-    return "rocm" if torch.version.hip else "cuda"
 
 
 # ------------------------------------------------------------------------------ the job
