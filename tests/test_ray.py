@@ -302,7 +302,7 @@ def test_ray_option_without_ray_installed_is_a_one_line_error(tmp_path):
     assert "Traceback" not in proc.stderr and not (tmp_path / "a.db").exists()
     # Ray's metadata is still installed here, so on a machine without a GPU driver the cheaper
     # GPU check may answer first; the evaluator itself names Ray whatever the machine.
-    from hipevolve.app.run_job import GPU_DEVICE_NODES
+    from hipevolve.app.evaluator_choice import GPU_DEVICE_NODES
 
     if any(Path(n).exists() for n in GPU_DEVICE_NODES):
         assert "--ray needs Ray, which is not installed here" in proc.stderr, proc.stderr

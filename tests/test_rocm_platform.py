@@ -142,7 +142,7 @@ CUDA_ONLY = re.compile(
 )
 ALLOWED = {
     "verifier/build/backends.py": "_cuda_arch and device_name's cuda branch",
-    "hipevolve/app/run_job.py": "the cuda backend's own check that PyTorch is a CUDA build",
+    "hipevolve/app/evaluator_choice.py": "the cuda backend's own check that PyTorch is a CUDA build",
     "hipevolve/export/templates/loader.py": "device_arch's NVIDIA branch",
     "verifier/screen/escape.py": "names the screen refuses in candidates, not calls",
     "hipevolve/app/doctor.py": "the nvcc check's word that a CPU-only torch cannot load its builds",
