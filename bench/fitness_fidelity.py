@@ -10,7 +10,7 @@
     1.03. Beside it, max/min of the fitness the old way (the reference timed inside each
     evaluation), to show what the baseline removes.
 (b) rank: --variants distinct kernels (configurations of the gated_delta_net prefill seed's
-    tunables that compile to different machine code on this GPU), each scored
+    tunables that run different work on this GPU: launched kernels and their machine code), each scored
     by the search's fitness (one evaluation, rebased on the run baseline), then each timed in this
     process in CUDA-graph mode on every timed case (bench/gdn_vs_fla.py's protocol: flush, hold
     kernel, replay). Prints both rankings and Kendall's tau between them; the goal is at least 0.9.
@@ -123,47 +123,112 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def variants(task: TaskSpec, count: int, cache: Path) -> dict[str, Candidate]:
-    """Up to `count` distinct kernels among 6 * count configurations of the task's first seed,
-    drawn at random (seed 0) from its space. Distinct on this GPU: configurations that compile to the same machine code
-    (the seed's AMD-only tunables leave the NVIDIA code unchanged) are one kernel, and ranking
-    copies of one kernel against each other ranks noise."""
-    from hipevolve.verifier.build.backends import compiler_for
-    from hipevolve.verifier.build.compile import build_many
+    """Up to `count` distinct kernels among 3 * count configurations of the task's first seed,
+    drawn at random (seed 0) from its space. Distinct on this GPU means different work runs:
+    configurations whose launched kernels (name, grid, block on every timed case) and the machine
+    code of those kernels are the same are one kernel, however their sources differ (an AMD-only
+    tunable, a tunable of a code path this GPU does not take, a launch-time choice that lands on
+    the same kernel); ranking copies of one kernel against each other ranks noise."""
+    import random
 
     seed = load_candidate(task.seeds[0])
     space = list(configurations(parse_tunables(seed.hip_source or "")))
-    import random
-
-    sample = random.Random(0).sample(space, min(len(space), 6 * count))  # spread, repeatable
-    tried = {configuration_key(c): with_values(seed.hip_source or "", c) for c in sample}
-    built = build_many(list(tried.values()), compiler_for("cuda"), cache)
+    sample = random.Random(0).sample(space, min(len(space), 3 * count))  # spread, repeatable
+    tried = {configuration_key(c): Candidate(
+        format="native", hip_source=with_values(seed.hip_source or "", c),
+        python_source=seed.python_source, name="gdn_variant") for c in sample}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {n: write_candidate(c, Path(tmp) / f"c{i}") for i, (n, c) in enumerate(tried.items())}
+        keys = work_keys(task, folders, cache)
     found: dict[str, Candidate] = {}
-    codes: set[str] = set()
-    for (name, source), result in zip(tried.items(), built, strict=True):
-        code = machine_code(result.library) if result.ok and result.library else None
-        if code is None or code in codes or len(found) >= count:
+    seen: set[str] = set()
+    for name, key in keys.items():
+        if key is None or key in seen or len(found) >= count:
             continue
-        codes.add(code)
-        found[name] = Candidate(format="native", hip_source=source,
-                                python_source=seed.python_source,
-                                name=f"gdn_variant_{len(found)}")  # fmt: skip
-    log(f"{len(tried)} configurations built, {len(found)} distinct kernels taken")
+        seen.add(key)
+        found[name] = tried[name].model_copy(update={"name": f"gdn_variant_{len(found)}"})
+    log(f"{len(tried)} configurations built, {len(seen)} distinct kernels, {len(found)} taken")
     return found
 
 
-def machine_code(library: Path) -> str:
-    """A digest of the library's GPU machine code (cuobjdump's SASS where it is installed,
-    else the file's bytes)."""
+def work_keys(task: TaskSpec, folders: dict[str, Path], cache: Path) -> dict[str, str | None]:
+    """name -> a digest of the work the candidate does on this GPU (None: it did not build or run):
+    one call per timed case under the profiler, each launched kernel's name, grid and block, and
+    the machine code of the library's functions of those names."""
     import hashlib
+    import json
+
+    import gdn_vs_fla as bench
+    import torch
+
+    from hipevolve.verifier.build.backends import compiler_for
+    from hipevolve.verifier.build.compile import build_many
+
+    sources = [(folder / "kernel.hip").read_text() for folder in folders.values()]
+    built = dict(zip(folders, build_many(sources, compiler_for("cuda"), cache), strict=True))
+    models = bench.native_models(folders, cache)  # the same builds, from the cache
+    inputs = {c.name: bench.case_inputs(task, c.name)[0][0] for c in task.cases
+              if c.timed and not c.small}  # fmt: skip
+    keys: dict[str, str | None] = {}
+    for name, model in models.items():
+        if isinstance(model, str):
+            log(f"{name}: {model[:120]}")
+            keys[name] = None
+            continue
+        launched = [[case, *launches(lambda m=model, a=args: m(*a))] for case, args in inputs.items()]
+        names = {k[0].split("<")[0].split("(")[0].split()[-1] for _, *ks in launched for k in ks}
+        code = function_code(built[name].library)
+        mine = sorted((f, d) for f, d in code.items() if base_name(f) in names)
+        keys[name] = hashlib.sha256(json.dumps([launched, mine]).encode()).hexdigest()
+        torch.cuda.empty_cache()
+    return keys
+
+
+def launches(call) -> list[tuple[str, list, list]]:  # noqa: ANN001
+    """(kernel name, grid, block) of each GPU kernel one call launches, in order (a warm-up first)."""
+    import json
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.loads(Path(f.name).read_text()).get("traceEvents", [])
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    kernels.sort(key=lambda e: e.get("ts", 0))
+    return [(e["name"], e["args"].get("grid"), e["args"].get("block")) for e in kernels]
+
+
+def base_name(symbol: str) -> str:
+    """The function's own identifier in a (possibly Itanium-mangled) symbol: _Z11gdn_tc_prep... ->
+    gdn_tc_prep; an extern "C" symbol is its own name."""
+    import re
+
+    mangled = re.match(r"_Z(\d+)", symbol)
+    if mangled is None:
+        return symbol
+    return symbol[mangled.end():mangled.end() + int(mangled[1])]
+
+
+def function_code(library: Path) -> dict[str, str]:
+    """symbol -> sha256 of its SASS, for each GPU function in the library (cuobjdump; {} without)."""
+    import hashlib
+    import re
     import shutil
     import subprocess
 
-    if shutil.which("cuobjdump"):
-        done = subprocess.run(["cuobjdump", "-sass", str(library)], capture_output=True,
-                              text=True, check=False)  # fmt: skip
-        if done.returncode == 0 and done.stdout:
-            return hashlib.sha256(done.stdout.encode()).hexdigest()
-    return hashlib.sha256(library.read_bytes()).hexdigest()
+    if not shutil.which("cuobjdump"):
+        return {}
+    done = subprocess.run(["cuobjdump", "-sass", str(library)], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    parts = re.split(r"^\s*Function : (\S+)\s*$", done.stdout, flags=re.M)
+    return {parts[i]: hashlib.sha256(parts[i + 1].encode()).hexdigest()
+            for i in range(1, len(parts) - 1, 2)}  # fmt: skip
 
 
 def graph_times(task: TaskSpec, folders: dict[str, Path], cache: Path) -> dict[str, dict[str, float]]:

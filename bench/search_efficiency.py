@@ -565,13 +565,12 @@ def format_landscape(reports: Sequence[LandscapeReport]) -> str:
     wins = [r.winner for r in reports]
     verdict = max(set(wins), key=lambda m: (wins.count(m), m == "ours"))
     if verdict == "ours":
-        default = "the offline mutator stays the run's default"
+        default = ("the run's offline policy (tunable moves by Optuna's TPE told the run's "
+                   "history, evolution/offline/tuner.py, plus crossovers and transforms) holds")
     else:
-        default = (f"{verdict} finds good configurations sooner here, but the offline mutator "
-                   "stays the run's default: a library sampler needs the run's evaluated "
-                   "configurations and their fitness, which the run loop does not hand the "
-                   "offline policy (it sees elites only), and Optuna as a dependency; note the "
-                   "landscape places the seed at random, where a shipped seed is hand-tuned")  # fmt: skip
+        default = (f"{verdict} finds good configurations sooner here than the run's offline "
+                   "policy; tune evolution/offline/policy.py's move shares (the landscape places "
+                   "the seed at random, where a shipped seed is hand-tuned)")  # fmt: skip
     lines += ["", f"winner on most tasks: {verdict}: {default}"]
     return "\n".join(lines)
 

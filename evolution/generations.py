@@ -220,8 +220,9 @@ class Search:
             self.archive.log_event(self.run, "offline_fallback", {"generation": generation})
         taken = set(seen)
         found = []
+        history = self.recorder.history()
         for proposal in proposals:
-            child = propose(proposal, self.recorder.sources, rng, taken)
+            child = propose(proposal, self.recorder.sources, rng, taken, history)
             if child is not None:
                 taken.add(child.candidate.source_hash)
                 found.append(child)

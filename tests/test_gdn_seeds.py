@@ -583,6 +583,8 @@ PREFILL_PATH_OF_TUNABLE = {
     "BV": ("MATRIX_CORES", 0),
     "TC_BV": ("MATRIX_CORES", 1),
     "U_BF16": ("MATRIX_CORES", 1),
+    "TC_STAGES": ("MATRIX_CORES", 1),
+    "TC_PREP_RUN": ("MATRIX_CORES", 1),
 }
 
 

@@ -1,7 +1,8 @@
 """The offline proposal policy: one child per proposal, no model, deterministic for the rng.
 
 For a proposal (a parent and its inspirations) the policy draws one move (evolution/offline/moves.py):
-a step in one tunable (small steps refine a good parent), a step in 2 or 3 tunables at once (leaves
+a tunable move, which asks Optuna's TPE sampler first (evolution/offline/tuner.py, told the run's
+history of the parent's kernel at other configurations), else a step in one tunable (small steps refine a good parent), a step in 2 or 3 tunables at once (leaves
 a local optimum that single steps cannot), a crossover with an inspiration (a mix of two distinct
 configurations, never a copy of either; lineage kind "crossover" with both parents), or a catalogue
 transform. When the drawn move gives nothing or code already seen, the policy walks, in rng order:
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Island, ranked
+from hipevolve.evolution.offline import tuner
 from hipevolve.evolution.offline.moves import (
     edits,
     first_unseen,
@@ -51,14 +53,19 @@ def neighbours(parent: Candidate) -> list[Candidate]:
 
 
 def _drawn(
-    parent: Candidate, others: list[tuple[int, Candidate]], rng: random.Random, seen: Set[str]
-) -> tuple[Candidate | None, int | None]:
-    """The child of the drawn move (and the other parent of a crossover), or None. A step
-    takes each changed tunable to a neighbouring declared value half the time (mutate's
-    neighbour_p): small steps refine a good parent; when that child is seen, any unseen step
-    of the same size."""
+    parent: Candidate, others: list[tuple[int, Candidate]], rng: random.Random, seen: Set[str],
+    history: Sequence[tuple[Candidate, float]],
+) -> tuple[Candidate | None, int | None]:  # fmt: skip
+    """The child of the drawn move (and the other parent of a crossover), or None. A tunable
+    move asks the sampler first (evolution/offline/tuner.py: TPE told the run's history of the
+    parent's kernel); without a history, or when it only asks for seen code, a step: each
+    changed tunable to a neighbouring declared value half the time (mutate's neighbour_p), small
+    steps refining a good parent; when that child is seen, any unseen step of the same size."""
     draw = rng.random()
     if draw < MULTI_STEP_BELOW:
+        tuned = tuner.propose(parent, history, rng, seen) if history else None
+        if tuned is not None:
+            return tuned, None
         k = 1 if draw < STEP_BELOW else rng.choice((2, 3))
         try:
             child = mutate(parent, rng, changes=k)
@@ -97,10 +104,12 @@ def _jump(
 
 
 def propose(
-    proposal: Proposal, sources: Mapping[int, Candidate], rng: random.Random, seen: Set[str]
-) -> Child | None:
+    proposal: Proposal, sources: Mapping[int, Candidate], rng: random.Random, seen: Set[str],
+    history: Sequence[tuple[Candidate, float]] = (),
+) -> Child | None:  # fmt: skip
     """One unseen child for the proposal, or None when no move from the parent or its
-    inspirations reaches unseen code.
+    inspirations reaches unseen code. `history`: the run's candidates with a verdict and their
+    fitness, for the tunable sampler.
 
     A proposal without a parent (an empty island) gets None: the run loop seeds islands itself.
     """
@@ -109,7 +118,7 @@ def propose(
     parent_id = proposal.parent.candidate_id
     inspirations = tuple(e.candidate_id for e in proposal.inspirations)
     others = [(i, sources[i]) for i in inspirations if i != parent_id]
-    child, other_id = _drawn(sources[parent_id], others, rng, seen)
+    child, other_id = _drawn(sources[parent_id], others, rng, seen, history)
     if child is not None:
         parents = (parent_id,) if other_id is None else (parent_id, other_id)
         kind = "mutation" if other_id is None else "crossover"

@@ -83,6 +83,17 @@
 // @tunable TC_BV: 0, 32, 64
 #define TC_BV 0
 
+// Pipeline stages of the tensor-core scan's 32-column slices: 3 (the next two chunks' loads in
+// flight) where the device's shared memory per block allows (H100 / H200: 227 KB), else 2; or
+// always 2 (one chunk ahead, a third less shared memory). 64-column slices always take 2.
+// @tunable TC_STAGES: 2, 3
+#define TC_STAGES 3
+
+// Block order of the tensor-core prep: runs of TC_PREP_RUN consecutive chunks of one head, heads
+// varying faster than the runs (gdn_tc_prep says why; 1: every head's chunk n before chunk n + 1).
+// @tunable TC_PREP_RUN: 1, 4, 8, 32
+#define TC_PREP_RUN 8
+
 // V columns per block. Smaller slices give more blocks (B * HV * 128 / BV) when B * HV is small;
 // larger ones repeat less of the V-independent work (K K^T, Q K^T, K h). BV = 64 uses exactly
 // the 64 KB of LDS a gfx942 workgroup can have.
@@ -753,7 +764,6 @@ __device__ __forceinline__ const uint16_t* tc_p_at(const uint16_t* tile, int r0,
 
 // ---- gdn_tc_prep ----------------------------------------------------------------------------
 constexpr int TC_PREP_THREADS = 128;
-constexpr int TC_PREP_RUN = 8;  // consecutive chunks of one head in the prep's block order
 // 53 KB, so four blocks share an SM (H100 / H200: 228 KB): Q's tile takes V once Q K^T is done;
 // A takes L's place row block by row block as the solve goes, and A's bf16 tiles (64 x 64,
 // XOR-swizzled, no padding) take its place once the solve is done; the staged outputs go over
@@ -1420,8 +1430,9 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     // where the device has the shared memory for them.
     const int64_t narrow_blocks = static_cast<int64_t>(B) * HV * (DV / 32);
     const int bv = TC_BV != 0 ? TC_BV : narrow_blocks <= device.sms ? 32 : 64;
+    const bool deep = device.deep && TC_STAGES == 3;
     const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2>
-                      : device.deep           ? gdn_tc_scan_launch<32, 3>
+                      : deep                  ? gdn_tc_scan_launch<32, 3>
                                               : gdn_tc_scan_launch<32, 2>;
     return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
 }
