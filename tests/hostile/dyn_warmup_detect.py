@@ -1,7 +1,8 @@
 """Hack: behave during the correctness calls, then detect the timing loop (by counting calls)
 and return unwritten memory instantly. FAULTS.md 20.
 
-Expected: hacked: the checked call after timing is wrong ("behaviour changed after warm-up").
+Expected: hacked: the timed calls' outputs, checked at random, are wrong ("wrong in a timed
+call"); the checked call after timing would show it too.
 """
 
 import torch

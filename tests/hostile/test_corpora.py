@@ -47,8 +47,6 @@ TWO_SETS = {"timing_budget_bytes": 2 * 64 * 1024 * 4}
 
 # Classes of issue 32 (its "classes that got through"), for the xfail reasons.
 HARNESS_IN_PROCESS = "issue 32: model.py reaches the harness in its own process (class 1)"
-TIMED_DETECTION = "issue 32: timed calls detected, outputs cached by input (class 4)"
-PREDICTABLE = "issue 32: predictable inputs, the RNG state reveals the seed (class 5)"
 PRECISION = "issue 32: precision and tolerance (class 6)"
 LEXER = "issue 32: the screen's lexer is not the compiler's (class 8)"
 
@@ -86,11 +84,7 @@ GETS_THROUGH: dict[str, str] = {
     "corpus_pgb_timed_inputs_swap": HARNESS_IN_PROCESS,
     "corpus_pgb_forged_exit": HARNESS_IN_PROCESS,
     "corpus_kg_code_replacement": HARNESS_IN_PROCESS,
-    "corpus_kg_mode_branch": HARNESS_IN_PROCESS,
     "corpus_kg_instance_method_override": HARNESS_IN_PROCESS,
-    "corpus_kg_seed_precompute": PREDICTABLE,
-    "corpus_wafer_pointer_cache": TIMED_DETECTION,
-    "corpus_kg_partial_key_cache": TIMED_DETECTION,
     "corpus_makora_operation_skip": PRECISION,
 }
 

@@ -251,20 +251,26 @@ class Sandbox:
             if self.job.timing == "graph":
                 self.time_graph(case, model, sets)
             else:
-                trials, windows = self.timing.time_trials(
-                    self.clock, lambda a, m=model: m(*a), sets, self.job.trials, self.job.warmup
-                )
-                self.send(
-                    "timing_done",
-                    case=case.name,
-                    trials=trials,
-                    windows=windows,
-                    threads=self.active_count(),
-                )
+                self.time_eager(case, model, sets)
             del sets
             # Detecting the warm-up to cut work afterwards shows here: one more checked call.
             self.check_call(case, seed, model, self.inputs(case, seed), "post", False)
         self.send("done", threads=self.active_count())
+
+    def time_eager(self, case: SandboxCase, model, sets: list) -> None:  # noqa: ANN001
+        """Each call on inputs no other call saw (timing.time_fresh_trials: a set drawn afresh
+        once the budget's sets are used); the outputs of calls drawn at random go to the judge
+        to be checked, as a graph's replays' do."""
+        job = self.job
+        got = self.timing.time_fresh_trials(
+            self.clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup,
+            fresh=lambda i: self.inputs(case, job.timing_seed + i), keep=CHECKED_TRIALS,
+        )  # fmt: skip
+        sets.clear()
+        self.send("timing_done", case=case.name, trials=got.times, windows=got.windows,
+                  threads=self.active_count())  # fmt: skip
+        for index, outs in got.kept:
+            self.send_timed(case, job.timing_seed + index, index, outs)
 
     def time_graph(self, case: SandboxCase, model, sets: list) -> None:  # noqa: ANN001
         """The forward captured as a CUDA graph and replayed (timing.time_graph_trials), or

@@ -6,9 +6,11 @@ Protocol (DESIGN.md "Timing", FAULTS.md 17-20):
   later monkeypatching of time.perf_counter, torch.cuda.Event, Event.record/elapsed_time/
   synchronize or torch.cuda.synchronize does not reach the captured functions.
 - Every trial gets a distinct input set (built from its own seed, before timing: building or
-  cloning is never timed). When the job's memory budget cannot hold one set per trial the sets
-  are rotated; with the default 1 GiB budget that only happens for inputs above ~30 MiB, where a
-  replay cache by identity would be a multi-second bet on the pointer recurring.
+  cloning is never timed). When the job's memory budget cannot hold one set per trial (with the
+  default 1 GiB budget, inputs above ~30 MiB), a candidate's eager trials draw a new set in
+  place of the oldest before each call (time_fresh_trials), so no call sees inputs another saw;
+  the reference's, trusted, rotate through the sets; a graph's replays refill fixed buffers
+  from the rotating sets (no candidate Python runs at a replay to look up a cache).
 - GPU: before each trial, a buffer larger than L2 plus Infinity Cache (512 MiB by default) is
   zeroed; then the start event, the call, an end event on the same stream (the time: what
   triton's do_bench measures), a whole-device synchronise, and a window event. The window also
@@ -55,6 +57,7 @@ class Clock:
         self.device = device
         self.perf_counter = time.perf_counter
         self.no_grad = torch.no_grad
+        self.draw = secrets.randbelow  # which timed calls' outputs are checked (os.urandom)
         self.gpu = device.startswith("cuda")
         if self.gpu:
             base = torch._C._CudaEventBase
@@ -299,7 +302,7 @@ def time_graph_trials(
                     out.times.append(t)
                     out.windows.append(w)
                     # Drawn after the replay: nothing the replay could see decided it.
-                    if len(out.kept) < keep and secrets.randbelow(
+                    if len(out.kept) < keep and clock.draw(
                         trials - len(out.times) + 1
                     ) < keep - len(out.kept):
                         out.kept.append((index, [o.clone() for o in outs]))
@@ -307,6 +310,43 @@ def time_graph_trials(
                 return out
         times, windows = time_trials(clock, call, input_sets, trials, 0)  # warmed up above
     return GraphTrials(times, windows, eager=why)
+
+
+def time_fresh_trials(
+    clock: Clock,
+    call: Callable[[list[Any]], Any],
+    input_sets: Sequence[list[Any]],
+    trials: int,
+    warmup: int,
+    fresh: Callable[[int], list[Any]],
+    keep: int = 0,
+) -> GraphTrials:
+    """Per-trial times of `call(inputs)`, eagerly, where no call sees an input set another call
+    saw: call i (warm-up calls first) takes input_sets[i] while they last, then `fresh(i)`, a
+    new set drawn untimed in place of the one i - len(input_sets) used (the memory budget holds
+    len(input_sets) at once). A result cache keyed by an input's address or a sample of its
+    values never hits, and one keyed by the address alone returns stale answers, which the kept
+    outputs show: keep of the timed calls, drawn after each call from os.urandom, have their
+    outputs cloned into `kept` as (call index, outputs); call i's set is the one drawn from
+    seed i past the first timing seed."""
+    sets = list(input_sets)
+    out = GraphTrials([], [])
+    with clock.no_grad():
+        for i in range(warmup + trials):
+            slot = i % len(sets)
+            if i >= len(sets):
+                sets[slot] = []  # its memory back before the next set is drawn
+                sets[slot] = fresh(i)
+            args, result = sets[slot], []
+            t, w = clock.trial(lambda args=args, result=result: result.append(call(args)))
+            if i >= warmup:
+                out.times.append(t)
+                out.windows.append(w)
+                left = warmup + trials - i
+                if len(out.kept) < keep and clock.draw(left) < keep - len(out.kept):
+                    out.kept.append((i, [o.clone() for o in tensors_of(result[0])]))
+    clock.sync()
+    return out
 
 
 def input_sets_for(set_bytes: int, budget_bytes: int, calls: int) -> int:

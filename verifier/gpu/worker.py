@@ -314,6 +314,7 @@ class Judge:
         (timed calls are checked at random), computed when first needed."""
         job, refs = self.job, self.ref.refs
         n = self.ref.sizes[case].timing_sets if case in self.ref.sizes else 0
+        n = max(n, job.warmup + job.trials) if n else 0  # eager calls past the sets draw anew
         if (case, seed) in refs or not job.timing_seed <= seed < job.timing_seed + n:
             return
         from hipevolve.core import reference
