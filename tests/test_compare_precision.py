@@ -68,6 +68,22 @@ def test_softmax_over_151936_columns_from_a_quarter_of_each_row_fails():
     assert compare.compare_values(0, honest, ref, SOFTMAX_TOL)[0]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_row_sum_over_a_quarter_of_each_row_scaled_by_4_fails_where_bf16_rounding_passes(seed):
+    """The operation skip (Makora): every element off by the same 0.4-0.9% per row, inside rtol
+    1e-2 and mostly inside atol, fails the near-atol RMS bound (rtol / 3); the exact answer
+    rounded to bfloat16 (0.17% RMS) passes it."""
+    x = _softmax_rows(4, 151_936, seed)
+    ref = torch.softmax(x, dim=-1)
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    skipped = e / (4 * e[..., : x.shape[-1] // 4].sum(dim=-1, keepdim=True))
+    assert torch.allclose(skipped, ref, atol=1e-5, rtol=1e-2)  # the plain policy passes it
+    ok, _, _, mismatch = compare.compare_values(0, skipped, ref, SOFTMAX_TOL)
+    assert not ok and "relative RMS error" in mismatch
+    honest = torch.softmax(x.double(), dim=-1).to(torch.bfloat16)
+    assert compare.compare_values(0, honest, ref.to(torch.bfloat16), SOFTMAX_TOL)[0]
+
+
 def test_the_relative_guard_follows_the_tolerance():
     assert compare.relative_guard({"kind": "allclose", "atol": 1e-5, "rtol": 1e-2},
                                   torch.float32) == 0.05  # fmt: skip

@@ -47,7 +47,6 @@ TWO_SETS = {"timing_budget_bytes": 2 * 64 * 1024 * 4}
 
 # Classes of issue 32 (its "classes that got through"), for the xfail reasons.
 HARNESS_IN_PROCESS = "issue 32: model.py reaches the harness in its own process (class 1)"
-PRECISION = "issue 32: precision and tolerance (class 6)"
 LEXER = "issue 32: the screen's lexer is not the compiler's (class 8)"
 
 INCORRECT, NOT_OK = {Status.incorrect}, {Status.incorrect, Status.hacked}
@@ -85,7 +84,6 @@ GETS_THROUGH: dict[str, str] = {
     "corpus_pgb_forged_exit": HARNESS_IN_PROCESS,
     "corpus_kg_code_replacement": HARNESS_IN_PROCESS,
     "corpus_kg_instance_method_override": HARNESS_IN_PROCESS,
-    "corpus_makora_operation_skip": PRECISION,
 }
 
 
