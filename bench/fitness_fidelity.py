@@ -176,7 +176,7 @@ def work_keys(task: TaskSpec, folders: dict[str, Path], cache: Path) -> dict[str
             keys[name] = None
             continue
         launched = [[case, *launches(lambda m=model, a=args: m(*a))] for case, args in inputs.items()]
-        names = {k[0].split("<")[0].split("(")[0].split()[-1] for _, *ks in launched for k in ks}
+        names = {launched_name(k[0]) for _, *ks in launched for k in ks}
         code = function_code(built[name].library)
         mine = sorted((f, d) for f, d in code.items() if base_name(f) in names)
         keys[name] = hashlib.sha256(json.dumps([launched, mine]).encode()).hexdigest()
@@ -204,6 +204,12 @@ def launches(call) -> list[tuple[str, list, list]]:  # noqa: ANN001
     return [(e["name"], e["args"].get("grid"), e["args"].get("block")) for e in kernels]
 
 
+def launched_name(demangled: str) -> str:
+    """A launched kernel's own identifier, from the profiler's demangled name: `void f<32,
+    3>(int)` -> f."""
+    return demangled.split("<")[0].split("(")[0].split()[-1]
+
+
 def base_name(symbol: str) -> str:
     """The function's own identifier in a (possibly Itanium-mangled) symbol: _Z11gdn_tc_prep... ->
     gdn_tc_prep; an extern "C" symbol is its own name."""
@@ -217,8 +223,6 @@ def base_name(symbol: str) -> str:
 
 def function_code(library: Path) -> dict[str, str]:
     """symbol -> sha256 of its SASS, for each GPU function in the library (cuobjdump; {} without)."""
-    import hashlib
-    import re
     import shutil
     import subprocess
 
@@ -226,7 +230,15 @@ def function_code(library: Path) -> dict[str, str]:
         return {}
     done = subprocess.run(["cuobjdump", "-sass", str(library)], capture_output=True, text=True,
                           check=False)  # fmt: skip
-    parts = re.split(r"^\s*Function : (\S+)\s*$", done.stdout, flags=re.M)
+    return sass_by_function(done.stdout)
+
+
+def sass_by_function(listing: str) -> dict[str, str]:
+    """symbol -> sha256 of its part of a `cuobjdump -sass` listing."""
+    import hashlib
+    import re
+
+    parts = re.split(r"^\s*Function : (\S+)\s*$", listing, flags=re.M)
     return {parts[i]: hashlib.sha256(parts[i + 1].encode()).hexdigest()
             for i in range(1, len(parts) - 1, 2)}  # fmt: skip
 
