@@ -8,7 +8,8 @@ the candidate, runs every case and seed twice on fresh input copies with the cac
 poisoned, and sends outputs, the inputs as they were after the call, and metadata (exact type,
 strides, aliasing, Python thread counts) to the judge over MSG_FD in the wire format. It judges
 nothing: the judge decides. After the checks it waits for the judge's word on stdin ("time" or
-"stop"), times the timed cases, runs one more check call after timing, and leaves with
+"stop"), times the timed cases (each call on inputs no other call saw; the outputs of a few
+calls drawn at random go to the judge), runs one more check call after timing, and leaves with
 os._exit, so atexit handlers and lingering threads never run past the end.
 
 For a native candidate this process is the trusted executor (executor.py) and never imports
