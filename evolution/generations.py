@@ -220,7 +220,10 @@ class Search:
             self.archive.log_event(self.run, "offline_fallback", {"generation": generation})
         taken = set(seen)
         found = []
-        history = self.recorder.history()
+        # The generations up to the one whose islands g is planned from with the lag (g - 1 -
+        # lag; evolution/run.py) are all evaluated when g is written, however the evaluations in
+        # flight land, and a lagged run is told what a plain one is at generation 1.
+        history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
         for proposal in proposals:
             child = propose(proposal, self.recorder.sources, rng, taken, history)
             if child is not None:

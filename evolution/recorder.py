@@ -36,11 +36,13 @@ class Recorder:
             self.sources[candidate_id] = self.archive.candidate(candidate_id).candidate
         return self.sources[candidate_id]
 
-    def history(self) -> list[tuple[Candidate, float]]:
-        """Every candidate of the run with a verdict, by id, and its fitness (0 when it failed):
-        what the tunable sampler is told (evolution/offline/tuner.py)."""
+    def history(self, before: int) -> list[tuple[Candidate, float]]:
+        """Every candidate of the run's generations before `before` with a verdict, by id, and
+        its fitness (0 when it failed): what the tunable sampler is told
+        (evolution/offline/tuner.py). The caller passes a generation whose results are all in,
+        so a resumed run's replay is told what the uninterrupted run was."""
         return [(self.source(o.candidate_id), o.fitness if o.status == "ok" else 0.0)
-                for o in self.archive.outcomes(self.run)]  # fmt: skip
+                for o in self.archive.outcomes(self.run) if o.generation < before]  # fmt: skip
 
     def remember(self, candidate_id: int, candidate: Candidate) -> None:
         """Keeps the code of a candidate the caller already read (a resumed run's queue)."""

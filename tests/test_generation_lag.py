@@ -109,7 +109,10 @@ def shape(path: Path, run: int = 1) -> dict:
 
 
 def test_lagged_generations_evaluate_while_the_one_before_finishes(tmp_path):
-    _, _, evaluator = lagged_search(tmp_path, "a", budget=24)
+    # Evaluations up to 0.1 s each (a GPU's take seconds): longer than writing a generation,
+    # whose tunable sampler (Optuna's TPE) takes up to a few hundred ms on a loaded 2-core host.
+    slow = Jittered(tmp_path / "a.log", salt="a", most_s=0.1)
+    _, _, evaluator = lagged_search(tmp_path, "a", budget=24, evaluator=slow)
     calls = sorted(evaluator.calls)
     overlaps = sum(b0 < a1 for (_, a1), (b0, _) in zip(calls, calls[1:], strict=False))
     assert overlaps >= 3, calls

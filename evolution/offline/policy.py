@@ -2,8 +2,9 @@
 
 For a proposal (a parent and its inspirations) the policy draws one move (evolution/offline/moves.py):
 a tunable move, which asks Optuna's TPE sampler first (evolution/offline/tuner.py, told the run's
-history of the parent's kernel at other configurations), else a step in one tunable (small steps refine a good parent), a step in 2 or 3 tunables at once (leaves
-a local optimum that single steps cannot), a crossover with an inspiration (a mix of two distinct
+history of the parent's kernel at other configurations) and otherwise takes a step in one tunable
+(small steps refine a good parent) or in 2 or 3 tunables at once (leaves a local optimum that
+single steps cannot); a crossover with an inspiration (a mix of two distinct
 configurations, never a copy of either; lineage kind "crossover" with both parents), or a catalogue
 transform. When the drawn move gives nothing or code already seen, the policy walks, in rng order:
 1. the parent's whole neighbourhood (every single step and transform, then every 2- and 3-step);

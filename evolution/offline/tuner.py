@@ -25,7 +25,7 @@ from collections.abc import Iterable, Set
 import optuna
 
 from hipevolve.core.candidate import Candidate
-from hipevolve.evolution.offline.moves import at, tunables_of
+from hipevolve.evolution.offline.moves import at, first_unseen, steps, tunables_of
 from hipevolve.evolution.offline.tunables import (
     Configuration,
     Tunable,
@@ -34,7 +34,7 @@ from hipevolve.evolution.offline.tunables import (
     with_values,
 )
 
-ASKS = 32  # asks per proposal before TPE gives way to the other moves (it repeats itself late)
+ASKS = 8  # asks per proposal before the nearest unseen configuration to TPE's last is taken
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -65,8 +65,9 @@ def propose(
     seen: Set[str],
 ) -> Candidate | None:
     """An unseen configuration of `parent`'s declared space that TPE asks for, told the history's
-    candidates of the parent's family; None when the parent has nothing to tune or TPE keeps
-    asking for seen code."""
+    candidates of the parent's family (or, when TPE keeps asking for seen code, the nearest
+    unseen one to its last ask); None when the parent has nothing to tune or nothing unseen is
+    near."""
     tunables = [t for t in tunables_of(parent) if len(t.values) > 1]
     key = family(parent)
     if not tunables or key is None:
@@ -85,17 +86,24 @@ def propose(
                                                   value=fitness))  # fmt: skip
         known[configuration_key(config)] = fitness
     all_tunables = tunables_of(parent)
+    asked: Candidate | None = None
     for _ in range(ASKS):
         trial = study.ask(space)
-        child = at(parent, all_tunables, dict(trial.params), tag="t")
-        if child.source_hash not in seen:
-            return child
+        asked = at(parent, all_tunables, dict(trial.params), tag="t")
+        if asked.source_hash not in seen:
+            return asked
         # Seen code: tell TPE its score, or that it has none yet (in flight), and ask again.
         score = known.get(configuration_key(dict(trial.params)))
         if score is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             study.tell(trial, score)
+    # TPE keeps asking for the region it believes in, where everything is seen: the nearest
+    # unseen configuration to its last ask (1, then 2 tunables away).
+    for k in (1, 2):
+        near = first_unseen(steps(asked, k, rng), seen) if asked is not None else None
+        if near is not None:
+            return near.model_copy(update={"name": near.name.replace("@", "@t", 1)})
     return None
 
 
