@@ -3,26 +3,10 @@ is named (a mangled symbol's own identifier, cuobjdump's SASS split per function
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_module import load_bench
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _load():
-    sys.path.insert(0, str(BENCH))  # the bench imports gdn_vs_fla beside it
-    spec = importlib.util.spec_from_file_location("fitness_fidelity_under_test",
-                                                  BENCH / "fitness_fidelity.py")  # fmt: skip
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("fitness_fidelity")
 
 
 def test_kendall_tau_of_equal_reversed_and_tied_orders():

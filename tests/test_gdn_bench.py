@@ -4,30 +4,18 @@ a GPU, and (marked gpu) one decode case end to end with the seed and the referen
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from bench_module import load_bench
 
 from hipevolve.problems import get_task
 
-BENCH_FILE = Path(__file__).resolve().parents[1] / "bench" / "gdn_vs_fla.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gdn_vs_fla_under_test", BENCH_FILE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("gdn_vs_fla")
 TASKS = {bench.PREFILL: get_task(bench.PREFILL), bench.DECODE: get_task(bench.DECODE)}
 L2_BYTES = 50 << 20
 

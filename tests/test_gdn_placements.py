@@ -3,25 +3,11 @@ gpu) a two-placement run of qwen_tp1_short with FLA and the seed."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from bench_module import load_bench
 
-BENCH_FILE = Path(__file__).resolve().parents[1] / "bench" / "gdn_placements.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("gdn_placements_under_test", BENCH_FILE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("gdn_placements")
 
 
 def test_every_placement_shifts_later_buffers_by_a_different_odd_number_of_pages():

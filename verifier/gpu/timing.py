@@ -261,6 +261,13 @@ def same_scalars(input_sets: Sequence[Sequence[Any]]) -> bool:
     return all([a for a in s if not isinstance(a, torch.Tensor)] == first for s in input_sets[1:])
 
 
+def kept_now(clock: Clock, out: GraphTrials, keep: int, left: int) -> bool:
+    """Whether the timed call just made (with `left` timed calls counting it) has its outputs
+    kept: `keep` of all the timed calls, drawn without replacement from os.urandom, after the
+    call (nothing the call could see decided it)."""
+    return len(out.kept) < keep and clock.draw(left) < keep - len(out.kept)
+
+
 def time_graph_trials(
     clock: Clock,
     call: Callable[[list[Any]], Any],
@@ -302,9 +309,7 @@ def time_graph_trials(
                     out.times.append(t)
                     out.windows.append(w)
                     # Drawn after the replay: nothing the replay could see decided it.
-                    if len(out.kept) < keep and clock.draw(
-                        trials - len(out.times) + 1
-                    ) < keep - len(out.kept):
+                    if kept_now(clock, out, keep, trials - len(out.times) + 1):
                         out.kept.append((index, [o.clone() for o in outs]))
                 clock.sync()
                 return out
@@ -342,8 +347,7 @@ def time_fresh_trials(
             if i >= warmup:
                 out.times.append(t)
                 out.windows.append(w)
-                left = warmup + trials - i
-                if len(out.kept) < keep and clock.draw(left) < keep - len(out.kept):
+                if kept_now(clock, out, keep, warmup + trials - i):
                     out.kept.append((i, [o.clone() for o in tensors_of(result[0])]))
     clock.sync()
     return out
