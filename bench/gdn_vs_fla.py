@@ -55,39 +55,32 @@ tolerance, 1 when one is not, 2 without a GPU.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import torch
+from gdn_rows import DECODE, PREFILL, Row, fla_calls, native_models, rows_for
+from graph_timer import HOLD_US, Call, Timer, capture, hold_cycles  # noqa: F401 (bench.X for the other benches)
 
 from hipevolve.core.reference import as_outputs, build_inputs, load_module
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems import get_task
 
-PREFILL, DECODE = "gated_delta_net", "gated_delta_net_decode"
 TASK_ALIASES = {"prefill": PREFILL, "decode": DECODE, PREFILL: PREFILL, DECODE: DECODE}
 BASELINE = {PREFILL: "FLA chunk", DECODE: "FLA fused_recurrent"}
 HBM_BYTES_PER_S = 4.8e12  # H200 HBM3e
-FLUSH_BYTES = 512 << 20  # zeroed before every trial: over 10x the H200's 50 MB L2
 ROTATE_BYTES = 256 << 20  # decode input sets span at least this much state
 MIN_SETS, MAX_SETS = 4, 64
 MIN_TRIALS = 3
-GRAPH_WARMUP = 3  # side-stream calls before a capture (PyTorch's CUDA graph recipe)
-HOLD_US = 200.0  # graph trials: GPU time the hold kernel covers while the host enqueues
-NO_CANDIDATE = "not run: no evolve run yet"
 
-Call = Callable[[list[Any]], Any]
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -253,78 +246,7 @@ def format_table(task: str, results: Sequence[Result], tolerance: float) -> str:
 
 
 # ----------------------------------------------------------------------------- timing (GPU)
-
-
-class Timer:
-    """Median-of-trials timing with a cache flush and an idle device before every trial."""
-
-    def __init__(self) -> None:
-        self.flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-        self.hold_cycles = hold_cycles(HOLD_US)
-        self.late_holds = 0  # graph trials whose enqueueing outlasted the hold
-
-    def _cold(self) -> tuple[torch.cuda.Event, torch.cuda.Event]:
-        self.flush.zero_()
-        torch.cuda.synchronize()
-        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def eager(self, call: Call, sets: Sequence[list[Any]], trials: int) -> float:
-        times = []
-        for i in range(trials):
-            args = sets[i % len(sets)]
-            start, end = self._cold()
-            start.record()
-            call(args)
-            torch.cuda.synchronize()  # the anchor protocol: synchronise before the end event
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3)
-        return statistics.median(times)
-
-    def graph(self, graph: torch.cuda.CUDAGraph, calls: int, trials: int) -> float:
-        """Median replay time of a graph of `calls` calls, per call."""
-        times = []
-        for _ in range(trials):
-            start, end = self._cold()
-            torch.cuda._sleep(self.hold_cycles)
-            start.record()
-            graph.replay()
-            end.record()
-            if start.query():  # the hold ended before the host was done: the GPU may have waited
-                self.late_holds += 1
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3 / calls)
-        return statistics.median(times)
-
-
-def hold_cycles(us: float) -> int:
-    """torch.cuda._sleep cycles that keep the GPU busy for about `us` microseconds (measured)."""
-    probe = 1 << 20
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(probe)  # first call loads the kernel
-    torch.cuda.synchronize()
-    start.record()
-    torch.cuda._sleep(probe)
-    end.record()
-    end.synchronize()
-    return max(1, int(probe * us / (start.elapsed_time(end) * 1e3)))
-
-
-def capture(call: Call, sets: Sequence[list[Any]]) -> tuple[torch.cuda.CUDAGraph, list]:
-    """One graph of a call on every input set in turn, after warm-up on a side stream; (the
-    graph, each call's static outputs)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(GRAPH_WARMUP):
-            call(sets[0])
-    torch.cuda.current_stream().wait_stream(side)
-    graph, outputs = torch.cuda.CUDAGraph(), []
-    with torch.cuda.graph(graph):
-        for args in sets:
-            outputs.append(call(args))
-    torch.cuda.synchronize()
-    return graph, outputs
+# graph_timer.py: Timer, hold_cycles, capture (imported above).
 
 
 def settle() -> None:
@@ -344,118 +266,6 @@ def _wall(call: Call, args: list[Any]) -> tuple[Any, float]:
     out = call(args)
     torch.cuda.synchronize()
     return out, time.perf_counter() - t0
-
-
-# ----------------------------------------------------------------------------- rows
-
-
-@dataclass
-class Row:
-    name: str
-    call: Call | None
-    not_run: str = ""  # why call is None
-    graph_skip: str = ""  # why graph mode is not tried
-
-
-def fla_calls() -> dict[str, Call] | str:
-    """FLA's two entry points as row calls, or why FLA cannot be used."""
-    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")  # FLA's Triton, not FlashQLA
-    try:
-        from fla.ops.gated_delta_rule import (
-            chunk_gated_delta_rule,
-            fused_recurrent_gated_delta_rule,
-        )
-    except Exception as e:  # any import failure means: no FLA row
-        return f"not run: FLA not importable ({type(e).__name__}: {e})"
-
-    def chunk(args: list[Any]) -> Any:
-        q, k, v, g, beta, h0 = args
-        return chunk_gated_delta_rule(
-            q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-            output_final_state=True, use_qk_l2norm_in_kernel=False,
-        )  # fmt: skip
-
-    def recurrent(args: list[Any]) -> Any:
-        q, k, v, g, beta, h0 = args
-        return fused_recurrent_gated_delta_rule(
-            q, k, v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-            output_final_state=True, use_qk_l2norm_in_kernel=False,
-        )  # fmt: skip
-
-    return {"FLA chunk": chunk, "FLA fused_recurrent": recurrent}
-
-
-def import_model(folder: Path, tag: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"gdn_bench_{tag}", folder / "model.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {folder / 'model.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def native_models(folders: dict[str, Path], cache: Path) -> dict[str, torch.nn.Module | str]:
-    """name -> ModelNew of each native candidate folder (built in parallel), or why not.
-
-    model.py reaches its launchers through `from hipevolve.runtime import kernels`, one shared
-    object that holds one library at a time; each model module gets its own bound Kernels
-    instead, so the seeds and the candidate live side by side.
-    """
-    from hipevolve.runtime import Kernels
-    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
-    from hipevolve.verifier.build.compile import build_many
-
-    try:
-        compiler = compiler_for(gpu_backend() or "cuda")
-    except Exception as e:  # no compiler: every native row says why
-        return {name: f"not run: no compiler ({e})" for name in folders}
-    sources = {}
-    for name, folder in folders.items():
-        try:
-            sources[name] = (folder / "kernel.hip").read_text()
-        except OSError as e:
-            sources[name] = e
-    ready = {n: s for n, s in sources.items() if isinstance(s, str)}
-    built = dict(zip(ready, build_many(list(ready.values()), compiler, cache), strict=True))
-    models: dict[str, torch.nn.Module | str] = {}
-    for i, (name, folder) in enumerate(folders.items()):
-        if name not in built:
-            models[name] = f"not run: {sources[name]}"
-            continue
-        result = built[name]
-        if not result.ok:
-            first = (result.log.strip().splitlines() or ["compiler failed"])[0]
-            models[name] = f"not run: build failed ({first})"
-            continue
-        try:
-            module = import_model(folder, str(i))
-            if not isinstance(getattr(module, "kernels", None), Kernels):
-                raise ImportError("model.py does not import kernels from hipevolve.runtime")
-            module.kernels = Kernels()
-            module.kernels.bind(result.library, sources[name])
-            models[name] = module.ModelNew()
-        except Exception as e:  # a broken candidate is a row note, not a crash
-            models[name] = f"not run: {type(e).__name__}: {e}"
-    return models
-
-
-def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidate: str) -> list:
-    reference = load_module(task.reference).Model().cuda().eval()
-    seed = f"seed {task.seeds[0].name}"
-    fla_names = (
-        ["FLA chunk", "FLA fused_recurrent"] if task.name == PREFILL else ["FLA fused_recurrent"]
-    )
-    rows = [
-        Row(n, None, not_run=fla) if isinstance(fla, str) else Row(n, fla[n]) for n in fla_names
-    ]
-    rows.append(Row("PyTorch reference", lambda a: reference(*a), graph_skip="skipped: slow"))
-    for name in (seed, candidate):
-        model = natives.get(f"{task.name}:{name}", NO_CANDIDATE)
-        if isinstance(model, str):
-            rows.append(Row(name, None, not_run=model))
-        else:
-            rows.append(Row(name, lambda a, m=model: m(*a)))
-    return rows
 
 
 # ----------------------------------------------------------------------------- running

@@ -9,12 +9,7 @@
     python bench/search_efficiency.py --landscape      # CPU: ours vs Optuna vs random, 200 evals
     python bench/search_efficiency.py --landscape --tasks rmsnorm --seeds 0 --budget 50  # smoke
 
-Phase `measure` (GPU) evaluates every configuration of each task's tunable seed
-(problems/<task>/seeds/tunable) once through the real verifier pipeline (evaluate_many, in
-batches) and writes a JSON table: task -> configuration -> the Evaluation (status, per-case times,
-static facts) and its fitness, the geometric-mean speedup over the timed cases, with the wall time
-measuring took. The table is rewritten after each batch: a killed or time-limited measure run
-keeps what it measured, and running it again with the same --out measures only the rest.
+Phase `measure` (GPU): bench/search_measure.py, through this command line.
 
 Phase `search` (CPU) reads the table and runs, for seeds 0, 1, 2: our search (run_evolution with
 the real offline policy, default EvolutionSettings and a real temporary SQLite archive, its
@@ -28,15 +23,7 @@ of the seeds) and whether each goal of issue 4 holds per task:
 A configuration that is not ok counts as fitness 0 for every search and is listed: every
 configuration of a seed should be ok. A task whose table is incomplete (--limit) is not searched.
 
-Phase `landscape` (CPU, no table needed) compares, on the same budget (--budget, default 200
-evaluations, the main job's), our search with a kept optimiser library's sampler: Optuna's TPE
-(categorical parameters, one per tunable; a configuration it asks for again is answered from a
-cache at no cost, so it too spends its budget on distinct kernels) and random search. The
-landscape is synthetic but spans each seed's real declared space: a factor per tunable value, an
-interaction factor per adjacent pair of tunables, 3% of configurations incorrect, all drawn from
-an rng seeded by the task's name. It prints best-so-far over the optimum at 25, 50, 100, 150 and
-200 evaluations (median of the seeds), the method with the largest mean over those points per
-task, and the overall verdict. Without Optuna installed the bench says so and compares the rest.
+Phase `landscape` (CPU, no table needed): bench/search_landscape.py, through this command line.
 
 Note on `suspect`: the verifier flags a case faster than 10x its reference (suspect_speedup). The
 rmsnorm reference is eager fp32 PyTorch, about 40 bytes of HBM traffic per element (cast, square,
@@ -66,7 +53,7 @@ from pydantic import BaseModel, Field
 from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive, canonical_json
 from hipevolve.core.candidate import Candidate, load_candidate
-from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.offline.tunables import (
@@ -79,13 +66,14 @@ from hipevolve.evolution.offline.tunables import (
 )
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
-from hipevolve.verifier.evaluators import BaseEvaluator, Evaluator
+from hipevolve.verifier.evaluators import BaseEvaluator
 
 TASKS = ("softmax", "rmsnorm", "silu_and_mul", "gated_delta_net_decode")
 BUDGETS = (5, 10, 15, 20, 25, 50, 100)  # percent of the space
 GOAL_RATIO, GOAL_BUDGET = 0.95, 25
 SEEDS = (0, 1, 2)
 METHODS = ("ours", "random", "exhaustive")
+LANDSCAPE_BUDGET = 200  # evaluations per search with --landscape: the main job's `--budget 200`
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -174,117 +162,6 @@ def at_configuration(seed: Candidate, config: Configuration) -> Candidate:
             "origin": None,
         }
     )
-
-
-# ------------------------------------------------------------------------------------ measure
-
-
-def measure(
-    names: Sequence[str],
-    out: Path,
-    batch: int,
-    limit: int | None = None,
-    deadline_s: float | None = None,
-    **verifier: float | None,
-) -> Table:
-    """Evaluates the configurations not yet in `out` (GPU), saving the table after each batch.
-    `deadline_s`: start no batch that would end past it (by the last batch's time); `verifier`:
-    settings to override (trials, suspect_speedup); None keeps the configured one."""
-    from hipevolve.core.config import load_settings
-    from hipevolve.verifier.evaluators import pipeline_evaluator
-
-    settings = load_settings().verifier
-    settings = settings.model_copy(update={k: v for k, v in verifier.items() if v is not None})
-    wanted = (settings.trials, settings.suspect_speedup)
-    started = time.monotonic()
-    stop_at = started + deadline_s if deadline_s is not None else None
-    table: Table | None = load_table(out) if out.exists() else None
-    for name in names:
-        task = get_task(name)
-        evaluator = pipeline_evaluator(task, settings, "auto")
-        if evaluator.backend not in ("cuda", "rocm"):
-            raise SystemExit(f"the measure phase runs kernels on a GPU; found {evaluator.backend}")
-        if table is None:
-            table = Table(
-                backend=evaluator.backend,
-                toolchain=evaluator.toolchain,
-                trials=settings.trials,
-                suspect_speedup=settings.suspect_speedup,
-            )
-        elif (table.toolchain, table.trials, table.suspect_speedup) != (
-            evaluator.toolchain,
-            *wanted,
-        ):
-            raise SystemExit(
-                f"{out} was measured with {table.toolchain}, {table.trials} trials, suspect "
-                f"above {table.suspect_speedup:g}x; here it is {evaluator.toolchain}, "
-                f"{wanted[0]} trials, {wanted[1]:g}x: pass another --out"
-            )
-        measure_task(table, task, evaluator, out, batch, limit, stop_at)
-    assert table is not None
-    if not table.device:
-        table.device = _device_name()
-        save_table(table, out)
-    print(f"measured in {time.monotonic() - started:.0f} s; table {out}", flush=True)
-    return table
-
-
-def measure_task(
-    table: Table,
-    task: TaskSpec,
-    evaluate: Evaluator,
-    out: Path,
-    batch: int,
-    limit: int | None = None,
-    stop_at: float | None = None,
-) -> None:
-    """Adds the task's unmeasured configurations to `table`, in batches, saving after each;
-    stops before a batch that would end past `stop_at` (time.monotonic())."""
-    seed = seed_candidate(task)
-    space = space_of(seed)
-    entry = table.tasks.setdefault(
-        task.name,
-        TaskTable(task=task.name, seed_hash=seed.source_hash, seed_files=seed_files(task),
-                  space=len(space)),  # fmt: skip
-    )
-    if seed_changed(task, entry):
-        raise SystemExit(
-            f"{out}: the {task.name} seed changed since it was measured: use another --out"
-        )
-    todo = [c for c in space if configuration_key(c) not in entry.rows]
-    # A fixed shuffle: slow drift of the GPU (clocks, temperature) spreads over the whole space
-    # instead of favouring one end of the enumeration order.
-    random.Random(task.name).shuffle(todo)
-    if limit is not None:
-        todo = todo[: max(limit - len(entry.rows), 0)]
-    last_s = 0.0
-    for start in range(0, len(todo), batch):
-        chunk = todo[start : start + batch]
-        began = time.monotonic()
-        if stop_at is not None and began + last_s > stop_at:
-            print(f"  {task.name}: time box reached; run again with the same --out to go on")
-            return
-        results = evaluate([at_configuration(seed, c) for c in chunk])
-        for config, evaluation in zip(chunk, results, strict=True):
-            entry.rows[configuration_key(config)] = Measured(
-                configuration=config, fitness=evaluation.fitness, evaluation=evaluation
-            )
-        spent = last_s = time.monotonic() - began
-        entry.wall_s += spent
-        table.wall_s += spent
-        save_table(table, out)
-        ok = sum(r.evaluation.ok for r in entry.rows.values())
-        print(
-            f"  {task.name}: {len(entry.rows)}/{entry.space} measured, {ok} ok, "
-            f"{spent / len(chunk):.1f} s per evaluation",
-            flush=True,
-        )
-
-
-def _device_name() -> str:
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
 
 
 # ------------------------------------------------------------------------------------ search
@@ -411,178 +288,6 @@ def search_task(
         ahead_of_random=not behind,
         behind_at=behind,
     )
-
-
-# ------------------------------------------------------------------------------------ landscape
-
-LANDSCAPE_BUDGET = 200  # evaluations: the main job's `--budget 200`
-LANDSCAPE_POINTS = (25, 50, 100, 150, 200)  # evaluations at which best-so-far is reported
-LANDSCAPE_METHODS = ("ours", "optuna-tpe", "random")
-FAIL_SHARE = 0.03  # configurations that fail (incorrect): fitness 0 for every search
-
-
-def _landscape_evaluation(task: TaskSpec, speedup: float | None) -> Evaluation:
-    """What the verifier returns for a kernel of that speedup (None: an incorrect one)."""
-    ok = speedup is not None
-    cases = tuple(
-        CaseResult(case=c.name, correct=ok, time_us=100.0 / speedup if ok else None,
-                   ref_time_us=100.0 if ok else None)
-        for c in task.timed_cases
-    )  # fmt: skip
-    return Evaluation(status=Status.ok if ok else Status.incorrect, task=task.name,
-                      backend="landscape", cases=cases,
-                      message="" if ok else "max abs error 3.1")  # fmt: skip
-
-
-def landscape_table(task: TaskSpec) -> TaskTable:
-    """A complete table over the seed's real declared space, no GPU: each tunable value a factor,
-    each pair of adjacent tunables an interaction factor (so the best value of one depends on
-    another, as block size and vector width do), FAIL_SHARE of the space incorrect; all drawn
-    from an rng seeded by the task's name."""
-    seed = seed_candidate(task)
-    tunables = parse_tunables(seed.hip_source or "")
-    rng = random.Random(f"landscape/{task.name}")
-    single = {(t.name, v): rng.uniform(0.6, 1.4) for t in tunables for v in t.values}
-    pairs = {
-        (a.name, va, b.name, vb): rng.uniform(0.75, 1.3)
-        for a, b in zip(tunables, tunables[1:], strict=False)
-        for va in a.values
-        for vb in b.values
-    }
-    rows = {}
-    for config in space_of(seed):
-        names = [t.name for t in tunables]
-        speedup = math.prod(single[(n, config[n])] for n in names)
-        speedup *= math.prod(pairs[(a, config[a], b, config[b])]
-                             for a, b in zip(names, names[1:], strict=False))  # fmt: skip
-        failed = rng.random() < FAIL_SHARE and config != current_configuration(tunables)
-        evaluation = _landscape_evaluation(task, None if failed else speedup)
-        rows[configuration_key(config)] = Measured(
-            configuration=config, fitness=evaluation.fitness, evaluation=evaluation
-        )
-    return TaskTable(task=task.name, seed_hash=seed.source_hash, seed_files=seed_files(task),
-                     space=len(rows), rows=rows)  # fmt: skip
-
-
-def optuna_search(table: TaskTable, space: Sequence[Configuration], budget: int, seed: int
-                  ) -> list[str] | None:  # fmt: skip
-    """Configuration keys in the order Optuna's TPE sampler first asks for them, until `budget`
-    distinct ones (a repeat is answered from a cache at no cost, as a tuner would). None when
-    Optuna is not installed."""
-    try:
-        import optuna
-    except ImportError:
-        return None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    names = list(space[0])
-    choices = {n: sorted({c[n] for c in space}, key=lambda v: (len(v), v)) for n in names}
-    sampler = optuna.samplers.TPESampler(seed=seed)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    order: list[str] = []
-    wanted = min(budget, len(space))
-    for _ in range(wanted * 20):  # TPE repeats itself late in a small space: cap the asks
-        if len(order) >= wanted:
-            break
-        trial = study.ask()
-        config = {n: trial.suggest_categorical(n, choices[n]) for n in names}
-        key = configuration_key(config)
-        if key not in order:
-            order.append(key)
-        study.tell(trial, table.rows[key].evaluation.fitness)
-    return order
-
-
-class LandscapeReport(BaseModel):
-    task: str
-    space: int
-    budget: int
-    optimum: float
-    seed_fitness: float
-    median: dict[str, dict[int, float]] = Field(
-        description="method -> evaluations -> median best-so-far / optimum over the seeds"
-    )
-    evaluations: dict[str, list[int]] = Field(description="method -> evaluations, per seed")
-    stops: list[str] = Field(description="why our search stopped, per seed")
-    missing: list[str] = Field(default_factory=list, description="methods not installed here")
-    winner: str = Field(
-        description="the method whose median curve has the largest mean over the reported "
-        "points (the area under best-so-far: early finds count)"
-    )
-
-
-def compare_on_landscape(task: TaskSpec, table: TaskTable, budget: int, seeds: Sequence[int]
-                         ) -> LandscapeReport:  # fmt: skip
-    """Ours, Optuna's TPE and random search, `budget` evaluations each, on one table."""
-    seed = seed_candidate(task)
-    space = space_of(seed)
-    keys = [configuration_key(c) for c in space]
-    fitness = {k: table.rows[k].evaluation.fitness for k in keys}
-    optimum = max(fitness.values())
-    points = {p: p for p in LANDSCAPE_POINTS if p <= budget} | {budget: budget}
-    orders: dict[str, list[list[str]]] = {m: [] for m in LANDSCAPE_METHODS}
-    stops, missing = [], []
-    for s in seeds:
-        order, reason = our_search(task, table, "landscape", s, budget=budget)
-        orders["ours"].append(order)
-        stops.append(reason)
-        orders["random"].append(random.Random(s).sample(keys, min(budget, len(keys))))
-        tpe = optuna_search(table, space, budget, s)
-        if tpe is None:
-            missing = ["optuna-tpe"]
-        else:
-            orders["optuna-tpe"].append(tpe)
-    median = {}
-    for method, runs in orders.items():
-        if runs:
-            curves = [best_so_far(o, fitness, points, optimum) for o in runs]
-            median[method] = {p: statistics.median(c[i] for c in curves)
-                              for i, p in enumerate(points)}  # fmt: skip
-    own = configuration_key(current_configuration(parse_tunables(seed.hip_source or "")))
-    return LandscapeReport(
-        task=task.name, space=len(keys), budget=budget, optimum=optimum,
-        seed_fitness=fitness[own], median=median,
-        evaluations={m: [len(o) for o in runs] for m, runs in orders.items() if runs},
-        stops=stops, missing=missing,
-        winner=max(median, key=lambda m: (statistics.fmean(median[m].values()), m == "ours")),
-    )  # fmt: skip
-
-
-def format_landscape(reports: Sequence[LandscapeReport]) -> str:
-    lines = ["synthetic landscapes over each seed's declared space (no GPU): best-so-far / optimum,",
-             "median of the seeds, after n evaluations"]  # fmt: skip
-    for r in reports:
-        points = list(next(iter(r.median.values())))
-        lines.append(f"{r.task} ({r.space} configurations, seed {r.seed_fitness / r.optimum:.3f})"
-                     + "".join(f"{f'n={p}':>9}" for p in points) + "   evals")  # fmt: skip
-        for method, curve in r.median.items():
-            evals = "/".join(str(e) for e in r.evaluations[method])
-            lines.append(f"  {method:<14}" + "".join(f"{curve[p]:>9.3f}" for p in points)
-                         + f"   {evals}" + (f"  stop {','.join(r.stops)}"
-                                              if method == "ours" else ""))  # fmt: skip
-        for method in r.missing:
-            lines.append(f"  {method:<14}not installed here (pip install optuna), not compared")
-        lines.append(f"  best (mean of the row): {r.winner}")
-    wins = [r.winner for r in reports]
-    verdict = max(set(wins), key=lambda m: (wins.count(m), m == "ours"))
-    if verdict == "ours":
-        default = ("the run's offline policy (tunable moves by Optuna's TPE told the run's "
-                   "history, evolution/offline/tuner.py, plus crossovers and transforms) holds")
-    else:
-        default = (f"{verdict} finds good configurations sooner here than the run's offline "
-                   "policy; tune evolution/offline/policy.py's move shares (the landscape places "
-                   "the seed at random, where a shipped seed is hand-tuned)")  # fmt: skip
-    lines += ["", f"winner on most tasks: {verdict}: {default}"]
-    return "\n".join(lines)
-
-
-def landscape(names: Sequence[str], budget: int, seeds: Sequence[int]) -> list[LandscapeReport]:
-    reports = []
-    for name in names:
-        task = get_task(name)
-        began = time.monotonic()
-        reports.append(compare_on_landscape(task, landscape_table(task), budget, seeds))
-        print(f"{name}: compared in {time.monotonic() - began:.1f} s", flush=True)
-    return reports
 
 
 # ------------------------------------------------------------------------------------ report
@@ -730,6 +435,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.landscape:
+        from search_landscape import format_landscape, landscape
+
         found = landscape(args.tasks, args.budget, args.seeds)
         print()
         print(format_landscape(found))
@@ -738,6 +445,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"wrote {args.report}")
         return
     if args.measure:
+        from search_measure import measure
+
         table = measure(
             args.tasks,
             args.out,

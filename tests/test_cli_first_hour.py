@@ -268,7 +268,7 @@ def test_a_negative_llm_budget_is_refused_in_one_line(tmp_path, flag, value):
 
 
 def test_a_model_without_its_key_is_refused_without_importing_litellm():
-    code = ("import sys\nfrom hipevolve.agents.llm.client import check_model\n"
+    code = ("import sys\nfrom hipevolve.agents.llm.preflight import check_model\n"
             "from hipevolve.core.errors import UserError\n"
             "try:\n    check_model('anthropic/claude-sonnet-4-5')\n"
             "except UserError as e:\n    print(e.line())\n"
@@ -281,7 +281,7 @@ def test_a_model_without_its_key_is_refused_without_importing_litellm():
 
 
 def test_a_misspelt_provider_is_answered_with_the_closest_one():
-    from hipevolve.agents.llm.client import check_model
+    from hipevolve.agents.llm.preflight import check_model
 
     with pytest.raises(UserError) as refused:
         check_model("antropic/claude-sonnet-4-5")

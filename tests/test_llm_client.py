@@ -12,10 +12,10 @@ from hipevolve.agents.llm.client import (
     LLMCall,
     LLMClient,
     Usage,
-    check_model,
     prompt_hash,
     record_call,
 )
+from hipevolve.agents.llm.preflight import check_model
 from hipevolve.core.errors import UserError
 
 MODEL = "openai/test-model"

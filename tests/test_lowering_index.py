@@ -30,7 +30,7 @@ from test_lowering import (
     task_named,
 )
 
-from hipevolve.agents.lowering.ir import DEVICE_HELPERS
+from hipevolve.agents.lowering.emit import DEVICE_HELPERS
 from hipevolve.agents.lowering.lower import lower
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems import load_task_folder

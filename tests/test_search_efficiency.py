@@ -35,6 +35,8 @@ from hipevolve.problems import get_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import search_efficiency as se  # noqa: E402  (bench/ is a folder of scripts, not a package)
+import search_landscape as sl  # noqa: E402
+import search_measure as sm  # noqa: E402
 
 
 def narrowed(task: TaskSpec) -> TaskSpec:
@@ -200,13 +202,13 @@ def test_measure_saves_each_batch_and_a_second_run_measures_only_the_rest(tmp_pa
     device = se.TableEvaluator(TASK, table(smooth), "t")
     out = tmp_path / "table.json"
     saved = se.Table(backend="cuda", toolchain="t", trials=30, suspect_speedup=10.0)
-    se.measure_task(saved, TASK, device, out, batch=3, stop_at=time.monotonic() - 1)
+    sm.measure_task(saved, TASK, device, out, batch=3, stop_at=time.monotonic() - 1)
     assert device.order == [] and "time box reached" in capsys.readouterr().out
-    se.measure_task(saved, TASK, device, out, batch=3, limit=8)
+    sm.measure_task(saved, TASK, device, out, batch=3, limit=8)
     first = se.load_table(out).tasks[TASK.name]
     assert len(first.rows) == 8 and not first.complete and len(device.order) == 8
     resumed = se.load_table(out)
-    se.measure_task(resumed, TASK, device, out, batch=50, limit=None)
+    sm.measure_task(resumed, TASK, device, out, batch=50, limit=None)
     whole = se.load_table(out).tasks[TASK.name]
     assert whole.complete and len(device.order) == len(set(device.order)) == len(SPACE)
     assert all(r.fitness == pytest.approx(smooth(r.configuration)) for r in whole.rows.values())
@@ -230,16 +232,16 @@ def test_measure_phase_scores_configurations_through_the_verifier_pipeline(tmp_p
 
 
 def test_landscape_table_covers_the_declared_space_with_a_few_failures():
-    landscape = se.landscape_table(TASK)
+    landscape = sl.landscape_table(TASK)
     assert landscape.complete and landscape.space == len(SPACE)
     failed = [r for r in landscape.rows.values() if not r.evaluation.ok]
     assert 0 < len(failed) < 0.1 * len(SPACE)
     assert landscape.rows[configuration_key(OWN)].evaluation.ok
-    assert se.landscape_table(TASK) == landscape  # the same landscape every run
+    assert sl.landscape_table(TASK) == landscape  # the same landscape every run
 
 
 def test_landscape_compares_every_search_at_one_budget_and_names_a_winner():
-    report = se.compare_on_landscape(TASK, se.landscape_table(TASK), budget=40, seeds=(0, 1))
+    report = sl.compare_on_landscape(TASK, sl.landscape_table(TASK), budget=40, seeds=(0, 1))
     installed = importlib.util.find_spec("optuna") is not None
     methods = {"ours", "random"} | ({"optuna-tpe"} if installed else set())
     assert set(report.median) == methods
@@ -249,6 +251,6 @@ def test_landscape_compares_every_search_at_one_budget_and_names_a_winner():
         curve = list(report.median[method].values())
         assert curve == sorted(curve) and 0 < curve[-1] <= 1.0
     assert report.winner in methods
-    text = se.format_landscape([report])
+    text = sl.format_landscape([report])
     assert f"best (mean of the row): {report.winner}" in text
     assert ("not installed here" in text) == (not installed)

@@ -28,18 +28,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hipevolve.agents.lowering.ir import (
-    C_TYPES,
-    FLOAT_DTYPES,
-    STORE,
-    Ctx,
-    Emitter,
-    Graph,
-    Unsupported,
-    V,
-    _walk,
-    numel,
-)
+from hipevolve.agents.lowering.emit import STORE, Ctx, Emitter
+from hipevolve.agents.lowering.ir import C_TYPES, FLOAT_DTYPES, Graph, Unsupported, V, _walk, numel
 
 TUNABLES = """// Rows of C per block tile.
 // @tunable BM: 32, 64, 128

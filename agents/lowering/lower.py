@@ -26,12 +26,10 @@ from hipevolve.agents.lowering import chain as lower_chain
 from hipevolve.agents.lowering import gemm as lower_gemm
 from hipevolve.agents.lowering import pointwise as lower_pointwise
 from hipevolve.agents.lowering import rowreduce as lower_rowreduce
+from hipevolve.agents.lowering.emit import DEVICE_HELPERS, F16_HELPERS, Emitter
 from hipevolve.agents.lowering.fx_trace import TracedCase, TraceError, trace_case, trace_task
 from hipevolve.agents.lowering.ir import (
-    DEVICE_HELPERS,
-    F16_HELPERS,
     FLOAT_DTYPES,
-    Emitter,
     Graph,
     Unsupported,
     expression_graph,

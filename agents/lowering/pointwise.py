@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import re
 
-from hipevolve.agents.lowering.ir import (
+from hipevolve.agents.lowering.emit import (
     BLOCK_VEC_TUNABLES,
-    C_TYPES,
     STORE,
     Ctx,
     Emitter,
-    Graph,
-    Unsupported,
-    V,
     inner_rows,
     per_row,
 )
+from hipevolve.agents.lowering.ir import C_TYPES, Graph, Unsupported, V
 
 TUNABLES = BLOCK_VEC_TUNABLES + """// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
 // @tunable UNROLL: 1, 2, 4

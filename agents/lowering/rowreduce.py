@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import re
 
-from hipevolve.agents.lowering.ir import (
+from hipevolve.agents.lowering.emit import (
     BLOCK_VEC_TUNABLES,
-    C_TYPES,
-    FLOAT_DTYPES,
     STORE,
     Ctx,
     Emitter,
+    inner_rows,
+    per_row,
+)
+from hipevolve.agents.lowering.ir import (
+    C_TYPES,
+    FLOAT_DTYPES,
     Graph,
     Unsupported,
     V,
-    inner_rows,
-    per_row,
     reductions,
     strip,
 )

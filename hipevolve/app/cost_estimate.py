@@ -59,9 +59,9 @@ def estimate(model: str, task: TaskSpec, target: Target, proposals: int,
 
 def _price(model: str) -> tuple[float, float] | None:
     """(dollars per input token, per output token) from litellm's table; None if unknown."""
-    from hipevolve.agents.llm.client import _litellm
+    from hipevolve.agents.llm.client import load_litellm
 
-    litellm = _litellm()
+    litellm = load_litellm()
     for name in (model, model.split("/", 1)[-1]):
         info = litellm.model_cost.get(name)
         if info and info.get("input_cost_per_token") is not None:

@@ -91,7 +91,7 @@ def run_job(
     if options.resume is not None:
         with Archive.open(settings.run.archive, create=False, read_only=True) as archive:
             _resumed_run(options, archive)
-    from hipevolve.agents.llm.client import check_models
+    from hipevolve.agents.llm.preflight import check_models
     from hipevolve.problems import get_task
 
     check_models(settings.models)  # one line before anything is written

@@ -1,0 +1,129 @@
+"""The rows bench/gdn_vs_fla.py compares on each case: FLA's chunk and recurrent kernels (where
+FLA is installed), the shipped seeds, and a candidate folder, each built and bound to its own
+kernel library."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from graph_timer import Call
+
+from hipevolve.core.reference import load_module
+from hipevolve.core.taskspec import TaskSpec
+
+PREFILL, DECODE = "gated_delta_net", "gated_delta_net_decode"
+NO_CANDIDATE = "not run: no evolve run yet"
+
+@dataclass
+class Row:
+    name: str
+    call: Call | None
+    not_run: str = ""  # why call is None
+    graph_skip: str = ""  # why graph mode is not tried
+
+
+def fla_calls() -> dict[str, Call] | str:
+    """FLA's two entry points as row calls, or why FLA cannot be used."""
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")  # FLA's Triton, not FlashQLA
+    try:
+        from fla.ops.gated_delta_rule import (
+            chunk_gated_delta_rule,
+            fused_recurrent_gated_delta_rule,
+        )
+    except Exception as e:  # any import failure means: no FLA row
+        return f"not run: FLA not importable ({type(e).__name__}: {e})"
+
+    def chunk(args: list[Any]) -> Any:
+        q, k, v, g, beta, h0 = args
+        return chunk_gated_delta_rule(
+            q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
+            output_final_state=True, use_qk_l2norm_in_kernel=False,
+        )  # fmt: skip
+
+    def recurrent(args: list[Any]) -> Any:
+        q, k, v, g, beta, h0 = args
+        return fused_recurrent_gated_delta_rule(
+            q, k, v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
+            output_final_state=True, use_qk_l2norm_in_kernel=False,
+        )  # fmt: skip
+
+    return {"FLA chunk": chunk, "FLA fused_recurrent": recurrent}
+
+
+def import_model(folder: Path, tag: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"gdn_bench_{tag}", folder / "model.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {folder / 'model.py'}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def native_models(folders: dict[str, Path], cache: Path) -> dict[str, torch.nn.Module | str]:
+    """name -> ModelNew of each native candidate folder (built in parallel), or why not.
+
+    model.py reaches its launchers through `from hipevolve.runtime import kernels`, one shared
+    object that holds one library at a time; each model module gets its own bound Kernels
+    instead, so the seeds and the candidate live side by side.
+    """
+    from hipevolve.runtime import Kernels
+    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
+    from hipevolve.verifier.build.compile import build_many
+
+    try:
+        compiler = compiler_for(gpu_backend() or "cuda")
+    except Exception as e:  # no compiler: every native row says why
+        return {name: f"not run: no compiler ({e})" for name in folders}
+    sources = {}
+    for name, folder in folders.items():
+        try:
+            sources[name] = (folder / "kernel.hip").read_text()
+        except OSError as e:
+            sources[name] = e
+    ready = {n: s for n, s in sources.items() if isinstance(s, str)}
+    built = dict(zip(ready, build_many(list(ready.values()), compiler, cache), strict=True))
+    models: dict[str, torch.nn.Module | str] = {}
+    for i, (name, folder) in enumerate(folders.items()):
+        if name not in built:
+            models[name] = f"not run: {sources[name]}"
+            continue
+        result = built[name]
+        if not result.ok:
+            first = (result.log.strip().splitlines() or ["compiler failed"])[0]
+            models[name] = f"not run: build failed ({first})"
+            continue
+        try:
+            module = import_model(folder, str(i))
+            if not isinstance(getattr(module, "kernels", None), Kernels):
+                raise ImportError("model.py does not import kernels from hipevolve.runtime")
+            module.kernels = Kernels()
+            module.kernels.bind(result.library, sources[name])
+            models[name] = module.ModelNew()
+        except Exception as e:  # a broken candidate is a row note, not a crash
+            models[name] = f"not run: {type(e).__name__}: {e}"
+    return models
+
+
+def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidate: str) -> list:
+    reference = load_module(task.reference).Model().cuda().eval()
+    seed = f"seed {task.seeds[0].name}"
+    fla_names = (
+        ["FLA chunk", "FLA fused_recurrent"] if task.name == PREFILL else ["FLA fused_recurrent"]
+    )
+    rows = [
+        Row(n, None, not_run=fla) if isinstance(fla, str) else Row(n, fla[n]) for n in fla_names
+    ]
+    rows.append(Row("PyTorch reference", lambda a: reference(*a), graph_skip="skipped: slow"))
+    for name in (seed, candidate):
+        model = natives.get(f"{task.name}:{name}", NO_CANDIDATE)
+        if isinstance(model, str):
+            rows.append(Row(name, None, not_run=model))
+        else:
+            rows.append(Row(name, lambda a, m=model: m(*a)))
+    return rows
