@@ -10,73 +10,23 @@ package against the reference on the GPU.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-import typer
-from standin import KERNEL, MODEL, TASK_NAME, StandIn, write_task_folder
-from typer.testing import CliRunner
+from export_support import PACKAGE, REPO, standin_run, without_hipevolve
+from standin import KERNEL, MODEL, TASK_NAME
 
-from hipevolve.app.export_commands import register
-from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import CaseResult, Evaluation, Status
-from hipevolve.evolution.islands import EvolutionSettings
-from hipevolve.evolution.run import run_evolution
 from hipevolve.export.folders import MARKER
 from hipevolve.export.manifest import ExportManifest
 from hipevolve.export.package import export_package, rewrite_runtime_import
 from hipevolve.export.signature import op_signature
-from hipevolve.problems import get_task, load_task_folder
-
-REPO = Path(__file__).resolve().parents[1]
-PACKAGE = f"hipevolve_kernel_{TASK_NAME}"
-
-# Prepended to every subprocess: importing hipevolve (or any hipevolve.*) raises, as on a
-# machine where it is not installed; the first lines prove the block works.
-NO_HIPEVOLVE = """\
-import importlib.abc
-import sys
-
-
-class _NoHipevolve(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "hipevolve" or name.startswith("hipevolve."):
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked)")
-        return None
-
-
-sys.meta_path.insert(0, _NoHipevolve())
-try:
-    import hipevolve  # noqa: F401
-    raise SystemExit("hipevolve was importable: the block failed")
-except ModuleNotFoundError:
-    pass
-"""
-
-
-def without_hipevolve(code: str, *args: str, cwd: Path, env: dict[str, str] | None = None,
-                      timeout: float = 180) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | (env or {})
-    return subprocess.run([sys.executable, "-c", NO_HIPEVOLVE + code, *args], cwd=cwd,
-                          env=environment, capture_output=True, text=True, timeout=timeout)  # fmt: skip
-
-
-def standin_run(root: Path, budget: int = 16, seed: int = 3) -> Path:
-    """A finished stand-in search of the y = 2x task in root/run.db; returns the archive path."""
-    task = load_task_folder(write_task_folder(root) / TASK_NAME, "user")
-    db = root / "run.db"
-    with Archive.open(db) as archive:
-        run_evolution(task, archive, EvolutionSettings(), StandIn(root / "log"),
-                      first=first_candidates(task), budget=budget, seed=seed)  # fmt: skip
-    return db
+from hipevolve.problems import get_task
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +37,6 @@ def exported(tmp_path_factory) -> tuple[Path, Path]:
     out = root / "kernel"
     export_package(db, TASK_NAME, out)
     return db, out
-
-
-def cli(*args: str):
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # ---------------------------------------------------------------------------- contents
@@ -372,71 +316,6 @@ print(pkg.OP_NAME, hasattr(pkg, "op"), pkg.ModelNew.__name__)
     result = without_hipevolve(code, str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["None", "False", "ModelNew"]
-
-
-# ---------------------------------------------------------------------------- bad input
-
-
-def test_run_without_a_correct_candidate_is_refused_and_nothing_is_written(tmp_path):
-    task = load_task_folder(write_task_folder(tmp_path) / TASK_NAME, "user")
-    db = tmp_path / "bad.db"
-    with Archive.open(db) as archive:
-        run = archive.start_run(task, {}, seed=0, budget=1)
-        cid = archive.add_candidate(run, Candidate(format="native", hip_source=KERNEL,
-                                                   python_source=MODEL, name="k"))  # fmt: skip
-        wrong = Evaluation(status=Status.incorrect, task=TASK_NAME, message="wrong in case a")
-        archive.record_evaluation(cid, wrong, "k", "t")
-        archive.finish_run(run)
-    out = tmp_path / "out"
-    result = cli("export", "--task", TASK_NAME, "--run", "1", "--out", out, "--archive", db)
-    assert isinstance(result.exception, UserError)
-    assert "run 1 has no correct candidate" in result.exception.line()
-    result = cli("export", "--task", TASK_NAME, "--out", out, "--archive", db)
-    assert f"no run of task {TASK_NAME} has a correct candidate" in result.exception.line()
-    assert not out.exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
-
-
-def test_non_empty_output_is_refused_without_force_and_replaced_with_it(tmp_path):
-    db = standin_run(tmp_path, budget=6)
-    out = tmp_path / "kernel"
-    first = cli("export", "--task", TASK_NAME, "--out", out, "--archive", db)
-    assert first.exit_code == 0, first.output
-    (out / "stale.txt").write_text("from an earlier export")
-    again = cli("export", "--task", TASK_NAME, "--out", out, "--archive", db)
-    assert isinstance(again.exception, UserError) and "not empty" in again.exception.line()
-    assert (out / "stale.txt").exists()
-    forced = cli("export", "--task", TASK_NAME, "--out", out, "--archive", db, "--force")
-    assert forced.exit_code == 0, forced.output
-    assert not (out / "stale.txt").exists() and (out / PACKAGE / "kernel.hip").is_file()
-    # A folder evolve did not write keeps its other files under --force.
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("mine")
-    forced = cli("export", "--run", "1", "--out", mine, "--archive", db, "--force")
-    assert forced.exit_code == 0, forced.output
-    assert (mine / "notes.txt").read_text() == "mine" and (mine / PACKAGE).is_dir()
-
-
-def test_unknown_run_is_refused_with_the_list_of_runs(tmp_path):
-    db = standin_run(tmp_path, budget=4)
-    result = cli("export", "--task", TASK_NAME, "--run", "7", "--out", tmp_path / "o",
-                 "--archive", db)  # fmt: skip
-    assert isinstance(result.exception, UserError)
-    assert f"no run 7 in {db}; runs: 1 ({TASK_NAME}, finished, 4 evaluated" in (
-        result.exception.line()
-    )
-    assert not (tmp_path / "o").exists()
-
-
-def test_out_and_dataset_are_exclusive_and_a_missing_archive_is_not_created(tmp_path):
-    both = cli("export", "--out", tmp_path / "a", "--dataset", tmp_path / "b", "--archive",
-               tmp_path / "x.db")  # fmt: skip
-    assert "one of --out DIR" in both.exception.line()
-    missing = cli("export", "--task", TASK_NAME, "--out", tmp_path / "a", "--archive",
-                  tmp_path / "x.db")  # fmt: skip
-    assert "no archive at" in missing.exception.line()
-    assert not (tmp_path / "x.db").exists()
 
 
 # ---------------------------------------------------------------------------- on the GPU

@@ -15,17 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from gdn_seed_support import GDN, PREFILL_SEED, rel_rms, source_of, with_define
 from gemm_emulation import EMULATED_MFMA
-from test_gdn_seeds import (
-    CPU_HIP_RUNTIME,
-    CPU_SMS,
-    GDN,
-    PREFILL_SEED,
-    _launcher,
-    rel_rms,
-    source_of,
-    with_define,
-)
+from test_gdn_seeds import CPU_HIP_RUNTIME, CPU_SMS, _launcher
 from test_lowering import CPU_FP16
 
 from hipevolve.verifier.build.amd_static import analyze, find_toolchain

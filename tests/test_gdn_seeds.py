@@ -22,62 +22,32 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
 import re
 import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-from hipevolve.core.reference import as_outputs, build_inputs, build_model, load_module
-from hipevolve.problems import get_task
-
-PREFILL = get_task("gated_delta_net")
-DECODE = get_task("gated_delta_net_decode")
-PREFILL_SEED = PREFILL.reference.parent / "seeds" / "chunked"
-DECODE_SEED = DECODE.reference.parent / "seeds" / "recurrent"
-SEEDS = {"prefill": (PREFILL, PREFILL_SEED), "decode": (DECODE, DECODE_SEED)}
-GDN = load_module(PREFILL.reference)
-GDN_DECODE = load_module(DECODE.reference)
-
-CHUNK = 64
-SOLVE_BLOCK = 16  # rows per diagonal block of the kernel's triangular solve (SB)
-_TUNABLE = re.compile(r"^//\s*@tunable\s+(\w+)\s*:\s*(.+)$", re.M)
-
-
-def rel_rms(x: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((x.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
-def tunables(source: str) -> dict[str, list[int]]:
-    """NAME -> allowed values, from `// @tunable NAME: v1, v2, ...` lines."""
-    return {m[1]: [int(x) for x in m[2].split(",")] for m in _TUNABLE.finditer(source)}
-
-
-def with_define(source: str, name: str, value: int) -> str:
-    out, count = re.subn(rf"^#define {name} .*$", f"#define {name} {value}", source, flags=re.M)
-    assert count == 1, f"no single #define {name}"
-    return out
-
-
-def source_of(seed: Path) -> str:
-    return (seed / "kernel.hip").read_text()
-
-
-def import_model(seed: Path, tag: str = "") -> ModuleType:
-    """The seed's model.py under a private module name (it imports hipevolve.runtime only)."""
-    name = f"gdn_seed_{seed.name}_{tag}"
-    spec = importlib.util.spec_from_file_location(name, seed / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from gdn_seed_support import (
+    CHUNK,
+    DECODE,
+    DECODE_SEED,
+    GDN,
+    GDN_DECODE,
+    PREFILL,
+    PREFILL_SEED,
+    SEEDS,
+    SOLVE_BLOCK,
+    import_model,
+    rel_rms,
+    source_of,
+    tunables,
+    with_define,
+)
 
 # ----------------------------------------------------------------------------- torch emulation
 
@@ -499,109 +469,6 @@ def test_seeds_pass_the_verifier_static_screen():
         # The prefill seed's tensor-core path is PTX (mma.sync, ldmatrix, cp.async) on NVIDIA only.
         for finding in screening.warnings:
             assert finding.message == "inline asm (under an NVIDIA guard)", screening.flags
-
-
-# ----------------------------------------------------------------------------- GPU
-
-
-@pytest.fixture(scope="module")
-def gpu_compiler():
-    from hipevolve.verifier.build.backends import compiler_for, gpu_backend
-
-    return compiler_for(gpu_backend())
-
-
-@pytest.fixture(scope="module")
-def gpu_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("gdn-seed-builds")  # one build per distinct source
-
-
-def bound_model(seed: Path, source: str, compiler, cache: Path):
-    """ModelNew of `seed` with `source` built the way the verifier builds it, and bound."""
-    from hipevolve.runtime import kernels
-    from hipevolve.verifier.build.compile import build
-
-    result = build(source, compiler, cache)
-    assert result.ok, result.log
-    kernels.bind(result.library, source)
-    return import_model(seed, "gpu").ModelNew()
-
-
-def check_case(task, model, inputs: dict, seed: int) -> None:
-    reference = load_module(task.reference)
-    args = build_inputs(reference, inputs, "cuda", seed)
-    kept = [a.clone() for a in args]
-    with torch.no_grad():
-        want = as_outputs(build_model(reference, {}, "cuda", seed)(*args))
-        got = as_outputs(model(*args))
-    torch.cuda.synchronize()
-    limit = task.tolerance.max_rel_rms
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape and g.dtype == w.dtype and g.device == w.device
-        assert torch.isfinite(g).all()
-        assert rel_rms(g, w) <= limit, f"rel RMS {rel_rms(g, w):.2e} > {limit:g}"
-    for a, k in zip(args, kept, strict=True):
-        assert torch.equal(a, k), "an input was modified"
-
-
-def _cases(task, timed: bool):
-    return [c for c in task.cases if (c.timed if timed else c.small)]
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["prefill", "decode"])
-def test_seed_matches_reference_on_every_small_case(kind, gpu_compiler, gpu_cache):
-    task, seed = SEEDS[kind]
-    model = bound_model(seed, source_of(seed), gpu_compiler, gpu_cache)
-    for case in _cases(task, timed=False):
-        for s in range(task.check_seeds):
-            check_case(task, model, case.inputs, seed=s)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    "kind,case",
-    [("prefill", c.name) for c in _cases(PREFILL, True)]
-    + [("decode", c.name) for c in _cases(DECODE, True)],
-)
-def test_seed_matches_reference_on_timed_case(kind, case, gpu_compiler, gpu_cache):
-    task, seed = SEEDS[kind]
-    model = bound_model(seed, source_of(seed), gpu_compiler, gpu_cache)
-    check_case(task, model, task.case(case).inputs, seed=0)
-
-
-@pytest.mark.gpu
-def test_prefill_seed_matches_reference_on_long_ragged_grouped_heads(gpu_compiler, gpu_cache):
-    model = bound_model(PREFILL_SEED, source_of(PREFILL_SEED), gpu_compiler, gpu_cache)
-    inputs = {"B": 2, "T": 1000, "H": 4, "HV": 8, "initial_state": "random"}  # T % 64 = 40
-    check_case(PREFILL, model, inputs, seed=5)
-
-
-# A prefill tunable that only one code path reads is varied with that path chosen.
-PREFILL_PATH_OF_TUNABLE = {
-    "BV": ("MATRIX_CORES", 0),
-    "TC_BV": ("MATRIX_CORES", 1),
-    "U_BF16": ("MATRIX_CORES", 1),
-    "TC_STAGES": ("MATRIX_CORES", 1),
-    "TC_PREP_RUN": ("MATRIX_CORES", 1),
-}
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["prefill", "decode"])
-def test_seed_is_correct_at_every_tunable_value(kind, gpu_compiler, gpu_cache):
-    task, seed = SEEDS[kind]
-    source = source_of(seed)
-    for name, values in tunables(source).items():
-        for value in values:
-            variant = with_define(source, name, value)
-            if kind == "prefill" and name in PREFILL_PATH_OF_TUNABLE:
-                variant = with_define(variant, *PREFILL_PATH_OF_TUNABLE[name])
-            model = bound_model(seed, variant, gpu_compiler, gpu_cache)
-            for case in _cases(task, timed=False):
-                check_case(task, model, case.inputs, seed=1)
-
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

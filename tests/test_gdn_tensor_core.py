@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_gdn_seeds import CHUNK, GDN, PREFILL, PREFILL_SEED, rel_rms, source_of, with_define
+from gdn_seed_support import CHUNK, GDN, PREFILL, PREFILL_SEED, rel_rms, source_of, with_define
 
 
 def bf16(x: torch.Tensor) -> torch.Tensor:

@@ -11,12 +11,7 @@ Without a GPU:
   layer, with cp.async, ldmatrix and mma.sync in the PTX exactly for 16-bit operands and for
   fp32 ones with nn.Linear's [N, K] weight (3xTF32), and ptxas reports no spills for the
   tensor-core kernels;
-- lowered kernel + model.py compute the reference on CPU threads (test_lowering's shim) on every
-  small case: the FMA path as written, and the two matrix-core paths with their instructions
-  emulated per documented semantics (PTX ISA mma.m16n8k16 and m16n8k8 .tf32 fragments,
-  cvt.rna.tf32, ldmatrix, cp.async groups, CUDA's dynamic shared memory limit; AMD's
-  v_mfma_f32_16x16x16 layout; tests/gemm_emulation.py), so their pipeline, swizzled staging,
-  fragment indexing and epilogue run for real; 3xTF32 keeps all three products (float64);
+- (tests/test_lowering_gemm_cpu.py: the kernels computing the reference on CPU threads;)
 - unsupported graphs come back as one line naming the op; model.py refuses operands whose inner
   sizes differ.
 With a GPU (marked): each lowered candidate, and a sample of GEMM configurations, is `ok`
@@ -32,16 +27,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from gemm_emulation import PRIMITIVES, build_cpu
+from gemm_emulation import PRIMITIVES
+from lowering_gemm_support import (
+    CHAINS,
+    GEMM,
+    GEMM_TUNABLES,
+    PTX,
+    SIXTEEN_BIT,
+    TASKS,
+    candidate,
+)
 from test_lowering import (
-    _OnGpu,
-    assert_matches_reference,
     import_model,
-    lowered,
     task_named,
 )
 
-import hipevolve.runtime as runtime
 from hipevolve.agents.lowering.lower import Unlowered, lower
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.reference import load_module
@@ -52,27 +52,6 @@ from hipevolve.evolution.offline.tunables import (
     with_values,
 )
 from hipevolve.problems import load_task_folder
-from hipevolve.runtime import Kernels
-
-GEMM = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual",
-        "l2_matmul_relu")  # fmt: skip
-CHAINS = {  # task -> its kernels in launch order
-    "l2_gemm_softmax": ["lower_gemm", "lower_rowreduce"],
-    "l2_gemm_relu_layernorm": ["lower_gemm", "lower_rowreduce"],
-    "l2_relu_layernorm_linear": ["lower_rowreduce", "lower_gemm"],
-}
-TASKS = GEMM + tuple(CHAINS)
-SIXTEEN_BIT = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual")
-GEMM_TUNABLES = {"BM": ("32", "64", "128"), "BN": ("32", "64", "128"), "BK": ("16", "32", "64"),
-                 "GEMM_THREADS": ("128", "256"), "GEMM_STAGES": ("2", "3", "4")}  # fmt: skip
-PTX = ("mma.sync", "ldmatrix", "cp.async", "cvt.rna.tf32")  # the NVIDIA tensor-core PTX
-
-
-def candidate(name: str) -> Candidate:
-    got = lowered(name)
-    assert isinstance(got, Candidate), got
-    return got
-
 
 # ----------------------------------------------------------------------------- lowering
 
@@ -367,124 +346,6 @@ def test_mfma_is_in_the_gfx942_isa_exactly_for_sixteen_bit_operands(name, tmp_pa
     for kernel, mfma in found.items():
         assert (mfma > 0) == expected[kernel], (kernel, mfma)
     assert any(expected.values()) == (name in SIXTEEN_BIT)
-
-
-# ----------------------------------------------------------------------------- CPU threads
-# (the matrix-core instructions are emulated in gemm_emulation.py)
-
-
-def model_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
-    """The candidate's model.py module, its kernels bound to the CPU-built library."""
-    c = candidate(name)
-    source = with_values(c.hip_source, config)
-    bound = Kernels()
-    bound.bind(build_cpu(source, folder / "build", warp, path), source)
-    monkeypatch.setattr(runtime, "kernels", bound)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"cuda_stream": 0}))
-    module = import_model(c, folder)
-    monkeypatch.setattr(module, "kernels", bound)
-    ready = module._ready  # the CPU stands in for the GPU: the device check is the one skipped
-    monkeypatch.setattr(module, "_ready", lambda ts: ready([_OnGpu(t) for t in ts]))
-    return module
-
-
-def check_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
-    """model.py as written over the CPU-built kernel, on every small case and two seeds, against
-    the reference within the task's tolerance."""
-    task = task_named(name)
-    module = model_on_cpu(name, config, warp, path, folder, monkeypatch)
-    assert task.small_cases
-    for case in task.small_cases:
-        for seed in (0, 1):
-            assert_matches_reference(task, module, case, seed)
-
-
-SMALL_TILES = {"BM": "32", "BN": "32", "BK": "16", "GEMM_THREADS": "128"}
-MIXED_TILES = {"BM": "64", "BN": "32", "BK": "16", "GEMM_THREADS": "256"}
-# 8 warps on 32 x 32: warp tiles of one n8 column (ldmatrix .x2), 4 K tiles in flight
-NARROW_WARPS = {"BM": "32", "BN": "32", "BK": "16", "GEMM_THREADS": "256", "GEMM_STAGES": "4"}
-CPU_FMA = [(n, {}, 32) for n in TASKS] + [(n, SMALL_TILES, 32) for n in GEMM[:2]]
-CPU_FMA += [("l1_matmul", {"BK": "64"}, 32)]  # the FMA path's own K step under a deep BK
-CPU_FMA += [(n, {**MIXED_TILES, "ROWS": "2", "BLOCK": "64"}, 64) for n in CHAINS]
-
-
-@pytest.mark.parametrize("name,config,warp", CPU_FMA,
-                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CPU_FMA)])  # fmt: skip
-def test_fma_path_matches_the_reference_on_cpu_threads(name, config, warp, tmp_path,
-                                                       monkeypatch):  # fmt: skip
-    check_on_cpu(name, config, warp, "fma", tmp_path, monkeypatch)
-
-
-# The small cases have K = 40..72: at BK 16 the pipeline reaches its steady state (a stage
-# refilled while another is read), in both B layouts and on the element-by-element staging
-# (l2_gemm_scale_residual's N = 70 is no multiple of 8); BK 64 is one tile of depth four.
-MATRIX_CORE_RUNS = [(n, {}) for n in SIXTEEN_BIT] + [
-    ("l2_gemm_bias_gelu", SMALL_TILES), ("l1_linear_bias", MIXED_TILES),
-    ("l1_matmul", {"BK": "16", "GEMM_STAGES": "2"}),
-    ("l2_gemm_scale_residual", {"BK": "16", "GEMM_STAGES": "3"}),
-    ("l1_matmul", NARROW_WARPS), ("l1_linear_bias", NARROW_WARPS),
-    ("l2_gemm_bias_gelu", {"BK": "64", "GEMM_STAGES": "3"}),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("path,warp", [("mma", 32), ("mfma", 64)])
-@pytest.mark.parametrize("name,config", MATRIX_CORE_RUNS,
-                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(MATRIX_CORE_RUNS)])  # fmt: skip
-def test_matrix_core_path_with_its_instruction_emulated_matches_the_reference(
-    name, config, path, warp, tmp_path, monkeypatch
-):
-    check_on_cpu(name, config, warp, path, tmp_path, monkeypatch)
-
-
-# fp32 x fp32 with nn.Linear's [N, K] weight: 3xTF32 on the NVIDIA path (the chains' GEMMs too);
-# BK 16 at 3 stages reaches the pipeline's steady state on the small cases' K = 40..64.
-TF32_RUNS = [("l2_matmul_relu", {}), ("l2_matmul_relu", {"BK": "16", "GEMM_STAGES": "3"}),
-             ("l2_matmul_relu", NARROW_WARPS), ("l2_gemm_softmax", SMALL_TILES),
-             ("l2_gemm_relu_layernorm", {"BK": "16"}),
-             ("l2_relu_layernorm_linear", MIXED_TILES)]  # fmt: skip
-
-
-@pytest.mark.parametrize("name,config", TF32_RUNS,
-                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(TF32_RUNS)])  # fmt: skip
-def test_fp32_linear_on_tf32_tensor_cores_matches_the_reference(name, config, tmp_path,
-                                                                monkeypatch):  # fmt: skip
-    check_on_cpu(name, config, 32, "mma", tmp_path, monkeypatch)
-
-
-def test_3xtf32_keeps_fp32_accuracy_where_one_tf32_product_would_not(tmp_path, monkeypatch):
-    """Against float64, the NVIDIA path's fp32 GEMM errs as the FMA path does (about 1e-7 of the
-    output's scale), far below one TF32 product's 2^-11: the split operands are all used."""
-    errors = {}
-    for path in ("mma", "fma"):
-        module = model_on_cpu("l2_matmul_relu", {"BK": "16"}, 32, path, tmp_path / path,
-                              monkeypatch)  # fmt: skip
-        model = module.ModelNew(256, 96)
-        x = torch.randn(48, 256, generator=torch.Generator().manual_seed(1))
-        with torch.no_grad():
-            got = model(x).double()
-            weight, bias = (p.detach().double() for p in model.parameters())
-        want = torch.relu(x.double() @ weight.T + bias)
-        errors[path] = ((got - want).abs().max() / want.abs().max()).item()
-    assert errors["mma"] < 4 * errors["fma"] + 1e-7 and errors["mma"] < 2.0**-11 / 32, errors
-
-
-@pytest.mark.parametrize("path,warp", [("mma", 32), ("mfma", 64)])
-def test_matrix_core_path_is_exact_on_unaligned_and_ragged_operands(path, warp, tmp_path,
-                                                                     monkeypatch):  # fmt: skip
-    """Operands no 16-byte copy may move (a pointer 2 bytes off, K or N no multiple of 8) take
-    the element-by-element staging; small integers make every product exact in fp32."""
-    module = model_on_cpu("l1_matmul", {"BK": "16", "GEMM_STAGES": "3"}, warp, path, tmp_path,
-                          monkeypatch)  # fmt: skip
-    model = module.ModelNew()
-    generator = torch.Generator().manual_seed(0)
-    for m, k, n, shift in [(40, 72, 56, 1), (33, 70, 56, 0), (40, 72, 45, 0), (40, 72, 56, 0)]:
-        a = torch.randint(-4, 5, (m * k + shift,), generator=generator).to(torch.bfloat16)
-        a = a[shift:].view(m, k)
-        b = torch.randint(-4, 5, (k, n), generator=generator).to(torch.bfloat16)
-        with torch.no_grad():
-            got = model(a, b)
-        want = (a.float() @ b.float()).to(torch.bfloat16)
-        assert torch.equal(got, want), (m, k, n, shift)
 
 
 # ----------------------------------------------------------------------------- GPU

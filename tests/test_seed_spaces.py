@@ -124,7 +124,8 @@ DECODE_ON_CPU = [
 
 def test_decode_launch_choices_match_the_reference_on_cpu_threads(tmp_path):
     import torch
-    from test_gdn_seeds import DECODE_SEED, GDN_DECODE, _launcher, cpu_library, rel_rms
+    from gdn_seed_support import DECODE_SEED, GDN_DECODE, rel_rms
+    from test_gdn_seeds import _launcher, cpu_library
 
     torch.manual_seed(0)
     inputs = GDN_DECODE.get_inputs(B=2, H=2, HV=4)
