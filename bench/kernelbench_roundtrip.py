@@ -4,6 +4,11 @@
     nice python bench/kernelbench_roundtrip.py /tmp/kb --sample 10          # 10 tasks per level
     python bench/kernelbench_roundtrip.py /tmp/kb --gpu --out kb.json       # + GPU verdicts (L1-2)
     python bench/kernelbench_roundtrip.py /tmp/kb --levels 1 --sample 3     # smoke run, ~1 min
+    python bench/kernelbench_roundtrip.py /tmp/kb --rows kb.json --gpu      # GPU verdicts only
+
+`--rows FILE` takes steps 1-5 from an earlier run's `--out` file instead of running them, for a GPU
+machine without the AMD toolchain: it lowers again only the tasks whose lowered candidate built (the
+lowering is deterministic) and goes on to step 6.
 
 The argument is a KernelBench checkout (its KernelBench/ folder holds level1..level4) or that
 dataset folder itself. Per level, every task (or every k-th with --sample N: N spread evenly,
@@ -85,6 +90,28 @@ def cpu_row(task, settings, folder: Path) -> dict:  # noqa: ANN001
     return row
 
 
+def earlier_rows(path: Path, picked: list, folder: Path) -> list[dict]:
+    """Rows of an earlier `--out` for the picked tasks; the built candidates lowered again."""
+    try:
+        stored = {row["task"]: row for row in json.loads(path.read_text())}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"error: cannot read rows from {path} ({exc}); pass a file an earlier --out wrote")
+    rows = []
+    for task in picked:
+        row = stored.get(task.name)
+        if row is None:
+            continue
+        if row.get("builds"):
+            lowered = lower(task)
+            if isinstance(lowered, Unlowered):
+                sys.exit(f"error: {task.name} no longer lowers ({lowered.reason}); run steps 1-5 again")
+            write_candidate(lowered, folder / task.name)
+        rows.append(row)
+    print(f"{len(rows)} rows from {path}, {sum(bool(r.get('builds')) for r in rows)} candidates "
+          "lowered again", flush=True)
+    return rows
+
+
 def gpu_verdicts(rows: list[dict], tasks: dict, settings, folder: Path) -> None:  # noqa: ANN001
     from hipevolve.core.candidate import load_candidate
     from hipevolve.verifier.build.backends import resolve_backend
@@ -134,6 +161,8 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true",
                         help="verify the lowered level 1-2 candidates on this machine's GPU")
     parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="steps 1-5 from an earlier --out file instead of running them")
     args = parser.parse_args()
 
     start = time.perf_counter()
@@ -152,7 +181,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="kb-roundtrip-") as tmp:
         folder = Path(tmp)
-        for task in picked:
+        if args.rows:
+            rows = earlier_rows(args.rows, picked, folder)
+        for task in picked if not args.rows else ():
             row = cpu_row(task, settings, folder)
             rows.append(row)
             state = ("lowered, " + ("builds" if row.get("builds") else "does not build")

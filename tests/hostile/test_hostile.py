@@ -394,12 +394,14 @@ def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
 # --- GPU attacks on the launch-plan executor (verifier/gpu/executor.py) ----------------------------
 PLAN_ATTACKS = {
     # honest for the first calls (the checks), then skips the kernel: timed calls are checked
-    "dyn_plan_call_counter": "behaviour changed in timed calls",
-    # skips the kernel on an input address it has seen: addresses are shifted, outputs poisoned
-    "dyn_plan_address_cache": "wrong values",
+    "dyn_plan_call_counter": ("behaviour changed in timed calls",),
+    # skips the kernel on an input address it has seen: addresses are shifted and outputs
+    # poisoned, so a checked call, or a checked timed or interleaved call, gets the stale answer:
+    # whichever the random draw of checked calls reaches first
+    "dyn_plan_address_cache": ("wrong values", "behaviour changed in timed calls"),
     # precomputes the answer from the random state at build time: the recorder has no seed, and
     # its buffer is no parameter of the task's Model
-    "dyn_plan_rng_inputs": "answer",
+    "dyn_plan_rng_inputs": ("answer",),
 }
 
 
@@ -410,7 +412,8 @@ def test_gpu_plan_attack_never_scores_ok_and_next_candidate_is_healthy(
 ) -> None:
     result = run_worker(gpu_job(HERE / name, tmp_path))
     assert result.status is not Status.ok, result.cases
-    assert PLAN_ATTACKS[name] in (result.message + result.mismatch).lower(), (
+    said = (result.message + result.mismatch).lower()
+    assert any(reason in said for reason in PLAN_ATTACKS[name]), (
         f"{result.status}: {result.message} {result.mismatch}"
     )
     assert_gone(result.sandbox_pid)

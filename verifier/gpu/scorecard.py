@@ -71,7 +71,7 @@ class Scorecard:
         if run == "post":
             where = "after timing"
         elif run in ("timed", "interleaved"):
-            where = f"a {run} call, seed {seed}"
+            where = f"{'an' if run == 'interleaved' else 'a'} {run} call, seed {seed}"
         if len(metas) != len(ref_outs) or len(values) != len(metas):
             self.fail(name, f"{len(metas)} outputs, expected {len(ref_outs)} ({where})")
             return
