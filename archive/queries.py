@@ -17,6 +17,7 @@ from hipevolve.archive.records import (
     CandidateRecord,
     EvaluatedRecord,
     LineageEdge,
+    ModelUsage,
     Outcome,
     RoleUsage,
     Tried,
@@ -132,6 +133,27 @@ class Queries:
                       cost_usd=r[5], mean_latency_s=r[6])
             for r in rows
         ]  # fmt: skip
+
+    def llm_usage_by_model(self, run: int) -> list[ModelUsage]:
+        """The run's LLM calls summed per model, with the evaluated children each model wrote
+        and how many of them beat their fittest parent; by model name."""
+        calls = {r[0]: r[1:] for r in self._rows(
+            "SELECT model, count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),"
+            " coalesce(sum(cost_usd), 0.0) FROM llm_calls WHERE run = ? AND coalesce(model, '')"
+            " != '' GROUP BY model", [run])}  # fmt: skip
+        children = {r[0]: r[1:] for r in self._rows(
+            "SELECT c.model, count(*), coalesce(sum(c.fitness > (SELECT max(p.fitness)"
+            " FROM lineage l JOIN candidates p ON p.id = l.parent WHERE l.child = c.id"
+            " AND l.kind IN ('mutation', 'crossover'))), 0)"
+            " FROM candidates c WHERE c.run = ? AND coalesce(c.model, '') != ''"
+            " AND c.evaluation_id IS NOT NULL GROUP BY c.model", [run])}  # fmt: skip
+        out = []
+        for model in sorted(set(calls) | set(children)):
+            n, t_in, t_out, cost = calls.get(model, (0, 0, 0, 0.0))
+            written, improved = children.get(model, (0, 0))
+            out.append(ModelUsage(model=model, calls=n, tokens_in=t_in, tokens_out=t_out,
+                                  cost_usd=cost, children=written, improved=improved))  # fmt: skip
+        return out
 
     def stored_task(self, name: str) -> TaskSpec | None:
         """The task spec a run stored when it started, or None."""

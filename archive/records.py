@@ -150,6 +150,28 @@ class RoleUsage(Record):
     mean_latency_s: float
 
 
+class ModelUsage(Record):
+    """One model's share of a run: its calls and spending, and the children it wrote."""
+
+    model: str
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    children: int = Field(description="evaluated candidates the model wrote")
+    improved: int = Field(description="of those, the ones fitter than their fittest parent")
+
+
+class Note(Record):
+    """A run's scratchpad note: what was tried and learned up to a generation."""
+
+    run: int
+    generation: int
+    text: str
+    author: str = Field(description="the model that wrote it; empty: built from the archive")
+    created: str
+
+
 class Event(Record):
     id: int
     run: int

@@ -8,14 +8,13 @@ with cl100k_base, the tokenizer litellm falls back to, from the copy litellm shi
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from hipevolve.agents.briefing import Target
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.agents.roles import mutator, optimizer, profiler_reader, translator
 from hipevolve.agents.state import AgentLimits, ProposalState
 from hipevolve.core.candidate import load_candidate
@@ -23,6 +22,8 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.child import Proposal
 from hipevolve.prompts.render import system_prompt
+
+__all__ = ["ROLES", "ShownPrompt", "count_tokens", "seed_prompt"]
 
 ROLES = ("optimizer", "mutator", "profiler_reader", "translator")
 # Roles whose prompt quotes something a seed does not have.
@@ -78,14 +79,3 @@ def seed_prompt(role: str, task: TaskSpec, target: Target) -> ShownPrompt:
     else:
         user = mutator.prompt(ctx, state, optimizer.inspirations_text(parent, []))
     return ShownPrompt(role, task.name, target, system_prompt(), user)
-
-
-def count_tokens(text: str) -> int:
-    """cl100k_base tokens of `text` (litellm's fallback tokenizer, from litellm's own copy)."""
-    import tiktoken
-
-    spec = importlib.util.find_spec("litellm")
-    if spec and spec.submodule_search_locations:
-        folder = Path(spec.submodule_search_locations[0]) / "litellm_core_utils" / "tokenizers"
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
-    return len(tiktoken.get_encoding("cl100k_base").encode(text, disallowed_special=()))

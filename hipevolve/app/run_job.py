@@ -89,8 +89,14 @@ def run_job(
     # --archive is named before a model or GPU is looked for).
     check_path(settings.run.archive, create=options.resume is None)
     if options.resume is not None:
+        from hipevolve.agents.llm.run_models import recorded_models, resumed_models
+
         with Archive.open(settings.run.archive, create=False, read_only=True) as archive:
             _resumed_run(options, archive)
+            found = recorded_models(archive, options.resume)
+        # A resume keeps the run's models: none given, the recorded ones; others are refused.
+        models = resumed_models(settings.models, found, options.resume)
+        settings = settings.model_copy(update={"models": models})
     from hipevolve.agents.llm.preflight import check_models
     from hipevolve.problems import get_task
 
@@ -278,9 +284,11 @@ def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: i
     from hipevolve.app.cost_estimate import estimate
 
     models = settings.models
-    model = (models.role_models().get("mutator") or models.models())[0]
-    found = estimate(model, task, Target(evaluate.backend, evaluate.device or ""), budget,
-                     models.api_base)  # fmt: skip
+    target = Target(evaluate.backend, evaluate.device or "")
+    # Several models: the floor is the cheapest one's (the bandit may settle on it).
+    found = min((estimate(m, task, target, budget, models.api_base)
+                 for m in models.role_models().get("mutator") or models.models()),
+                key=lambda f: f.usd or 0.0)  # fmt: skip
     err_console.print(found.line(models.cost_budget_usd))
 
 
