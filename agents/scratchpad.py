@@ -150,8 +150,8 @@ def _case_moves(child: Evaluation, parent: Evaluation | None) -> tuple[str, str]
 
 
 def _fit(head: list[str], sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
-    """The note within `max_tokens`: the oldest-ranked lines go first (the flat ones, then the
-    smaller gains, then the rarer failures), then the head is cut."""
+    """The note within `max_tokens`: lines go from the end of a section, the flat ones first,
+    then the rarer failures, then the smaller gains; last, the text itself is cut."""
     def text() -> str:
         parts = list(head)
         for title, lines in sections:
@@ -159,7 +159,7 @@ def _fit(head: list[str], sections: list[tuple[str, list[str]]], max_tokens: int
                 parts += ["", title, *lines]
         return "\n".join(parts)
 
-    order = {"Correct": 0, "Beat": 1, "Failed": 2}
+    order = {"Correct": 0, "Failed": 1, "Beat": 2}
     while count_tokens(text()) > max_tokens:
         live = [s for s in sections if s[1]]
         if not live:
