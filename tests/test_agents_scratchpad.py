@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from agents_support import CompilingStandIn, replay_steps, replayed_run
@@ -220,3 +222,38 @@ def test_a_v3_archive_migrates_to_v4_keeping_its_attempts_and_takes_notes(tmp_pa
     assert created == "long ago"
     Archive.open(tmp_path / "new.db").close()
     assert _columns(old) == _columns(tmp_path / "new.db")
+
+
+def evolve(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hipevolve", *args], capture_output=True,
+                          text=True, timeout=600, cwd=cwd)  # fmt: skip
+
+
+def test_prompts_show_with_a_run_shows_its_notes_and_attempts(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, _ = run_with_children(archive, generation=5)
+        written = scratchpad.write_note(context(workshop, scratchpad_every=5))
+    shown = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static",
+                   "--archive", str(tmp_path / "a.db"), "--run", str(workshop.run), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"## Run notes (the run's scratchpad: what it has tried and learned so far)\n" \
+           f"(written after generation 5)\n{written}\n" in shown.stdout
+    assert "wider blocks hide the exp latency -> ok, fitness 1.667" in shown.stdout  # attempts
+    fresh = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static",
+                   cwd=tmp_path)  # fmt: skip
+    assert "(none yet: the run writes its notes every 5 generations)" in fresh.stdout
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--archive", "a.db"], "--archive and --run go together"),
+    (["--archive", "a.db", "--run", "7"], "no run 7 in"),
+    (["--archive", "missing.db", "--run", "1"], "missing.db"),
+])  # fmt: skip
+def test_prompts_show_with_a_bad_run_says_so_in_one_line(tmp_path, args, says):
+    with Archive.open(tmp_path / "a.db") as archive:
+        run_with_children(archive)
+    out = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static", *args,
+                 cwd=tmp_path)  # fmt: skip
+    line = out.stderr.strip()
+    assert out.returncode == 2 and line.startswith("error: ") and "\n" not in line, out.stderr
+    assert says in line

@@ -17,13 +17,15 @@ from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.agents.roles import mutator, optimizer, profiler_reader, translator
 from hipevolve.agents.state import AgentLimits, ProposalState
+from hipevolve.archive.records import Tried
+from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.child import Proposal
 from hipevolve.prompts.render import system_prompt
 
-__all__ = ["ROLES", "ShownPrompt", "count_tokens", "seed_prompt"]
+__all__ = ["ROLES", "RunView", "ShownPrompt", "count_tokens", "seed_prompt"]
 
 ROLES = ("optimizer", "mutator", "profiler_reader", "translator")
 # Roles whose prompt quotes something a seed does not have.
@@ -51,15 +53,28 @@ class ShownPrompt:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
 
 
-def seed_prompt(role: str, task: TaskSpec, target: Target) -> ShownPrompt:
-    """The messages `role` would send for the first seed of `task`; UserError for a role that
-    has no prompt for a seed, or a task without seeds (translator excepted)."""
+@dataclass(frozen=True)
+class RunView:
+    """What a prompt reads of a run besides its parent, the latest attempts and the run's notes,
+    for a run that is not going on (the reading half of a Workshop)."""
+
+    archive: Archive
+    run: int
+
+    def tried_near(self, parent: int | None, island: int, limit: int = 6) -> list[Tried]:
+        return self.archive.tried_near(self.run, parent, island, limit)
+
+
+def seed_prompt(role: str, task: TaskSpec, target: Target, run: RunView | None = None) -> ShownPrompt:
+    """The messages `role` would send for the first seed of `task` (with `run`: showing that
+    run's attempts on island 0 and its latest notes); UserError for a role that has no prompt
+    for a seed, or a task without seeds (translator excepted)."""
     if role in NOT_FOR_A_SEED:
         raise UserError(f"the {role} has no prompt for a seed: {NOT_FOR_A_SEED[role]}",
                         f"show one of {', '.join(ROLES)}")  # fmt: skip
     if role not in ROLES:
         raise UserError(f"no role {role!r}", f"choose one of {', '.join(ROLES)}")
-    ctx = AgentContext(task=task, workshop=None, limits=AgentLimits(), ensemble=None,  # type: ignore[arg-type]
+    ctx = AgentContext(task=task, workshop=run, limits=AgentLimits(), ensemble=None,  # type: ignore[arg-type]
                        rng=random.Random(0), target=target)  # fmt: skip
     if role == "translator":
         return ShownPrompt(role, task.name, target, system_prompt(), translator.prompt(ctx))
