@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hipevolve.archive.records import (
     Attempt,
     CandidateRecord,
+    Credit,
     EvaluatedRecord,
     LineageEdge,
     ModelUsage,
@@ -154,6 +155,19 @@ class Queries:
             out.append(ModelUsage(model=model, calls=n, tokens_in=t_in, tokens_out=t_out,
                                   cost_usd=cost, children=written, improved=improved))  # fmt: skip
         return out
+
+    def credits(self, run: int) -> list[Credit]:
+        """Per role and model: the fitness its evaluated children gained over their fittest
+        parent (0 for one without a scored parent), summed; what a resumed bandit starts from."""
+        rows = self._rows(
+            "SELECT c.agent, c.model, sum(max(0, coalesce(c.fitness, 0) - coalesce("
+            "(SELECT max(p.fitness) FROM lineage l JOIN candidates p ON p.id = l.parent"
+            " WHERE l.child = c.id AND l.kind IN ('mutation', 'crossover')), 0)))"
+            " FROM candidates c WHERE c.run = ? AND coalesce(c.model, '') != ''"
+            " AND c.evaluation_id IS NOT NULL GROUP BY c.agent, c.model ORDER BY c.agent, c.model",
+            [run],
+        )
+        return [Credit(role=r[0] or "", model=r[1], reward=r[2] or 0.0) for r in rows]
 
     def stored_task(self, name: str) -> TaskSpec | None:
         """The task spec a run stored when it started, or None."""

@@ -162,6 +162,15 @@ class ModelUsage(Record):
     improved: int = Field(description="of those, the ones fitter than their fittest parent")
 
 
+class Credit(Record):
+    """The fitness one role's model gained over the parents of the children it wrote."""
+
+    role: str
+    model: str
+    reward: float = Field(description="sum over its evaluated children of max(0, fitness - "
+                          "the fittest parent's fitness)")
+
+
 class Note(Record):
     """A run's scratchpad note: what was tried and learned up to a generation."""
 

@@ -38,6 +38,7 @@ from hipevolve.archive import lock, schema
 from hipevolve.archive.queries import Queries
 from hipevolve.archive.records import (
     CandidateRecord,
+    Credit,
     EdgeKind,
     Elite,
     EvaluatedRecord,
@@ -69,6 +70,7 @@ __all__ = [
     "Archive",
     "ArchiveFull",
     "CandidateRecord",
+    "Credit",
     "EdgeKind",
     "Elite",
     "EvaluatedRecord",

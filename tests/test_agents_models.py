@@ -112,3 +112,33 @@ def test_a_bad_model_among_several_is_named_in_one_line_before_the_archive_exist
     assert line.startswith("error: ") and "\n" not in line
     assert "model 'anthropic/claude-sonnet-4-5' (provider anthropic) needs ANTHROPIC_API_KEY" in line
     assert not (tmp_path / "a.db").exists()
+
+
+def test_a_resumed_bandit_starts_from_the_record_the_live_one_ended_with(tmp_path):
+    from agents_support import SETTINGS
+
+    from hipevolve.agents.llm.ensemble import Ensemble
+    from hipevolve.agents.llm.run_models import arms_in
+    from hipevolve.agents.policy import AgentPolicy
+    from hipevolve.agents.state import AgentLimits
+    from hipevolve.app.run_job import first_candidates
+    from hipevolve.evolution.run import run_evolution
+    from hipevolve.problems import get_task
+
+    task = get_task("softmax")
+    evaluate = CompilingStandIn(tmp_path / "cache", build=False)
+    with ScriptedLLMServer(replay_steps()) as server, Archive.open(tmp_path / "a.db") as archive:
+        settings = ModelSettings.for_model(*MODELS, api_base=server.api_base, max_retries=0)
+        live = Ensemble(settings)
+        policy = AgentPolicy(live, AgentLimits(concurrency=1, audit_rechecks=0))
+        summary = run_evolution(task, archive, SETTINGS, evaluate, budget=8, seed=0,
+                                first=first_candidates(task, translates=True), policy=policy)  # fmt: skip
+        rebuilt = arms_in(archive, summary.run)
+    resumed = Ensemble(settings, arms=rebuilt)
+    for role in ("profiler_reader", "optimizer", "mutator", "repairer"):
+        for was, now in zip(live.arms(role), resumed.arms(role), strict=True):
+            assert (now.model, now.pulls) == (was.model, was.pulls)
+            assert now.cost_usd == pytest.approx(was.cost_usd)
+            assert now.reward == pytest.approx(was.reward)
+    assert sum(a.reward for a in live.arms("mutator")) > 0  # the record holds a gain
+    assert resumed.choose("mutator") == live.choose("mutator")

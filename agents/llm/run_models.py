@@ -1,4 +1,5 @@
-"""The models a run was started with: recorded in its log, and held to when it resumes.
+"""The models a run was started with: recorded in its log, and held to when it resumes (with
+the bandit's record of each, rebuilt from the archive).
 
 A run with models logs one `models` event (every model, and the models behind each role) the
 first time its agents write. A resume that names no model goes on with the recorded ones; one
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hipevolve.agents.llm.bandit import Arm
 from hipevolve.archive.store import Archive
 from hipevolve.core.config import ModelSettings
 from hipevolve.core.errors import UserError
@@ -53,3 +55,15 @@ def resumed_models(settings: ModelSettings, found: Mapping[str, Any] | None, run
             "run for other models",
         )
     return settings
+
+
+def arms_in(archive: Archive, run: int) -> dict[str, tuple[Arm, ...]]:
+    """The run's bandit record per role, rebuilt from the archive for a resume: each model's
+    calls and dollars (llm_calls), and the fitness its children gained (credits)."""
+    reward = {(c.role, c.model): c.reward for c in archive.credits(run)}
+    arms: dict[str, list[Arm]] = {}
+    for u in archive.llm_usage_by_role(run):
+        arms.setdefault(u.role, []).append(Arm(
+            model=u.model, pulls=u.calls, cost_usd=u.cost_usd,
+            reward=reward.get((u.role, u.model), 0.0)))  # fmt: skip
+    return {role: tuple(found) for role, found in arms.items()}

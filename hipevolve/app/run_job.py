@@ -264,17 +264,19 @@ def _drive(
 def _policy(settings: Settings, archive: Archive, run: int | None, evaluate: Evaluator):
     """The agents over the models (None: no model, the offline mutator), within the agents'
     limits, told which backend and device time the run. A resumed run's LLM spending counts
-    against its budgets."""
+    against its budgets, and its bandit starts from its record."""
     if not settings.models.models():
         return None
     from hipevolve.agents.briefing import Target
     from hipevolve.agents.llm.client import spent_in
     from hipevolve.agents.llm.ensemble import Ensemble
+    from hipevolve.agents.llm.run_models import arms_in
     from hipevolve.agents.policy import AgentPolicy
 
     spent = spent_in(archive, run) if run is not None else None
+    arms = arms_in(archive, run) if run is not None else None  # the bandit goes on where it was
     target = Target(evaluate.backend, evaluate.device or "")
-    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents, target)
+    return AgentPolicy(Ensemble(settings.models, spent=spent, arms=arms), settings.agents, target)
 
 
 def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int,
