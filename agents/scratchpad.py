@@ -2,8 +2,9 @@
 
 The attempts a prompt shows (briefing.tried_text) are the latest few near one parent; the note
 is the run's long memory: which ideas beat their parent and on which cases, which did not, and
-which failed and why, across every island. It is built from the archive alone (the candidates,
-their ideas, lineage and evaluations), so the same archive gives the same note; with
+which failed and why, across every island. It is built from the archive alone (one lean pass over
+the candidates, their ideas and lineage, then the evaluations of the few lines shown), so the
+same archive gives the same note; with
 agents.scratchpad_writer = "model" the profiler_reader's model condenses it instead
 (prompts/scratchpad.md), and the archive's note stands when that call fails. Either way it is
 cut to agents.scratchpad_tokens, stored in the archive (notes table, one per generation) and
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hipevolve.agents.llm.tokens import count_tokens
-from hipevolve.archive.records import EvaluatedRecord
+from hipevolve.archive.records import Attempted
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import Evaluation
 
@@ -32,90 +33,82 @@ SHOWN = {"improved": 8, "flat": 5, "failed": 4}
 
 @dataclass(frozen=True)
 class _Entry:
-    record: EvaluatedRecord
-    parent: EvaluatedRecord | None  # the fittest code parent, if it was evaluated
+    child: Attempted
+    parent: Attempted | None  # its fittest evaluated code parent
 
     @property
     def fitness(self) -> float:
-        return self.record.candidate.fitness or 0.0
+        return self.child.fitness
 
     @property
     def parent_fitness(self) -> float | None:
-        return (self.parent.candidate.fitness or 0.0) if self.parent else None
+        return self.parent.fitness if self.parent else None
 
 
 def build_note(archive: Archive, run: int, generation: int, max_tokens: int) -> str:
     """The note after the run's evaluations so far, at most `max_tokens` tokens; "" when no
     child has been evaluated yet."""
-    records = {r.candidate.id: r for r in archive.evaluated_records(run)}
-    parents: dict[int, list[int]] = defaultdict(list)
-    for edge in archive.lineage_edges(run):
-        if edge.kind in ("mutation", "crossover"):
-            parents[edge.child].append(edge.parent)
-    entries = []
-    for cid, record in records.items():
-        if record.candidate.generation == 0:
-            continue
-        known = [records[p] for p in parents.get(cid, ()) if p in records]
-        best = max(known, key=lambda r: r.candidate.fitness or 0.0) if known else None
-        entries.append(_Entry(record, best))
+    rows = {a.candidate_id: a for a in archive.attempted(run)}
+    entries = [_Entry(a, rows.get(a.parent_id) if a.parent_id is not None else None)
+               for a in rows.values() if a.generation > 0]  # fmt: skip
     if not entries:
         return ""
-    ok = [r for r in records.values() if r.evaluation.status.value == "ok"]
-    head = [f"After generation {generation}: {len(records)} candidates evaluated, {len(ok)} "
+    ok = [a for a in rows.values() if a.status == "ok"]
+    head = [f"After generation {generation}: {len(rows)} candidates evaluated, {len(ok)} "
             f"correct."]  # fmt: skip
     if ok:
-        top = max(ok, key=lambda r: (r.candidate.fitness or 0.0, -r.candidate.id))
-        head[0] += (f" Best fitness {top.candidate.fitness or 0.0:.3f} (candidate "
-                    f"{top.candidate.id}, generation {top.candidate.generation}).")  # fmt: skip
-    sections = _sections(entries)
-    return _fit(head, sections, max_tokens)
+        top = max(ok, key=lambda a: (a.fitness, -a.candidate_id))
+        head[0] += (f" Best fitness {top.fitness:.3f} (candidate {top.candidate_id}, "
+                    f"generation {top.generation}).")  # fmt: skip
+    return _fit(head, _sections(archive, entries), max_tokens)
 
 
-def _sections(entries: list[_Entry]) -> list[tuple[str, list[str]]]:
-    improved = [e for e in entries if e.record.evaluation.status.value == "ok"
-                and e.parent_fitness is not None and e.fitness > e.parent_fitness]  # fmt: skip
-    better = {e.record.candidate.id for e in improved}
-    flat = [e for e in entries
-            if e.record.evaluation.status.value == "ok" and e.record.candidate.id not in better]  # fmt: skip
+def _sections(archive: Archive, entries: list[_Entry]) -> list[tuple[str, list[str]]]:
+    improved = [e for e in entries if e.child.status == "ok" and e.parent_fitness is not None
+                and e.fitness > e.parent_fitness]  # fmt: skip
+    better = {e.child.candidate_id for e in improved}
+    flat = [e for e in entries if e.child.status == "ok" and e.child.candidate_id not in better]
     failed: dict[str, list[_Entry]] = defaultdict(list)
     for e in entries:
-        if e.record.evaluation.status.value != "ok":
-            failed[e.record.evaluation.status.value].append(e)
-    improved.sort(key=lambda e: (-(e.fitness / (e.parent_fitness or 1.0)), e.record.candidate.id))
-    flat.sort(key=lambda e: -e.record.candidate.id)
+        if e.child.status != "ok":
+            failed[e.child.status].append(e)
+    improved.sort(key=lambda e: (-(e.fitness / (e.parent_fitness or 1.0)), e.child.candidate_id))
+    flat.sort(key=lambda e: -e.child.candidate_id)
     out = []
     if improved:
         out.append((f"Beat their parent ({len(improved)}, largest gain first):",
-                    [_improved_line(e) for e in improved[: SHOWN["improved"]]]))  # fmt: skip
+                    [_improved_line(archive, e) for e in improved[: SHOWN["improved"]]]))  # fmt: skip
     if flat:
         out.append((f"Correct but not faster than their parent ({len(flat)}, newest first):",
                     [_flat_line(e) for e in flat[: SHOWN["flat"]]]))  # fmt: skip
     if failed:
         groups = sorted(failed.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         out.append((f"Failed ({sum(len(v) for v in failed.values())}):",
-                    [_failed_line(status, group) for status, group in groups[: SHOWN["failed"]]]))  # fmt: skip
+                    [_failed_line(archive, status, group)
+                     for status, group in groups[: SHOWN["failed"]]]))  # fmt: skip
     return out
 
 
 def _who(e: _Entry) -> str:
-    c = e.record.candidate
-    author = c.agent or "offline"
-    return f"candidate {c.id} (generation {c.generation}, {author}{', ' + c.model if c.model else ''})"
+    c = e.child
+    return (f"candidate {c.candidate_id} (generation {c.generation}, {c.agent or 'offline'}"
+            f"{', ' + c.model if c.model else ''})")  # fmt: skip
 
 
 def _idea(e: _Entry) -> str:
-    idea = " ".join(e.record.candidate.attempt.idea.split())
+    idea = " ".join(e.child.idea.split())
     if not idea:
         return "(no idea recorded: a tunable or catalogue move)"
     return idea if len(idea) <= IDEA_CHARS else idea[: IDEA_CHARS - 3] + "..."
 
 
-def _improved_line(e: _Entry) -> str:
+def _improved_line(archive: Archive, e: _Entry) -> str:
     before = e.parent_fitness or 0.0
     gain = f" (+{100 * (e.fitness / before - 1):.1f}%)" if before else ""
     line = f"- {_who(e)}: {_idea(e)} -> fitness {e.fitness:.3f} from {before:.3f}{gain}"
-    faster, slower = _case_moves(e.record.evaluation, e.parent.evaluation if e.parent else None)
+    child = archive.evaluation_of(e.child.candidate_id)
+    parent = archive.evaluation_of(e.parent.candidate_id) if e.parent else None
+    faster, slower = _case_moves(child, parent)
     if faster:
         line += f"; faster on {faster}"
     if slower:
@@ -129,16 +122,17 @@ def _flat_line(e: _Entry) -> str:
     return f"- {_who(e)}: {_idea(e)} -> fitness {e.fitness:.3f}{against}"
 
 
-def _failed_line(status: str, group: list[_Entry]) -> str:
-    newest = max(group, key=lambda e: e.record.candidate.id)
-    lines = (newest.record.evaluation.message or status).strip().splitlines()
+def _failed_line(archive: Archive, status: str, group: list[_Entry]) -> str:
+    newest = max(group, key=lambda e: e.child.candidate_id)
+    evaluation = archive.evaluation_of(newest.child.candidate_id)
+    lines = ((evaluation.message if evaluation else "") or status).strip().splitlines()
     why = lines[0][:160] if lines else status
     return f"- {status} x{len(group)}; newest: {_who(newest)}: {_idea(newest)} -> {why}"
 
 
-def _case_moves(child: Evaluation, parent: Evaluation | None) -> tuple[str, str]:
+def _case_moves(child: Evaluation | None, parent: Evaluation | None) -> tuple[str, str]:
     """The cases the child timed faster (and slower) than its parent, by more than 1%."""
-    if parent is None:
+    if child is None or parent is None:
         return "", ""
     before = {c.case: c.speedup for c in parent.cases if c.speedup}
     faster, slower = [], []

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hipevolve.archive.records import (
     Attempt,
+    Attempted,
     CandidateRecord,
     Credit,
     EvaluatedRecord,
@@ -155,6 +156,23 @@ class Queries:
             out.append(ModelUsage(model=model, calls=n, tokens_in=t_in, tokens_out=t_out,
                                   cost_usd=cost, children=written, improved=improved))  # fmt: skip
         return out
+
+    def attempted(self, run: int) -> list[Attempted]:
+        """Every evaluated candidate of the run, by id, with its idea and fittest code parent;
+        one lean pass (no sources), so a long run's notes stay cheap."""
+        rows = self._rows(
+            "SELECT c.id, c.generation, c.agent, c.model, coalesce(c.fitness, 0), e.status,"
+            " coalesce(a.idea, ''),"
+            " (SELECT p.id FROM lineage l JOIN candidates p ON p.id = l.parent"
+            "  WHERE l.child = c.id AND l.kind IN ('mutation', 'crossover')"
+            "  AND p.evaluation_id IS NOT NULL ORDER BY coalesce(p.fitness, 0) DESC, p.id LIMIT 1)"
+            " FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
+            " LEFT JOIN attempts a ON a.candidate = c.id WHERE c.run = ? ORDER BY c.id",
+            [run],
+        )
+        return [Attempted(candidate_id=r[0], generation=r[1] or 0, agent=r[2] or "",
+                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6], parent_id=r[7])
+                for r in rows]  # fmt: skip
 
     def credits(self, run: int) -> list[Credit]:
         """Per role and model: the fitness its evaluated children gained over their fittest

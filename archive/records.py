@@ -162,6 +162,20 @@ class ModelUsage(Record):
     improved: int = Field(description="of those, the ones fitter than their fittest parent")
 
 
+class Attempted(Record):
+    """One evaluated candidate of a run, with the idea behind it and its fittest code parent:
+    what the run's notes are built from (no sources, no evaluation JSON)."""
+
+    candidate_id: int
+    generation: int
+    agent: str
+    model: str
+    fitness: float
+    status: str
+    idea: str
+    parent_id: int | None = Field(description="its fittest evaluated mutation or crossover parent")
+
+
 class Credit(Record):
     """The fitness one role's model gained over the parents of the children it wrote."""
 

@@ -37,6 +37,7 @@ from sqlite_utils import Database
 from hipevolve.archive import lock, schema
 from hipevolve.archive.queries import Queries
 from hipevolve.archive.records import (
+    Attempted,
     CandidateRecord,
     Credit,
     EdgeKind,
@@ -69,6 +70,7 @@ __all__ = [
     "SQLITE_HEADER",
     "Archive",
     "ArchiveFull",
+    "Attempted",
     "CandidateRecord",
     "Credit",
     "EdgeKind",
