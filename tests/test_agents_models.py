@@ -142,3 +142,42 @@ def test_a_resumed_bandit_starts_from_the_record_the_live_one_ended_with(tmp_pat
             assert now.reward == pytest.approx(was.reward)
     assert sum(a.reward for a in live.arms("mutator")) > 0  # the record holds a gain
     assert resumed.choose("mutator") == live.choose("mutator")
+
+
+def _interrupted_run_with_models(path) -> int:
+    from hipevolve.agents.llm.run_models import record_models
+    from hipevolve.evolution.islands import EvolutionSettings
+    from hipevolve.problems import get_task
+
+    with Archive.open(path) as archive:
+        run = archive.start_run(get_task("softmax"), EvolutionSettings(), 0, 4)
+        record_models(archive, run, ModelSettings.for_model(*MODELS))
+        archive.finish_run(run, "interrupted")
+    return run
+
+
+def _resume(path, run: int, *models: str):
+    from rich.console import Console
+
+    from hipevolve.app.job_options import JobOptions
+    from hipevolve.app.run_job import run_job
+
+    def no_gpu(*_):
+        raise AssertionError("the resume should be refused before an evaluator is made")
+
+    options = JobOptions(task="softmax", resume=run, archive=path, model=models)
+    return run_job(options, no_gpu, Console(), Console(stderr=True))
+
+
+def test_resuming_through_the_job_keeps_the_runs_models_or_refuses_others(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HIPEVOLVE_MODEL", raising=False)
+    path = tmp_path / "a.db"
+    run = _interrupted_run_with_models(path)
+    with pytest.raises(UserError, match="was started with the models openai/alpha, openai/beta; "
+                                        "this resume names openai/gamma"):  # fmt: skip
+        _resume(path, run, "openai/gamma")
+    # No --model: the run's own models are checked (here: no key for them), not the offline policy.
+    with pytest.raises(UserError, match="model 'openai/alpha' \\(provider openai\\) needs "
+                                        "OPENAI_API_KEY"):  # fmt: skip
+        _resume(path, run)
