@@ -5,6 +5,7 @@ shows each model's calls, tokens, cost and the children it wrote that beat their
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -181,3 +182,27 @@ def test_resuming_through_the_job_keeps_the_runs_models_or_refuses_others(tmp_pa
     with pytest.raises(UserError, match="model 'openai/alpha' \\(provider openai\\) needs "
                                         "OPENAI_API_KEY"):  # fmt: skip
         _resume(path, run)
+
+
+def test_evolve_with_two_models_ends_with_a_line_per_model(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from hipevolve.app.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HIPEVOLVE_MODEL", raising=False)
+    evaluate = CompilingStandIn(tmp_path / "cache", build=False)
+    with ScriptedLLMServer(replay_steps() * 3, any_order=True) as server:
+        result = CliRunner().invoke(app, [
+            "--task", "softmax", "--budget", "8", "--islands", "1", "--archive", "a.db",
+            "--model", MODELS[0], "--model", MODELS[1], "--api-base", server.api_base,
+        ], obj=lambda task, settings, backend: evaluate)  # fmt: skip
+        asked = {r.body["model"] for r in server.requests}
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    lines = [line for line in result.output.splitlines() if line.startswith("model ")]
+    assert [line.split(":")[0] for line in lines] == [f"model {m}" for m in MODELS]
+    assert all(re.search(r": \d+ calls, [\d,]+ tokens, \$0\.0000; \d+ children, \d+ beat their "
+                         r"parent$", line) for line in lines), lines  # fmt: skip
+    assert asked == {"alpha", "beta"}
+    with Archive.open(tmp_path / "a.db", create=False, read_only=True) as archive:
+        assert recorded_models(archive, 1)["models"] == list(MODELS)

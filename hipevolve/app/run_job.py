@@ -253,9 +253,11 @@ def _drive(
             raise UserError(e.problem, f"{e.fix}; then: {resume}" if e.fix else resume) from None
         else:
             best = _save_best(archive, summary.run, task)
+            message = "\n".join(line for line in (
+                _message(summary), _model_lines(archive, summary.run, settings.models.models()),
+            ) if line)  # fmt: skip
             outcome = _outcome(
-                options, settings, task, archive, summary.run, best,
-                _exit_code(summary), _message(summary),
+                options, settings, task, archive, summary.run, best, _exit_code(summary), message,
             )  # fmt: skip
         print_outcome(console, outcome)
     return outcome
@@ -292,6 +294,18 @@ def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: i
                  for m in models.role_models().get("mutator") or models.models()),
                 key=lambda f: f.usd or 0.0)  # fmt: skip
     err_console.print(found.line(models.cost_budget_usd))
+
+
+def _model_lines(archive: Archive, run: int, models: Sequence[str]) -> str:
+    """With several models, one line each: its calls, tokens, cost, and the children it wrote
+    that beat their parent (`evolve report` has the same table)."""
+    if len(models) < 2:
+        return ""
+    return "\n".join(
+        f"model {u.model}: {u.calls} calls, {u.tokens_in + u.tokens_out:,} tokens, "
+        f"${u.cost_usd:.4f}; {u.children} children, {u.improved} beat their parent"
+        for u in archive.llm_usage_by_model(run)
+    )
 
 
 def _exit_code(summary: RunSummary) -> int:
