@@ -4,6 +4,7 @@ notes table (schema v4; a v3 archive migrates), and shown to the optimizer and t
 
 from __future__ import annotations
 
+import html
 import random
 import sqlite3
 import subprocess
@@ -31,6 +32,7 @@ from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.workshop import Workshop
+from hipevolve.export.report import build_report
 from hipevolve.problems import get_task
 from hipevolve.verifier.evaluators import BaseEvaluator
 
@@ -179,7 +181,11 @@ def test_the_graphs_prompts_carry_the_runs_notes(tmp_path):
         notes = archive.db.execute("SELECT generation, text FROM notes WHERE run = ?",
                                    [summary.run]).fetchall()  # fmt: skip
         sent = [r.body["messages"][-1]["content"] for r in server.requests]
+        page = build_report(archive, summary.run)
+        latest = archive.latest_note(summary.run)
     assert notes and notes[0][0] == 2 and notes[0][1].startswith("After generation 2:")
+    assert f"<h2>Run notes (after generation {latest.generation})</h2>" in page
+    assert html.escape(latest.text).splitlines()[0] in page
     shown = [p for p in sent if p.startswith(("# Role: mutator", "# Role: optimizer"))
              and f"(written after generation 2)\n{notes[0][1]}\n" in p]  # fmt: skip
     assert shown, "no optimizer or mutator prompt showed the note"

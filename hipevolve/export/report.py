@@ -429,6 +429,10 @@ def build_report(archive: Archive, run: int) -> str:
     if path:
         sections += ["<h2>The best kernel</h2>", source_section(archive, path)]
     sections += ["<h2>LLM calls and cost</h2>", llm_section(archive, run)]
+    note = archive.latest_note(run)
+    if note is not None:
+        sections += [f"<h2>Run notes (after generation {note.generation})</h2>",
+                     f"<pre>{e(note.text)}</pre>"]  # fmt: skip
     title = f"hipevolve run {info.id}: {info.task}"
     return render("report.html.tmpl", {"TITLE": e(title), "BODY": "\n".join(sections)})
 
