@@ -21,6 +21,7 @@ from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.archive.records import Attempted
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import Evaluation
+from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
 
 if TYPE_CHECKING:
     from hipevolve.agents.context import AgentContext
@@ -80,7 +81,7 @@ def _sections(archive: Archive, entries: list[_Entry]) -> list[tuple[str, list[s
                     [_improved_line(archive, e) for e in improved[: SHOWN["improved"]]]))  # fmt: skip
     if flat:
         out.append((f"Correct but not faster than their parent ({len(flat)}, newest first):",
-                    [_flat_line(e) for e in flat[: SHOWN["flat"]]]))  # fmt: skip
+                    [_flat_line(archive, e) for e in flat[: SHOWN["flat"]]]))  # fmt: skip
     if failed:
         groups = sorted(failed.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         out.append((f"Failed ({sum(len(v) for v in failed.values())}):",
@@ -95,17 +96,32 @@ def _who(e: _Entry) -> str:
             f"{', ' + c.model if c.model else ''})")  # fmt: skip
 
 
-def _idea(e: _Entry) -> str:
+def _idea(archive: Archive, e: _Entry) -> str:
     idea = " ".join(e.child.idea.split())
     if not idea:
-        return "(no idea recorded: a tunable or catalogue move)"
+        return _moves(archive, e) or "(no idea recorded: a catalogue transform or a rewrite)"
     return idea if len(idea) <= IDEA_CHARS else idea[: IDEA_CHARS - 3] + "..."
+
+
+def _moves(archive: Archive, e: _Entry) -> str:
+    """The tunables the child moved from its parent ("BLOCK 256->512"), or ""."""
+    if e.parent is None:
+        return ""
+    try:
+        was = current_configuration(parse_tunables(
+            archive.candidate(e.parent.candidate_id).candidate.hip_source or ""))
+        now = current_configuration(parse_tunables(
+            archive.candidate(e.child.candidate_id).candidate.hip_source or ""))
+    except TunableError:
+        return ""
+    moved = [f"{k} {was[k]}->{v}" for k, v in now.items() if k in was and was[k] != v]
+    return f"tunables {', '.join(moved)}" if moved else ""
 
 
 def _improved_line(archive: Archive, e: _Entry) -> str:
     before = e.parent_fitness or 0.0
     gain = f" (+{100 * (e.fitness / before - 1):.1f}%)" if before else ""
-    line = f"- {_who(e)}: {_idea(e)} -> fitness {e.fitness:.3f} from {before:.3f}{gain}"
+    line = f"- {_who(e)}: {_idea(archive, e)} -> fitness {e.fitness:.3f} from {before:.3f}{gain}"
     child = archive.evaluation_of(e.child.candidate_id)
     parent = archive.evaluation_of(e.parent.candidate_id) if e.parent else None
     faster, slower = _case_moves(child, parent)
@@ -116,10 +132,10 @@ def _improved_line(archive: Archive, e: _Entry) -> str:
     return line
 
 
-def _flat_line(e: _Entry) -> str:
+def _flat_line(archive: Archive, e: _Entry) -> str:
     before = e.parent_fitness
     against = f" against its parent's {before:.3f}" if before is not None else ""
-    return f"- {_who(e)}: {_idea(e)} -> fitness {e.fitness:.3f}{against}"
+    return f"- {_who(e)}: {_idea(archive, e)} -> fitness {e.fitness:.3f}{against}"
 
 
 def _failed_line(archive: Archive, status: str, group: list[_Entry]) -> str:
@@ -127,7 +143,7 @@ def _failed_line(archive: Archive, status: str, group: list[_Entry]) -> str:
     evaluation = archive.evaluation_of(newest.child.candidate_id)
     lines = ((evaluation.message if evaluation else "") or status).strip().splitlines()
     why = lines[0][:160] if lines else status
-    return f"- {status} x{len(group)}; newest: {_who(newest)}: {_idea(newest)} -> {why}"
+    return f"- {status} x{len(group)}; newest: {_who(newest)}: {_idea(archive, newest)} -> {why}"
 
 
 def _case_moves(child: Evaluation | None, parent: Evaluation | None) -> tuple[str, str]:

@@ -107,6 +107,18 @@ def test_the_note_says_what_beat_its_parent_where_what_failed_and_why(tmp_path):
                "error: too many resources" in line for line in lines)  # fmt: skip
 
 
+def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        run = archive.start_run(TASK, EvolutionSettings(), 0, 10)
+        recorder = Recorder(archive, run, ByBlock())
+        seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
+        recorder.record(seed_id, ByBlock()([SEED])[0])
+        Workshop(TASK, recorder, 1, Budget(10)).evaluate(
+            Child(candidate=variant(512), island=0, parents=(seed_id,), agent="offline-mutator"))
+        note = scratchpad.build_note(archive, run, 5, max_tokens=400)
+    assert "(generation 1, offline-mutator): tunables BLOCK 256->512 -> fitness 1.667" in note
+
+
 def test_the_note_is_stored_once_per_due_generation_and_shown_in_both_prompts(tmp_path):
     with Archive.open(tmp_path / "a.db") as archive:
         workshop, seed_id = run_with_children(archive, generation=5)
