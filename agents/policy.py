@@ -15,10 +15,12 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from hipevolve.agents import scratchpad
 from hipevolve.agents.briefing import Target
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.graph import build_graph
 from hipevolve.agents.llm.ensemble import Ensemble
+from hipevolve.agents.llm.run_models import record_models
 from hipevolve.agents.state import AgentLimits, ProposalState
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.workshop import Workshop
@@ -38,6 +40,7 @@ class AgentPolicy:
         self.target = target or Target("static")
         self._stalled = 0  # generations in a row that evaluated nothing new
         self._lock = threading.Lock()
+        self._recorded = False  # the run's models are in its log
 
     def stop_reason(self) -> str | None:
         stalled = self.limits.stall_generations
@@ -56,8 +59,12 @@ class AgentPolicy:
     def children(
         self, proposals: Sequence[Proposal], workshop: Workshop, rng: random.Random
     ) -> list[Child]:
+        if self.ensemble is not None and not self._recorded:
+            record_models(workshop.archive, workshop.run, self.ensemble.settings)
+            self._recorded = True
         ctx = AgentContext(task=workshop.task, workshop=workshop, limits=self.limits,
                            ensemble=self.ensemble, rng=rng, target=self.target)  # fmt: skip
+        scratchpad.write_note(ctx)  # every agents.scratchpad_every generations
         graph = build_graph(ctx)
         config = {"recursion_limit": self.limits.recursion_limit()}
         chosen = list(proposals)[: self.limits.proposals_per_generation]

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from hipevolve.archive.records import (
     Attempt,
+    Attempted,
     CandidateRecord,
+    Credit,
     EvaluatedRecord,
     LineageEdge,
+    ModelUsage,
     Outcome,
     RoleUsage,
     Tried,
@@ -132,6 +135,57 @@ class Queries:
                       cost_usd=r[5], mean_latency_s=r[6])
             for r in rows
         ]  # fmt: skip
+
+    def llm_usage_by_model(self, run: int) -> list[ModelUsage]:
+        """The run's LLM calls summed per model, with the evaluated children each model wrote
+        and how many of them beat their fittest parent; by model name."""
+        calls = {r[0]: r[1:] for r in self._rows(
+            "SELECT model, count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),"
+            " coalesce(sum(cost_usd), 0.0) FROM llm_calls WHERE run = ? AND coalesce(model, '')"
+            " != '' GROUP BY model", [run])}  # fmt: skip
+        children = {r[0]: r[1:] for r in self._rows(
+            "SELECT c.model, count(*), coalesce(sum(c.fitness > (SELECT max(p.fitness)"
+            " FROM lineage l JOIN candidates p ON p.id = l.parent WHERE l.child = c.id"
+            " AND l.kind IN ('mutation', 'crossover'))), 0)"
+            " FROM candidates c WHERE c.run = ? AND coalesce(c.model, '') != ''"
+            " AND c.evaluation_id IS NOT NULL GROUP BY c.model", [run])}  # fmt: skip
+        out = []
+        for model in sorted(set(calls) | set(children)):
+            n, t_in, t_out, cost = calls.get(model, (0, 0, 0, 0.0))
+            written, improved = children.get(model, (0, 0))
+            out.append(ModelUsage(model=model, calls=n, tokens_in=t_in, tokens_out=t_out,
+                                  cost_usd=cost, children=written, improved=improved))  # fmt: skip
+        return out
+
+    def attempted(self, run: int) -> list[Attempted]:
+        """Every evaluated candidate of the run, by id, with its idea and fittest code parent;
+        one lean pass (no sources), so a long run's notes stay cheap."""
+        rows = self._rows(
+            "SELECT c.id, c.generation, c.agent, c.model, coalesce(c.fitness, 0), e.status,"
+            " coalesce(a.idea, ''),"
+            " (SELECT p.id FROM lineage l JOIN candidates p ON p.id = l.parent"
+            "  WHERE l.child = c.id AND l.kind IN ('mutation', 'crossover')"
+            "  AND p.evaluation_id IS NOT NULL ORDER BY coalesce(p.fitness, 0) DESC, p.id LIMIT 1)"
+            " FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
+            " LEFT JOIN attempts a ON a.candidate = c.id WHERE c.run = ? ORDER BY c.id",
+            [run],
+        )
+        return [Attempted(candidate_id=r[0], generation=r[1] or 0, agent=r[2] or "",
+                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6], parent_id=r[7])
+                for r in rows]  # fmt: skip
+
+    def credits(self, run: int) -> list[Credit]:
+        """Per role and model: the fitness its evaluated children gained over their fittest
+        parent (0 for one without a scored parent), summed; what a resumed bandit starts from."""
+        rows = self._rows(
+            "SELECT c.agent, c.model, sum(max(0, coalesce(c.fitness, 0) - coalesce("
+            "(SELECT max(p.fitness) FROM lineage l JOIN candidates p ON p.id = l.parent"
+            " WHERE l.child = c.id AND l.kind IN ('mutation', 'crossover')), 0)))"
+            " FROM candidates c WHERE c.run = ? AND coalesce(c.model, '') != ''"
+            " AND c.evaluation_id IS NOT NULL GROUP BY c.agent, c.model ORDER BY c.agent, c.model",
+            [run],
+        )
+        return [Credit(role=r[0] or "", model=r[1], reward=r[2] or 0.0) for r in rows]
 
     def stored_task(self, name: str) -> TaskSpec | None:
         """The task spec a run stored when it started, or None."""

@@ -150,6 +150,51 @@ class RoleUsage(Record):
     mean_latency_s: float
 
 
+class ModelUsage(Record):
+    """One model's share of a run: its calls and spending, and the children it wrote."""
+
+    model: str
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    children: int = Field(description="evaluated candidates the model wrote")
+    improved: int = Field(description="of those, the ones fitter than their fittest parent")
+
+
+class Attempted(Record):
+    """One evaluated candidate of a run, with the idea behind it and its fittest code parent:
+    what the run's notes are built from (no sources, no evaluation JSON)."""
+
+    candidate_id: int
+    generation: int
+    agent: str
+    model: str
+    fitness: float
+    status: str
+    idea: str
+    parent_id: int | None = Field(description="its fittest evaluated mutation or crossover parent")
+
+
+class Credit(Record):
+    """The fitness one role's model gained over the parents of the children it wrote."""
+
+    role: str
+    model: str
+    reward: float = Field(description="sum over its evaluated children of max(0, fitness - "
+                          "the fittest parent's fitness)")
+
+
+class Note(Record):
+    """A run's scratchpad note: what was tried and learned up to a generation."""
+
+    run: int
+    generation: int
+    text: str
+    author: str = Field(description="the model that wrote it; empty: built from the archive")
+    created: str
+
+
 class Event(Record):
     id: int
     run: int

@@ -11,6 +11,8 @@ v2: evaluations.fitness (backfilled from the stored Evaluation JSON),
     llm_calls and events (accounting and the run's log).
 v3: attempts: the idea, diagnosis and model reply behind a candidate an agent wrote (the
     agents' memory of what was tried, and the dataset's reasoning fields).
+v4: notes: the run's scratchpad, a summary of what was tried and learned written every few
+    generations (agents/scratchpad.py), shown to the optimizer and the mutator.
 """
 
 from __future__ import annotations
@@ -184,8 +186,17 @@ def _v3_attempts(db: Database) -> None:
     )
 
 
+def _v4_notes(db: Database) -> None:
+    db["notes"].create(
+        {"run": int, "generation": int, "text": str, "author": str, "created": str},
+        pk=("run", "generation"),
+        foreign_keys=[("run", "runs", "id")],
+        not_null=["text", "created"],
+    )
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
-    _v1_initial, _v2_fitness_and_accounting, _v3_attempts,
+    _v1_initial, _v2_fitness_and_accounting, _v3_attempts, _v4_notes,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

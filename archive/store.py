@@ -37,7 +37,9 @@ from sqlite_utils import Database
 from hipevolve.archive import lock, schema
 from hipevolve.archive.queries import Queries
 from hipevolve.archive.records import (
+    Attempted,
     CandidateRecord,
+    Credit,
     EdgeKind,
     Elite,
     EvaluatedRecord,
@@ -45,6 +47,8 @@ from hipevolve.archive.records import (
     Event,
     LineageEdge,
     LlmUsage,
+    ModelUsage,
+    Note,
     Outcome,
     QueueState,
     Record,
@@ -66,7 +70,9 @@ __all__ = [
     "SQLITE_HEADER",
     "Archive",
     "ArchiveFull",
+    "Attempted",
     "CandidateRecord",
+    "Credit",
     "EdgeKind",
     "Elite",
     "EvaluatedRecord",
@@ -74,6 +80,8 @@ __all__ = [
     "Event",
     "LineageEdge",
     "LlmUsage",
+    "ModelUsage",
+    "Note",
     "Outcome",
     "QueueState",
     "Record",

@@ -24,6 +24,7 @@ from hipevolve.archive.records import (
     EvaluationCounts,
     Event,
     LlmUsage,
+    Note,
     QueueState,
     Scored,
     evaluation_key,
@@ -405,6 +406,30 @@ class Tables:
             [run],
         )[0]
         return LlmUsage(calls=r[0], tokens_in=r[1], tokens_out=r[2], cost_usd=r[3])
+
+    # ------------------------------------------------------------------------ scratchpad
+
+    def add_note(self, run: int, generation: int, text: str, author: str = "") -> bool:
+        """Stores the run's scratchpad note for `generation`; False (nothing written) when the
+        generation has one already (a resumed run never writes it twice)."""
+        with self._write():
+            self._owned(run)
+            cursor = self._conn.execute(
+                "INSERT OR IGNORE INTO notes(run, generation, text, author, created)"
+                " VALUES(?, ?, ?, ?, ?)",
+                [run, generation, text, author, now_iso()],
+            )
+            return cursor.rowcount == 1
+
+    def latest_note(self, run: int) -> Note | None:
+        """The run's newest scratchpad note, or None."""
+        rows = self._rows(
+            "SELECT run, generation, text, author, created FROM notes WHERE run = ?"
+            " ORDER BY generation DESC LIMIT 1", [run])  # fmt: skip
+        if not rows:
+            return None
+        r = rows[0]
+        return Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
 
     def log_event(self, run: int, kind: str, data: Mapping[str, Any]) -> int:
         with self._write():

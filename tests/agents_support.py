@@ -150,11 +150,12 @@ def replayed_run(
     settings: EvolutionSettings = SETTINGS,
     concurrency: int = 1,
     limits: dict | None = None,
+    model_names: tuple[str, ...] = (MODEL,),
     **models,
 ) -> RunSummary:
     from hipevolve.problems import get_task
 
-    models_settings = ModelSettings.for_model(MODEL, api_base=api_base, max_retries=0,
+    models_settings = ModelSettings.for_model(*model_names, api_base=api_base, max_retries=0,
                                               timeout_s=30, **models)  # fmt: skip
     policy = AgentPolicy(Ensemble(models_settings),
                          AgentLimits(concurrency=concurrency, **(limits or {})))  # fmt: skip

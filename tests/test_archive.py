@@ -400,7 +400,7 @@ def test_a_v1_archive_migrates_to_the_current_schema_keeping_its_data(tmp_path):
     conn.close()
 
     with Archive.open(old) as arch:
-        assert schema.stored_version(arch.db) == schema.SCHEMA_VERSION == 3
+        assert schema.stored_version(arch.db) == schema.SCHEMA_VERSION == 4
         assert arch.candidate(2).candidate == b
         assert arch.evaluated("k2") == scored(2.5)
         assert arch.best(1).candidate_id == 2  # fitness backfilled from the stored JSON
@@ -423,6 +423,6 @@ def test_an_archive_from_a_newer_hipevolve_is_refused_with_one_line(tmp_path):
     conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
-    with pytest.raises(UserError, match="schema v99; this hipevolve reads up to v3") as e:
+    with pytest.raises(UserError, match="schema v99; this hipevolve reads up to v4") as e:
         Archive.open(path)
     assert "\n" not in e.value.line()

@@ -114,7 +114,7 @@ def test_flags_override_the_file_and_the_file_keeps_what_they_leave(here):
     with Archive.open(here / "from_file.db") as archive:  # run.archive and run.seed: the file's
         assert archive.run(1).seed == 9
     s = load_settings({"models": {"model": "openai/flag", "api_base": None}})
-    assert s.models.model == "openai/flag"
+    assert s.models.model == ("openai/flag",)
 
 
 def test_a_fresh_run_stores_the_settings_evolve_always_stored(here):
@@ -224,10 +224,19 @@ def test_bad_values_are_one_line_saying_where_they_came_from(here, text, flags, 
 
 def test_hipevolve_model_is_the_model_only_when_neither_file_nor_flag_names_one(here, monkeypatch):
     monkeypatch.setenv("HIPEVOLVE_MODEL", "openai/from-env")
-    assert load_settings().models.model == "openai/from-env"
-    assert load_settings({"models": {"model": "openai/flag"}}).models.model == "openai/flag"
+    assert load_settings().models.model == ("openai/from-env",)
+    assert load_settings({"models": {"model": "openai/flag"}}).models.model == ("openai/flag",)
     (here / "hipevolve.toml").write_text('[models]\nmodel = "openai/file"\n')
-    assert load_settings().models.model == "openai/file"
+    assert load_settings().models.model == ("openai/file",)
+
+
+def test_several_models_from_the_flags_or_the_file_stand_behind_every_writing_role(here):
+    s = load_settings({"models": {"model": ["openai/a", "anthropic/b", "openai/a"]}})
+    assert s.models.model == ("openai/a", "anthropic/b")  # a repeated --model counts once
+    assert s.models.role_models()["mutator"] == ("openai/a", "anthropic/b")
+    assert s.models.role_models()["optimizer"] == ("openai/a", "anthropic/b")
+    (here / "hipevolve.toml").write_text('[models]\nmodel = ["openai/x", "openai/y"]\n')
+    assert load_settings().models.models() == ("openai/x", "openai/y")
 
 
 def test_every_setting_is_described_and_named_in_the_config_docstring():

@@ -11,7 +11,7 @@ the policy writes no more.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hipevolve.agents.llm import bandit
 from hipevolve.agents.llm.client import LLMCall, LLMClient, Message, Usage
@@ -28,13 +28,18 @@ class Ensemble:
         settings: ModelSettings,
         spent: Usage | None = None,
         client: Callable[[str], LLMClient] | None = None,
+        arms: Mapping[str, Sequence[bandit.Arm]] | None = None,
     ) -> None:
+        """`spent` and `arms`: what a resumed run had spent, and its bandit's record per role
+        (a model missing there starts as never pulled)."""
         self.settings = settings
         self._spent = spent or Usage(calls=0, tokens_in=0, tokens_out=0, cost_usd=0.0)
         make = client or self._client
         self._clients = {m: make(m) for m in settings.models()}
+        known = {(r, a.model): a for r, found in (arms or {}).items() for a in found}
         self._arms = {
-            r: tuple(bandit.Arm(model=m) for m in ms) for r, ms in settings.role_models().items()
+            r: tuple(known.get((r, m), bandit.Arm(model=m)) for m in ms)
+            for r, ms in settings.role_models().items()
         }
         self._lock = threading.Lock()
         self._stopped: str | None = None

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from hipevolve.agents import briefing
+from hipevolve.agents import briefing, scratchpad
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.optimizer import inspirations_of, inspirations_text
@@ -47,6 +47,7 @@ def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
         idea=state.get("idea") or "(none)",
         diagnosis=state.get("diagnosis") or "(none)",
         tried=briefing.tried_text(ctx.workshop, state["proposal"]),
+        notes=scratchpad.notes(ctx),
         inspirations=inspirations,
         schema=schema_text(CandidateReply, json_reply=False),
         **shown,

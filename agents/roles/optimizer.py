@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
-from hipevolve.agents import briefing
+from hipevolve.agents import briefing, scratchpad
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.structured import parse_json_reply
 from hipevolve.agents.state import ProposalState
@@ -62,6 +62,7 @@ def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
         case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         diagnosis=state.get("diagnosis") or "(none)",
         tried=briefing.tried_text(ctx.workshop, state["proposal"]),
+        notes=scratchpad.notes(ctx),
         inspirations=inspirations,
         schema=schema_text(Idea, json_reply=True),
     )

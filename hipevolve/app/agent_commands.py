@@ -30,8 +30,18 @@ def prompts_show(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the messages as JSON.")] = False,
     tasks_dir: TasksDir = None,
+    archive: Annotated[
+        Path | None,
+        typer.Option(help="An archive whose run's attempts and notes the prompt shows (with --run).",
+                     show_default=False),
+    ] = None,
+    run: Annotated[
+        int | None,
+        typer.Option(help="That run (of the same task).", show_default=False),
+    ] = None,
 ) -> None:
-    """Print the exact messages ROLE would send for the task's seed, with their token counts."""
+    """Print the exact messages ROLE would send for the task's seed, with their token counts;
+    with --archive and --run, as that run would send them now (its attempts and notes)."""
     import json
 
     from hipevolve.agents.briefing import Target
@@ -44,7 +54,13 @@ def prompts_show(
     if chosen not in ("rocm", "cuda", "static"):
         raise UserError(f"unknown backend {chosen!r}", "pass --backend rocm, cuda or static")
     target = Target(chosen, device_name(chosen) if chosen == here else "")
-    shown = seed_prompt(role, get_task(task, _settings(tasks_dir).tasks.dirs), target)
+    spec = get_task(task, _settings(tasks_dir).tasks.dirs)
+    if (archive is None) != (run is None):
+        raise UserError("--archive and --run go together", "pass both, or neither for a new run")
+    if archive is None or run is None:
+        shown = seed_prompt(role, spec, target)
+    else:
+        shown = _run_prompt(role, spec, target, archive, run)
     tokens = shown.tokens()
     if as_json:
         print(json.dumps({"role": role, "task": shown.task, "backend": chosen, "tokens": tokens,
@@ -67,6 +83,19 @@ def translate(
 
     dirs = _settings(tasks_dir).tasks.dirs
     raise typer.Exit(print_translated(err_console, translate_task(task, out, dirs)))
+
+
+def _run_prompt(role: str, spec, target, path: Path, run: int):  # noqa: ANN001 (TaskSpec, Target)
+    """seed_prompt as run `run` of the archive at `path` would send it now."""
+    from hipevolve.app.prompt_show import RunView, seed_prompt
+    from hipevolve.export.runs import find_run, open_archive
+
+    with open_archive(path) as opened:
+        info = find_run(opened, run)
+        if info.task != spec.name:
+            raise UserError(f"run {run} searched task {info.task}, not {spec.name}",
+                            f"pass --task {info.task}, or another run")  # fmt: skip
+        return seed_prompt(role, spec, target, RunView(opened, run))
 
 
 def _settings(tasks_dir: list[Path] | None):

@@ -143,10 +143,11 @@ def search(
         ),
     ] = None,
     model: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="LLM behind the agents, any litellm model string (anthropic/claude-sonnet-4-5, "
-            "openai/gpt-4.1, openai/<name> with --api-base); also HIPEVOLVE_MODEL.",
+            "openai/gpt-4.1, openai/<name> with --api-base); repeatable: a bandit picks among "
+            "them per call, by fitness gained per dollar; also HIPEVOLVE_MODEL.",
             show_default="none: the offline policies",
             rich_help_panel=MODELS,
         ),
@@ -208,7 +209,7 @@ def search(
         backend=backend,
         tasks_dirs=tuple(tasks_dir or ()),
         ray=ray,
-        model=model,  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
+        model=tuple(model or ()),  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
         api_base=api_base,
         token_budget=token_budget,
         cost_budget_usd=cost_budget,

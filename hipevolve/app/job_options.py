@@ -27,7 +27,7 @@ class JobOptions(BaseModel):
     backend: str | None = Field(default=None, description="verifier.backend")
     tasks_dirs: tuple[Path, ...] = Field(default=(), description="tasks.dirs")
     ray: str | None = Field(default=None, description="verifier.ray")
-    model: str | None = Field(default=None, description="models.model")
+    model: tuple[str, ...] = Field(default=(), description="models.model (--model, repeatable)")
     api_base: str | None = Field(default=None, description="models.api_base")
     token_budget: int | None = Field(default=None, description="models.token_budget")
     cost_budget_usd: float | None = Field(default=None, description="models.cost_budget_usd")
@@ -38,7 +38,7 @@ class JobOptions(BaseModel):
             "tasks": {"dirs": self.tasks_dirs or None},
             "verifier": {"backend": self.backend, "ray": self.ray},
             "evolution": {"islands": self.islands},
-            "models": {"model": self.model, "api_base": self.api_base,
+            "models": {"model": self.model or None, "api_base": self.api_base,
                        "token_budget": self.token_budget, "cost_budget_usd": self.cost_budget_usd},
             "run": {"archive": self.archive, "seed": self.seed},
         }  # fmt: skip

@@ -8,21 +8,24 @@ with cl100k_base, the tokenizer litellm falls back to, from the copy litellm shi
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from hipevolve.agents.briefing import Target
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.agents.roles import mutator, optimizer, profiler_reader, translator
 from hipevolve.agents.state import AgentLimits, ProposalState
+from hipevolve.archive.records import Tried
+from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.child import Proposal
 from hipevolve.prompts.render import system_prompt
+
+__all__ = ["ROLES", "RunView", "ShownPrompt", "count_tokens", "seed_prompt"]
 
 ROLES = ("optimizer", "mutator", "profiler_reader", "translator")
 # Roles whose prompt quotes something a seed does not have.
@@ -50,15 +53,28 @@ class ShownPrompt:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
 
 
-def seed_prompt(role: str, task: TaskSpec, target: Target) -> ShownPrompt:
-    """The messages `role` would send for the first seed of `task`; UserError for a role that
-    has no prompt for a seed, or a task without seeds (translator excepted)."""
+@dataclass(frozen=True)
+class RunView:
+    """What a prompt reads of a run besides its parent, the latest attempts and the run's notes,
+    for a run that is not going on (the reading half of a Workshop)."""
+
+    archive: Archive
+    run: int
+
+    def tried_near(self, parent: int | None, island: int, limit: int = 6) -> list[Tried]:
+        return self.archive.tried_near(self.run, parent, island, limit)
+
+
+def seed_prompt(role: str, task: TaskSpec, target: Target, run: RunView | None = None) -> ShownPrompt:
+    """The messages `role` would send for the first seed of `task` (with `run`: showing that
+    run's attempts on island 0 and its latest notes); UserError for a role that has no prompt
+    for a seed, or a task without seeds (translator excepted)."""
     if role in NOT_FOR_A_SEED:
         raise UserError(f"the {role} has no prompt for a seed: {NOT_FOR_A_SEED[role]}",
                         f"show one of {', '.join(ROLES)}")  # fmt: skip
     if role not in ROLES:
         raise UserError(f"no role {role!r}", f"choose one of {', '.join(ROLES)}")
-    ctx = AgentContext(task=task, workshop=None, limits=AgentLimits(), ensemble=None,  # type: ignore[arg-type]
+    ctx = AgentContext(task=task, workshop=run, limits=AgentLimits(), ensemble=None,  # type: ignore[arg-type]
                        rng=random.Random(0), target=target)  # fmt: skip
     if role == "translator":
         return ShownPrompt(role, task.name, target, system_prompt(), translator.prompt(ctx))
@@ -78,14 +94,3 @@ def seed_prompt(role: str, task: TaskSpec, target: Target) -> ShownPrompt:
     else:
         user = mutator.prompt(ctx, state, optimizer.inspirations_text(parent, []))
     return ShownPrompt(role, task.name, target, system_prompt(), user)
-
-
-def count_tokens(text: str) -> int:
-    """cl100k_base tokens of `text` (litellm's fallback tokenizer, from litellm's own copy)."""
-    import tiktoken
-
-    spec = importlib.util.find_spec("litellm")
-    if spec and spec.submodule_search_locations:
-        folder = Path(spec.submodule_search_locations[0]) / "litellm_core_utils" / "tokenizers"
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
-    return len(tiktoken.get_encoding("cl100k_base").encode(text, disallowed_special=()))

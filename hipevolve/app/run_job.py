@@ -89,8 +89,14 @@ def run_job(
     # --archive is named before a model or GPU is looked for).
     check_path(settings.run.archive, create=options.resume is None)
     if options.resume is not None:
+        from hipevolve.agents.llm.run_models import recorded_models, resumed_models
+
         with Archive.open(settings.run.archive, create=False, read_only=True) as archive:
             _resumed_run(options, archive)
+            found = recorded_models(archive, options.resume)
+        # A resume keeps the run's models: none given, the recorded ones; others are refused.
+        models = resumed_models(settings.models, found, options.resume)
+        settings = settings.model_copy(update={"models": models})
     from hipevolve.agents.llm.preflight import check_models
     from hipevolve.problems import get_task
 
@@ -247,9 +253,11 @@ def _drive(
             raise UserError(e.problem, f"{e.fix}; then: {resume}" if e.fix else resume) from None
         else:
             best = _save_best(archive, summary.run, task)
+            message = "\n".join(line for line in (
+                _message(summary), _model_lines(archive, summary.run, settings.models.models()),
+            ) if line)  # fmt: skip
             outcome = _outcome(
-                options, settings, task, archive, summary.run, best,
-                _exit_code(summary), _message(summary),
+                options, settings, task, archive, summary.run, best, _exit_code(summary), message,
             )  # fmt: skip
         print_outcome(console, outcome)
     return outcome
@@ -258,17 +266,19 @@ def _drive(
 def _policy(settings: Settings, archive: Archive, run: int | None, evaluate: Evaluator):
     """The agents over the models (None: no model, the offline mutator), within the agents'
     limits, told which backend and device time the run. A resumed run's LLM spending counts
-    against its budgets."""
+    against its budgets, and its bandit starts from its record."""
     if not settings.models.models():
         return None
     from hipevolve.agents.briefing import Target
     from hipevolve.agents.llm.client import spent_in
     from hipevolve.agents.llm.ensemble import Ensemble
+    from hipevolve.agents.llm.run_models import arms_in
     from hipevolve.agents.policy import AgentPolicy
 
     spent = spent_in(archive, run) if run is not None else None
+    arms = arms_in(archive, run) if run is not None else None  # the bandit goes on where it was
     target = Target(evaluate.backend, evaluate.device or "")
-    return AgentPolicy(Ensemble(settings.models, spent=spent), settings.agents, target)
+    return AgentPolicy(Ensemble(settings.models, spent=spent, arms=arms), settings.agents, target)
 
 
 def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int,
@@ -278,10 +288,24 @@ def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: i
     from hipevolve.app.cost_estimate import estimate
 
     models = settings.models
-    model = (models.role_models().get("mutator") or models.models())[0]
-    found = estimate(model, task, Target(evaluate.backend, evaluate.device or ""), budget,
-                     models.api_base)  # fmt: skip
+    target = Target(evaluate.backend, evaluate.device or "")
+    # Several models: the floor is the cheapest one's (the bandit may settle on it).
+    found = min((estimate(m, task, target, budget, models.api_base)
+                 for m in models.role_models().get("mutator") or models.models()),
+                key=lambda f: f.usd or 0.0)  # fmt: skip
     err_console.print(found.line(models.cost_budget_usd))
+
+
+def _model_lines(archive: Archive, run: int, models: Sequence[str]) -> str:
+    """With several models, one line each: its calls, tokens, cost, and the children it wrote
+    that beat their parent (`evolve report` has the same table)."""
+    if len(models) < 2:
+        return ""
+    return "\n".join(
+        f"model {u.model}: {u.calls} calls, {u.tokens_in + u.tokens_out:,} tokens, "
+        f"${u.cost_usd:.4f}; {u.children} children, {u.improved} beat their parent"
+        for u in archive.llm_usage_by_model(run)
+    )
 
 
 def _exit_code(summary: RunSummary) -> int:

@@ -125,10 +125,10 @@ def tasks_generate(
     ),
     tasks_dir: TasksDir = None,
     model: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="LLM that writes the tasks (any litellm model string; also HIPEVOLVE_MODEL); "
-            "each call is logged to OUT/llm_calls.jsonl.",
+            help="LLM that writes the tasks (any litellm model string; repeatable: a bandit "
+            "picks per call; also HIPEVOLVE_MODEL); each call is logged to OUT/llm_calls.jsonl.",
             show_default="none: the synthetic templates",
             rich_help_panel=MODELS,
         ),
@@ -156,11 +156,11 @@ def tasks_generate(
     from hipevolve.agents.llm.preflight import check_models
     from hipevolve.problems import discover, get_task
 
-    settings = settings_with(tasks_dir, models={"model": model, "api_base": api_base})
+    settings = settings_with(tasks_dir, models={"model": model or None, "api_base": api_base})
     # The task generator's models (models.model, HIPEVOLVE_MODEL or models.roles), alone.
     writer = settings.models.role_models().get("task_generator", ())
     models = settings.models.model_copy(
-        update={"model": None, "roles": {"task_generator": writer} if writer else {}}
+        update={"model": (), "roles": {"task_generator": writer} if writer else {}}
     )
     check_models(models)  # one line before anything is written
     dirs = settings.tasks.dirs
@@ -182,7 +182,7 @@ def tasks_generate(
         library = list(discover(dirs).values())
         usable = sources or [t for t in library if t.small_cases]
         ensemble = Ensemble(models)
-        with working(err_console, f"tasks generate: {n} tasks with {writer[0]}"):
+        with working(err_console, f"tasks generate: {n} tasks with {', '.join(writer)}"):
             report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
                                          ensemble, progress=show)  # fmt: skip
         stopped = ensemble.stop_reason()

@@ -34,9 +34,10 @@ the keys it names.
     [agents]      hard limits on the agents' graph (used only with a model)
       repair_turns, audit_rechecks, surprising_speedup, proposals_per_generation, concurrency,
       stall_generations, raw_reply_chars
+      scratchpad_every, scratchpad_tokens, scratchpad_writer   the run's notes every K generations
     [models]      which LLMs serve which agent role, and the run's LLM budgets
-      model                one litellm model behind every writing role (--model); unset and no
-                           roles: the offline policies
+      model                litellm models behind every writing role (--model, repeatable; several:
+                           a bandit picks per call); none and no roles: the offline policies
       roles                role -> models for that role (several: a bandit picks per call)
       api_base             a local OpenAI-compatible server (--api-base)
       token_budget, cost_budget_usd               per run (--token-budget, --cost-budget)
@@ -228,6 +229,15 @@ class AgentLimits(Section):
         description="stop after this many generations in a row with no new evaluation (0: never)")
     raw_reply_chars: int = Field(
         default=16384, ge=0, description="characters kept of a malformed reply, in its event")
+    scratchpad_every: int = Field(
+        default=5, ge=0, description="generations between the run's scratchpad notes (a "
+        "summary of what was tried and learned, shown to the optimizer and mutator; 0: none)")
+    scratchpad_tokens: int = Field(
+        default=400, ge=50, le=4000, description="longest scratchpad note, tokens")
+    scratchpad_writer: Literal["archive", "model"] = Field(
+        default="archive", description="who writes the note: `archive` builds it from the "
+        "archive, the same every time; `model` has the profiler_reader's model condense that "
+        "(one call per note; the archive's note when the call fails)")
 
     def recursion_limit(self) -> int:
         """langgraph steps one run may take: the longest path with every loop at its limit."""
@@ -237,10 +247,11 @@ class AgentLimits(Section):
 class ModelSettings(Section):
     """Which models serve which role, and the run's LLM budgets."""
 
-    model: str | None = Field(
-        default=None,
-        description="one litellm model string behind every writing role (--model; "
-        "HIPEVOLVE_MODEL when neither the flags nor the file set it); unset: offline")
+    model: tuple[str, ...] = Field(
+        default=(),
+        description="litellm model strings behind every writing role (--model, repeatable: "
+        "with several the bandit picks per call; a string is one model; HIPEVOLVE_MODEL when "
+        "neither the flags nor the file set it); none: offline")
     roles: dict[Role, tuple[str, ...]] = Field(
         default_factory=dict,
         description="role -> litellm model strings, instead of `model` for that role (several: "
@@ -265,14 +276,26 @@ class ModelSettings(Section):
     temperature: float | None = Field(
         default=None, ge=0, description="sampling temperature; unset: the provider's default")
 
+    @field_validator("model", mode="before")
     @classmethod
-    def for_model(cls, model: str, **kw: Any) -> ModelSettings:
-        """One model behind every writing role (what `--model M` means)."""
-        return cls(model=model, **kw)
+    def _models_listed(cls, value: Any) -> Any:
+        """One string is one model; a list keeps its first mention of each, in order."""
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list | tuple):
+            return tuple(dict.fromkeys(value))
+        return value
+
+    @classmethod
+    def for_model(cls, *models: str, **kw: Any) -> ModelSettings:
+        """These models behind every writing role (what `--model M [--model N]` means)."""
+        return cls(model=models, **kw)
 
     def role_models(self) -> dict[str, tuple[str, ...]]:
         """role -> the models behind it; a role not here (or with none) runs offline."""
-        every = {r: (self.model,) for r in WRITING_ROLES} if self.model else {}
+        every = {r: self.model for r in WRITING_ROLES} if self.model else {}
         return {**every, **self.roles}
 
     def models(self) -> tuple[str, ...]:

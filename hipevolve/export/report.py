@@ -362,8 +362,16 @@ def llm_section(archive: Archive, run: int) -> str:
             for r in archive.llm_usage_by_role(run)]  # fmt: skip
     body.append(("<b>all</b>", "", str(usage.calls), str(usage.tokens_in), str(usage.tokens_out),
                  f"<b>${usage.cost_usd:.4f}</b>", ""))  # fmt: skip
-    return _table(("role", "model", "calls", "tokens in", "tokens out", "cost", "latency (s)"),
-                  body, left=2)  # fmt: skip
+    roles = _table(("role", "model", "calls", "tokens in", "tokens out", "cost", "latency (s)"),
+                   body, left=2)  # fmt: skip
+    per_model = [(e(m.model), str(m.calls), str(m.tokens_in), str(m.tokens_out),
+                  f"${m.cost_usd:.4f}", str(m.children), str(m.improved))
+                 for m in archive.llm_usage_by_model(run)]  # fmt: skip
+    models = _table(("model", "calls", "tokens in", "tokens out", "cost", "children",
+                     "beat their parent"), per_model, left=1)  # fmt: skip
+    return (f"{roles}<h3>Per model</h3>{models}"
+            '<p class="legend">children: evaluated candidates the model wrote; beat their '
+            "parent: of those, the ones fitter than their fittest parent.</p>")
 
 
 # ---------------------------------------------------------------------------- the page
@@ -421,6 +429,10 @@ def build_report(archive: Archive, run: int) -> str:
     if path:
         sections += ["<h2>The best kernel</h2>", source_section(archive, path)]
     sections += ["<h2>LLM calls and cost</h2>", llm_section(archive, run)]
+    note = archive.latest_note(run)
+    if note is not None:
+        sections += [f"<h2>Run notes (after generation {note.generation})</h2>",
+                     f"<pre>{e(note.text)}</pre>"]  # fmt: skip
     title = f"hipevolve run {info.id}: {info.task}"
     return render("report.html.tmpl", {"TITLE": e(title), "BODY": "\n".join(sections)})
 

@@ -1,0 +1,277 @@
+"""The run's scratchpad: every few generations a note of what was tried and learned, built from
+the archive (the same archive gives the same note), bounded in tokens, stored in the archive's
+notes table (schema v4; a v3 archive migrates), and shown to the optimizer and the mutator."""
+
+from __future__ import annotations
+
+import html
+import random
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from agents_support import CompilingStandIn, replay_steps, replayed_run
+from llm_server import ScriptedLLMServer, Step
+from sqlite_utils import Database
+
+from hipevolve.agents import scratchpad
+from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.ensemble import Ensemble
+from hipevolve.agents.llm.tokens import count_tokens
+from hipevolve.agents.roles import mutator, optimizer
+from hipevolve.agents.state import AgentLimits
+from hipevolve.app.run_job import first_candidates
+from hipevolve.archive import schema
+from hipevolve.archive.records import Attempt
+from hipevolve.archive.store import Archive
+from hipevolve.core.config import ModelSettings
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.evolution.budget import Budget
+from hipevolve.evolution.child import Child, Proposal
+from hipevolve.evolution.islands import Elite, EvolutionSettings
+from hipevolve.evolution.recorder import Recorder
+from hipevolve.evolution.workshop import Workshop
+from hipevolve.export.report import build_report
+from hipevolve.problems import get_task
+from hipevolve.verifier.evaluators import BaseEvaluator
+
+TASK = get_task("softmax")
+SEED = first_candidates(TASK)[0].candidate
+TIMES = {256: 80.0, 512: 60.0, 128: 95.0}  # us per BLOCK; 1024 does not compile
+
+
+@pytest.fixture(autouse=True)
+def _no_real_keys(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+class ByBlock(BaseEvaluator):
+    settings_key, toolchain = "scratchpad", "stand-in"
+
+    def __call__(self, candidates):
+        out = []
+        for c in candidates:
+            block = next(b for b in (128, 256, 512, 1024) if f"#define BLOCK {b}\n" in c.hip_source)
+            if block == 1024:
+                out.append(Evaluation(status=Status.compile_error, task=TASK.name,
+                                      message="kernel.hip(40): error: too many resources\nmore"))
+                continue
+            out.append(Evaluation(status=Status.ok, task=TASK.name, cases=(
+                CaseResult(case="rows", correct=True, time_us=TIMES[block], ref_time_us=100.0),)))
+        return out
+
+
+def variant(block: int):
+    return SEED.model_copy(update={"hip_source": SEED.hip_source.replace(
+        "#define BLOCK 256", f"#define BLOCK {block}")})  # fmt: skip
+
+
+IDEAS = {512: "wider blocks hide the exp latency", 1024: "even wider blocks",
+         128: "narrower blocks for more waves"}  # fmt: skip
+
+
+def run_with_children(archive: Archive, generation: int = 5) -> tuple[Workshop, int]:
+    """A run whose seed has three children: one faster, one that does not compile, one slower."""
+    run = archive.start_run(TASK, EvolutionSettings(), 0, 10)
+    recorder = Recorder(archive, run, ByBlock())
+    seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
+    recorder.record(seed_id, ByBlock()([SEED])[0])
+    workshop = Workshop(TASK, recorder, 1, Budget(10))
+    for block, idea in IDEAS.items():
+        workshop.evaluate(Child(candidate=variant(block), island=0, parents=(seed_id,),
+                                agent="mutator", model="openai/x",
+                                attempt=Attempt(idea=idea)))  # fmt: skip
+    return Workshop(TASK, recorder, generation, Budget(10)), seed_id
+
+
+def context(workshop: Workshop | None, ensemble: Ensemble | None = None, **limits) -> AgentContext:
+    return AgentContext(task=TASK, workshop=workshop, limits=AgentLimits(**limits),  # type: ignore[arg-type]
+                        ensemble=ensemble, rng=random.Random(0))  # fmt: skip
+
+
+def test_the_note_says_what_beat_its_parent_where_what_failed_and_why(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, _ = run_with_children(archive)
+        note = scratchpad.build_note(archive, workshop.run, 5, max_tokens=400)
+        again = scratchpad.build_note(archive, workshop.run, 5, max_tokens=400)
+    assert note == again  # built from the archive alone: the same archive, the same note
+    lines = note.splitlines()
+    assert lines[0].startswith("After generation 5: 4 candidates evaluated, 3 correct.")
+    beat = next(i for i, line in enumerate(lines) if line.startswith("Beat their parent (1"))
+    assert "wider blocks hide the exp latency -> fitness 1.667 from 1.250 (+33.3%)" in lines[beat + 1]
+    assert "faster on rows 1.25x->1.67x" in lines[beat + 1]
+    assert any("narrower blocks for more waves -> fitness 1.053 against its parent's 1.250" in line
+               for line in lines)  # fmt: skip
+    assert any(line.startswith("- compile_error x1") and "even wider blocks -> kernel.hip(40): "
+               "error: too many resources" in line for line in lines)  # fmt: skip
+
+
+def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        run = archive.start_run(TASK, EvolutionSettings(), 0, 10)
+        recorder = Recorder(archive, run, ByBlock())
+        seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
+        recorder.record(seed_id, ByBlock()([SEED])[0])
+        Workshop(TASK, recorder, 1, Budget(10)).evaluate(
+            Child(candidate=variant(512), island=0, parents=(seed_id,), agent="offline-mutator"))
+        note = scratchpad.build_note(archive, run, 5, max_tokens=400)
+    assert "(generation 1, offline-mutator): tunables BLOCK 256->512 -> fitness 1.667" in note
+
+
+def test_the_note_is_stored_once_per_due_generation_and_shown_in_both_prompts(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, seed_id = run_with_children(archive, generation=5)
+        ctx = context(workshop, scratchpad_every=5)
+        written = scratchpad.write_note(ctx)
+        assert written and scratchpad.write_note(ctx) is None  # not twice for one generation
+        assert scratchpad.write_note(context(run_with_children(archive, 4)[0])) is None  # not due
+        note = archive.latest_note(workshop.run)
+        parent = Elite(candidate_id=seed_id, fitness=1.25, source_hash=SEED.source_hash, cell=())
+        state = {"proposal": Proposal(island=0, parent=parent), "parent": SEED,
+                 "parent_evaluation": None, "diagnosis": "latency", "idea": "x"}  # fmt: skip
+        prompts = [mutator.prompt(ctx, state, "(none)"), optimizer.prompt(ctx, state, "(none)")]
+    assert note is not None and note.generation == 5 and note.text == written and note.author == ""
+    for text in prompts:
+        shown = text.split("## Run notes (the run's scratchpad: what it has tried and learned "
+                           "so far)\n", 1)[1]  # fmt: skip
+        assert shown.startswith(f"(written after generation 5)\n{written}\n")
+
+
+def test_a_prompt_before_any_note_says_when_notes_come():
+    assert scratchpad.notes(context(None)) == "(none yet: the run writes its notes every 5 generations)"
+    assert "never" in scratchpad.notes(context(None, scratchpad_every=0))
+
+
+def test_the_note_stays_within_its_token_bound_keeping_the_gains_first(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        run = archive.start_run(TASK, EvolutionSettings(), 0, 200)
+        recorder = Recorder(archive, run, ByBlock())
+        seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
+        recorder.record(seed_id, ByBlock()([SEED])[0])
+        workshop = Workshop(TASK, recorder, 1, Budget(200))
+        for i in range(40):  # 40 distinct children, each with a long idea
+            block = (512, 128, 1024)[i % 3]
+            child = variant(block).model_copy(update={"hip_source": variant(block).hip_source
+                                                      + f"\n#define VARIANT_{i} 1\n"})  # fmt: skip
+            workshop.evaluate(Child(candidate=child, island=i % 4, parents=(seed_id,),
+                                    agent="mutator", attempt=Attempt(
+                                        idea=f"idea {i}: " + "restructure the reduction " * 20)))
+        full = scratchpad.build_note(archive, run, 10, max_tokens=4000)
+        short = scratchpad.build_note(archive, run, 10, max_tokens=150)
+    assert count_tokens(full) > 150
+    assert count_tokens(short) <= 150
+    assert short.startswith("After generation 10: 41 candidates evaluated")
+    assert "Beat their parent (14" in short  # the gains are the last to go
+
+
+def test_a_model_condenses_the_note_when_asked_and_the_archives_note_stands_when_it_fails(tmp_path):
+    steps = [Step.ok("- BLOCK 512 paid off on rows; BLOCK 1024 does not compile.",
+                     expect="# Role: scratchpad"), Step.server_error(400)]  # fmt: skip
+    with ScriptedLLMServer(steps) as server, Archive.open(tmp_path / "a.db") as archive:
+        models = ModelSettings.for_model("openai/noter", api_base=server.api_base, max_retries=0)
+        ensemble = Ensemble(models)
+        workshop, _ = run_with_children(archive, generation=5)
+        written = scratchpad.write_note(context(workshop, ensemble, scratchpad_writer="model"))
+        by_model = archive.latest_note(workshop.run)
+        later = Workshop(TASK, workshop._recorder, 10, Budget(10))
+        fallback = scratchpad.write_note(context(later, ensemble, scratchpad_writer="model"))
+        stored = archive.latest_note(workshop.run)
+        facts = server.requests[0].body["messages"][-1]["content"]
+    assert written == "- BLOCK 512 paid off on rows; BLOCK 1024 does not compile."
+    assert by_model.author == "openai/noter"
+    assert "## What the run has tried\nAfter generation 5:" in facts
+    assert fallback.startswith("After generation 10:")  # the failed call: the archive's note
+    assert stored.generation == 10 and stored.text == fallback and stored.author == ""
+
+
+def test_the_graphs_prompts_carry_the_runs_notes(tmp_path):
+    evaluate = CompilingStandIn(tmp_path / "cache", build=False)
+    with ScriptedLLMServer(replay_steps()) as server, Archive.open(tmp_path / "a.db") as archive:
+        summary = replayed_run(archive, evaluate, server.api_base,
+                               limits={"audit_rechecks": 0, "scratchpad_every": 2})  # fmt: skip
+        notes = archive.db.execute("SELECT generation, text FROM notes WHERE run = ?",
+                                   [summary.run]).fetchall()  # fmt: skip
+        sent = [r.body["messages"][-1]["content"] for r in server.requests]
+        page = build_report(archive, summary.run)
+        latest = archive.latest_note(summary.run)
+    assert notes and notes[0][0] == 2 and notes[0][1].startswith("After generation 2:")
+    assert f"<h2>Run notes (after generation {latest.generation})</h2>" in page
+    assert html.escape(latest.text).splitlines()[0] in page
+    shown = [p for p in sent if p.startswith(("# Role: mutator", "# Role: optimizer"))
+             and f"(written after generation 2)\n{notes[0][1]}\n" in p]  # fmt: skip
+    assert shown, "no optimizer or mutator prompt showed the note"
+
+
+def _columns(path) -> dict[str, list[str]]:
+    conn = sqlite3.connect(path)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    out = {t: sorted(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+    conn.close()
+    return out
+
+
+def test_a_v3_archive_migrates_to_v4_keeping_its_attempts_and_takes_notes(tmp_path):
+    old = tmp_path / "v3.db"
+    db = Database(old)
+    for step in schema.MIGRATIONS[:3]:  # the schema as hipevolve wrote it before notes
+        step(db)
+    db["meta"].insert_all([{"key": "app", "value": schema.MARKER},
+                           {"key": "schema_version", "value": "3"},
+                           {"key": "created", "value": "long ago"}])  # fmt: skip
+    db["tasks"].insert({"name": TASK.name, "spec": TASK.model_dump_json()})
+    db["runs"].insert({"id": 1, "task": TASK.name, "settings": "{}", "seed": 0, "budget": 4,
+                       "status": "interrupted", "started": "t0"})  # fmt: skip
+    db["candidates"].insert({"id": 1, "run": 1, "source_hash": SEED.source_hash,
+                             "format": SEED.format, "python_source": SEED.python_source,
+                             "hip_source": SEED.hip_source, "agent": "mutator", "created": "t0"})
+    db["attempts"].insert({"candidate": 1, "idea": "kept", "diagnosis": "", "reply": ""})
+    db.conn.commit()
+    db.close()
+    with Archive.open(old) as archive:
+        assert schema.stored_version(archive.db) == schema.SCHEMA_VERSION == 4
+        assert archive.candidate(1).candidate.hip_source == SEED.hip_source
+        assert archive.db.execute("SELECT idea FROM attempts WHERE candidate = 1").fetchone()[0] == "kept"
+        assert archive.latest_note(1) is None
+        archive.resume(1)
+        assert archive.add_note(1, 5, "after five") and not archive.add_note(1, 5, "again")
+        assert archive.latest_note(1).text == "after five"
+        created = dict(archive.db.execute("SELECT key, value FROM meta").fetchall())["created"]
+    assert created == "long ago"
+    Archive.open(tmp_path / "new.db").close()
+    assert _columns(old) == _columns(tmp_path / "new.db")
+
+
+def evolve(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hipevolve", *args], capture_output=True,
+                          text=True, timeout=600, cwd=cwd)  # fmt: skip
+
+
+def test_prompts_show_with_a_run_shows_its_notes_and_attempts(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, _ = run_with_children(archive, generation=5)
+        written = scratchpad.write_note(context(workshop, scratchpad_every=5))
+    shown = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static",
+                   "--archive", str(tmp_path / "a.db"), "--run", str(workshop.run), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"## Run notes (the run's scratchpad: what it has tried and learned so far)\n" \
+           f"(written after generation 5)\n{written}\n" in shown.stdout
+    assert "wider blocks hide the exp latency -> ok, fitness 1.667" in shown.stdout  # attempts
+    fresh = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static",
+                   cwd=tmp_path)  # fmt: skip
+    assert "(none yet: the run writes its notes every 5 generations)" in fresh.stdout
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--archive", "a.db"], "--archive and --run go together"),
+    (["--archive", "a.db", "--run", "7"], "no run 7 in"),
+    (["--archive", "missing.db", "--run", "1"], "missing.db"),
+])  # fmt: skip
+def test_prompts_show_with_a_bad_run_says_so_in_one_line(tmp_path, args, says):
+    with Archive.open(tmp_path / "a.db") as archive:
+        run_with_children(archive)
+    out = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static", *args,
+                 cwd=tmp_path)  # fmt: skip
+    line = out.stderr.strip()
+    assert out.returncode == 2 and line.startswith("error: ") and "\n" not in line, out.stderr
+    assert says in line
