@@ -12,6 +12,7 @@ as Ray tasks and actors.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -221,6 +222,32 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
                         flags=(*flags, static.note) if static.note else flags)
     return Prepared(candidate=candidate, library=built.library if built else None,
                     static=static.facts, flags=flags)
+
+
+def machine_digest(candidate: Candidate, settings: VerifierSettings, backend: str) -> str | None:
+    """The build stage's digest of what a native candidate runs on `backend` (cuda or rocm):
+    its library's device code, normalised (verifier/build/machine_code.py), and its model.py,
+    normalised (comments, docstrings and spacing gone). None where there is none: another
+    format or backend, a screen refusal, a failed build, device code that cannot be read.
+    The library stays in the compile cache, so a later prepare of the candidate finds it."""
+    from hipevolve.core.candidate import normalize_python
+    from hipevolve.verifier.build.backends import compiler_for
+    from hipevolve.verifier.build.machine_code import library_digest
+
+    if candidate.format != "native" or backend not in ("cuda", "rocm"):
+        return None
+    if not screen(candidate).passed:
+        return None
+    built = build(candidate.hip_source, compiler_for(backend), settings.cache_dir,
+                  timeout_s=settings.compile_timeout_s,
+                  max_object_bytes=settings.max_object_bytes)  # fmt: skip
+    if not built.ok or built.library is None:
+        return None
+    device = library_digest(built.library, backend)
+    if device is None:
+        return None
+    model = hashlib.sha256(normalize_python(candidate.python_source).encode()).hexdigest()
+    return f"{backend}:{device}:{model}"
 
 
 def _kernelbench_static(candidate: Candidate, settings: VerifierSettings, finished) -> Prepared:
