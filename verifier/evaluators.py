@@ -126,12 +126,16 @@ class PipelineEvaluator:
 
     def digests(self, candidates: list[Candidate]) -> list[str | None]:
         """Built on the CPU stages' threads (the compile cache keeps each library for the
-        evaluation that may follow): pipeline.machine_digest."""
+        evaluation that may follow): pipeline.machine_digest; None for each on the static
+        backend, which runs nothing."""
+        from hipevolve.verifier.build.backends import compiler_for
         from hipevolve.verifier.pipeline import cpu_pool, machine_digest
 
+        if self.backend not in ("cuda", "rocm"):
+            return [None] * len(candidates)
+        compiler = compiler_for(self.backend)
         pool = cpu_pool(self.settings.compile_jobs or None)
-        return list(pool.map(lambda c: machine_digest(c, self.settings, self.backend),
-                             candidates))  # fmt: skip
+        return list(pool.map(lambda c: machine_digest(c, self.settings, compiler), candidates))
 
     def _started(self):
         from hipevolve.verifier.gpu.slots import Slots

@@ -33,6 +33,7 @@ from hipevolve.core.hardware import H200, MI300X
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.verifier.build.compile import (
     BuildResult,
+    Compiler,
     build,
     cache_key,
     cached_build,
@@ -224,30 +225,31 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
                     static=static.facts, flags=flags)
 
 
-def machine_digest(candidate: Candidate, settings: VerifierSettings, backend: str) -> str | None:
-    """The build stage's digest of what a native candidate runs on `backend` (cuda or rocm):
-    its library's device code, normalised (verifier/build/machine_code.py), and its model.py,
-    normalised (comments, docstrings and spacing gone). None where there is none: another
-    format or backend, a screen refusal, a failed build, device code that cannot be read.
-    The library stays in the compile cache, so a later prepare of the candidate finds it."""
+def machine_digest(candidate: Candidate, settings: VerifierSettings,
+                   compiler: Compiler) -> str | None:
+    """The build stage's digest of what a native candidate runs when `compiler` (the cuda or
+    rocm backend's) builds it: its library's device and host code, normalised
+    (verifier/build/machine_code.py), and its model.py, normalised (comments, docstrings and
+    spacing gone). None where there is none: another format, a screen refusal, a failed
+    build, code this module cannot read. The library stays in the compile cache, so the
+    candidate's prepare, if it is evaluated, finds it built."""
     from hipevolve.core.candidate import normalize_python
-    from hipevolve.verifier.build.backends import compiler_for
     from hipevolve.verifier.build.machine_code import library_digest
 
-    if candidate.format != "native" or backend not in ("cuda", "rocm"):
+    if candidate.format != "native" or candidate.hip_source is None:
         return None
     if not screen(candidate).passed:
         return None
-    built = build(candidate.hip_source, compiler_for(backend), settings.cache_dir,
+    built = build(candidate.hip_source, compiler, settings.cache_dir,
                   timeout_s=settings.compile_timeout_s,
                   max_object_bytes=settings.max_object_bytes)  # fmt: skip
     if not built.ok or built.library is None:
         return None
-    device = library_digest(built.library, backend)
+    device = library_digest(built.library, compiler.name)
     if device is None:
         return None
     model = hashlib.sha256(normalize_python(candidate.python_source).encode()).hexdigest()
-    return f"{backend}:{device}:{model}"
+    return f"{compiler.name}:{device}:{model}"
 
 
 def _kernelbench_static(candidate: Candidate, settings: VerifierSettings, finished) -> Prepared:
