@@ -127,3 +127,30 @@ def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator
         assert cid not in elites  # never crowned over its original
     assert best is not None and best.candidate_id not in copies
     assert "2 machine-code copies answered without a GPU run" in summary.message
+
+
+def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_evaluator(tmp_path):
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.evolution.budget import Budget
+    from hipevolve.evolution.child import Child
+    from hipevolve.evolution.recorder import Recorder
+    from hipevolve.evolution.workshop import Workshop
+
+    task = _task(tmp_path)
+    seed = load_candidate(task.seeds[0])
+    inert = seed.model_copy(update={"hip_source": KERNEL.replace(
+        "#define AMD_WAVES 1", "#define AMD_WAVES 2")})  # fmt: skip
+    log = tmp_path / "sent.log"
+    evaluator = BuildingStandIn(log, tmp_path / "cache")
+    with Archive.open(tmp_path / "run.db") as archive:
+        run = archive.start_run(task, EvolutionSettings(), 0, 10)
+        budget = Budget(10)
+        workshop = Workshop(task, Recorder(archive, run, evaluator), 1, budget)
+        first, original = workshop.evaluate(Child(candidate=seed, island=0))
+        second, copied = workshop.evaluate(Child(candidate=inert, island=0, parents=(first,)))
+        # a fresh Recorder (a resumed run) knows the digests from the archive's events
+        assert Recorder(archive, run, evaluator).twins == {evaluator.digests([seed])[0]: first}
+    assert second != first and copy_of(copied) == first and copy_of(original) is None
+    assert copied.fitness == original.fitness
+    assert logged(log) == [seed.source_hash]
+    assert workshop.evaluations == 1 and budget.spent == 2  # the copy spent budget, no GPU
