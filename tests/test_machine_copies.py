@@ -7,6 +7,9 @@ logs what it was sent), except that its digests are real: pipeline.machine_diges
 candidate with nvcc for sm_90, as the cuda backend does, and reads the library's device and host
 code. The seed declares BLOCK (read on every platform) and AMD_WAVES (read only under
 __HIP_PLATFORM_AMD__): four configurations, two machine codes on sm_90.
+
+On a GPU (marked): the same search through the production evaluator (the verifier pipeline,
+judges and all), on the stand-in task y = 2x that the kernel computes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from standin import MODEL, StandIn, logged
+from standin import MODEL, TASK_NAME, StandIn, logged, write_task_folder
 
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import Candidate
@@ -154,3 +157,26 @@ def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_ev
     assert copied.fitness == original.fitness
     assert logged(log) == [seed.source_hash]
     assert workshop.evaluations == 1 and budget.spent == 2  # the copy spent budget, no GPU
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_pipeline_sends_one_candidate_per_machine_code_to_the_judges(tmp_path):
+    from hipevolve.app.run_job import first_candidates
+    from hipevolve.verifier.evaluators import pipeline_evaluator
+
+    folder = write_task_folder(tmp_path) / TASK_NAME
+    (folder / "seeds" / "scale" / "kernel.hip").write_text(KERNEL)
+    task = load_task_folder(folder, "user")
+    evaluator = pipeline_evaluator(
+        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto")
+    with Archive.open(tmp_path / "gpu.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2, lag=1), evaluator,
+                                first=first_candidates(task), budget=10, seed=0)  # fmt: skip
+        evaluator.close()
+        evaluations = {c: archive.evaluation_of(c) for c in archive.candidate_ids(summary.run)}
+    assert len(evaluations) == 4, evaluations
+    assert all(e is not None and e.ok for e in evaluations.values()), evaluations
+    copies = {cid for cid, e in evaluations.items() if copy_of(e) is not None}
+    # on NVIDIA AMD_WAVES is inert: two machine codes; on an AMD GPU all four differ
+    assert len(copies) == (2 if evaluator.backend == "cuda" else 0), summary.message
+    assert summary.progress.best_candidate not in copies
