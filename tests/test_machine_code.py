@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 from gdn_seed_support import PREFILL_SEED, source_of, with_define
+from standin import KERNEL, MODEL
 
 from hipevolve.core.candidate import Candidate, load_candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.verifier.build.compile import Compiler, build
 from hipevolve.verifier.build.machine_code import library_digest
-from hipevolve.verifier.pipeline import machine_digest
+from hipevolve.verifier.pipeline import _failed_build, machine_digest
 
 SEED = source_of(PREFILL_SEED)
 VARIANTS = {
@@ -106,13 +107,17 @@ def test_model_py_is_part_of_the_digest_but_its_comments_are_not(tmp_path):
     assert digests[0] is not None and digests[0] == digests[1] != digests[2]
 
 
-def test_a_candidate_that_does_not_build_has_no_digest(tmp_path):
+def test_a_candidate_that_does_not_build_has_no_digest_and_is_compiled_once(tmp_path):
     compiler = _nvcc()
     if compiler is None:
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
-    broken = Candidate(format="native", name="broken", python_source="import torch\n",
-                       hip_source="#include <hip/hip_runtime.h>\nint broken(")  # fmt: skip
+    broken = Candidate(format="native", name="broken", python_source=MODEL,
+                       hip_source=KERNEL.replace("2.0f * x", "2.0f * undeclared"))  # fmt: skip
     assert machine_digest(broken, VerifierSettings(cache_dir=tmp_path), compiler) is None
+    # prepare (the evaluation that follows) takes the failure instead of compiling again
+    failed = _failed_build(broken.hip_source, compiler)
+    assert failed is not None and not failed.ok and "error" in failed.log
+    assert _failed_build(broken.hip_source, compiler) is None  # handed over once
 
 
 @pytest.mark.rocm_build

@@ -199,9 +199,10 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     if compiler is not None and built is None:
-        built = build(candidate.hip_source, compiler, settings.cache_dir,
-                      timeout_s=settings.compile_timeout_s,
-                      max_object_bytes=settings.max_object_bytes)  # fmt: skip
+        built = _failed_build(candidate.hip_source, compiler) or build(
+            candidate.hip_source, compiler, settings.cache_dir,
+            timeout_s=settings.compile_timeout_s,
+            max_object_bytes=settings.max_object_bytes)  # fmt: skip
     if static is None:
         static = static_analysis(candidate.hip_source, settings)
     if built is not None and built.hacked:
@@ -225,6 +226,17 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
                     static=static.facts, flags=flags)
 
 
+_FAILED: dict[str, BuildResult] = {}  # failed builds machine_digest saw, by cache key (oldest first)
+_FAILED_LOCK = threading.Lock()
+
+
+def _failed_build(source: str, compiler: Compiler) -> BuildResult | None:
+    """The failure machine_digest met building this source, once: a candidate that does not
+    compile is compiled one time, not once for its digest and again for its evaluation."""
+    with _FAILED_LOCK:
+        return _FAILED.pop(cache_key(source, compiler.argv, compiler.toolchain), None)
+
+
 def machine_digest(candidate: Candidate, settings: VerifierSettings,
                    compiler: Compiler) -> str | None:
     """The build stage's digest of what a native candidate runs when `compiler` (the cuda or
@@ -244,6 +256,10 @@ def machine_digest(candidate: Candidate, settings: VerifierSettings,
                   timeout_s=settings.compile_timeout_s,
                   max_object_bytes=settings.max_object_bytes)  # fmt: skip
     if not built.ok or built.library is None:
+        with _FAILED_LOCK:  # the cache keeps no failure: prepare reports this one, not again
+            _FAILED[built.key] = built
+            while len(_FAILED) > 256:
+                _FAILED.pop(next(iter(_FAILED)))
         return None
     device = library_digest(built.library, compiler.name)
     if device is None:
