@@ -7,9 +7,11 @@ What differs between two builds of code that compiles alike, and is removed here
   (static functions, anonymous namespaces), which nvcc draws per compile;
 - clang's compilation-unit id (`__hip_cuid_<hex>`), and the build folder's path;
 - debug sections (-lineinfo's line tables: they hash the source, comments included), the ELF
-  build-id and other notes.
+  build-id and other notes;
+- string and hash tables and the dynamic section, which an id's length (clang's cuid drops
+  leading zeros) shifts: symbols are read as entries, each with its name normalised.
 What is kept: every other section of each device ELF (code, constant banks, kernel info and
-descriptors, symbol and string tables with the names normalised), in order; and the host code
+descriptors, the symbol tables as entries), in order; and the host code
 and data of the library itself (.text, .rodata, .data, .data.rel.ro): a tunable the launchers
 read (a grid size, which of two compiled kernels to launch) changes only those. A build folder's
 name has the same length every time (compile.build), so host code that is the same does not
@@ -41,15 +43,11 @@ _DEBUG = (".debug", ".rela.debug", ".rel.debug", ".nv_debug", ".note")
 _HOST = (".text", ".rodata", ".data", ".data.rel.ro")
 
 
-def _normalise(data: bytes, build_dir: str) -> bytes:
-    """Module and unit ids replaced by a fixed marker of their own length; the build path gone."""
-    data = _IDS.sub(lambda m: m.group(1) + b"#" * (len(m.group(0)) - len(m.group(1))), data)
+def _normalise(data: bytes, build_dir: str = "") -> bytes:
+    """Module and unit ids collapsed to a marker (clang's cuid varies in length); the build
+    path gone."""
+    data = _IDS.sub(lambda m: m.group(1) + b"#", data)
     return data.replace(build_dir.encode(), b"<build>") if build_dir else data
-
-
-def _name(name: bytes) -> bytes:
-    """A symbol or section name with its ids collapsed (clang's cuid varies in length)."""
-    return _IDS.sub(lambda m: m.group(1) + b"#", name)
 
 
 def _symbols(table: bytes, strings: bytes) -> bytes:
@@ -59,7 +57,7 @@ def _symbols(table: bytes, strings: bytes) -> bytes:
     for pos in range(0, len(table) - 23, 24):
         name, info, other, shndx, value, size = struct.unpack_from("<IBBHQQ", table, pos)
         text = strings[name : strings.find(b"\0", name)] if name < len(strings) else b""
-        out.append(_name(text) + struct.pack("<BBHQQ", info, other, shndx, value, size))
+        out.append(_normalise(text) + struct.pack("<BBHQQ", info, other, shndx, value, size))
     return b"\1".join(out)
 
 
@@ -86,7 +84,7 @@ def _device_elf_digest(elf: bytes, h, build_dir: str) -> None:
             continue
         if sh_type in (_SHT_SYMTAB, _SHT_DYNSYM) and link < len(sections):
             contents = _symbols(contents, sections[link][3])
-        h.update(_name(name.encode()) + b"\0" + str(sh_type).encode() + b"\0")
+        h.update(_normalise(name.encode()) + b"\0" + str(sh_type).encode() + b"\0")
         h.update(hashlib.sha256(_normalise(contents, build_dir)).digest())
 
 
