@@ -183,6 +183,9 @@ class Timed:
     def close(self) -> None:
         self.inner.close()
 
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        return self.inner.digests(candidates)
+
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
         start = time.monotonic()
         try:

@@ -202,6 +202,9 @@ class Remembering:
     def close(self) -> None:
         self.inner.close()
 
+    def digests(self, candidates: list) -> list:
+        return self.inner.digests(candidates)
+
     def __call__(self, candidates: list) -> list:
         todo = [c for c in candidates if c.source_hash not in self.known]
         for c, e in zip(todo, self.inner(todo) if todo else [], strict=True):

@@ -38,7 +38,7 @@ from hipevolve.evolution.islands import (
 )
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
-from hipevolve.evolution.recorder import Recorder
+from hipevolve.evolution.recorder import Recorder, copy_of
 from hipevolve.evolution.referee import Referee
 from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.workshop import Workshop
@@ -93,6 +93,9 @@ class Staged(BaseModel):
     ids: list[tuple[int, int]] = Field(description="(candidate, island), in candidate order")
     done: dict[int, Evaluation | None] = Field(description="evaluations the archive had")
     pending: list[int] = Field(description="candidates the evaluator scores, in this order")
+    copies: dict[int, int] = Field(
+        default_factory=dict, description="machine-code copy -> the candidate whose result it "
+        "takes (evolution/recorder.py), recorded once the original's is")  # fmt: skip
     candidates: list[Candidate]
 
 
@@ -249,8 +252,9 @@ class Search:
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
         pending = self.recorder.from_cache([cid for cid, _ in ids if done[cid] is None], done)
+        pending, copies = self.recorder.copies(pending, ordered=self.policy is None)
         self.recorder.dispatch(pending)
-        return Staged(generation=generation, ids=ids, done=done, pending=pending,
+        return Staged(generation=generation, ids=ids, done=done, pending=pending, copies=copies,
                        candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
 
     def evaluated(self, staged: Staged) -> tuple[Staged, list[Evaluation]]:
@@ -278,6 +282,8 @@ class Search:
         done = dict(staged.done)
         for cid, evaluation in zip(staged.pending, results, strict=True):
             done[cid] = self.recorder.record(cid, evaluation)
+        for cid, original in staged.copies.items():
+            done[cid] = self.recorder.record_copy(cid, original)
         self.recorder.add_evaluated(len(staged.pending))
         return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
 
@@ -305,8 +311,8 @@ class Search:
         head: evolution/referee.py)."""
         updated = list(islands)
         for cid, island_id, evaluation in results:
-            if not evaluation.ok:
-                continue
+            if not evaluation.ok or copy_of(evaluation) is not None:
+                continue  # a machine-code copy: its original stands for it
             elite = Elite(
                 candidate_id=cid,
                 fitness=evaluation.fitness,
@@ -382,6 +388,8 @@ class Search:
         duels, kept = self.referee.spent, self.referee.unspent_reserve()
         notes = [f"{duels} in head-to-heads"] if duels else []
         notes += [f"{kept} kept for a confirmation that was not needed"] if kept else []
+        copies = len(self.archive.events(self.run, "machine_copy"))
+        notes += [f"{copies} machine-code copies answered without a GPU run"] if copies else []
         done = f"{progress.evaluations + duels} of {self.budget} evaluations" + (
             f" ({'; '.join(notes)})" if notes else "")
         messages = {

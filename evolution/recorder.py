@@ -7,6 +7,16 @@ policy (evolution/workshop.py Workshop, one child at a time) both go through one
 child reaches the archive one way, whoever wrote it, and the session's evaluations are counted
 in one place. It decides nothing (admission is the Budget's, order the loop's) and locks nothing
 (the Workshop serialises its callers; the loop calls it from its own thread only).
+
+Machine-code copies (issue 33). Code that differs from an evaluated candidate's only where the
+target's compiler does not look (an AMD-only `#define` on NVIDIA) builds to the same machine
+code: the evaluator's `digests` says so from the build stage, and such a candidate is answered
+from the first one's evaluation, marked as a copy (COPY_FLAG), with no GPU evaluation. Copies
+still spend the budget: the budget stays a count of distinct sources the verifier answered (a
+pure function of the archive, which a resumed run replays), and a policy that keeps rewriting
+inert knobs stays bounded by it; what a copy saves is the GPU time, and the noise of a second
+timing that could crown a copy over its original. The digest of each candidate sent to the
+evaluator is logged (event `machine_code`), so a resumed run knows them too.
 """
 
 from __future__ import annotations
@@ -19,6 +29,16 @@ from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.child import Child
 from hipevolve.verifier.evaluators import Evaluator
 
+COPY_FLAG = "machine-code copy of candidate "  # + the original's id: not run, its result reused
+
+
+def copy_of(evaluation: Evaluation) -> int | None:
+    """The candidate whose evaluation this one copies (a machine-code copy), else None."""
+    for flag in evaluation.flags:
+        if flag.startswith(COPY_FLAG):
+            return int(flag[len(COPY_FLAG) :].split()[0])
+    return None
+
 
 class Recorder:
     """A run's archive writes for its candidates, and the code of those it has seen."""
@@ -29,6 +49,10 @@ class Recorder:
         self.evaluated_here = 0  # evaluations the evaluator ran in this session
         # the run's baseline as the denominator of every speedup (evolution/referee.py)
         self.rebase: Callable[[Evaluation], Evaluation] = lambda evaluation: evaluation
+        # machine-code digest -> the candidate first sent to the evaluator with it
+        self.twins: dict[str, int] = {
+            e.data["digest"]: int(e.data["candidate"])
+            for e in reversed(archive.events(run, "machine_code"))}  # fmt: skip
 
     def source(self, candidate_id: int) -> Candidate:
         """The candidate's code, read from the archive once."""
@@ -74,6 +98,41 @@ class Recorder:
             else:
                 done[cid] = self.record(cid, cached)
         return rest
+
+    def copies(self, ids: Sequence[int], *, ordered: bool,
+               digests: Sequence[str | None] | None = None) -> tuple[list[int], dict[int, int]]:
+        """Splits `ids` (to be evaluated, in order) into those the evaluator must run and the
+        machine-code copies of earlier ones: (ids to run, {copy: original}). ordered: every
+        original staged before is recorded before these ids complete (the offline loop, one
+        thread, generations completed in order); otherwise an original counts only once its
+        evaluation is recorded or when it is in `ids` itself. `digests`: the evaluator's for
+        `ids`, where the caller asked for them already (outside its lock: they build)."""
+        run, copies = [], {}
+        if digests is None:
+            digests = self.evaluate.digests([self.sources[cid] for cid in ids]) if ids else []
+        for cid, digest in zip(ids, digests, strict=True):
+            original = self.twins.get(digest) if digest is not None else None
+            usable = original is not None and (
+                ordered or original in run or self.archive.evaluation_of(original) is not None)
+            if usable and original != cid:
+                copies[cid] = original  # type: ignore[assignment]
+                continue
+            if digest is not None and original is None:
+                self.twins[digest] = cid
+                self.archive.log_event(self.run, "machine_code",
+                                       {"candidate": cid, "digest": digest})  # fmt: skip
+            run.append(cid)
+        return run, copies
+
+    def record_copy(self, cid: int, original: int) -> Evaluation:
+        """Records the original's evaluation as the copy's, flagged as a copy (never run)."""
+        found = self.archive.evaluation_of(original)
+        if found is None:
+            raise RuntimeError(f"candidate {original} has no evaluation to copy for {cid}")
+        note = (f"{COPY_FLAG}{original} (the same machine code on this target and the same "
+                "model.py): not run, its result reused")  # fmt: skip
+        self.archive.log_event(self.run, "machine_copy", {"candidate": cid, "original": original})
+        return self.record(cid, found.model_copy(update={"flags": (*found.flags, note)}))
 
     def dispatch(self, ids: Sequence[int]) -> None:
         """Queues the candidates and marks them in flight: a run stopped before their results

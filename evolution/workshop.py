@@ -85,6 +85,11 @@ class Workshop:
             return done
         if not self._recorder.from_cache([cid], {}):
             return self.archive.evaluation_of(cid)  # type: ignore[return-value]
+        digests = self._recorder.evaluate.digests([candidate])  # builds: outside the lock
+        with self._lock:  # a machine-code copy of an evaluated candidate: its result, no GPU
+            _, copies = self._recorder.copies([cid], ordered=False, digests=digests)
+        if copies:
+            return self._recorder.record_copy(cid, copies[cid])
         self._recorder.dispatch([cid])
         with self._slots:
             (evaluation,) = self._recorder.evaluate([candidate])

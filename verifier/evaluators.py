@@ -41,6 +41,14 @@ class Evaluator(Protocol):
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
 
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        """The build stage's word on what each candidate would run, in order: a digest of its
+        device code as built for the target (ids and paths normalised: verifier/build/
+        machine_code.py) and of its model.py, equal for two candidates that would run the same
+        machine code the same way; None where there is none (it fails the screen or the build,
+        a KernelBench file, a stand-in): the run loop then evaluates it."""
+        ...
+
     def baseline(self, trials: int) -> RunBaseline | str | None:
         """The task's reference timed alone with `trials` trials a case, on the device the
         evaluations run on (hipevolve/core/baseline.py); a line saying why it could not be;
@@ -69,6 +77,10 @@ class BaseEvaluator(ABC):
 
     @abstractmethod
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        """Nothing is built: no digests, every candidate is evaluated."""
+        return [None] * len(candidates)
 
     def baseline(self, trials: int) -> RunBaseline | str | None:
         """No reference is timed: speedups are the evaluations' own."""
@@ -111,6 +123,19 @@ class PipelineEvaluator:
         # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
         return evaluate_many(list(candidates), self.task, self.settings, self.backend,
                              slots=self._slots)  # fmt: skip
+
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        """Built on the CPU stages' threads (the compile cache keeps each library for the
+        evaluation that may follow): pipeline.machine_digest; None for each on the static
+        backend, which runs nothing."""
+        from hipevolve.verifier.build.backends import compiler_for
+        from hipevolve.verifier.pipeline import cpu_pool, machine_digest
+
+        if self.backend not in ("cuda", "rocm"):
+            return [None] * len(candidates)
+        compiler = compiler_for(self.backend)
+        pool = cpu_pool(self.settings.compile_jobs or None)
+        return list(pool.map(lambda c: machine_digest(c, self.settings, compiler), candidates))
 
     def _started(self):
         from hipevolve.verifier.gpu.slots import Slots

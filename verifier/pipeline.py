@@ -12,6 +12,7 @@ as Ray tasks and actors.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -32,6 +33,7 @@ from hipevolve.core.hardware import H200, MI300X
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.verifier.build.compile import (
     BuildResult,
+    Compiler,
     build,
     cache_key,
     cached_build,
@@ -197,9 +199,10 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     if compiler is not None and built is None:
-        built = build(candidate.hip_source, compiler, settings.cache_dir,
-                      timeout_s=settings.compile_timeout_s,
-                      max_object_bytes=settings.max_object_bytes)  # fmt: skip
+        built = _failed_build(candidate.hip_source, compiler) or build(
+            candidate.hip_source, compiler, settings.cache_dir,
+            timeout_s=settings.compile_timeout_s,
+            max_object_bytes=settings.max_object_bytes)  # fmt: skip
     if static is None:
         static = static_analysis(candidate.hip_source, settings)
     if built is not None and built.hacked:
@@ -221,6 +224,48 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
                         flags=(*flags, static.note) if static.note else flags)
     return Prepared(candidate=candidate, library=built.library if built else None,
                     static=static.facts, flags=flags)
+
+
+_FAILED: dict[str, BuildResult] = {}  # failed builds machine_digest saw, by cache key (oldest first)
+_FAILED_LOCK = threading.Lock()
+
+
+def _failed_build(source: str, compiler: Compiler) -> BuildResult | None:
+    """The failure machine_digest met building this source, once: a candidate that does not
+    compile is compiled one time, not once for its digest and again for its evaluation."""
+    with _FAILED_LOCK:
+        return _FAILED.pop(cache_key(source, compiler.argv, compiler.toolchain), None)
+
+
+def machine_digest(candidate: Candidate, settings: VerifierSettings,
+                   compiler: Compiler) -> str | None:
+    """The build stage's digest of what a native candidate runs when `compiler` (the cuda or
+    rocm backend's) builds it: its library's device and host code, normalised
+    (verifier/build/machine_code.py), and its model.py, normalised (comments, docstrings and
+    spacing gone). None where there is none: another format, a screen refusal, a failed
+    build, code this module cannot read. The library stays in the compile cache, so the
+    candidate's prepare, if it is evaluated, finds it built."""
+    from hipevolve.core.candidate import normalize_python
+    from hipevolve.verifier.build.machine_code import library_digest
+
+    if candidate.format != "native" or candidate.hip_source is None:
+        return None
+    if not screen(candidate).passed:
+        return None
+    built = build(candidate.hip_source, compiler, settings.cache_dir,
+                  timeout_s=settings.compile_timeout_s,
+                  max_object_bytes=settings.max_object_bytes)  # fmt: skip
+    if not built.ok or built.library is None:
+        with _FAILED_LOCK:  # the cache keeps no failure: prepare reports this one, not again
+            _FAILED[built.key] = built
+            while len(_FAILED) > 256:
+                _FAILED.pop(next(iter(_FAILED)))
+        return None
+    device = library_digest(built.library, compiler.name)
+    if device is None:
+        return None
+    model = hashlib.sha256(normalize_python(candidate.python_source).encode()).hexdigest()
+    return f"{compiler.name}:{device}:{model}"
 
 
 def _kernelbench_static(candidate: Candidate, settings: VerifierSettings, finished) -> Prepared:

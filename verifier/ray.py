@@ -305,6 +305,11 @@ class RayEvaluator:
         """Evaluations it runs at once: one per worker."""
         return len(self.workers)
 
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        """None for each: the libraries are built on the cluster's machines, not here, so the
+        run loop evaluates every candidate (a machine-code copy costs its GPU time on Ray)."""
+        return [None] * len(candidates)
+
     def _one_worker(self):
         """A started worker for work that must stay on one GPU (a baseline, a head-to-head);
         an actor runs its calls one at a time, so it queues behind any evaluation it has."""

@@ -1,6 +1,8 @@
-"""auditor: screens every candidate for shortcuts before GPU time, and sends surprising
-winners (above the task's suspect speedup, or a new island best) back for one evaluation on a fresh
-hidden seed. Reasons go to the archive's events: audit_reject, audit_warning, audit_review."""
+"""auditor: screens every candidate for shortcuts before GPU time, refuses a model's child that
+repeats its parent or an evaluated candidate (comments and layout aside: verifier/screen/
+same_code.py), and sends surprising winners (above the task's suspect speedup, or a new island
+best) back for one evaluation on a fresh hidden seed. Reasons go to the archive's events:
+audit_reject, audit_duplicate, audit_warning, audit_review."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from hipevolve.agents.llm.structured import parse_json_reply
 from hipevolve.agents.roles.profiler_reader import measurements_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.prompts.render import block, render, schema_text
+from hipevolve.verifier.screen.same_code import same_code
 from hipevolve.verifier.screen.screening import screen
 
 ROLE = "auditor"
@@ -52,6 +55,20 @@ def surprising(ctx: AgentContext, state: ProposalState) -> bool:
     return evaluation.fitness > threshold or (island_best > 0 and evaluation.fitness > island_best)
 
 
+def repeated(ctx: AgentContext, state: ProposalState) -> int | None:
+    """The candidate the one in hand repeats (comments and layout aside): the proposal's
+    parent, else an evaluated candidate of the run; None when it is new code."""
+    candidate, proposal = state["candidate"], state["proposal"]
+    assert candidate is not None
+    parent = proposal.parent.candidate_id if proposal.parent else None
+    if parent is not None and state.get("parent") and same_code(candidate, state["parent"]):
+        return parent
+    for cid, other in list(ctx.workshop.sources.items()):
+        if same_code(candidate, other) and ctx.workshop.evaluation_of(cid) is not None:
+            return cid
+    return None
+
+
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
     def auditor(state: ProposalState) -> dict:
         """phase screen: the static checker, before any compile; phase winner: the model's
@@ -68,6 +85,12 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
                 })  # fmt: skip
             return {"phase": "recheck"}
         assert candidate is not None
+        twin = repeated(ctx, state) if state.get("model") else None
+        if twin is not None:  # the model's reply changed nothing the compiler reads
+            message = f"identical to candidate {twin} after removing comments/whitespace"
+            ctx.log("audit_duplicate", {"candidate": candidate.source_hash, "twin": twin,
+                                        "author": state.get("author")})  # fmt: skip
+            return {"phase": "screen", "failure": Failure(kind="duplicate", message=message)}
         screening = screen(candidate)
         if screening.warnings:
             ctx.log("audit_warning", {"candidate": candidate.source_hash,

@@ -25,7 +25,8 @@ from hipevolve.prompts.render import block, render, schema_text
 
 ROLE = "repairer"
 REPAIRABLE = frozenset(
-    {"parse_error", "rejected", "compile_error", "incorrect", "runtime_error", "timeout"}
+    {"parse_error", "rejected", "duplicate", "compile_error", "incorrect", "runtime_error",
+     "timeout"}
 )
 
 
@@ -77,6 +78,7 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
 OUTCOME = {
     "parse_error": "could not be read as a candidate",
     "rejected": "was rejected before it reached a compiler",
+    "duplicate": "changed nothing but comments or layout: it was not compiled",
     "compile_error": "did not compile",
     "incorrect": "gave wrong results",
     "runtime_error": "failed when it ran",

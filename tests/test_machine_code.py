@@ -1,0 +1,135 @@
+"""The machine-code digest (verifier/build/machine_code.py, pipeline.machine_digest) on real
+builds of the Gated DeltaNet prefill seed, which declares tunables that only one platform reads
+(issue 33):
+- nvcc for sm_90 (the cuda backend's command; no GPU needed): MFMA_KSTEP, read only by the AMD
+  MFMA path, builds the same machine code; TC_BV and TC_PREP_RUN, read by the NVIDIA tensor-core
+  path, do not. Two builds of one source differ byte for byte (nvcc's module id) and still get
+  one digest.
+- hipcc for gfx942 (the rocm backend's command, scripts/install_amd_toolchain.sh; marker
+  rocm_build): the NVIDIA-only TC_PREP_RUN and TC_BV build the same code object, MFMA_KSTEP
+  does not.
+- model.py is part of the digest: another ModelNew is another candidate; a comment is not.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+from gdn_seed_support import PREFILL_SEED, source_of, with_define
+from standin import KERNEL, MODEL
+
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.verifier.build.compile import Compiler, build
+from hipevolve.verifier.build.machine_code import library_digest
+from hipevolve.verifier.pipeline import _failed_build, machine_digest
+
+SEED = source_of(PREFILL_SEED)
+VARIANTS = {
+    "seed": SEED,
+    "MFMA_KSTEP=32": with_define(SEED, "MFMA_KSTEP", 32),  # the AMD MFMA path only
+    "TC_BV=64": with_define(SEED, "TC_BV", 64),  # the NVIDIA tensor-core launcher
+    "TC_PREP_RUN=4": with_define(SEED, "TC_PREP_RUN", 4),  # the NVIDIA tensor-core prep kernel
+}
+
+
+@functools.cache
+def _nvcc() -> Compiler | None:
+    from hipevolve.verifier.build import nvidia
+
+    nvcc = nvidia.find_nvcc()
+    if nvcc is None or not (nvidia.include_dir() / "hip" / "hip_runtime.h").exists():
+        return None
+    argv = nvidia.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
+    return Compiler(name="cuda", argv=tuple(argv), toolchain=nvidia.nvcc_version(nvcc))
+
+
+def _hipcc() -> Compiler:
+    from hipevolve.verifier.build.amd_static import find_toolchain
+    from hipevolve.verifier.build.backends import rocm_command
+    from hipevolve.verifier.build.rocm_build import find_hipcc
+
+    tc, hipcc = find_toolchain(), find_hipcc()
+    if tc is None or hipcc is None or "gfx942" not in tc.targets:
+        message = "no hipcc for gfx942: run scripts/install_amd_toolchain.sh"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI ran setup.sh, which should have installed it)")
+        pytest.skip(message)
+    return Compiler(name="rocm", argv=tuple(rocm_command(hipcc, ("gfx942",))),
+                    toolchain="hipcc gfx942")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sm90(tmp_path_factory) -> dict[str, Path]:
+    """Each variant's sm_90 library, built once for the module."""
+    compiler = _nvcc()
+    if compiler is None:
+        pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
+    cache = tmp_path_factory.mktemp("sm90")
+    built = {}
+    for name, source in VARIANTS.items():
+        result = build(source, compiler, cache, timeout_s=600)
+        assert result.ok, f"{name}: {result.log}"
+        built[name] = result.library
+    return built
+
+
+def test_an_amd_only_tunable_builds_the_same_sm90_machine_code(sm90):
+    assert sm90["seed"].read_bytes() != sm90["MFMA_KSTEP=32"].read_bytes()
+    assert library_digest(sm90["seed"], "cuda") == library_digest(sm90["MFMA_KSTEP=32"], "cuda")
+
+
+@pytest.mark.parametrize("variant", ["TC_BV=64", "TC_PREP_RUN=4"])
+def test_an_nvidia_tunable_builds_other_sm90_machine_code(sm90, variant):
+    digest = library_digest(sm90[variant], "cuda")
+    assert digest is not None and digest != library_digest(sm90["seed"], "cuda")
+
+
+def test_two_builds_of_one_source_differ_in_bytes_but_not_in_digest(sm90, tmp_path):
+    again = build(SEED, _nvcc(), tmp_path, timeout_s=600)  # another folder, another module id
+    assert again.ok, again.log
+    assert again.library.read_bytes() != sm90["seed"].read_bytes()
+    assert library_digest(again.library, "cuda") == library_digest(sm90["seed"], "cuda")
+
+
+def test_model_py_is_part_of_the_digest_but_its_comments_are_not(tmp_path):
+    compiler = _nvcc()
+    if compiler is None:
+        pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
+    seed = load_candidate(PREFILL_SEED)
+    settings = VerifierSettings(cache_dir=tmp_path)
+    commented = seed.model_copy(update={"python_source": "# a note\n" + seed.python_source})
+    other = seed.model_copy(update={"python_source": seed.python_source + "\nEXTRA = 1\n"})
+    digests = [machine_digest(c, settings, compiler) for c in (seed, commented, other)]
+    assert digests[0] is not None and digests[0] == digests[1] != digests[2]
+
+
+def test_a_candidate_that_does_not_build_has_no_digest_and_is_compiled_once(tmp_path):
+    compiler = _nvcc()
+    if compiler is None:
+        pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
+    broken = Candidate(format="native", name="broken", python_source=MODEL,
+                       hip_source=KERNEL.replace("2.0f * x", "2.0f * undeclared"))  # fmt: skip
+    assert machine_digest(broken, VerifierSettings(cache_dir=tmp_path), compiler) is None
+    # prepare (the evaluation that follows) takes the failure instead of compiling again
+    failed = _failed_build(broken.hip_source, compiler)
+    assert failed is not None and not failed.ok and "error" in failed.log
+    assert _failed_build(broken.hip_source, compiler) is None  # handed over once
+
+
+@pytest.mark.rocm_build
+def test_on_gfx942_nvidia_only_tunables_build_the_same_code_object_and_an_amd_one_does_not(
+    tmp_path,
+):
+    compiler = _hipcc()
+    digests = {}
+    for name, source in VARIANTS.items():
+        result = build(source, compiler, tmp_path, timeout_s=600)
+        assert result.ok, f"{name}: {result.log}"
+        digests[name] = library_digest(result.library, "rocm")
+    assert digests["seed"] is not None
+    assert digests["TC_PREP_RUN=4"] == digests["TC_BV=64"] == digests["seed"]
+    assert digests["MFMA_KSTEP=32"] != digests["seed"]

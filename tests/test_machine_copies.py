@@ -1,0 +1,182 @@
+"""A machine-code copy never reaches the GPU (issue 33): the run loop (evolution/run.py through
+the Recorder) asks the evaluator for each candidate's build-stage digest and answers a candidate
+whose machine code and model.py match an evaluated one's from that evaluation.
+
+The evaluator is the run-loop tests' stand-in for the GPU worker (it scores by the tunables and
+logs what it was sent), except that its digests are real: pipeline.machine_digest builds each
+candidate with nvcc for sm_90, as the cuda backend does, and reads the library's device and host
+code. The seed declares BLOCK (read on every platform) and AMD_WAVES (read only under
+__HIP_PLATFORM_AMD__): four configurations, two machine codes on sm_90.
+
+On a GPU (marked): the same search through the production evaluator (the verifier pipeline,
+judges and all), on the stand-in task y = 2x that the kernel computes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from standin import MODEL, TASK_NAME, StandIn, logged, write_task_folder
+
+from hipevolve.archive.store import Archive
+from hipevolve.core.candidate import Candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
+from hipevolve.evolution.recorder import copy_of
+from hipevolve.evolution.run import run_evolution
+from hipevolve.problems import BUILTIN_DIR, load_task_folder
+from hipevolve.verifier.build.compile import Compiler
+from hipevolve.verifier.pipeline import machine_digest
+
+KERNEL = """\
+#include <hip/hip_runtime.h>
+
+// @tunable BLOCK: 128, 256
+#define BLOCK 128
+// @tunable AMD_WAVES: 1, 2
+#define AMD_WAVES 1
+
+__global__ void __launch_bounds__(BLOCK)
+scale_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+#if defined(__HIP_PLATFORM_AMD__)
+    for (int w = 0; w < AMD_WAVES; ++w, i += n / AMD_WAVES)
+#endif
+    if (i < n) y[i] = 2.0f * x[i];
+}
+
+extern "C" hipError_t scale(const float* x, float* y, int n, hipStream_t stream) {
+    hipLaunchKernelGGL(scale_kernel, dim3((n + BLOCK - 1) / BLOCK), dim3(BLOCK), 0, stream,
+                       x, y, n);
+    return hipGetLastError();
+}
+"""
+
+
+def _nvcc() -> Compiler:
+    from hipevolve.verifier.build import nvidia
+
+    nvcc = nvidia.find_nvcc()
+    if nvcc is None or not (nvidia.include_dir() / "hip" / "hip_runtime.h").exists():
+        pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
+    argv = nvidia.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
+    return Compiler(name="cuda", argv=tuple(argv), toolchain=nvidia.nvcc_version(nvcc))
+
+
+class BuildingStandIn(StandIn):
+    """The stand-in with real sm_90 digests. Its score is noisy on purpose: every evaluation
+    of AMD_WAVES=2 would time 20% faster, which a copy run on the GPU could be crowned for."""
+
+    def __init__(self, log: Path, cache: Path) -> None:
+        super().__init__(log)
+        self.compiler, self.settings = _nvcc(), VerifierSettings(cache_dir=cache)
+
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        return [machine_digest(c, self.settings, self.compiler) for c in candidates]
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        results = []
+        for candidate in candidates:
+            config = current_configuration(parse_tunables(candidate.hip_source or ""))
+            speedup = (1.5 if config["BLOCK"] == "256" else 1.0) * (
+                1.2 if config["AMD_WAVES"] == "2" else 1.0)
+            case = CaseResult(case="a", correct=True, time_us=100.0 / speedup, ref_time_us=100.0)
+            results.append(Evaluation(status=Status.ok, task="stand-in", cases=(case,)))
+            with self.log.open("a") as f:
+                f.write(candidate.source_hash + "\n")
+        return results
+
+
+def _task(root: Path):
+    seed = root / "seed"
+    seed.mkdir(parents=True, exist_ok=True)
+    (seed / "kernel.hip").write_text(KERNEL)
+    (seed / "model.py").write_text(MODEL)
+    task = load_task_folder(BUILTIN_DIR / "gated_delta_net_decode", "builtin")
+    return task.model_copy(update={"seeds": (seed,)})
+
+
+def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator(tmp_path):
+    from hipevolve.app.run_job import first_candidates
+
+    task = _task(tmp_path)
+    log = tmp_path / "sent.log"
+    with Archive.open(tmp_path / "run.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(),
+                                BuildingStandIn(log, tmp_path / "cache"),
+                                first=first_candidates(task), budget=10, seed=0)  # fmt: skip
+        ids = archive.candidate_ids(1)
+        records = {cid: archive.candidate(cid) for cid in ids}
+        evaluations = {cid: archive.evaluation_of(cid) for cid in ids}
+        elites = {e.candidate_id for e in archive.elites(1)}
+        best = archive.best(1)
+    configs = {cid: current_configuration(parse_tunables(r.candidate.hip_source or ""))
+               for cid, r in records.items()}  # fmt: skip
+    # every configuration was proposed; only one per machine code was sent to the evaluator
+    assert sorted((c["BLOCK"], c["AMD_WAVES"]) for c in configs.values()) == [
+        ("128", "1"), ("128", "2"), ("256", "1"), ("256", "2")]
+    sent = logged(log)
+    assert len(sent) == 2 and len(set(sent)) == 2
+    copies = {cid: copy_of(e) for cid, e in evaluations.items() if copy_of(e) is not None}
+    assert len(copies) == 2
+    for cid, original in copies.items():
+        assert records[original].source_hash in sent and records[cid].source_hash not in sent
+        assert configs[cid]["BLOCK"] == configs[original]["BLOCK"]
+        assert configs[cid]["AMD_WAVES"] != configs[original]["AMD_WAVES"]
+        assert evaluations[cid].fitness == evaluations[original].fitness  # its fitness, marked
+        assert cid not in elites  # never crowned over its original
+    assert best is not None and best.candidate_id not in copies
+    assert "2 machine-code copies answered without a GPU run" in summary.message
+
+
+def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_evaluator(tmp_path):
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.evolution.budget import Budget
+    from hipevolve.evolution.child import Child
+    from hipevolve.evolution.recorder import Recorder
+    from hipevolve.evolution.workshop import Workshop
+
+    task = _task(tmp_path)
+    seed = load_candidate(task.seeds[0])
+    inert = seed.model_copy(update={"hip_source": KERNEL.replace(
+        "#define AMD_WAVES 1", "#define AMD_WAVES 2")})  # fmt: skip
+    log = tmp_path / "sent.log"
+    evaluator = BuildingStandIn(log, tmp_path / "cache")
+    with Archive.open(tmp_path / "run.db") as archive:
+        run = archive.start_run(task, EvolutionSettings(), 0, 10)
+        budget = Budget(10)
+        workshop = Workshop(task, Recorder(archive, run, evaluator), 1, budget)
+        first, original = workshop.evaluate(Child(candidate=seed, island=0))
+        second, copied = workshop.evaluate(Child(candidate=inert, island=0, parents=(first,)))
+        # a fresh Recorder (a resumed run) knows the digests from the archive's events
+        assert Recorder(archive, run, evaluator).twins == {evaluator.digests([seed])[0]: first}
+    assert second != first and copy_of(copied) == first and copy_of(original) is None
+    assert copied.fitness == original.fitness
+    assert logged(log) == [seed.source_hash]
+    assert workshop.evaluations == 1 and budget.spent == 2  # the copy spent budget, no GPU
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_pipeline_sends_one_candidate_per_machine_code_to_the_judges(tmp_path):
+    from hipevolve.app.run_job import first_candidates
+    from hipevolve.verifier.evaluators import pipeline_evaluator
+
+    folder = write_task_folder(tmp_path) / TASK_NAME
+    (folder / "seeds" / "scale" / "kernel.hip").write_text(KERNEL)
+    task = load_task_folder(folder, "user")
+    evaluator = pipeline_evaluator(
+        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto")
+    with Archive.open(tmp_path / "gpu.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2, lag=1), evaluator,
+                                first=first_candidates(task), budget=10, seed=0)  # fmt: skip
+        evaluator.close()
+        evaluations = {c: archive.evaluation_of(c) for c in archive.candidate_ids(summary.run)}
+    assert len(evaluations) == 4, evaluations
+    assert all(e is not None and e.ok for e in evaluations.values()), evaluations
+    copies = {cid for cid, e in evaluations.items() if copy_of(e) is not None}
+    # on NVIDIA AMD_WAVES is inert: two machine codes; on an AMD GPU all four differ
+    assert len(copies) == (2 if evaluator.backend == "cuda" else 0), summary.message
+    assert summary.progress.best_candidate not in copies
