@@ -21,7 +21,8 @@ from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.errors import UserError
 
-DATA = Path(__file__).parent / "data"
+TESTS = Path(__file__).parent
+DATA = TESTS / "data"
 HEALTHY = DATA / "candidates" / "healthy_native_softmax"
 EVOLVE = [sys.executable, "-m", "hipevolve"]
 
@@ -245,19 +246,27 @@ def test_a_missing_archive_to_resume_is_named_before_any_model_or_gpu(tmp_path):
 
 
 def test_resuming_with_a_budget_below_what_the_run_spent_is_refused(tmp_path):
-    from hipevolve.app.run_job import JobOptions, _resumed_run
+    """A real run (the evolve command line on the stand-in evaluator) spends 6 evaluations; a
+    resume with --budget 3 is refused in one line, and one with --budget 8 goes on to 8."""
+    from golden_runs import CHILD
+    from standin import TASK_NAME, write_task_folder
 
-    with Archive.open(tmp_path / "a.db") as archive:
-        run = archive.start_run("softmax", {}, seed=0, budget=40)
-        archive.finish_run(run, "interrupted")
-    with Archive.open(tmp_path / "a.db", read_only=True) as archive:
-        # Spent as the archive counts it; 40 stands for a run that spent 40 (recording 40 real
-        # evaluations is test_evolve_cli's job).
-        archive.count_evaluations = lambda _run: 40  # type: ignore[method-assign]
-        assert _resumed_run(JobOptions(task="softmax", resume=run, budget=41), archive).id == run
-        assert _resumed_run(JobOptions(task="softmax", resume=run), archive).id == run
-        with pytest.raises(UserError, match="--budget 5 is below the 40 evaluations"):
-            _resumed_run(JobOptions(task="softmax", resume=run, budget=5), archive)
+    tasks, db = write_task_folder(tmp_path), tmp_path / "runs.db"
+
+    def run(*flags: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-c", CHILD, str(TESTS), str(tmp_path / "log"), "--task",
+                TASK_NAME, "--tasks-dir", str(tasks), "--archive", str(db), *flags]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    first = run("--budget", "6", "--seed", "1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    with Archive.open(db, read_only=True) as archive:
+        assert archive.count_evaluations(1) == 6
+    one_line_error(run("--resume", "1", "--budget", "3"), "--budget 3 is below the 6 evaluations")
+    more = run("--resume", "1", "--budget", "8")
+    assert more.returncode == 0, more.stdout + more.stderr
+    with Archive.open(db, read_only=True) as archive:
+        assert archive.count_evaluations(1) == 8
 
 
 @pytest.mark.parametrize("flag,value", [("--token-budget", "-5"), ("--cost-budget", "-1")])
