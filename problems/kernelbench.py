@@ -12,7 +12,8 @@ each within MAX_DIM, but never so far that the smallest of them drops below MIN_
 for all keeps their ratios (a stride-2 transposed convolution's output width still equals the
 channel count a LayerNorm expects); equal values stay equal. Values at or below SMALL_INT
 (kernel sizes, strides, a reduction's dim, head counts) keep their value, so the structure
-stays. A constant named for the batch that equals no other goes down to BATCH. Constants
+stays, and the shift stops before a small value that divides a large one no longer would
+(GroupNorm's 8 groups of 24 channels). A constant named for the batch that equals no other goes down to BATCH. Constants
 computed from others (`bias_shape = (out_channels, 1, 1)`) follow when the case runs
 (hipevolve.core.reference.module_globals).
 """
@@ -103,11 +104,21 @@ def reduced_globals(constants: dict[str, int | list[int] | tuple[int, ...]]) -> 
     def scaled(v: int, shift: int) -> int:
         return v if v <= SMALL_INT else max(1, v >> shift)
 
+    # a structural value that divides a large one (GroupNorm's groups, a head count) still
+    # divides it after the shift
+    small = {v for c in constants.values() for v in values(c) if 1 < v <= SMALL_INT}
+    divides = [(v, s) for v in large for s in small if v % s == 0]
+
+    def keeps_divisors(shift: int) -> bool:
+        return all(scaled(v, shift) % s == 0 for v, s in divides)
+
     # the deepest shift that keeps the smallest large value at MIN_DIM or more
     deepest = max(0, (min(large) // MIN_DIM).bit_length() - 1) if large else 0
     shift = 0
-    while shift < deepest and (math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET
-                               or max(scaled(v, shift) for v in large) > MAX_DIM):
+    while shift < deepest and keeps_divisors(shift + 1) and (
+        math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET
+        or max(scaled(v, shift) for v in large) > MAX_DIM
+    ):
         shift += 1
     reduced = {}
     for name, value in constants.items():

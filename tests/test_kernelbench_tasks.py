@@ -57,6 +57,21 @@ def test_structural_constants_keep_their_value():
     assert set(reduced) == {"n"} and int(reduced["n"]) <= MAX_DIM
 
 
+def test_a_small_value_that_divides_a_large_one_still_divides_it_when_reduced():
+    # GroupNorm's 8 groups of 24 channels (KernelBench level 2, 23_Conv3d_GroupNorm_Mean) and
+    # 16 groups of 64: the shift stops where the channels would no longer split into groups
+    for constants in (
+        {"batch_size": 128, "in_channels": 3, "out_channels": 24, "D": 24, "H": 32, "W": 32,
+         "kernel_size": 3, "num_groups": 8},
+        {"batch_size": 128, "in_channels": 8, "out_channels": 64, "height": 128, "width": 128,
+         "kernel_size": 3, "num_groups": 16, "maxpool_kernel_size": 4},
+    ):  # fmt: skip
+        reduced = {k: int(v) for k, v in reduced_globals(constants).items()}
+        channels = reduced.get("out_channels", constants["out_channels"])
+        assert channels % constants["num_groups"] == 0, reduced
+        assert reduced["batch_size"] < 128  # still reduced where it is safe
+
+
 def test_a_small_file_gets_no_reduced_case():
     task = load_kernelbench_file(DATA / "level_test" / "19_ReLU.py")
     assert [c.name for c in task.cases] == ["default"]
