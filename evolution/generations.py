@@ -38,6 +38,8 @@ from hipevolve.evolution.islands import (
 )
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.evolution.pace import EVENT as PACE
+from hipevolve.evolution.pace import Pace
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.referee import Referee
 from hipevolve.evolution.resume import check_resume
@@ -123,13 +125,16 @@ class Search:
         seed: int,
         run_id: int | None,
         fitness: FitnessSettings | None = None,
+        pace: Pace | None = None,
     ) -> None:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
         self.evaluate, self.budget, self.seed = evaluate, budget, seed
         self.started = time.monotonic()
         self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
-        self.recorder = Recorder(archive, self.run, evaluate)  # stores, caches, records
+        self.recorder = Recorder(archive, self.run, evaluate, pace)  # stores, caches, records
+        self.pace = self.recorder.pace  # graph runs in flight, and a paced run's lags
+        self.pace.log = lambda d: archive.log_event(self.run, PACE, d.model_dump(mode="json"))
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
@@ -151,6 +156,7 @@ class Search:
             self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}
         )
         self.written = {(e.island, e.cell): e.candidate_id for e in self.archive.elites(self.run)}
+        self.pace.restore(e.data for e in self.archive.events(self.run, PACE))
         checkpoints = self.archive.events(self.run, CHECKPOINT)[-(self.settings.lag + 1) :]
         if not checkpoints:
             return 0, {}
