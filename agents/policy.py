@@ -48,6 +48,10 @@ class AgentPolicy:
         """Graph runs at once: the user's, or the run's pace (evolution/pace.py)."""
         return self.limits.concurrency or workshop.pace.concurrency()
 
+    def sweep_configurations(self) -> int:
+        """Offline tuner configurations of each new model-written island best."""
+        return self.limits.sweep_configurations
+
     def translates(self) -> bool:
         """A model is behind the translator: a task without seeds starts from its candidate."""
         return self.ensemble is not None and self.ensemble.has("translator")

@@ -21,7 +21,7 @@ drain left out), and, over the steady part, what the slots waited for: graph run
 calls in flight, candidates waiting for a slot, slot time with nothing to evaluate (starved),
 and the share of slot time spent on second evaluations of the same code (re-checks, duels).
 
-    python bench/llm_loop.py                       # stand-in evaluator, 2 slots, budget 64
+    python bench/llm_loop.py                       # stand-in evaluator, 2 slots, budget 64, x0.3
     python bench/llm_loop.py --runs after --budget 24  # a quick look at the defaults
     python bench/llm_loop.py --gpu --scale 1       # the verifier on this machine's GPUs
 """
@@ -344,7 +344,17 @@ def one_run(args, setup: Setup) -> dict:
         "tokens": tokens, "tokens_per_proposal": tokens / proposals if proposals else 0.0,
         "pace": pace.line(), "lags": lags, "most_graph_runs": pace.gate.most,
         "latency": latency, "cpu_per_proposal": cpu / proposals if proposals else 0.0,
+        "ceiling": ceiling(pace, cpu / proposals if proposals else 0.0, args.slots),
     } | shares(busy, sampler.samples, seeds, started, ended, args.slots)  # fmt: skip
+
+
+def ceiling(pace: Pace, cpu_per_proposal: float, slots: int) -> float:
+    """The busy share one free core could feed: proposals a second (1 / CPU a proposal) times
+    the slot-seconds each brings, over the slots."""
+    per_run = pace.evaluations_per_run() or 1.0
+    if not cpu_per_proposal or not pace.evaluate_s:
+        return 1.0
+    return min(1.0, per_run * pace.evaluate_s / (slots * cpu_per_proposal))
 
 
 def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: float,
@@ -360,10 +370,13 @@ def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: fl
     begin, end = steady
     window = [x for x in samples if begin <= x[0] < end] or [(begin, 0, 0, 0)]
     first_seen: set[str] = set()
-    again = 0.0
+    again = duels = 0.0
     for s, e, h in spans:
-        if h in first_seen or h == "head-to-head":
-            again += max(0.0, min(e, end) - max(s, begin))
+        inside = max(0.0, min(e, end) - max(s, begin))
+        if h == "head-to-head":
+            duels += inside
+        elif h in first_seen:
+            again += inside
         first_seen.add(h)
     held = busy.held(begin, end)
     starved = [x for x in window if busy.running(x[0]) < slots and x[3] == 0]
@@ -374,6 +387,7 @@ def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: fl
         "model_calls": sum(x[2] for x in window) / len(window),
         "waiting": sum(x[3] for x in window) / len(window),
         "starved": len(starved) / len(window), "again": again / held if held else 0.0,
+        "duels": duels / held if held else 0.0,
     }
 
 
@@ -384,7 +398,9 @@ def main() -> None:
                         help="evaluations a run; 64 makes start-up and drain a small share")
     parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--eval-s", type=float, default=8.0, help="seconds a stand-in evaluation holds a slot")
-    parser.add_argument("--scale", type=float, default=0.1, help="multiplies every latency")
+    parser.add_argument("--scale", type=float, default=0.3,
+                        help="multiplies every latency (the controller's CPU is not scaled: at 0.1 "
+                        "a 2-core machine's CPU, not the models or slots, sets the pace)")
     parser.add_argument("--gpu", action="store_true", help="the verifier on this machine's GPUs")
     parser.add_argument("--runs", default=",".join(SETUPS), help=f"rows to run, of {', '.join(SETUPS)}")
     parser.add_argument("--json", help="also write the rows to this file")
@@ -406,17 +422,18 @@ def main() -> None:
               f"{r['tokens_per_proposal']:15.0f}  {r['reason']}: {r['message'][:80]}")  # fmt: skip
     print("steady part, mean over time: graph runs in flight (most), model calls in flight, "
           "evaluations waiting for a slot; slot time starved (a slot idle, nothing waiting); "
-          "slot time on code evaluated before (re-checks, head-to-heads)")  # fmt: skip
+          "slot time on hidden-seed re-checks and on head-to-heads (both spend the budget)")  # fmt: skip
     for r in rows:
         if r.get("steady") is None:
             continue
         print(f"  {r['run']:15} graph runs {r['graph_runs']:5.1f} ({r['most_graph_runs']:2d}), "
               f"model calls {r['model_calls']:5.1f}, waiting {r['waiting']:4.1f}, "
-              f"starved {100 * r['starved']:4.1f}%, again {100 * r['again']:4.1f}%; "
+              f"starved {100 * r['starved']:4.1f}%, re-checks {100 * r['again']:4.1f}%, "
+              f"head-to-heads {100 * r['duels']:4.1f}%; "
               f"lags {sorted(set(r['lags'])) or '-'}; {r['pace']}")  # fmt: skip
         print(f"  {'':15} this process's CPU: {r['cpu_per_proposal']:.2f} s a proposal (the "
-              "controller, the static screen, the client and this server; one core at most "
-              "under the GIL)")  # fmt: skip
+              "controller, the client and this server; the static screen runs in worker "
+              f"processes): one free core feeds the slots at most {100 * r['ceiling']:.0f}%")  # fmt: skip
         print("  " + " " * 15 + " model calls as the client saw them (the server's latency): " + ", ".join(
             f"{role} {n} x {mean:.2f} s ({LATENCY_S.get(role, 5.0) * args.scale:g})"
             for role, (n, mean) in sorted(r["latency"].items())))  # fmt: skip

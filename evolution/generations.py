@@ -14,8 +14,10 @@ and determinism.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -43,6 +45,7 @@ from hipevolve.evolution.pace import Pace
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.referee import Referee
 from hipevolve.evolution.resume import check_resume
+from hipevolve.evolution.sweep import Sweep
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -66,6 +69,11 @@ class ProposalPolicy(Protocol):
 
     def translates(self) -> bool:
         """Whether it can write a first candidate from the reference (a task without seeds)."""
+        ...
+
+    def sweep_configurations(self) -> int:
+        """Configurations of each new model-written island best the offline tuner proposes
+        in the generations after (evolution/sweep.py); 0: none."""
         ...
 
 
@@ -138,6 +146,8 @@ class Search:
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
+        self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
+        self._sweeping = threading.Lock()
         self._shared: Budget | None = None  # the run's one budget while a policy writes
         self.referee = Referee(archive, self.run, evaluate, self.recorder,
                                fitness or FitnessSettings(), budget)  # fmt: skip
@@ -218,7 +228,9 @@ class Search:
             self.recorder.source(elite.candidate_id)
         if self.policy is not None:
             workshop = Workshop(self.task, self.recorder, generation, admitted)
+            swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
+            found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
             if found or self.policy.stop_reason() is not None:
                 return found
             # The models wrote nothing that could be evaluated this generation (every reply
@@ -239,6 +251,23 @@ class Search:
             child = rescue(islands, self.recorder.sources, taken)
             found = [child] if child is not None else []
         return found
+
+    def _sweep(self, islands, workshop: Workshop, generation: int) -> list[tuple[Child, Future]]:
+        """The offline tuner's configurations of new model-written island bests
+        (evolution/sweep.py), each evaluated through the workshop on a thread of its own."""
+        assert self.policy is not None
+        with self._sweeping:  # generations in flight are written on threads of their own
+            if self.sweep is None:
+                self.sweep = Sweep(self.archive, self.recorder, self.policy.sweep_configurations())
+        if not self.sweep.configurations:
+            return []
+        rng = random.Random(f"hipevolve:sweep:{self.seed}:{generation}")
+        history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
+        children = self.sweep.children(islands, rng, workshop.seen(), history)
+        pool = ThreadPoolExecutor(max_workers=max(1, len(children)))
+        futures = [(c, pool.submit(workshop.evaluate, c)) for c in children]
+        pool.shutdown(wait=False)
+        return futures
 
     # -------------------------------------------------------------------- evaluating
 

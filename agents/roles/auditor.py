@@ -13,7 +13,7 @@ from hipevolve.agents.llm.structured import parse_json_reply
 from hipevolve.agents.roles.profiler_reader import measurements_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.prompts.render import block, render, schema_text
-from hipevolve.verifier.screen.screening import screen
+from hipevolve.verifier.screen.apart import screen_apart
 
 ROLE = "auditor"
 
@@ -68,7 +68,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
                 })  # fmt: skip
             return {"phase": "recheck"}
         assert candidate is not None
-        screening = screen(candidate)
+        screening = screen_apart(candidate)  # off the interpreter lock of the graph runs
         if screening.warnings:
             ctx.log("audit_warning", {"candidate": candidate.source_hash,
                                       "flags": list(screening.flags)})  # fmt: skip
