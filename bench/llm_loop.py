@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import tempfile
@@ -344,8 +345,9 @@ def one_run(args, setup: Setup) -> dict:
         "tokens": tokens, "tokens_per_proposal": tokens / proposals if proposals else 0.0,
         "pace": pace.line(), "lags": lags, "most_graph_runs": pace.gate.most,
         "latency": latency, "cpu_per_proposal": cpu / proposals if proposals else 0.0,
-        "ceiling": ceiling(pace, cpu / proposals if proposals else 0.0, args.slots),
-    } | shares(busy, sampler.samples, seeds, started, ended, args.slots)  # fmt: skip
+        "ceiling": ceiling(pace, cpu / proposals if proposals else 0.0, evaluate.parallelism),
+        "slots": evaluate.parallelism, "load": os.getloadavg()[0],
+    } | shares(busy, sampler.samples, seeds, started, ended, evaluate.parallelism)  # fmt: skip
 
 
 def ceiling(pace: Pace, cpu_per_proposal: float, slots: int) -> float:
@@ -406,7 +408,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     rows = [one_run(args, SETUPS[name]) for name in args.runs.split(",")]
-    print(f"task {args.task}, {args.slots} slots, budget {args.budget}, latencies x{args.scale} "
+    slots = rows[0]["slots"] if rows else args.slots
+    print(f"task {args.task}, {slots} slots, budget {args.budget}, latencies x{args.scale} "
           f"(mutator {LATENCY_S['mutator'] * args.scale:g} s, evaluation "
           f"{'GPU' if args.gpu else f'{args.eval_s * args.scale:g} s'})")  # fmt: skip
     print("busy: slot time used over the run's whole wall time | over its steady part (first "
@@ -433,7 +436,9 @@ def main() -> None:
               f"lags {sorted(set(r['lags'])) or '-'}; {r['pace']}")  # fmt: skip
         print(f"  {'':15} this process's CPU: {r['cpu_per_proposal']:.2f} s a proposal (the "
               "controller, the client and this server; the static screen runs in worker "
-              f"processes): one free core feeds the slots at most {100 * r['ceiling']:.0f}%")  # fmt: skip
+              f"processes): one free core feeds the slots at most {100 * r['ceiling']:.0f}%; "
+              f"the machine's load average at the end {r['load']:.1f} on {os.cpu_count()} "
+              "cores")  # fmt: skip
         print("  " + " " * 15 + " model calls as the client saw them (the server's latency): " + ", ".join(
             f"{role} {n} x {mean:.2f} s ({LATENCY_S.get(role, 5.0) * args.scale:g})"
             for role, (n, mean) in sorted(r["latency"].items())))  # fmt: skip
