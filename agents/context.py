@@ -40,6 +40,7 @@ class AgentContext:
             {"role": "user", "content": prompt},
         ]
         call = self.ensemble.complete(role, messages)
+        self.workshop.pace.called(call.latency_s)  # what the run's pace rests on
         record_call(self.workshop.archive, self.workshop.run, call)
         return call
 

@@ -1,8 +1,10 @@
 """The agents as the run loop's proposal policy (evolution/generations.py ProposalPolicy).
 
-Each proposal of a generation runs the graph once; up to AgentLimits.concurrency runs go at
-once (unset: CONCURRENCY_PER_SLOT per evaluator slot), so agents waiting on a model overlap with
-the evaluations in progress on every GPU slot. With concurrency 1 the run is deterministic for a
+Each proposal of a generation runs the graph once. Graph runs of every generation in flight
+take turns at the run's gate (evolution/pace.py), oldest generation first: up to
+AgentLimits.concurrency at once, or, unset, as many as Little's law asks of the evaluator's
+slots and the latencies measured so far, so agents waiting on a model overlap with the
+evaluations in progress on every GPU slot. With concurrency 1 the run is deterministic for a
 seed and a transcript of replies. A model that writes nothing new for
 AgentLimits.stall_generations generations in a row (every reply repeats evaluated code) stops
 the run, said so, instead of spending tokens with no evaluation.
@@ -25,10 +27,6 @@ from hipevolve.agents.state import AgentLimits, ProposalState
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.workshop import Workshop
 
-# Graph runs per evaluator slot when AgentLimits.concurrency is unset: a proposal spends most of
-# its time waiting on three or four model calls, an evaluation holds a slot a few seconds.
-CONCURRENCY_PER_SLOT = 4
-
 
 class AgentPolicy:
     def __init__(
@@ -50,7 +48,12 @@ class AgentPolicy:
         return self.ensemble.stop_reason() if self.ensemble else None
 
     def concurrency(self, workshop: Workshop) -> int:
-        return self.limits.concurrency or CONCURRENCY_PER_SLOT * workshop.slots
+        """Graph runs at once: the user's, or the run's pace (evolution/pace.py)."""
+        return self.limits.concurrency or workshop.pace.concurrency()
+
+    def sweep_configurations(self) -> int:
+        """Offline tuner configurations of each new model-written island best."""
+        return self.limits.sweep_configurations
 
     def translates(self) -> bool:
         """A model is behind the translator: a task without seeds starts from its candidate."""
@@ -68,10 +71,23 @@ class AgentPolicy:
         graph = build_graph(ctx)
         config = {"recursion_limit": self.limits.recursion_limit()}
         chosen = list(proposals)[: self.limits.proposals_per_generation]
+        attempted: list[int] = []  # graph runs that started writing
 
-        def run(proposal: Proposal) -> list[Child]:
+        def run(index: int) -> list[Child]:
             if self.stop_reason() is not None or workshop.room() == 0:
                 return []
+            proposal = chosen[index]
+            with workshop.pace.gate.turn((workshop.generation, index)):  # oldest first
+                # The budget went while it waited, or the graph runs already writing can spend
+                # what is left: no tokens on a child that could not be evaluated.
+                if self.stop_reason() is not None or workshop.room() < workshop.pace.gate.inside:
+                    return []
+                with self._lock:
+                    attempted.append(index)
+                with workshop.pace.writing():  # its model time and wall time, measured
+                    return write(proposal)
+
+        def write(proposal: Proposal) -> list[Child]:
             parent = workshop.source(proposal.parent.candidate_id) if proposal.parent else None
             parent_eval = (
                 workshop.evaluation_of(proposal.parent.candidate_id) if proposal.parent else None
@@ -84,12 +100,14 @@ class AgentPolicy:
             final = graph.invoke(state, config=config)
             return list(final.get("children", []))
 
-        workers = self.concurrency(workshop)
-        if workers == 1:
-            batches = [run(p) for p in chosen]
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                batches = list(pool.map(run, chosen))
-        with self._lock:
-            self._stalled = 0 if workshop.evaluations else self._stalled + 1
+        if self.limits.concurrency is not None:
+            workshop.pace.fixed = self.limits.concurrency  # the gate's bound is the user's
+        if self.limits.concurrency == 1:
+            batches = [run(i) for i in range(len(chosen))]
+        else:  # every proposal waits its turn at the gate, which bounds the runs at once
+            with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
+                batches = list(pool.map(run, range(len(chosen))))
+        with self._lock:  # a generation whose every turn found the budget taken is no stall
+            if workshop.evaluations or attempted:
+                self._stalled = 0 if workshop.evaluations else self._stalled + 1
         return [child for batch in batches for child in batch]

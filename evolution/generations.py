@@ -14,8 +14,10 @@ and determinism.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -38,9 +40,12 @@ from hipevolve.evolution.islands import (
 )
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.evolution.pace import EVENT as PACE
+from hipevolve.evolution.pace import Pace
 from hipevolve.evolution.recorder import Recorder, copy_of
 from hipevolve.evolution.referee import Referee
 from hipevolve.evolution.resume import check_resume
+from hipevolve.evolution.sweep import Sweep
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -64,6 +69,11 @@ class ProposalPolicy(Protocol):
 
     def translates(self) -> bool:
         """Whether it can write a first candidate from the reference (a task without seeds)."""
+        ...
+
+    def sweep_configurations(self) -> int:
+        """Configurations of each new model-written island best the offline tuner proposes
+        in the generations after (evolution/sweep.py); 0: none."""
         ...
 
 
@@ -126,16 +136,21 @@ class Search:
         seed: int,
         run_id: int | None,
         fitness: FitnessSettings | None = None,
+        pace: Pace | None = None,
     ) -> None:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
         self.evaluate, self.budget, self.seed = evaluate, budget, seed
         self.started = time.monotonic()
         self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
-        self.recorder = Recorder(archive, self.run, evaluate)  # stores, caches, records
+        self.recorder = Recorder(archive, self.run, evaluate, pace)  # stores, caches, records
+        self.pace = self.recorder.pace  # graph runs in flight, and a paced run's lags
+        self.pace.log = lambda d: archive.log_event(self.run, PACE, d.model_dump(mode="json"))
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
         self.policy: ProposalPolicy | None = None
+        self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
+        self._sweeping = threading.Lock()
         self._shared: Budget | None = None  # the run's one budget while a policy writes
         self.referee = Referee(archive, self.run, evaluate, self.recorder,
                                fitness or FitnessSettings(), budget)  # fmt: skip
@@ -154,6 +169,7 @@ class Search:
             self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}
         )
         self.written = {(e.island, e.cell): e.candidate_id for e in self.archive.elites(self.run)}
+        self.pace.restore(e.data for e in self.archive.events(self.run, PACE))
         checkpoints = self.archive.events(self.run, CHECKPOINT)[-(self.settings.lag + 1) :]
         if not checkpoints:
             return 0, {}
@@ -215,7 +231,9 @@ class Search:
             self.recorder.source(elite.candidate_id)
         if self.policy is not None:
             workshop = Workshop(self.task, self.recorder, generation, admitted)
+            swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
+            found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
             if found or self.policy.stop_reason() is not None:
                 return found
             # The models wrote nothing that could be evaluated this generation (every reply
@@ -236,6 +254,23 @@ class Search:
             child = rescue(islands, self.recorder.sources, taken)
             found = [child] if child is not None else []
         return found
+
+    def _sweep(self, islands, workshop: Workshop, generation: int) -> list[tuple[Child, Future]]:
+        """The offline tuner's configurations of new model-written island bests
+        (evolution/sweep.py), each evaluated through the workshop on a thread of its own."""
+        assert self.policy is not None
+        with self._sweeping:  # generations in flight are written on threads of their own
+            if self.sweep is None:
+                self.sweep = Sweep(self.archive, self.recorder, self.policy.sweep_configurations())
+        if not self.sweep.configurations:
+            return []
+        rng = random.Random(f"hipevolve:sweep:{self.seed}:{generation}")
+        history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
+        children = self.sweep.children(islands, rng, workshop.seen(), history)
+        pool = ThreadPoolExecutor(max_workers=max(1, len(children)))
+        futures = [(c, pool.submit(workshop.evaluate, c)) for c in children]
+        pool.shutdown(wait=False)
+        return futures
 
     # -------------------------------------------------------------------- evaluating
 

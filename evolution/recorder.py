@@ -6,7 +6,9 @@ The run loop (evolution/generations.py Search, a whole generation at a time) and
 policy (evolution/workshop.py Workshop, one child at a time) both go through one Recorder, so a
 child reaches the archive one way, whoever wrote it, and the session's evaluations are counted
 in one place. It decides nothing (admission is the Budget's, order the loop's) and locks nothing
-(the Workshop serialises its callers; the loop calls it from its own thread only).
+(the Workshop serialises its callers; the loop calls it from its own thread only), except the
+run's evaluator slots: one semaphore for every generation in flight, each hold timed for the
+run's Pace (evolution/pace.py), which decides how many graph runs keep the slots fed.
 
 Machine-code copies (issue 33). Code that differs from an evaluated candidate's only where the
 target's compiler does not look (an AMD-only `#define` on NVIDIA) builds to the same machine
@@ -21,12 +23,14 @@ evaluator is logged (event `machine_code`), so a resumed run knows them too.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 from hipevolve.archive.store import Archive, evaluation_key
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.child import Child
+from hipevolve.evolution.pace import Pace
 from hipevolve.verifier.evaluators import Evaluator
 
 COPY_FLAG = "machine-code copy of candidate "  # + the original's id: not run, its result reused
@@ -43,7 +47,8 @@ def copy_of(evaluation: Evaluation) -> int | None:
 class Recorder:
     """A run's archive writes for its candidates, and the code of those it has seen."""
 
-    def __init__(self, archive: Archive, run: int, evaluate: Evaluator) -> None:
+    def __init__(self, archive: Archive, run: int, evaluate: Evaluator,
+                 pace: Pace | None = None) -> None:  # fmt: skip
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.sources: dict[int, Candidate] = {}  # candidate id -> its code, read or written here
         self.evaluated_here = 0  # evaluations the evaluator ran in this session
@@ -53,6 +58,15 @@ class Recorder:
         self.twins: dict[str, int] = {
             e.data["digest"]: int(e.data["candidate"])
             for e in reversed(archive.events(run, "machine_code"))}  # fmt: skip
+        self.pace = pace or Pace(evaluate.parallelism)
+        self.slots = threading.BoundedSemaphore(self.pace.slots)  # shared by every generation
+
+    def on_slot(self, candidate: Candidate) -> Evaluation:
+        """One evaluation holding one of the run's slots (a policy's child or re-check), timed
+        for the pace."""
+        with self.pace.on_slot(self.slots):
+            (evaluation,) = self.evaluate([candidate])
+        return evaluation
 
     def source(self, candidate_id: int) -> Candidate:
         """The candidate's code, read from the archive once."""

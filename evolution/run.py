@@ -23,7 +23,9 @@ the run, since they are written side by side. Results still
 enter the islands one generation at a time, in order, with the exchanges (migration, reseeding)
 due at each; L = 0 is the plain loop, each generation planned from the one just finished. A plan
 that lags and proposes nothing is made again from the latest islands before the search is
-called exhausted.
+called exhausted. With a model, the run may pace its lag (evolution/pace.py): each generation's
+lag, up to settings.lag, is decided from the measured latencies when it is first planned and
+logged as a `pace` event, which a resume reads back.
 
 Resume and determinism. A generation is a pure function of the islands it is planned from, the
 source hashes of earlier generations and an rng seeded by (seed, generation, evaluations so
@@ -61,6 +63,7 @@ from hipevolve.evolution.generations import (
 )
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.migration import exchange
+from hipevolve.evolution.pace import Pace
 from hipevolve.evolution.selection import PolicyState, empty_islands, plan
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -79,16 +82,19 @@ def run_evolution(
     should_stop: Callable[[], bool] | None = None,
     policy: ProposalPolicy | None = None,
     fitness: FitnessSettings | None = None,
+    pace: Pace | None = None,
 ) -> RunSummary:
     """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions.
 
     `first`: generation 0's candidates (hipevolve.app.run_job.first_candidates: the task's seed
     kernels, or the offline lowering of its reference); empty: `policy` translates the reference
     instead. `policy` (the agents over a model) writes the children; None: the offline mutator.
+    `pace` (evolution/pace.py): graph runs in flight and, with a lag bound, each generation's
+    lag, from measured latencies; None: Little's law for the graph runs, settings.lag fixed.
     """
     if not first and (policy is None or not policy.translates()):
         raise ValueError("no first candidates, and no policy that translates the reference")
-    search = Search(task, archive, settings, evaluate, budget, seed, run_id, fitness)
+    search = Search(task, archive, settings, evaluate, budget, seed, run_id, fitness, pace)
     search.policy = policy
     generation, states = search.restore()
     search.referee.establish(search.resumed)  # the run's baseline, before any evaluation
@@ -97,14 +103,18 @@ def run_evolution(
     if evaluate.device:
         environment["device"] = evaluate.device
     archive.log_event(search.run, "environment", environment)
-    lag = settings.lag
+    lag = settings.lag  # a paced run's bound: its generations lag by what search.pace decides
+    proposals = settings.islands * settings.proposals_per_island
     done = generation - 1  # the last generation whose results are in the islands
     flight: deque[Future[tuple[Staged, list[Evaluation]]]] = deque()  # oldest first
     reason: StopReason | None = None
     latest = False  # the lagged plan of `generation` proposed nothing: plan it from g - 1's
     while True:
-        while reason is None and len(flight) <= lag:
-            base = generation - 1 if latest else max(0, generation - 1 - lag)
+        while reason is None:
+            lag_now = search.pace.lag(generation, proposals, lag) if generation else lag
+            if len(flight) > lag_now:
+                break
+            base = generation - 1 if latest else max(0, generation - 1 - lag_now)
             if generation > 0 and base > done:
                 break  # its islands are not in yet
             seen = search.seen_before(generation)

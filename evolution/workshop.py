@@ -20,8 +20,9 @@ class Workshop:
 
     Children are admitted against the run's evaluation budget (the same Budget the loop then
     stages the generation with), stored with their lineage and evaluated on every slot the
-    evaluator has at once (its `parallelism`: one per GPU), so agents waiting on a model overlap
-    with the evaluations in progress. Two callers holding the same new code share one
+    evaluator has at once (its `parallelism`: one per GPU; the slots are the run's, shared with
+    the other generations in flight), so agents waiting on a model overlap with the evaluations
+    in progress. Two callers holding the same new code share one
     evaluation. Storing, the evaluation cache and recording go through the run's Recorder, as
     the loop's own do.
     """
@@ -32,8 +33,8 @@ class Workshop:
         self._recorder, self.generation, self._budget = recorder, generation, budget
         self.task, self.archive, self.run = task, recorder.archive, recorder.run
         self._lock = threading.Lock()  # admission, the sources map, the in-flight table
-        self.slots = max(1, recorder.evaluate.parallelism)
-        self._slots = threading.BoundedSemaphore(self.slots)
+        self.slots = recorder.pace.slots
+        self.pace = recorder.pace  # the run's slots and latencies (evolution/pace.py)
         self._inflight: dict[int, threading.Event] = {}  # candidate -> set once it is recorded
         self.evaluations = 0  # new evaluations the evaluator ran for this generation
 
@@ -91,8 +92,7 @@ class Workshop:
         if copies:
             return self._recorder.record_copy(cid, copies[cid])
         self._recorder.dispatch([cid])
-        with self._slots:
-            (evaluation,) = self._recorder.evaluate([candidate])
+        evaluation = self._recorder.on_slot(candidate)
         with self._lock:
             self._recorder.add_evaluated(1)
             self.evaluations += 1
@@ -106,8 +106,7 @@ class Workshop:
         with self._lock:
             if not self._budget.charge():
                 return None
-        with self._slots:
-            (evaluation,) = self._recorder.evaluate([self.source(candidate_id)])
+        evaluation = self._recorder.on_slot(self.source(candidate_id))
         with self._lock:
             self._recorder.add_evaluated(1)
         if not evaluation.ok:

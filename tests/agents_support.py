@@ -157,8 +157,11 @@ def replayed_run(
 
     models_settings = ModelSettings.for_model(*model_names, api_base=api_base, max_retries=0,
                                               timeout_s=30, **models)  # fmt: skip
+    # The transcript scripts every reply of the run: the offline tuner's sweep of new model
+    # elites (tests/test_agents_sweep.py) would spend budget the script's children expect.
+    limits = {"sweep_configurations": 0} | (limits or {})
     policy = AgentPolicy(Ensemble(models_settings),
-                         AgentLimits(concurrency=concurrency, **(limits or {})))  # fmt: skip
+                         AgentLimits(concurrency=concurrency, **limits))  # fmt: skip
     task = task or get_task("softmax")
     return run_evolution(task, archive, settings, evaluate, first=first_candidates(task, translates=True),
                          budget=budget, seed=0, policy=policy)  # fmt: skip

@@ -15,8 +15,8 @@ from hipevolve.agents.llm.structured import parse_json_reply
 from hipevolve.agents.roles.profiler_reader import measurements_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.prompts.render import block, render, schema_text
+from hipevolve.verifier.screen.apart import screen_apart
 from hipevolve.verifier.screen.same_code import same_code
-from hipevolve.verifier.screen.screening import screen
 
 ROLE = "auditor"
 
@@ -91,7 +91,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             ctx.log("audit_duplicate", {"candidate": candidate.source_hash, "twin": twin,
                                         "author": state.get("author")})  # fmt: skip
             return {"phase": "screen", "failure": Failure(kind="duplicate", message=message)}
-        screening = screen(candidate)
+        screening = screen_apart(candidate)  # off the interpreter lock of the graph runs
         if screening.warnings:
             ctx.log("audit_warning", {"candidate": candidate.source_hash,
                                       "flags": list(screening.flags)})  # fmt: skip

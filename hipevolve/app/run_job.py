@@ -49,6 +49,8 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import check_budget
 from hipevolve.evolution.child import Child
+from hipevolve.evolution.pace import EVENT as PACE
+from hipevolve.evolution.pace import MOST_LAG, Pace
 from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.run import RunSummary, run_evolution
 from hipevolve.verifier.evaluators import Evaluator
@@ -159,7 +161,8 @@ def _plan(
     settings, and a resumed run keeps its own."""
     if options.resume is None:
         return _Plan(run=None, budget=options.budget or 0, seed=settings.run.seed,
-                     settings=_fresh(settings.evolution, parallelism))  # fmt: skip
+                     settings=_fresh(settings.evolution, parallelism,
+                                     paced=bool(settings.models.models())))  # fmt: skip
     info = _resumed_run(options, archive)
     # The flags given must match the run; the file's [evolution] and run.seed are for new runs.
     asked = None
@@ -199,12 +202,13 @@ def _resumed_run(options: JobOptions, archive: Archive) -> RunInfo:
     return info
 
 
-def _fresh(evolution: EvolutionSettings, parallelism: int) -> EvolutionSettings:
+def _fresh(evolution: EvolutionSettings, parallelism: int, paced: bool = False) -> EvolutionSettings:
     """A new run's evolution settings: the tree's, with what `evolve` decides where they leave
-    it unset (lag 1; enough proposals per generation to keep every GPU busy)."""
+    it unset (lag 1, or with a model the bound of a lag paced by measured latencies,
+    evolution/pace.py; enough proposals per generation to keep every GPU busy)."""
     decided: dict[str, int] = {}
     if "lag" not in evolution.model_fields_set:
-        decided["lag"] = 1
+        decided["lag"] = MOST_LAG if paced else 1
     if "proposals_per_island" not in evolution.model_fields_set:
         decided["proposals_per_island"] = max(1, math.ceil(parallelism / evolution.islands))
     return EvolutionSettings.model_validate({**evolution.model_dump(), **decided})
@@ -234,7 +238,7 @@ def _drive(
                     task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
                     seed=plan.seed, run_id=plan.run, on_progress=display.update,
                     should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run, evaluate),
-                    fitness=settings.fitness,
+                    fitness=settings.fitness, pace=_pace(settings, archive, plan, evaluate),
                 )  # fmt: skip
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
@@ -279,6 +283,21 @@ def _policy(settings: Settings, archive: Archive, run: int | None, evaluate: Eva
     arms = arms_in(archive, run) if run is not None else None  # the bandit goes on where it was
     target = Target(evaluate.backend, evaluate.device or "")
     return AgentPolicy(Ensemble(settings.models, spent=spent, arms=arms), settings.agents, target)
+
+
+def _pace(settings: Settings, archive: Archive, plan: _Plan, evaluate: Evaluator) -> Pace | None:
+    """With a model, the run's pace (evolution/pace.py): graph runs in flight from the slots and
+    measured latencies unless agents.concurrency is set, and each generation's lag (up to the
+    recorded evolution.lag) unless evolution.lag is set. A resumed run is paced if it recorded
+    `pace` events. None: no model."""
+    if not settings.models.models():
+        return None
+    if plan.run is None:
+        paced = "lag" not in settings.evolution.model_fields_set
+    else:
+        paced = bool(archive.events(plan.run, PACE))
+    return Pace(evaluate.parallelism, concurrency=settings.agents.concurrency,
+                lag_bound=plan.settings.lag if paced else None)  # fmt: skip
 
 
 def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int,

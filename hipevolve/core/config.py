@@ -33,7 +33,7 @@ the keys it names.
       lag                  generations a plan may lag behind (generations in flight)
     [agents]      hard limits on the agents' graph (used only with a model)
       repair_turns, audit_rechecks, surprising_speedup, proposals_per_generation, concurrency,
-      stall_generations, raw_reply_chars
+      sweep_configurations, stall_generations, raw_reply_chars
       scratchpad_every, scratchpad_tokens, scratchpad_writer   the run's notes every K generations
     [models]      which LLMs serve which agent role, and the run's LLM budgets
       model                litellm models behind every writing role (--model, repeatable; several:
@@ -53,7 +53,8 @@ the keys it names.
       seed                 the random seed of a new run (--seed)
 
 What `evolve` decides itself, unless set: a new run plans with evolution.lag 1 (the library
-default, for run_evolution's callers, is 0), and evolution.proposals_per_island is enough
+default, for run_evolution's callers, is 0; with a model, each generation's lag up to 4 and
+agents.concurrency are paced by measured latencies, evolution/pace.py), and evolution.proposals_per_island is enough
 proposals per generation to keep every GPU of the evaluator busy. A resumed run (--resume) keeps
 the seed, evolution settings and budget it recorded: the file's [evolution] and run.seed apply to
 new runs only, and a --seed or --islands that differs from the run's is refused.
@@ -223,7 +224,12 @@ class AgentLimits(Section):
     proposals_per_generation: int = Field(default=8, ge=1, description="graph runs per generation")
     concurrency: int | None = Field(
         default=None, ge=1, le=64,
-        description="graph runs at once; unset: 4 per evaluator slot (GPU)")
+        description="graph runs at once; unset: from the evaluator slots and the measured model "
+        "and evaluation latencies (Little's law, evolution/pace.py)")
+    sweep_configurations: int = Field(
+        default=6, ge=0, le=64,
+        description="configurations of each new island best a model wrote (with @tunables) that "
+        "the offline tuner proposes in the generations after, 2 a generation (0: none)")
     stall_generations: int = Field(
         default=4, ge=0,
         description="stop after this many generations in a row with no new evaluation (0: never)")

@@ -1,0 +1,82 @@
+"""The offline tunable sweep on each new elite a model wrote.
+
+A model's child that becomes its island's best is a new kernel; if its files declare
+`@tunable`s, its best configuration is still unknown, and a model is a slow and costly way to
+find it. So in the generations after, the offline tuner (evolution/offline/tuner.py: Optuna's TPE
+told the run's history of that kernel's configurations) proposes configurations of it, at most
+PER_GENERATION a generation and `configurations` in all per elite (agents.sweep_configurations),
+admitted against the run's budget like any child. They are written on the CPU in milliseconds
+and evaluated on the run's slots while the models write the generation's other children.
+
+What was swept is counted here, for this session: a resumed run may sweep an elite again, and
+the tuner, told the history, then proposes configurations not yet seen.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterable, Set
+
+from hipevolve.archive.store import Archive
+from hipevolve.evolution.child import Child
+from hipevolve.evolution.islands import Island, best
+from hipevolve.evolution.offline import tuner
+from hipevolve.evolution.recorder import Recorder
+
+AGENT = "offline-tuner"  # the agent label of a sweep's children
+PER_GENERATION = 2  # configurations of one elite a generation
+
+
+class Sweep:
+    """Which model-written island bests are swept, and their children for one generation."""
+
+    def __init__(self, archive: Archive, recorder: Recorder, configurations: int) -> None:
+        self.archive, self.recorder, self.configurations = archive, recorder, configurations
+        self.written: dict[int, int] = {}  # elite -> configurations written for it
+        self._by_model: dict[int, bool] = {}  # candidate -> whether a model wrote it
+        self._lock = threading.Lock()
+
+    def due(self, islands: Iterable[Island]) -> list[tuple[int, int]]:
+        """(island, elite) of each island whose best a model wrote, declares tunables and has
+        configurations left to sweep."""
+        found = []
+        for island in islands:
+            top = best(island)
+            if top is None or not self._model_wrote(top.candidate_id):
+                continue
+            with self._lock:
+                left = self.written.get(top.candidate_id, 0) < self.configurations
+            if left and tuner.family(self.recorder.source(top.candidate_id)) is not None:
+                found.append((island.id, top.candidate_id))
+        return found
+
+    def children(self, islands: Iterable[Island], rng: random.Random, seen: Set[str],
+                 history: list) -> list[Child]:  # fmt: skip
+        """This generation's sweep children: unseen configurations TPE asks for."""
+        taken, out = set(seen), []
+        for island_id, elite in self.due(islands):
+            parent = self.recorder.source(elite)
+            for _ in range(PER_GENERATION):
+                with self._lock:
+                    if self.written.get(elite, 0) >= self.configurations:
+                        break
+                    self.written[elite] = self.written.get(elite, 0) + 1
+                candidate = tuner.propose(parent, history, rng, taken)
+                if candidate is None:
+                    with self._lock:  # nothing unseen is near: this elite is swept
+                        self.written[elite] = self.configurations
+                    break
+                taken.add(candidate.source_hash)
+                out.append(Child(candidate=candidate, island=island_id, parents=(elite,),
+                                 agent=AGENT))  # fmt: skip
+        return out
+
+    def _model_wrote(self, candidate_id: int) -> bool:
+        with self._lock:
+            known = self._by_model.get(candidate_id)
+        if known is None:
+            known = bool(self.archive.candidate(candidate_id).model)
+            with self._lock:
+                self._by_model[candidate_id] = known
+        return known
