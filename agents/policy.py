@@ -37,6 +37,7 @@ class AgentPolicy:
         self.limits = limits or AgentLimits()
         self.target = target or Target("static")
         self._stalled = 0  # generations in a row that evaluated nothing new
+        self._repeated = False  # the last generation's replies all repeated evaluated code
         self._lock = threading.Lock()
         self._recorded = False  # the run's models are in its log
 
@@ -72,6 +73,7 @@ class AgentPolicy:
         config = {"recursion_limit": self.limits.recursion_limit()}
         chosen = list(proposals)[: self.limits.proposals_per_generation]
         attempted: list[int] = []  # graph runs that started writing
+        repeats: list[int] = []  # graph runs whose last reply repeated evaluated code
 
         def run(index: int) -> list[Child]:
             if self.stop_reason() is not None or workshop.room() == 0:
@@ -98,6 +100,10 @@ class AgentPolicy:
                 "phase": "screen", "children": [], "stopped": None,
             }  # fmt: skip
             final = graph.invoke(state, config=config)
+            failure = final.get("failure")
+            if failure is not None and failure.kind == "duplicate":
+                with self._lock:
+                    repeats.append(1)
             return list(final.get("children", []))
 
         if self.limits.concurrency is not None:
@@ -110,4 +116,10 @@ class AgentPolicy:
         with self._lock:  # a generation whose every turn found the budget taken is no stall
             if workshop.evaluations or attempted:
                 self._stalled = 0 if workshop.evaluations else self._stalled + 1
+            self._repeated = bool(attempted) and len(repeats) == len(attempted)
         return [child for batch in batches for child in batch]
+
+    def repeated(self) -> bool:
+        """The last generation's models wrote only code the run had evaluated (refused before
+        any compile): a stall, not replies to replace with the offline mutator's."""
+        return self._repeated

@@ -67,6 +67,10 @@ class ProposalPolicy(Protocol):
 
     def stop_reason(self) -> str | None: ...
 
+    def repeated(self) -> bool:
+        """Its last generation wrote only code the run had evaluated: no offline fallback."""
+        ...
+
     def translates(self) -> bool:
         """Whether it can write a first candidate from the reference (a task without seeds)."""
         ...
@@ -234,8 +238,8 @@ class Search:
             swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
             found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
-            if found or self.policy.stop_reason() is not None:
-                return found
+            if found or self.policy.stop_reason() is not None or self.policy.repeated():
+                return found  # repeats count toward the stall stop (agents.stall_generations)
             # The models wrote nothing that could be evaluated this generation (every reply
             # malformed): the offline mutator writes it, so the search goes on.
             self.archive.log_event(self.run, "offline_fallback", {"generation": generation})

@@ -145,6 +145,11 @@ def run_evolution(
                     planned.proposals, planned.islands, rng, seen, generation, admitted
                 )
             if not children:
+                if policy is not None and policy.repeated():  # a stall, not a spent space
+                    if policy.stop_reason() is None:
+                        continue  # the models repeated evaluated code: write it again
+                    reason = "llm_budget"
+                    break
                 if generation > 0 and base < generation - 1:
                     latest = True  # planned from older islands: try the latest first
                     continue
@@ -166,8 +171,10 @@ def run_evolution(
             del states[old]
         if on_progress is not None:
             on_progress(search.progress(done + 1, states[done]))
-        if reason is None and policy is not None and not staged.ids and done > 0:
+        if (reason is None and policy is not None and not staged.ids and done > 0
+                and (policy.stop_reason() or not policy.repeated())):
             # the agents wrote nothing this generation, and no offline child was left either
+            # (a generation of repeats goes on until the stall stop)
             reason = ("llm_budget" if policy.stop_reason() else
                       "budget" if search.admission(frozenset()).exhausted else "exhausted")  # fmt: skip
         if (

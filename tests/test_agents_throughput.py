@@ -110,6 +110,10 @@ def test_a_model_that_only_repeats_the_parent_stops_the_run_and_says_why(tmp_pat
             Step.ok(json.dumps({"idea": "change nothing", "transform": None}),
                     expect="# Role: optimizer"),
             Step.ok(no_op, expect="# Role: mutator"),
+            # refused as identical to the parent before any compile; the repairer's two turns
+            # (told so) repeat it again
+            Step.ok(no_op, expect="identical to candidate 1"),
+            Step.ok(no_op, expect="identical to candidate 1"),
         ]  # fmt: skip
     with ScriptedLLMServer(steps) as server, Archive.open(tmp_path / "a.db") as archive:
         models = ModelSettings.for_model(MODEL, api_base=server.api_base, max_retries=0, timeout_s=30)
@@ -122,7 +126,7 @@ def test_a_model_that_only_repeats_the_parent_stops_the_run_and_says_why(tmp_pat
     assert summary.reason == "llm_budget"
     assert "no new evaluation in 2 generations" in summary.message
     assert summary.progress.evaluations == 1  # the seed, nothing else
-    assert sent == 6  # two generations of three calls, then the stop
+    assert sent == 10  # two generations of five calls, then the stop
 
 
 def test_a_run_with_a_priced_model_says_its_cost_floor_and_cap_before_it_starts():
