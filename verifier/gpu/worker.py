@@ -91,6 +91,7 @@ from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
 
 if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.memplan import MemoryPlan
     from hipevolve.verifier.gpu.references import Kept, Refs
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
@@ -113,10 +114,29 @@ class References:
         self.refs: Refs = {}
         self.sizes: dict[str, CaseSizes] = {}
         self.flags: list[str] = []  # how the reference was timed, when it differs from the job
+        self.memory: MemoryPlan | None = None  # None: a CPU job, today's plan (plan)
+
+    def plan(self, free_bytes: int, total_bytes: int) -> str:
+        """The job's device-memory plan (memplan.py) from its cases' sizes, measured before
+        any reference output is built (references.sizes); why the job cannot run on this
+        device, or ''. Sizes that cannot be measured leave today's plan."""
+        from hipevolve.verifier.gpu import memplan
+
+        job = self.job
+        found = self.references.sizes(job, self.kept)
+        if isinstance(found, str):
+            return ""  # build runs the reference again, and says why it fails
+        shape = memplan.JobShape(
+            seeds=len(job.seeds), calls=job.warmup + job.trials,
+            timing_budget_bytes=job.timing_budget_bytes, flush_bytes=job.flush_bytes,
+        )  # fmt: skip
+        self.memory = memplan.plan_memory(found, shape, free_bytes, total_bytes)
+        return self.memory.message
 
     def build(self) -> str:
         """Builds every reference output; why the reference cannot judge anything, or ''."""
-        built = self.references.build(self.job, self.kept)
+        lean = self.memory is not None and self.memory.lean
+        built = self.references.build(self.job, self.kept, on_host=lean)
         if isinstance(built, str):
             return built
         self.module, self.refs = built
@@ -124,12 +144,17 @@ class References:
         for case in job.cases:
             first = self.refs[(case.name, job.seeds[0])]
             set_bytes = self.timing.tensor_bytes(first[0])
+            sets = (
+                self.memory.timing_sets[case.name]
+                if self.memory is not None
+                else self.timing.input_sets_for(
+                    set_bytes, job.timing_budget_bytes, job.warmup + job.trials
+                )
+            )
             self.sizes[case.name] = CaseSizes(
                 poison_sizes=tuple(o.numel() * o.element_size() for o in first[1]),
                 input_bytes=set_bytes,
-                timing_sets=self.timing.input_sets_for(
-                    set_bytes, job.timing_budget_bytes, job.warmup + job.trials
-                ),
+                timing_sets=sets,
             )
         return ""
 
@@ -219,11 +244,15 @@ class Judge:
                 ) from None
             if "outputs:ipc" not in flags:
                 flags.append("outputs:ipc")
+        # Under a lean plan the references are on the host: compared in chunks (compare.py).
         self.card.judge_outputs(header, items, self.ref.refs)
+        if self.lean and header.get("run") == "timed":
+            self.ref.refs.pop((header.get("case"), header.get("seed")), None)
         if shared:
             del items
             self.torch.cuda.synchronize()  # comparisons done before the sandbox may free
             self.chan.tell("ack")
+        self.between_phases()
 
     # --- the whole evaluation -----------------------------------------------------------------
     def run(self) -> dict:
@@ -232,7 +261,14 @@ class Judge:
         processes' contexts, and nothing is read from the mappings after this returns."""
         try:
             t0 = time.monotonic()
+            if self.device.startswith("cuda") or self.job.device_memory_bytes is not None:
+                too_big = self.ref.plan(*self.free_memory())
+                if too_big:  # in one line, before any reference output exists
+                    return self.result("runtime_error", too_big)
+                if self.lean:
+                    self.card.flags.append(memory_flag(self.ref.memory))
             bad = self.ref.build()
+            self.between_phases()
             self.seconds["reference"] = round(time.monotonic() - t0, 3)
             if bad:
                 return self.result("runtime_error", bad)
@@ -240,6 +276,7 @@ class Judge:
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
                 self.card.flags += self.ref.flags
+                self.between_phases()
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
                 if self.job.do_timing and self.job.baselines:
@@ -251,6 +288,7 @@ class Judge:
                 return self.result("ok", "reference timed")
             if self.device.startswith("cuda"):
                 self.trim_cache()
+                self.between_phases()
             status, message = self.run_candidate()
         finally:
             t = time.monotonic()
@@ -262,13 +300,39 @@ class Judge:
                 self.card.flags.append(f"killed:{len(left)}")
         return self.result(status, message)
 
+    def free_memory(self) -> tuple[int, int]:
+        """(bytes free for this evaluation, the device's total): the job's device_memory_bytes
+        when it names them, else what the device has free now and this judge's allocator holds
+        unused."""
+        torch, told = self.torch, self.job.device_memory_bytes
+        if not self.device.startswith("cuda"):
+            return told or 0, told or 0
+        free, total = torch.cuda.mem_get_info(self.device)
+        if told is not None:
+            return told, total
+        return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated(), total
+
+    @property
+    def lean(self) -> bool:
+        return self.ref.memory is not None and self.ref.memory.lean
+
+    def between_phases(self) -> None:
+        """Under a lean plan, the memory this judge's allocator holds unused goes back to the
+        device before the next phase (the sandbox's, or the reference timing's) needs it."""
+        if self.lean and self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+
     def release(self) -> None:
         """Closes the mappings of the sandbox's shared memory and the judge's counter file."""
         if self.counter is not None:
             self.counter.close()
 
     def sandbox_job(self, plan: dict | None = None) -> SandboxJob:
-        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve(), plan)
+        memory = self.ref.memory
+        return SandboxJob.of(
+            self.job, self.ref.sizes, self.sandbox_reserve(), plan,
+            kept_calls=memory.kept_calls if memory is not None else 0,
+        )  # fmt: skip
 
     def record_stage(self, deadline: float) -> dict:
         """A native candidate's launch plan, from a recorder process of its own (record.py):
@@ -325,7 +389,12 @@ class Judge:
         )
         model = reference.build_model(self.ref.module, c.init, self.device, job.seeds[-1])
         with self.torch.no_grad():
-            refs[(case, seed)] = (inputs, reference.as_outputs(model(*inputs)))
+            outs = reference.as_outputs(model(*inputs))
+        if self.lean:  # on the host, as the check seeds' are (references.build)
+            inputs = [t.cpu() for t in inputs if isinstance(t, self.torch.Tensor)]
+            outs = [o.to("cpu", copy=True) for o in outs]
+            del model
+        refs[(case, seed)] = (inputs, outs)
 
     def trim_cache(self) -> None:
         """Gives the memory this judge holds free back to the device when it is much (the
@@ -346,6 +415,8 @@ class Judge:
         destroy: on two busy H200s, opening and closing mappings took a quarter of the check."""
         if not self.device.startswith("cuda"):
             return 0
+        if self.ref.memory is not None:
+            return self.ref.memory.reserve_bytes  # the same sum, or 0 under a lean plan
         need = max(
             (
                 10 * sum(s.poison_sizes) + (3 + s.timing_sets) * s.input_bytes
@@ -459,6 +530,15 @@ class Judge:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         extra = {"baselines": self.baselines} if self.baselines else {}
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid} | extra
+
+
+def memory_flag(plan: MemoryPlan) -> str:
+    """The result's flag for an evaluation run under a lean memory plan (memplan.py)."""
+    sets = ", ".join(f"{n} {'set' if n == 1 else 'sets'}" for n in plan.timing_sets.values())
+    return (
+        f"memory:lean (references on the host; outputs of {plan.kept_calls} check calls kept "
+        f"at once; timing inputs: {sets}; planned peak {plan.peak_bytes / (1 << 30):.1f} GiB)"
+    )[:300]
 
 
 def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (from the sandbox)
