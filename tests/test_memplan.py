@@ -126,3 +126,19 @@ def test_the_largest_case_decides_and_is_named() -> None:
     plan = plan_memory([elementwise("small", 0.1), elementwise("huge", 40)], JOB, *H100)
     assert plan.message.startswith("case huge needs about")
     assert set(plan.timing_sets) == {"small", "huge"}
+
+
+def test_a_lean_plan_the_host_cannot_hold_says_so_in_one_line() -> None:
+    case = elementwise("x", 6)
+    host = memplan.lean_host(case, JOB)
+    assert plan_memory([case], JOB, *H200, host_bytes=2 * host).fits
+    refused = plan_memory([case], JOB, *H200, host_bytes=host)
+    assert refused.message == (
+        f"case x needs about {host / memplan.SAFE_SHARE / GIB:.1f} GiB of host memory beside "
+        f"the GPU's; this machine has {host / GIB:.1f} GiB available"
+    )
+
+
+def test_todays_plan_never_asks_for_host_memory() -> None:
+    plan = plan_memory([elementwise("x", 0.25)], JOB, *H100, host_bytes=1 << 20)
+    assert not plan.lean and plan.fits

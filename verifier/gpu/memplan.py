@@ -126,15 +126,28 @@ def lean_peak(case: CaseBytes, sets: int, kept_calls: int, job: JobShape) -> int
     return max(build, ref_timing, check, timing, sent)
 
 
+def lean_host(case: CaseBytes, job: JobShape) -> int:
+    """Host memory a lean plan takes: every check seed's reference inputs and outputs, one
+    timed call's reference, and the sandbox's checked timed outputs (and the executor's two
+    check calls slipped in among them) until they are sent."""
+    i, o = case.input_bytes, case.output_bytes
+    return job.seeds * (i + o) + (i + o) + (CHECKED_TRIALS + 2) * o
+
+
 def _gib(n: float) -> str:
     return f"{n / GIB:.1f}"
 
 
 def plan_memory(
-    cases: Sequence[CaseBytes], job: JobShape, free_bytes: int | None, total_bytes: int
+    cases: Sequence[CaseBytes],
+    job: JobShape,
+    free_bytes: int | None,
+    total_bytes: int,
+    host_bytes: int | None = None,
 ) -> MemoryPlan:
     """The plan for a job whose cases have these sizes, on a device with `free_bytes` free
-    when the judge starts it (None: a CPU, or unknown: today's plan)."""
+    when the judge starts it (None: a CPU, or unknown: today's plan); host_bytes: the host
+    memory available (None: not checked), which a lean plan also needs."""
     calls = max(job.calls, 1)
     sets = {c.name: input_sets_for(c.input_bytes, job.timing_budget_bytes, calls) for c in cases}
     reserve = today_reserve(cases, sets, total_bytes)
@@ -157,6 +170,13 @@ def plan_memory(
         if p > worst:
             worst, worst_case = p, c
     message = ""
+    host = max(lean_host(c, job) for c in cases)
+    if host_bytes is not None and host > SAFE_SHARE * host_bytes:
+        big = max(cases, key=lambda c: lean_host(c, job))
+        message = (
+            f"case {big.name} needs about {_gib(host / SAFE_SHARE)} GiB of host memory beside "
+            f"the GPU's; this machine has {_gib(host_bytes)} GiB available"
+        )
     if worst > budget:
         need = (worst + SANDBOX_CONTEXT) / SAFE_SHARE
         message = (

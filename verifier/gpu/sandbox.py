@@ -243,8 +243,8 @@ class Sandbox:
         """A checked timed call's outputs kept until they are sent: clones on the device, or
         on the host under a lean plan (send_timed brings them back one call at a time)."""
         if self.lean:
-            return [o.to("cpu") for o in outs]
-        return [self.clone(o) for o in outs]
+            return [o.to("cpu", copy=True) for o in outs]
+        return [o.clone() for o in outs]  # as timing.time_fresh_trials always has
 
     def check(self) -> None:
         window = self.job.kept_calls  # 0: every call's outputs alive until the case ends

@@ -130,7 +130,7 @@ class References:
             seeds=len(job.seeds), calls=job.warmup + job.trials,
             timing_budget_bytes=job.timing_budget_bytes, flush_bytes=job.flush_bytes,
         )  # fmt: skip
-        self.memory = memplan.plan_memory(found, shape, free_bytes, total_bytes)
+        self.memory = memplan.plan_memory(found, shape, free_bytes, total_bytes, host_available())
         return self.memory.message
 
     def build(self) -> str:
@@ -530,6 +530,18 @@ class Judge:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         extra = {"baselines": self.baselines} if self.baselines else {}
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid} | extra
+
+
+def host_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def memory_flag(plan: MemoryPlan) -> str:
