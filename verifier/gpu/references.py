@@ -79,10 +79,25 @@ def sizes(job: WorkerJob, kept: Kept) -> list[CaseBytes] | str:
         return f"{type(e).__name__}: {str(e)[:200]}"
 
 
+def input_bytes(job: WorkerJob, kept: Kept) -> list[int] | None:
+    """Each case's input set bytes, drawn on the meta device (get_inputs alone: cheap, where a
+    forward on the meta device may take seconds), or None where that fails."""
+    module = _module(job, kept, _key(job, kept.on_host))
+    try:
+        return [
+            _bytes(reference.build_inputs(module, case.inputs, "meta", job.seeds[0],
+                                          draw_on_device=True))  # fmt: skip
+            for case in job.cases
+        ]
+    except Exception:  # noqa: BLE001 (any reference code: sizes() decides then)
+        return None
+
+
 def _sizes_on(module: ModuleType, job: WorkerJob, device: str) -> list[CaseBytes]:
     found = []
     for case in job.cases:
-        model = reference.build_model(module, case.init, device, job.seeds[0])
+        with torch.device(device):  # parameters made where they go (meta: no memory, no time)
+            model = reference.build_model(module, case.init, device, job.seeds[0])
         inputs = reference.build_inputs(module, case.inputs, device, job.seeds[0],
                                         draw_on_device=True)  # fmt: skip
         with torch.no_grad():

@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from hipevolve.verifier.gpu.references import Kept, Refs
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
+PLAN_AFTER = 64  # input sets under 1/PLAN_AFTER of free memory: planned once the reference ran
 
 
 class References:
@@ -115,32 +116,62 @@ class References:
         self.sizes: dict[str, CaseSizes] = {}
         self.flags: list[str] = []  # how the reference was timed, when it differs from the job
         self.memory: MemoryPlan | None = None  # None: a CPU job, today's plan (plan)
+        self.device_memory: tuple[int, int, int | None] | None = None  # free, total, host
 
     def plan(self, free_bytes: int, total_bytes: int) -> str:
-        """The job's device-memory plan (memplan.py) from its cases' sizes, measured before
-        any reference output is built (references.sizes); why the job cannot run on this
-        device, or ''. Sizes that cannot be measured leave today's plan."""
-        from hipevolve.verifier.gpu import memplan
-
+        """The job's device-memory plan (memplan.py); why the job cannot run on this device, or
+        ''. A job whose input sets are each under 1/PLAN_AFTER of the free memory (every task
+        this project ships) is planned from its first seed's tensors once they are built, as
+        the reference has always been run; a larger one from sizes measured on the meta device
+        before anything is allocated (references.sizes; a reference the meta device cannot run
+        is measured on its first seed)."""
         job = self.job
+        self.device_memory = (free_bytes, total_bytes, host_available())
+        small = self.references.input_bytes(job, self.kept)
+        if small is not None and max(small, default=0) * PLAN_AFTER <= free_bytes:
+            return ""  # planned in build, from the tensors it makes
         found = self.references.sizes(job, self.kept)
         if isinstance(found, str):
             return ""  # build runs the reference again, and says why it fails
+        self.memory = self.plan_of(found)
+        return self.memory.message
+
+    def plan_of(self, found: list) -> MemoryPlan:
+        from hipevolve.verifier.gpu import memplan
+
+        job = self.job
         shape = memplan.JobShape(
             seeds=len(job.seeds), calls=job.warmup + job.trials,
             timing_budget_bytes=job.timing_budget_bytes, flush_bytes=job.flush_bytes,
         )  # fmt: skip
-        self.memory = memplan.plan_memory(found, shape, free_bytes, total_bytes, host_available())
-        return self.memory.message
+        return memplan.plan_memory(found, shape, *self.device_memory)
 
     def build(self) -> str:
-        """Builds every reference output; why the reference cannot judge anything, or ''."""
+        """Builds every reference output; why the reference cannot judge anything (or cannot
+        run on this device), or ''."""
         lean = self.memory is not None and self.memory.lean
         built = self.references.build(self.job, self.kept, on_host=lean)
         if isinstance(built, str):
             return built
         self.module, self.refs = built
         job = self.job
+        if self.memory is None and self.device_memory is not None:
+            from hipevolve.verifier.gpu.memplan import CaseBytes
+
+            firsts = {c.name: self.refs[(c.name, job.seeds[0])] for c in job.cases}
+            self.memory = self.plan_of([
+                CaseBytes(name=name, input_bytes=self.timing.tensor_bytes(ins),
+                          output_bytes=self.timing.tensor_bytes(outs))
+                for name, (ins, outs) in firsts.items()
+            ])  # fmt: skip
+            if self.memory.message:
+                return self.memory.message
+            if self.memory.lean:  # outputs far larger than inputs: the references to the host
+                self.kept.drop()
+                self.refs = {
+                    k: ([t.cpu() for t in ins], [o.cpu() for o in outs])
+                    for k, (ins, outs) in self.refs.items()
+                }
         for case in job.cases:
             first = self.refs[(case.name, job.seeds[0])]
             set_bytes = self.timing.tensor_bytes(first[0])
@@ -265,9 +296,9 @@ class Judge:
                 too_big = self.ref.plan(*self.free_memory())
                 if too_big:  # in one line, before any reference output exists
                     return self.result("runtime_error", too_big)
-                if self.lean:
-                    self.card.flags.append(memory_flag(self.ref.memory))
             bad = self.ref.build()
+            if self.lean:
+                self.card.flags.append(memory_flag(self.ref.memory))
             self.between_phases()
             self.seconds["reference"] = round(time.monotonic() - t0, 3)
             if bad:
