@@ -142,3 +142,14 @@ def test_a_lean_plan_the_host_cannot_hold_says_so_in_one_line() -> None:
 def test_todays_plan_never_asks_for_host_memory() -> None:
     plan = plan_memory([elementwise("x", 0.25)], JOB, *H100, host_bytes=1 << 20)
     assert not plan.lean and plan.fits
+
+
+def test_graph_timing_keeps_two_sets_and_counts_what_it_holds_while_timed() -> None:
+    graph = JobShape(seeds=3, calls=35, timing_budget_bytes=1 << 30, flush_bytes=512 << 20,
+                     graph=True)  # fmt: skip
+    eager = plan_memory([elementwise("x", 8)], JOB, *H100)
+    plan = plan_memory([elementwise("x", 8)], graph, *H100)
+    assert eager.fits and plan.lean and plan.timing_sets == {"x": 2}
+    assert plan.peak_bytes > eager.peak_bytes
+    assert not plan.fits and "needs about" in plan.message  # 6 sets' worth of 8 GiB inputs
+    assert plan_memory([elementwise("x", 4)], graph, *H100).fits

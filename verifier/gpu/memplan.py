@@ -19,8 +19,8 @@ plan does not fit a safe share of the free memory (SAFE_SHARE), the plan turns `
   the host until it sends them, one call at a time;
 - one timing input set instead of two when two do not fit: each call's set is then drawn anew,
   untimed, before it (as timing.time_fresh_trials does), so no call sees another's inputs.
-Not lean yet: the executor's CUDA-graph timing (a task's timing = "graph") holds its sets and
-every check seed's inputs as today.
+Not lean: CUDA-graph timing (a task's timing = "graph") holds two sets at least, every check
+seed's inputs and the kept replays' outputs on the device as today; the plan counts them so.
 When even the leanest plan does not fit, `message` says so in one line, before anything is
 allocated. The peaks are estimates (what each phase holds, plus each process's context): the
 GPU tests check them on a real device.
@@ -62,6 +62,7 @@ class JobShape:
     calls: int  # warm-up + timed calls of a case
     timing_budget_bytes: int  # job.timing_budget_bytes: memory for timing inputs
     flush_bytes: int  # the cache flush buffer, one in each process that times
+    graph: bool = False  # timed as CUDA graph replays (job.timing "graph"): not lean while timed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +123,8 @@ def lean_peak(case: CaseBytes, sets: int, kept_calls: int, job: JobShape) -> int
     ref_timing = sets * i + o + f
     check = max(2 * i, i + (1 + kept_calls) * o + chunk)
     timing = ((sets + 1) * i + o if sets > 1 else max(2 * i, i + o)) + f
+    if job.graph:  # sets, every check seed's inputs, the graph's buffers, clones kept (executor)
+        timing = (sets + job.seeds + 1) * i + (2 + CHECKED_TRIALS + 2) * o + f
     sent = o + i + o + chunk
     return max(build, ref_timing, check, timing, sent)
 
@@ -161,7 +164,8 @@ def plan_memory(
     kept = 2 * job.seeds  # every check call's outputs, as today, while they fit
     worst, worst_case = 0, cases[0]
     for c in cases:
-        n = 2 if calls > 1 and lean_peak(c, 2, 1, job) <= budget else 1
+        # A graph's replays refill fixed buffers from the sets: two at least, as today.
+        n = 2 if calls > 1 and (job.graph or lean_peak(c, 2, 1, job) <= budget) else 1
         lean_sets[c.name] = n
         while kept > 1 and lean_peak(c, n, kept, job) > budget:
             kept -= 1

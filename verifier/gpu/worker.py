@@ -143,6 +143,7 @@ class References:
         shape = memplan.JobShape(
             seeds=len(job.seeds), calls=job.warmup + job.trials,
             timing_budget_bytes=job.timing_budget_bytes, flush_bytes=job.flush_bytes,
+            graph=job.timing == "graph",
         )  # fmt: skip
         return memplan.plan_memory(found, shape, *self.device_memory)
 
