@@ -60,6 +60,10 @@ What it does not protect against:
   evaluation ends as a runtime error, never a pass;
 - GPU side effects beyond the process: another process's device memory is protected by the
   driver, not by us; a kernel that hangs the GPU itself (not just its context) needs a reset.
+- under a lean memory plan (memplan.py: a case too large for today's plan, flag `memory:lean`)
+  a case's check calls no longer hold every input set and output at once: outputs sharing
+  memory are found only between calls at most `kept_calls` apart, and with one timing set each
+  timed call's inputs are drawn afresh before it (still none seen by another call).
 
 The running sandbox, its pipe and drained output, and the group kill live in channel.py. The
 job is job.WorkerJob, read once and never changed; one evaluation is three parts: `References`
