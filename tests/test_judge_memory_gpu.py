@@ -90,7 +90,7 @@ def test_kernelbench_19_relu_with_its_6_gib_input_scores_ok_under_a_lean_plan(
     assert result.cases[0].time_us and result.cases[0].ref_time_us
 
 
-def test_an_elementwise_task_a_quarter_of_free_device_memory_scores_ok(tmp_path: Path) -> None:
+def test_an_elementwise_task_up_to_a_quarter_of_free_device_memory_scores_ok(tmp_path: Path) -> None:
     quarter = device_free() // 4
     host = host_available()
     shape = memplan.JobShape(seeds=len(SEEDS), calls=12, timing_budget_bytes=1 << 30,

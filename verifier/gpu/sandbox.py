@@ -72,6 +72,7 @@ class Sandbox:
         self.clone = torch.Tensor.clone
         self.ref_module = reference.load_module(job.reference)
         self.model_class = None
+        self.hosted: set[int] = set()  # ids of kept outputs moved to the host (to_host)
 
     def send(self, kind: str, tensors=(), **fields) -> None:  # noqa: ANN001
         self.write_message(self.out, kind, list(tensors), **fields)
@@ -243,7 +244,9 @@ class Sandbox:
         """A checked timed call's outputs kept until they are sent: clones on the device, or
         on the host under a lean plan (send_timed brings them back one call at a time)."""
         if self.lean:
-            return [o.to("cpu", copy=True) for o in outs]
+            moved = [o.to("cpu", copy=True) for o in outs]
+            self.hosted.update(id(m) for m, o in zip(moved, outs, strict=True) if o.is_cuda)
+            return moved
         return [o.clone() for o in outs]  # as timing.time_fresh_trials always has
 
     def check(self) -> None:
@@ -335,8 +338,10 @@ class Sandbox:
     ) -> None:
         """Outputs of a timed call (index: its input set) or of a check call slipped in among
         them (index -1), for the judge to check; broken: canaries found overwritten."""
-        if self.lean:  # kept on the host (to_host): on the device only while it is sent
-            outs = [o.to(self.device) for o in outs]
+        if self.hosted:  # kept on the host (to_host): on the device only while it is sent
+            back = [o.to(self.device) if id(o) in self.hosted else o for o in outs]
+            self.hosted.difference_update(id(o) for o in outs)
+            outs = back
         metas = self.describe(outs, [])
         shared = self.write_message(
             self.out,
