@@ -20,6 +20,7 @@ GPU_SIDE = (
     "hipevolve.verifier.gpu.confine",
     "hipevolve.verifier.gpu.ipc",
     "hipevolve.verifier.gpu.job",
+    "hipevolve.verifier.gpu.memplan",
     "hipevolve.verifier.gpu.prebuilt",
     "hipevolve.verifier.gpu.references",
     "hipevolve.verifier.gpu.timing",

@@ -22,7 +22,8 @@ comparison's passes over the output, one host round trip instead of five. It pas
 when every element is finite and inside the tolerance with room to spare (EDGE); anything else,
 near the edge or failing, goes through the full comparison, which alone decides and describes.
 
-Imports torch and the standard library only.
+Imports torch and the standard library only (and, for a reference kept on the host,
+hipevolve.verifier.gpu.compare_chunks).
 """
 
 from __future__ import annotations
@@ -69,15 +70,18 @@ def _trim(text: str) -> str:
     return text if len(text) <= MISMATCH_CHARS else text[: MISMATCH_CHARS - 3] + "..."
 
 
-def check_meta(index: int, meta: dict[str, Any], ref: torch.Tensor) -> str:
-    """What is wrong with an output's type, shape, dtype, device or strides ('' if nothing)."""
+def check_meta(index: int, meta: dict[str, Any], ref: torch.Tensor, device: str = "") -> str:
+    """What is wrong with an output's type, shape, dtype, device or strides ('' if nothing).
+    device: where outputs belong (the job's), when the reference is kept elsewhere (the host,
+    under a lean memory plan); by default the reference's own device."""
+    expected = device.split(":")[0] or ref.device.type
     what = f"output {index}"
     if tuple(meta["shape"]) != tuple(ref.shape):
         return f"{what}: shape {tuple(meta['shape'])}, expected {tuple(ref.shape)}"
     if meta["dtype"] != str(ref.dtype).removeprefix("torch."):
         return f"{what}: dtype {meta['dtype']}, expected {str(ref.dtype).removeprefix('torch.')}"
-    if meta["device"].split(":")[0] != ref.device.type:
-        return f"{what}: on device {meta['device']}, expected {ref.device.type}"
+    if meta["device"].split(":")[0] != expected:
+        return f"{what}: on device {meta['device']}, expected {expected}"
     if not meta["contiguous"] and tuple(meta["stride"]) != tuple(ref.stride()):
         return (
             f"{what}: strides {tuple(meta['stride'])} are neither contiguous nor the "
@@ -148,7 +152,12 @@ def precision_problem(index: int, got: torch.Tensor, ref: torch.Tensor,
 def compare_values(
     index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
 ) -> tuple[bool, float, float, str]:
-    """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output."""
+    """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output. A reference kept on
+    another device (the host, under a lean memory plan) is compared a chunk at a time."""
+    if got.device != ref.device and got.device.type != "cpu":
+        from hipevolve.verifier.gpu.compare_chunks import compare_in_chunks
+
+        return compare_in_chunks(index, got, ref, tol)
     if precision_problem(index, got, ref, tol):
         return compare_fully(index, got, ref, tol)
     quick = _quick_pass(got.to(ref.device), ref, tol)
@@ -283,6 +292,13 @@ def inputs_unchanged(before: list[torch.Tensor], after: list[torch.Tensor]) -> s
     if len(before) != len(after):
         return f"{len(after)} input tensors came back, {len(before)} went in"
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
+        if a.device != b.device and a.device.type != "cpu":  # a reference kept on the host
+            from hipevolve.verifier.gpu.compare_chunks import unchanged_in_chunks
+
+            changed = unchanged_in_chunks(i, b, a)
+            if changed:
+                return changed
+            continue
         a = a.to(b.device)
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"input {i} changed shape or dtype"

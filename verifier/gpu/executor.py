@@ -293,8 +293,11 @@ class Executor(Sandbox):
         models = {seed: self.build_model(case, seed) for seed in job.seeds}
         model = models[job.seeds[-1]]
         sets = [self.inputs(case, job.timing_seed + i) for i in range(case.timing_sets)]
-        checks = {seed: self.inputs(case, seed) for seed in job.seeds}
+        # Under a lean plan a check seed's inputs are drawn when its call is slipped in.
+        checks = {seed: None if self.lean else self.inputs(case, seed) for seed in job.seeds}
         calls = job.warmup + job.trials
+        # One set where two do not fit (memplan.py): each call's drawn anew before it, untimed.
+        fresh = len(sets) == 1 and calls > 1
         slipped = sorted(secrets.randbelow(calls + 1) for _ in range(INTERLEAVED_CHECKS))
         keep_left = min(CHECKED_TRIALS, calls)
         kept: list[tuple[int, int, list]] = []  # (seed, set index, outputs)
@@ -309,17 +312,22 @@ class Executor(Sandbox):
                     seed = list(checks)[secrets.randbelow(len(checks))]
                     args = [
                         self.guarded_clone(a)[0] if type(a) is torch.Tensor else a
-                        for a in checks[seed]
+                        for a in checks[seed] or self.inputs(case, seed)
                     ]
                     outs: list = []
                     m = models[seed]
                     bases = m.prepare(*args)
                     self.clock.trial(lambda b=bases, o=outs, m=m: o.extend(m.run(b)))
-                    kept.append((seed, -1, outs))
-                index = i % len(sets)
-                args = [
-                    self.guarded_clone(a)[0] if type(a) is torch.Tensor else a for a in sets[index]
-                ]
+                    kept.append((seed, -1, self.to_host(outs) if self.lean else outs))
+                    del args, outs, bases
+                if fresh:  # the first set, then one drawn for each call, dropped once copied
+                    index = i
+                    source = sets.pop() if sets else self.inputs(case, job.timing_seed + i)
+                else:
+                    index = i % len(sets)
+                    source = sets[index]
+                args = [self.guarded_clone(a)[0] if type(a) is torch.Tensor else a for a in source]
+                del source
                 outs = []
                 bases = model.prepare(*args)  # the harness's allocations and poison: untimed
                 t, w = self.clock.trial(lambda b=bases, o=outs: o.extend(model.run(b)))
@@ -329,7 +337,7 @@ class Executor(Sandbox):
                 # Drawn after the call: nothing the call could see decided it.
                 if keep_left and secrets.randbelow(calls - i) < keep_left:
                     keep_left -= 1
-                    kept.append((job.timing_seed + index, index, [o.clone() for o in outs]))
+                    kept.append((job.timing_seed + index, index, self.to_host(outs)))
                 del args, outs, bases
         self.clock.sync()
         self.send(
@@ -340,6 +348,9 @@ class Executor(Sandbox):
             threads=self.active_count(),
             **({"flags": [flag]} if flag else {}),
         )
+        sets.clear()
+        checks.clear()
+        self.give_back()  # under a lean plan: the sets' memory, before the judge computes
         for seed, index, outs in kept:
             self.send_timed(case, seed, index, outs)
         del sets, checks, kept

@@ -172,6 +172,9 @@ class WorkerJob:
     reference_trials: int = 0  # the reference's trials; 0: `trials` (a run's check: a few)
     timing: str = "eager"  # one of TIMINGS: the task's (TaskSpec.timing)
     baselines: tuple[BaselineJob, ...] = ()  # reference-only jobs: timed after the reference
+    # Device memory the judge plans this evaluation for (memplan.py); None: what the device has
+    # free when the judge starts the job (a CPU job: no plan). Set lower for a shared GPU.
+    device_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -195,6 +198,8 @@ class WorkerJob:
         _require(self.reference_only or not self.baselines,
                  "only a reference-only job times strong baselines")
         _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
+        _require(self.device_memory_bytes is None or self.device_memory_bytes > 0,
+                 "device_memory_bytes must be positive")  # fmt: skip
 
     def case(self, name: str) -> CaseJob:
         return next(c for c in self.cases if c.name == name)
@@ -271,6 +276,9 @@ class SandboxJob:
     cases: tuple[SandboxCase, ...]
     plan: dict[str, Any] | None = None  # a native candidate's launch plan (plan.py)
     timing: str = "eager"  # one of TIMINGS (timing.py)
+    # Under a lean memory plan (memplan.py): check calls whose outputs stay alive at once; 0:
+    # every one of a case's, as always (the judge's plan says which).
+    kept_calls: int = 0
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -285,9 +293,11 @@ class SandboxJob:
         sizes: dict[str, CaseSizes],
         reserve_bytes: int,
         plan: dict[str, Any] | None = None,
+        kept_calls: int = 0,
     ) -> SandboxJob:
         return cls(
             plan=plan,
+            kept_calls=kept_calls,
             reference=job.reference,
             seeds=job.seeds,
             candidate=job.candidate,

@@ -72,6 +72,7 @@ class Sandbox:
         self.clone = torch.Tensor.clone
         self.ref_module = reference.load_module(job.reference)
         self.model_class = None
+        self.hosted: set[int] = set()  # ids of kept outputs moved to the host (to_host)
 
     def send(self, kind: str, tensors=(), **fields) -> None:  # noqa: ANN001
         self.write_message(self.out, kind, list(tensors), **fields)
@@ -114,11 +115,10 @@ class Sandbox:
         block twice the outputs' total (split by the CUDA caching allocator), and two blocks of
         each output's size (reused as they are by the CUDA allocator and by malloc)."""
         torch = self.torch
-        blocks = [
-            torch.empty(n, dtype=torch.uint8, device=self.device)
-            for n in [2 * sum(sizes)] + [n for n in sizes for _ in range(2)]
-            if n > 0
-        ]
+        # Under a lean plan (memplan.py): one block of each output's size, which the caching
+        # allocator hands back as it is to an allocation of that size.
+        wanted = list(sizes) if self.lean else [2 * sum(sizes)] + [n for n in sizes for _ in "ab"]
+        blocks = [torch.empty(n, dtype=torch.uint8, device=self.device) for n in wanted if n > 0]
         for block in blocks:
             block.fill_(0xFF)
         self.clock.sync()
@@ -184,6 +184,8 @@ class Sandbox:
     ) -> list:
         torch = self.torch
         guarded = [self.guarded_clone(a) if type(a) is torch.Tensor else (a, None) for a in base]
+        if self.lean:
+            base.clear()  # drawn for this call alone (check): only its guarded copy stays
         args = [a for a, _ in guarded]
         self.poison(case.poison_sizes)
         before = self.active_count()
@@ -222,18 +224,53 @@ class Sandbox:
             if self.readline().strip() != "ack":
                 raise RuntimeError("the judge did not acknowledge shared outputs")
             self.release(shared)
+        del guarded, args, values, tensor_args
+        self.give_back()
         return outs
 
+    @property
+    def lean(self) -> bool:
+        """A lean memory plan (memplan.py): the judge counted on this process holding only
+        the outputs of `job.kept_calls` earlier check calls, and no unused cached blocks."""
+        return self.job.kept_calls > 0
+
+    def give_back(self) -> None:
+        """Under a lean plan, the allocator's unused blocks (the poison's, a call's input
+        copies) go back to the device, for the judge's comparison and the next call."""
+        if self.lean and self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+
+    def to_host(self, outs: list) -> list:
+        """A checked timed call's outputs kept until they are sent: clones on the device, or
+        on the host under a lean plan (send_timed brings them back one call at a time)."""
+        if self.lean:
+            moved = [o.to("cpu", copy=True) for o in outs]
+            self.hosted.update(id(m) for m, o in zip(moved, outs, strict=True) if o.is_cuda)
+            return moved
+        return [o.clone() for o in outs]  # as timing.time_fresh_trials always has
+
     def check(self) -> None:
+        window = self.job.kept_calls  # 0: every call's outputs alive until the case ends
         for case in self.job.cases:
-            kept: list[tuple[str, list]] = []  # outputs of every call stay alive until the end
+            kept: list[tuple[str, list]] = []
+            reuse: list[str] = []  # under a window: pairs of calls at most `window` apart
             for seed in self.job.seeds:
                 model = self.build_model(case, seed)
-                base = self.inputs(case, seed)
+                # Under a lean plan each call's inputs are drawn anew (the same values).
+                base = None if self.lean else self.inputs(case, seed)
                 for run in ("1", "2"):
-                    outs = self.check_call(case, seed, model, base, run, run == "1")
+                    args = base if base is not None else self.inputs(case, seed)
+                    outs = self.check_call(case, seed, model, args, run, run == "1")
+                    del args
                     kept.append((f"seed {seed} run {run}", outs))
-            self.send("case_checked", case=case.name, reuse=_shared_storage(kept))
+                    del outs
+                    if window:
+                        reuse += [f for f in _shared_storage(kept) if f not in reuse]
+                        del kept[:-window]
+                        self.give_back()
+                del base
+            self.send("case_checked", case=case.name,
+                      reuse=reuse[:5] if window else _shared_storage(kept))  # fmt: skip
             del kept
         self.send("checked", threads=self.active_count())
 
@@ -266,8 +303,10 @@ class Sandbox:
         got = self.timing.time_fresh_trials(
             self.clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup,
             fresh=lambda i: self.inputs(case, job.timing_seed + i), keep=CHECKED_TRIALS,
+            kept=self.to_host,
         )  # fmt: skip
         sets.clear()
+        self.give_back()
         self.send("timing_done", case=case.name, trials=got.times, windows=got.windows,
                   threads=self.active_count())  # fmt: skip
         for index, outs in got.kept:
@@ -299,6 +338,10 @@ class Sandbox:
     ) -> None:
         """Outputs of a timed call (index: its input set) or of a check call slipped in among
         them (index -1), for the judge to check; broken: canaries found overwritten."""
+        if self.hosted:  # kept on the host (to_host): on the device only while it is sent
+            back = [o.to(self.device) if id(o) in self.hosted else o for o in outs]
+            self.hosted.difference_update(id(o) for o in outs)
+            outs = back
         metas = self.describe(outs, [])
         shared = self.write_message(
             self.out,
@@ -318,6 +361,8 @@ class Sandbox:
             if self.readline().strip() != "ack":
                 raise RuntimeError("the judge did not acknowledge shared outputs")
             self.release(shared)
+        del outs
+        self.give_back()
 
 
 def graph_flag(case: str, eager: str) -> str:

@@ -82,7 +82,7 @@ class Scorecard:
                     f"output {i} shares memory with input {meta['aliases_input'][0]} ({where})",
                 )
                 return
-            problem = self.compare.check_meta(i, meta, ref)
+            problem = self.compare.check_meta(i, meta, ref, self.job.device)
             if problem:
                 self.fail(name, f"{problem} ({where})")
                 return

@@ -34,7 +34,7 @@ Protocol (DESIGN.md "Timing", FAULTS.md 17-20):
   with the timer, before any candidate code exists.
 Only raw trial times leave this module; statistics are computed by the judge.
 
-Imports torch and the standard library only.
+Imports torch, the standard library and hipevolve.verifier.gpu.memplan (standard library) only.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from hipevolve.verifier.gpu.memplan import input_sets_for  # noqa: F401 (the judge's and tests')
 
 FLUSH_BYTES = 512 << 20
 
@@ -325,6 +327,7 @@ def time_fresh_trials(
     warmup: int,
     fresh: Callable[[int], list[Any]],
     keep: int = 0,
+    kept: Callable[[list[Any]], list[Any]] | None = None,
 ) -> GraphTrials:
     """Per-trial times of `call(inputs)`, eagerly, where no call sees an input set another call
     saw: call i (warm-up calls first) takes input_sets[i] while they last, then `fresh(i)`, a
@@ -333,7 +336,9 @@ def time_fresh_trials(
     values never hits, and one keyed by the address alone returns stale answers, which the kept
     outputs show: keep of the timed calls, drawn after each call from os.urandom, have their
     outputs cloned into `kept` as (call index, outputs); call i's set is the one drawn from
-    seed i past the first timing seed."""
+    seed i past the first timing seed. kept: how a kept call's outputs are copied (clones on
+    the device by default; the sandbox's lean memory plan keeps them on the host)."""
+    copy = kept or (lambda outs: [o.clone() for o in outs])
     sets = list(input_sets)
     out = GraphTrials([], [])
     with clock.no_grad():
@@ -348,16 +353,9 @@ def time_fresh_trials(
                 out.times.append(t)
                 out.windows.append(w)
                 if kept_now(clock, out, keep, warmup + trials - i):
-                    out.kept.append((i, [o.clone() for o in tensors_of(result[0])]))
+                    out.kept.append((i, copy(tensors_of(result[0]))))
     clock.sync()
     return out
-
-
-def input_sets_for(set_bytes: int, budget_bytes: int, calls: int) -> int:
-    """How many distinct input sets fit the budget: one per call at best, 2 at least."""
-    if set_bytes <= 0:
-        return calls
-    return max(2, min(calls, budget_bytes // set_bytes))
 
 
 def tensor_bytes(values: Sequence[Any]) -> int:

@@ -60,6 +60,10 @@ What it does not protect against:
   evaluation ends as a runtime error, never a pass;
 - GPU side effects beyond the process: another process's device memory is protected by the
   driver, not by us; a kernel that hangs the GPU itself (not just its context) needs a reset.
+- under a lean memory plan (memplan.py: a case too large for today's plan, flag `memory:lean`)
+  a case's check calls no longer hold every input set and output at once: outputs sharing
+  memory are found only between calls at most `kept_calls` apart, and with one timing set each
+  timed call's inputs are drawn afresh before it (still none seen by another call).
 
 The running sandbox, its pipe and drained output, and the group kill live in channel.py. The
 job is job.WorkerJob, read once and never changed; one evaluation is three parts: `References`
@@ -91,9 +95,11 @@ from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
 
 if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.memplan import MemoryPlan
     from hipevolve.verifier.gpu.references import Kept, Refs
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
+PLAN_AFTER = 64  # input sets under 1/PLAN_AFTER of free memory: planned once the reference ran
 
 
 class References:
@@ -113,23 +119,78 @@ class References:
         self.refs: Refs = {}
         self.sizes: dict[str, CaseSizes] = {}
         self.flags: list[str] = []  # how the reference was timed, when it differs from the job
+        self.memory: MemoryPlan | None = None  # None: a CPU job, today's plan (plan)
+        self.device_memory: tuple[int, int, int | None] | None = None  # free, total, host
+
+    def plan(self, free_bytes: int, total_bytes: int) -> str:
+        """The job's device-memory plan (memplan.py); why the job cannot run on this device, or
+        ''. A job whose input sets are each under 1/PLAN_AFTER of the free memory (every task
+        this project ships) is planned from its first seed's tensors once they are built, as
+        the reference has always been run; a larger one from sizes measured on the meta device
+        before anything is allocated (references.sizes; a reference the meta device cannot run
+        is measured on its first seed)."""
+        job = self.job
+        self.device_memory = (free_bytes, total_bytes, host_available())
+        small = self.references.input_bytes(job, self.kept)
+        if small is not None and max(small, default=0) * PLAN_AFTER <= free_bytes:
+            return ""  # planned in build, from the tensors it makes
+        found = self.references.sizes(job, self.kept)
+        if isinstance(found, str):
+            return ""  # build runs the reference again, and says why it fails
+        self.memory = self.plan_of(found)
+        return self.memory.message
+
+    def plan_of(self, found: list) -> MemoryPlan:
+        from hipevolve.verifier.gpu import memplan
+
+        job = self.job
+        shape = memplan.JobShape(
+            seeds=len(job.seeds), calls=job.warmup + job.trials,
+            timing_budget_bytes=job.timing_budget_bytes, flush_bytes=job.flush_bytes,
+            graph=job.timing == "graph",
+        )  # fmt: skip
+        return memplan.plan_memory(found, shape, *self.device_memory)
 
     def build(self) -> str:
-        """Builds every reference output; why the reference cannot judge anything, or ''."""
-        built = self.references.build(self.job, self.kept)
+        """Builds every reference output; why the reference cannot judge anything (or cannot
+        run on this device), or ''."""
+        lean = self.memory is not None and self.memory.lean
+        built = self.references.build(self.job, self.kept, on_host=lean)
         if isinstance(built, str):
             return built
         self.module, self.refs = built
         job = self.job
+        if self.memory is None and self.device_memory is not None:
+            from hipevolve.verifier.gpu.memplan import CaseBytes
+
+            firsts = {c.name: self.refs[(c.name, job.seeds[0])] for c in job.cases}
+            self.memory = self.plan_of([
+                CaseBytes(name=name, input_bytes=self.timing.tensor_bytes(ins),
+                          output_bytes=self.timing.tensor_bytes(outs))
+                for name, (ins, outs) in firsts.items()
+            ])  # fmt: skip
+            if self.memory.message:
+                return self.memory.message
+            if self.memory.lean:  # outputs far larger than inputs: the references to the host
+                self.kept.drop()
+                self.refs = {
+                    k: ([t.cpu() for t in ins], [o.cpu() for o in outs])
+                    for k, (ins, outs) in self.refs.items()
+                }
         for case in job.cases:
             first = self.refs[(case.name, job.seeds[0])]
             set_bytes = self.timing.tensor_bytes(first[0])
+            sets = (
+                self.memory.timing_sets[case.name]
+                if self.memory is not None
+                else self.timing.input_sets_for(
+                    set_bytes, job.timing_budget_bytes, job.warmup + job.trials
+                )
+            )
             self.sizes[case.name] = CaseSizes(
                 poison_sizes=tuple(o.numel() * o.element_size() for o in first[1]),
                 input_bytes=set_bytes,
-                timing_sets=self.timing.input_sets_for(
-                    set_bytes, job.timing_budget_bytes, job.warmup + job.trials
-                ),
+                timing_sets=sets,
             )
         return ""
 
@@ -219,11 +280,15 @@ class Judge:
                 ) from None
             if "outputs:ipc" not in flags:
                 flags.append("outputs:ipc")
+        # Under a lean plan the references are on the host: compared in chunks (compare.py).
         self.card.judge_outputs(header, items, self.ref.refs)
+        if self.lean and header.get("run") == "timed":
+            self.ref.refs.pop((header.get("case"), header.get("seed")), None)
         if shared:
             del items
             self.torch.cuda.synchronize()  # comparisons done before the sandbox may free
             self.chan.tell("ack")
+        self.between_phases()
 
     # --- the whole evaluation -----------------------------------------------------------------
     def run(self) -> dict:
@@ -232,7 +297,14 @@ class Judge:
         processes' contexts, and nothing is read from the mappings after this returns."""
         try:
             t0 = time.monotonic()
+            if self.device.startswith("cuda") or self.job.device_memory_bytes is not None:
+                too_big = self.ref.plan(*self.free_memory())
+                if too_big:  # in one line, before any reference output exists
+                    return self.result("runtime_error", too_big)
             bad = self.ref.build()
+            if self.lean:
+                self.card.flags.append(memory_flag(self.ref.memory))
+            self.between_phases()
             self.seconds["reference"] = round(time.monotonic() - t0, 3)
             if bad:
                 return self.result("runtime_error", bad)
@@ -240,6 +312,7 @@ class Judge:
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
                 self.card.flags += self.ref.flags
+                self.between_phases()
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
                 if self.job.do_timing and self.job.baselines:
@@ -251,6 +324,7 @@ class Judge:
                 return self.result("ok", "reference timed")
             if self.device.startswith("cuda"):
                 self.trim_cache()
+                self.between_phases()
             status, message = self.run_candidate()
         finally:
             t = time.monotonic()
@@ -262,13 +336,39 @@ class Judge:
                 self.card.flags.append(f"killed:{len(left)}")
         return self.result(status, message)
 
+    def free_memory(self) -> tuple[int, int]:
+        """(bytes free for this evaluation, the device's total): the job's device_memory_bytes
+        when it names them, else what the device has free now and this judge's allocator holds
+        unused."""
+        torch, told = self.torch, self.job.device_memory_bytes
+        if not self.device.startswith("cuda"):
+            return told or 0, told or 0
+        free, total = torch.cuda.mem_get_info(self.device)
+        if told is not None:
+            return told, total
+        return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated(), total
+
+    @property
+    def lean(self) -> bool:
+        return self.ref.memory is not None and self.ref.memory.lean
+
+    def between_phases(self) -> None:
+        """Under a lean plan, the memory this judge's allocator holds unused goes back to the
+        device before the next phase (the sandbox's, or the reference timing's) needs it."""
+        if self.lean and self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+
     def release(self) -> None:
         """Closes the mappings of the sandbox's shared memory and the judge's counter file."""
         if self.counter is not None:
             self.counter.close()
 
     def sandbox_job(self, plan: dict | None = None) -> SandboxJob:
-        return SandboxJob.of(self.job, self.ref.sizes, self.sandbox_reserve(), plan)
+        memory = self.ref.memory
+        return SandboxJob.of(
+            self.job, self.ref.sizes, self.sandbox_reserve(), plan,
+            kept_calls=memory.kept_calls if memory is not None else 0,
+        )  # fmt: skip
 
     def record_stage(self, deadline: float) -> dict:
         """A native candidate's launch plan, from a recorder process of its own (record.py):
@@ -325,7 +425,12 @@ class Judge:
         )
         model = reference.build_model(self.ref.module, c.init, self.device, job.seeds[-1])
         with self.torch.no_grad():
-            refs[(case, seed)] = (inputs, reference.as_outputs(model(*inputs)))
+            outs = reference.as_outputs(model(*inputs))
+        if self.lean:  # on the host, as the check seeds' are (references.build)
+            inputs = [t.cpu() for t in inputs if isinstance(t, self.torch.Tensor)]
+            outs = [o.to("cpu", copy=True) for o in outs]
+            del model
+        refs[(case, seed)] = (inputs, outs)
 
     def trim_cache(self) -> None:
         """Gives the memory this judge holds free back to the device when it is much (the
@@ -346,6 +451,8 @@ class Judge:
         destroy: on two busy H200s, opening and closing mappings took a quarter of the check."""
         if not self.device.startswith("cuda"):
             return 0
+        if self.ref.memory is not None:
+            return self.ref.memory.reserve_bytes  # the same sum, or 0 under a lean plan
         need = max(
             (
                 10 * sum(s.poison_sizes) + (3 + s.timing_sets) * s.input_bytes
@@ -459,6 +566,27 @@ class Judge:
         verdict = self.card.result(status, message, checked="check" in self.seconds)
         extra = {"baselines": self.baselines} if self.baselines else {}
         return verdict | {"seconds": self.seconds, "sandbox_pid": self.sandbox_pid} | extra
+
+
+def host_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_flag(plan: MemoryPlan) -> str:
+    """The result's flag for an evaluation run under a lean memory plan (memplan.py)."""
+    sets = ", ".join(f"{n} {'set' if n == 1 else 'sets'}" for n in plan.timing_sets.values())
+    return (
+        f"memory:lean (references on the host; outputs of {plan.kept_calls} check calls kept "
+        f"at once; timing inputs: {sets}; planned peak {plan.peak_bytes / (1 << 30):.1f} GiB)"
+    )[:300]
 
 
 def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (from the sandbox)
