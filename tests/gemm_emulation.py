@@ -22,6 +22,7 @@ EMULATED_MMA = r"""
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 static uint32_t emu_a[1024][4], emu_b[1024][2];
@@ -80,8 +81,21 @@ static thread_local std::deque<std::vector<EmuCopy>> emu_groups;  // committed, 
 # (cp.async.commit_group) pending: the emulation copies then, so a read before the wait sees
 # the poison or a stale tile.
 EMULATED_PTX = r"""
+// Rounding toward zero of an exact sum to fp32: what the tensor cores do with the sum of an
+// mma's products and its accumulator (the PTX ISA leaves the rounding unspecified; measured
+// on V100, T4 and A100: products exact, the aligned sum truncated. Fasi, Higham, Mikaitis,
+// Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021). The bias is what
+// makes a long chain of mma accumulations drift from an fp32 FMA loop.
+static float emu_truncate(double s) {
+    float f = static_cast<float>(s);
+    if (std::fabs(static_cast<double>(f)) > std::fabs(s)) f = std::nextafter(f, 0.0f);
+    return f;
+}
+
 // One warp's d += A B from its published fragments; P elements per 32-bit register (2 for
 // 16-bit operands, k16; 1 for tf32, k8), value(register, element) the element as a float.
+// The products and their sum with d are exact (double: a tf32 or 16-bit product has at most
+// 22 significant bits), the result truncated to fp32 (emu_truncate).
 template <int P, class Value>
 static void emu_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], Value value) {
     constexpr int KH = 4 * P;  // k per register pair of a row: half the mma's depth
@@ -92,13 +106,13 @@ static void emu_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
     __syncthreads();
     for (int q = 0; q < 4; ++q) {
         const unsigned row = g + (q >> 1) * 8, col = 2 * t + (q & 1);
-        float s = d[q];
+        double s = d[q];
         for (int k = 0; k < 2 * KH; ++k) {
             const uint32_t ra = emu_a[base + (row % 8) * 4 + (k % KH) / P][row / 8 + 2 * (k / KH)];
             const uint32_t rb = emu_b[base + col * 4 + (k % KH) / P][k / KH];
-            s += value(ra, k % P) * value(rb, k % P);
+            s += static_cast<double>(value(ra, k % P)) * value(rb, k % P);
         }
-        d[q] = s;
+        d[q] = emu_truncate(s);
     }
     __syncthreads();
 }

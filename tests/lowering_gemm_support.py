@@ -8,7 +8,7 @@ from test_lowering import lowered
 from hipevolve.core.candidate import Candidate
 
 GEMM = ("l1_matmul", "l1_linear_bias", "l2_gemm_bias_gelu", "l2_gemm_scale_residual",
-        "l2_matmul_relu")  # fmt: skip
+        "l2_matmul_relu", "l2_linear_long_k")  # fmt: skip
 CHAINS = {  # task -> its kernels in launch order
     "l2_gemm_softmax": ["lower_gemm", "lower_rowreduce"],
     "l2_gemm_relu_layernorm": ["lower_gemm", "lower_rowreduce"],

@@ -15,8 +15,9 @@ compile time in the same source:
 - NVIDIA (sm_80+), fp32 x fp32 with B transposed in memory (nn.Linear's weight): the same
   pipeline and fragments on 32-bit elements, multiplied as 3xTF32 by mma.sync m16n8k8 (each
   operand split into two TF32 parts, three products kept: products to fp32 precision; the
-  tensor cores' fp32 sums truncate, so over K the error grows faster than an FMA loop's: on the
-  H200, 3-8x cuBLAS's fp32 error against float64 at K = 1024-2048);
+  tensor cores' fp32 sums truncate, so each k8 step's products are summed in a fresh fragment
+  and added to the accumulator in fp32: chained over K in the accumulator, the truncation's
+  bias grew linearly with K and failed KernelBench's rtol 1e-4 at K = 8192-32768);
 - anything else (other fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN
   micro-tile per thread.
 All accumulate in fp32. The epilogue (bias, activation, scale, residual, casts: any expression
@@ -56,12 +57,17 @@ TUNABLES = """// Rows of C per block tile.
 
 
 def tunables(kernels: str) -> str:
-    """TUNABLES with GEMM_STAGES' default for these kernels: 3 where an fp32 GEMM takes the
-    tensor cores (3xTF32), else 4. Four 128 x 128 x 32 fp32 stages are 128 KB, one block per
-    SM; three let two blocks share one (1.20-1.21x faster on the fp32 test tasks' large cases,
-    a one-off measurement on the H200: docs/OFFLINE_SUITE.md)."""
+    """TUNABLES with the defaults for these kernels. Where an fp32 GEMM takes the tensor cores
+    (3xTF32): GEMM_STAGES 3, not 4 (four 128 x 128 x 32 fp32 stages are 128 KB, one block per
+    SM; three let two share one: 1.20-1.21x faster on the fp32 test tasks' large cases, a
+    one-off measurement on the H200: docs/OFFLINE_SUITE.md), and GEMM_THREADS 256: each k8
+    step's products go to a fresh fragment before an fp32 add (gemm_template.hip, 3xTF32);
+    beside the 128 accumulators a thread holds in 4 warps those pass sm_90's 255 registers
+    (ptxas spills at BK 16-32), while 8 warps hold 64 each (216 registers; 8 warps per SM
+    either way)."""
     if "gemm_block<DT_F32, DT_F32, true>" in kernels:
-        return TUNABLES.replace("#define GEMM_STAGES 4", "#define GEMM_STAGES 3")
+        stages = TUNABLES.replace("#define GEMM_STAGES 4", "#define GEMM_STAGES 3")
+        return stages.replace("#define GEMM_THREADS 128", "#define GEMM_THREADS 256")
     return TUNABLES
 
 

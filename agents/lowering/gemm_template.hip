@@ -392,10 +392,13 @@ __device__ __forceinline__ void gemm_mma_stage(const T* __restrict__ A, const T*
 // 3xTF32: fp32 products from TF32 tensor cores. Each operand splits as x = big + small, big =
 // tf32(x) and small = tf32(x - big) (together 22 of fp32's 24 significant bits), and
 // a b = a_small b_big + a_big b_small + a_big b_big, the small terms first; the dropped
-// a_small b_small lies below fp32's rounding of the product. The tensor cores' fp32 sums
-// truncate (not round), so the error over K grows faster than an FMA loop's: on the H200, 3-8x
-// cuBLAS's fp32 error against float64 at K = 1024-2048. a comes in as fp32 bits and is left as
-// its big part.
+// a_small b_small lies below fp32's rounding of the product. The tensor cores round an mma's
+// fp32 sum toward zero, and along a chain of mma that bias adds up: accumulated in acc over
+// all of K, the error grew linearly with K (20x an FMA loop's at K = 8192 with the
+// truncation emulated; five KernelBench level-2 tasks past rtol 1e-4 on the H200). So each
+// k8 step's three products go to a fresh fragment, which an fp32 add (rounded to nearest,
+// unbiased) carries into acc: the truncation touches one step's sum only. a comes in as fp32
+// bits and is left as its big part.
 template <int FM, int FN>
 __device__ __forceinline__ void gemm_mma_3xtf32(float (&acc)[FM][FN][4], uint32_t (&a)[FM][4],
                                                 const uint32_t (&b)[FN][2]) {
@@ -419,9 +422,12 @@ __device__ __forceinline__ void gemm_mma_3xtf32(float (&acc)[FM][FN][4], uint32_
         }
 #pragma unroll
         for (int i = 0; i < FM; ++i) {
-            gemm_mma1688(acc[i][j], a_small[i], big);
-            gemm_mma1688(acc[i][j], a[i], small);
-            gemm_mma1688(acc[i][j], a[i], big);
+            float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            gemm_mma1688(step, a_small[i], big);
+            gemm_mma1688(step, a[i], small);
+            gemm_mma1688(step, a[i], big);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] += step[q];
         }
     }
 }
