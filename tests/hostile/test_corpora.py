@@ -83,7 +83,6 @@ GETS_THROUGH: dict[str, str] = {
     "corpus_pgb_timed_inputs_swap": HARNESS_IN_PROCESS,
     "corpus_pgb_forged_exit": HARNESS_IN_PROCESS,
     "corpus_kg_code_replacement": HARNESS_IN_PROCESS,
-    "corpus_kg_instance_method_override": HARNESS_IN_PROCESS,
 }
 
 

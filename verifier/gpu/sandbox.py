@@ -69,7 +69,7 @@ class Sandbox:
         # Outputs go to the judge by IPC on the GPU (ipc.py); on the CPU as bytes.
         self.share = self.device.startswith("cuda")
         self.active_count = threading.active_count
-        self.clone = torch.Tensor.clone
+        self.clone, self.to = torch.Tensor.clone, torch.Tensor.to
         self.ref_module = reference.load_module(job.reference)
         self.model_class = None
         self.hosted: set[int] = set()  # ids of kept outputs moved to the host (to_host)
@@ -243,11 +243,14 @@ class Sandbox:
     def to_host(self, outs: list) -> list:
         """A checked timed call's outputs kept until they are sent: clones on the device, or
         on the host under a lean plan (send_timed brings them back one call at a time)."""
+        # The class's own clone and to, captured before the candidate loaded: an output whose
+        # instance overrides them (to compute the answer only when looked at) is copied as the
+        # storage it really holds.
         if self.lean:
-            moved = [o.to("cpu", copy=True) for o in outs]
+            moved = [self.to(o, "cpu", copy=True) for o in outs]
             self.hosted.update(id(m) for m, o in zip(moved, outs, strict=True) if o.is_cuda)
             return moved
-        return [o.clone() for o in outs]  # as timing.time_fresh_trials always has
+        return [self.clone(o) for o in outs]
 
     def check(self) -> None:
         window = self.job.kept_calls  # 0: every call's outputs alive until the case ends
