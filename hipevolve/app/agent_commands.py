@@ -40,8 +40,9 @@ def prompts_show(
         typer.Option(help="That run (of the same task).", show_default=False),
     ] = None,
 ) -> None:
-    """Print the exact messages ROLE would send for the task's seed, with their token counts;
-    with --archive and --run, as that run would send them now (its attempts and notes)."""
+    """Print the exact messages ROLE would send for the task's seed, with their token counts.
+
+    With --archive and --run, as that run would send them now (its attempts and notes)."""
     import json
 
     from hipevolve.agents.briefing import Target
