@@ -157,7 +157,7 @@ class WorkerCase(BaseModel):
 
 
 class BaselineAnswer(BaseModel):
-    """One strong baseline as a reference-only job's judge answers it (worker.References)."""
+    """One strong baseline as a reference-only job's judge answers it (reference_side.References)."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -1,6 +1,6 @@
 """The strong baselines a task names, timed in a run's reference-only judge job (issue 33).
 
-After the judge has timed the reference (worker.References.time), `time_baselines` times each
+After the judge has timed the reference (reference_side.References.time), `time_baselines` times each
 baseline of the job (job.BaselineJob; TaskSpec.baselines) the same way: the same clock, trial
 and warm-up counts, timing input sets and timing mode (eager, or CUDA graph replays). Before it
 is timed, each baseline's outputs on the first seed are compared with the reference's at the
@@ -33,7 +33,7 @@ from hipevolve.verifier.gpu import compare
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import BaselineJob, CaseJob
-    from hipevolve.verifier.gpu.worker import References
+    from hipevolve.verifier.gpu.reference_side import References
 
 Maker = Callable[["CaseJob"], torch.nn.Module]
 
