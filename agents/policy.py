@@ -21,8 +21,10 @@ from hipevolve.agents import scratchpad
 from hipevolve.agents.briefing import Target
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.graph import build_graph
+from hipevolve.agents.llm.client import load_litellm
 from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.llm.run_models import record_models
+from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.agents.state import AgentLimits, ProposalState
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.workshop import Workshop
@@ -53,8 +55,20 @@ class AgentPolicy:
         return self.limits.concurrency or workshop.pace.concurrency()
 
     def sweep_configurations(self) -> int:
-        """Offline tuner configurations of each new model-written island best."""
+        """Offline tuner configurations of each new model-written island best and each seed."""
         return self.limits.sweep_configurations
+
+    def warm(self) -> None:
+        """Imports the model client and loads the tokenizer on a daemon thread (seconds of
+        CPU) while the run's first evaluations hold the GPU, not after them."""
+        if self.ensemble is None:
+            return
+
+        def load() -> None:
+            load_litellm()
+            count_tokens("")
+
+        threading.Thread(target=load, name="warm-model-client", daemon=True).start()
 
     def translates(self) -> bool:
         """A model is behind the translator: a task without seeds starts from its candidate."""
@@ -113,9 +127,11 @@ class AgentPolicy:
         else:  # every proposal waits its turn at the gate, which bounds the runs at once
             with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
                 batches = list(pool.map(run, range(len(chosen))))
-        with self._lock:  # a generation whose every turn found the budget taken is no stall
-            if workshop.evaluations or attempted:
-                self._stalled = 0 if workshop.evaluations else self._stalled + 1
+        with self._lock:
+            if workshop.evaluations:
+                self._stalled = 0
+            elif attempted and workshop.room() > 0:  # a generation whose every turn found the
+                self._stalled += 1  # budget taken, or had its calls cancelled, is no stall
             self._repeated = bool(attempted) and len(repeats) == len(attempted)
         return [child for batch in batches for child in batch]
 

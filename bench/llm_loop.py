@@ -7,7 +7,8 @@ and a reply a model could write: a diagnosis, an idea, and a SEARCH/REPLACE edit
 `@tunable` of the parent to a value the run has not tried. It counts the tokens of every request
 with cl100k_base and reports them as `usage`. The real graph, policy and run loop run against it;
 the evaluator is a stand-in with --slots slots, each evaluation holding one for --eval-s seconds
-(times --scale), or, with --gpu, the verifier on this machine's GPUs.
+(times --scale), or, with --gpu, the verifier on this machine's GPUs (busy: the time each GPU
+slot is held by an evaluation, its judge and sandbox; compiles run before, off the slot).
 
 Side by side in one run:
   before          the settings of issue 34's review: graph runs 2 at a time, lag 0
@@ -38,7 +39,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -151,6 +152,7 @@ class Busy:
 
     def __init__(self) -> None:
         self.spans: list[tuple[float, float, str]] = []  # start, end, source hash
+        self.holds: list[tuple[float, float]] = []  # --gpu: a GPU slot's own holds (no compile)
         self.waiting = 0  # evaluations waiting for a slot now
         self.lock = threading.Lock()
 
@@ -158,16 +160,50 @@ class Busy:
         with self.lock:
             self.spans.append((start, end, source_hash))
 
+    def hold(self, start: float, end: float) -> None:
+        with self.lock:
+            self.holds.append((start, end))
+
     def wait(self, step: int) -> None:
         with self.lock:
             self.waiting += step
 
+    def _busy(self) -> list[tuple[float, float]]:
+        """What holds a slot: the GPU slots' holds where measured (the verifier compiles
+        before it takes a slot), else each evaluation's whole span."""
+        return self.holds or [(s, e) for s, e, _ in self.spans]
+
     def held(self, start: float, end: float) -> float:
         """Slot-seconds held between start and end."""
-        return sum(max(0.0, min(e, end) - max(s, start)) for s, e, _ in self.spans)
+        return sum(max(0.0, min(e, end) - max(s, start)) for s, e in self._busy())
 
     def running(self, at: float) -> int:
-        return sum(1 for s, e, _ in self.spans if s <= at < e)
+        return sum(1 for s, e in self._busy() if s <= at < e)
+
+
+@contextmanager
+def slot_holds(busy: Busy):  # noqa: ANN201 (a context manager)
+    """Records each GPU slot hold of the verifier (verifier/gpu/slots.py) as busy time: the
+    evaluation on the device, judge and sandbox included, its compile not."""
+    from hipevolve.verifier.gpu import slots
+
+    original = slots.Slots.submit
+
+    def submit(self, evaluate):  # noqa: ANN001, ANN202 (Slots.submit's)
+        def held(slot):  # noqa: ANN001, ANN202
+            start = time.monotonic()
+            try:
+                return evaluate(slot)
+            finally:
+                busy.hold(start, time.monotonic())
+
+        return original(self, held)
+
+    slots.Slots.submit = submit
+    try:
+        yield
+    finally:
+        slots.Slots.submit = original
 
 
 class Sampler:
@@ -328,7 +364,8 @@ def one_run(args, setup: Setup) -> dict:
     seeds = {c.candidate.source_hash for c in first_candidates(task)}
     sampler = Sampler(pace, server, busy)
     started, cpu = time.monotonic(), time.process_time()
-    with tempfile.TemporaryDirectory() as folder, Archive.open(Path(folder) / "a.db") as archive:
+    holds = slot_holds(busy) if args.gpu else nullcontext()
+    with holds, tempfile.TemporaryDirectory() as folder, Archive.open(Path(folder) / "a.db") as archive:
         summary = run_evolution(task, archive, settings, evaluate, first=first_candidates(task),
                                 budget=args.budget, seed=0, policy=policy, pace=pace)  # fmt: skip
         ended, cpu = time.monotonic(), time.process_time() - cpu

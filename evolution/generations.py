@@ -45,7 +45,7 @@ from hipevolve.evolution.pace import Pace
 from hipevolve.evolution.recorder import Recorder, copy_of
 from hipevolve.evolution.referee import Referee
 from hipevolve.evolution.resume import check_resume
-from hipevolve.evolution.sweep import Sweep
+from hipevolve.evolution.sweep import Sweep, seed_configurations
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -76,8 +76,13 @@ class ProposalPolicy(Protocol):
         ...
 
     def sweep_configurations(self) -> int:
-        """Configurations of each new model-written island best the offline tuner proposes
-        in the generations after (evolution/sweep.py); 0: none."""
+        """Configurations of each new model-written island best, and of each seed, the
+        offline tuner proposes in the generations after (evolution/sweep.py); 0: none."""
+        ...
+
+    def warm(self) -> None:
+        """Loads what its first model call needs (the client library, the tokenizer) in the
+        background, while the run times its baseline and evaluates the seeds."""
         ...
 
 
@@ -238,7 +243,8 @@ class Search:
             swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
             found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
-            if found or self.policy.stop_reason() is not None or self.policy.repeated():
+            if (found or self.policy.stop_reason() is not None or self.policy.repeated()
+                    or admitted.exhausted):  # fmt: skip
                 return found  # repeats count toward the stall stop (agents.stall_generations)
             # The models wrote nothing that could be evaluated this generation (every reply
             # malformed): the offline mutator writes it, so the search goes on.
@@ -265,7 +271,9 @@ class Search:
         assert self.policy is not None
         with self._sweeping:  # generations in flight are written on threads of their own
             if self.sweep is None:
-                self.sweep = Sweep(self.archive, self.recorder, self.policy.sweep_configurations())
+                configurations = self.policy.sweep_configurations()
+                self.sweep = Sweep(self.archive, self.recorder, configurations,
+                                   seed_configurations(configurations, self.budget))
         if not self.sweep.configurations:
             return []
         rng = random.Random(f"hipevolve:sweep:{self.seed}:{generation}")

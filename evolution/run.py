@@ -96,6 +96,8 @@ def run_evolution(
         raise ValueError("no first candidates, and no policy that translates the reference")
     search = Search(task, archive, settings, evaluate, budget, seed, run_id, fitness, pace)
     search.policy = policy
+    if policy is not None:
+        policy.warm()  # its model client loads while the baseline and the seeds are timed
     generation, states = search.restore()
     search.referee.establish(search.resumed)  # the run's baseline, before any evaluation
     # Where this session's numbers come from (a resumed run may move to another machine).

@@ -1,8 +1,12 @@
-"""The offline tunable sweep on each new elite a model wrote.
+"""The offline tunable sweep on each new elite a model wrote, and on the seeds.
 
 A model's child that becomes its island's best is a new kernel; if its files declare
 `@tunable`s, its best configuration is still unknown, and a model is a slow and costly way to
-find it. So in the generations after, the offline tuner (evolution/offline/tuner.py: Optuna's TPE
+find it. The same holds for the seeds (generation 0's kernels) while they are their islands'
+best, and their sweep has a second use: the first generation's model calls take tens of
+seconds before any model-written child exists, and the seeds' configurations are what keeps
+the GPU slots busy meanwhile. A seed gets at most a tenth of the run's budget (SEED_SHARE), so a
+small budget still goes to the models. So in the generations after, the offline tuner (evolution/offline/tuner.py: Optuna's TPE
 told the run's history of that kernel's configurations) proposes configurations of it, at most
 PER_GENERATION a generation and `configurations` in all per elite (agents.sweep_configurations),
 admitted against the run's budget like any child. They are written on the CPU in milliseconds
@@ -26,27 +30,37 @@ from hipevolve.evolution.recorder import Recorder
 
 AGENT = "offline-tuner"  # the agent label of a sweep's children
 PER_GENERATION = 2  # configurations of one elite a generation
+SEED_SHARE = 10  # a seed's configurations: at most the budget over this
+
+
+def seed_configurations(configurations: int, budget: int) -> int:
+    """How many configurations of each seed a run of `budget` evaluations sweeps."""
+    return min(configurations, budget // SEED_SHARE)
 
 
 class Sweep:
-    """Which model-written island bests are swept, and their children for one generation."""
+    """Which island bests (model-written, or seeds) are swept, and their children for one
+    generation."""
 
-    def __init__(self, archive: Archive, recorder: Recorder, configurations: int) -> None:
-        self.archive, self.recorder, self.configurations = archive, recorder, configurations
+    def __init__(self, archive: Archive, recorder: Recorder, configurations: int,
+                 seed_configurations: int) -> None:  # fmt: skip
+        """`configurations` of each model-written elite, `seed_configurations` of each seed."""
+        self.archive, self.recorder = archive, recorder
+        self.configurations, self.seed_configurations = configurations, seed_configurations
         self.written: dict[int, int] = {}  # elite -> configurations written for it
-        self._by_model: dict[int, bool] = {}  # candidate -> whether a model wrote it
+        self._limits: dict[int, int] = {}  # candidate -> configurations it gets (_limit)
         self._lock = threading.Lock()
 
     def due(self, islands: Iterable[Island]) -> list[tuple[int, int]]:
-        """(island, elite) of each island whose best a model wrote, declares tunables and has
-        configurations left to sweep."""
+        """(island, elite) of each island whose best a model wrote or is a seed, declares
+        tunables and has configurations left to sweep."""
         found = []
         for island in islands:
             top = best(island)
-            if top is None or not self._model_wrote(top.candidate_id):
+            if top is None or not self._limit(top.candidate_id):
                 continue
             with self._lock:
-                left = self.written.get(top.candidate_id, 0) < self.configurations
+                left = self.written.get(top.candidate_id, 0) < self._limits[top.candidate_id]
             if left and tuner.family(self.recorder.source(top.candidate_id)) is not None:
                 found.append((island.id, top.candidate_id))
         return found
@@ -56,27 +70,31 @@ class Sweep:
         """This generation's sweep children: unseen configurations TPE asks for."""
         taken, out = set(seen), []
         for island_id, elite in self.due(islands):
-            parent = self.recorder.source(elite)
+            parent, limit = self.recorder.source(elite), self._limit(elite)
             for _ in range(PER_GENERATION):
                 with self._lock:
-                    if self.written.get(elite, 0) >= self.configurations:
+                    if self.written.get(elite, 0) >= limit:
                         break
                     self.written[elite] = self.written.get(elite, 0) + 1
                 candidate = tuner.propose(parent, history, rng, taken)
                 if candidate is None:
                     with self._lock:  # nothing unseen is near: this elite is swept
-                        self.written[elite] = self.configurations
+                        self.written[elite] = limit
                     break
                 taken.add(candidate.source_hash)
                 out.append(Child(candidate=candidate, island=island_id, parents=(elite,),
                                  agent=AGENT))  # fmt: skip
         return out
 
-    def _model_wrote(self, candidate_id: int) -> bool:
+    def _limit(self, candidate_id: int) -> int:
+        """Configurations it gets: a model wrote it, or it is one of generation 0's kernels;
+        none for the tuner's own children."""
         with self._lock:
-            known = self._by_model.get(candidate_id)
+            known = self._limits.get(candidate_id)
         if known is None:
-            known = bool(self.archive.candidate(candidate_id).model)
+            record = self.archive.candidate(candidate_id)
+            known = (self.configurations if record.model else
+                     self.seed_configurations if record.generation == 0 else 0)  # fmt: skip
             with self._lock:
-                self._by_model[candidate_id] = known
+                self._limits[candidate_id] = known
         return known

@@ -5,6 +5,7 @@ writes nothing new."""
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 
@@ -117,8 +118,9 @@ def test_a_model_that_only_repeats_the_parent_stops_the_run_and_says_why(tmp_pat
         ]  # fmt: skip
     with ScriptedLLMServer(steps) as server, Archive.open(tmp_path / "a.db") as archive:
         models = ModelSettings.for_model(MODEL, api_base=server.api_base, max_retries=0, timeout_s=30)
-        policy = AgentPolicy(Ensemble(models), AgentLimits(concurrency=1, stall_generations=2,
-                                                           proposals_per_generation=1))  # fmt: skip
+        policy = AgentPolicy(Ensemble(models), AgentLimits(
+            concurrency=1, stall_generations=2, proposals_per_generation=1,
+            sweep_configurations=0))  # only the model writes: no seed sweep  # fmt: skip
         summary = run_evolution(TASK, archive, EvolutionSettings(islands=1, proposals_per_island=1),
                                 Slots(parallelism=1, seconds=0.0), first=[Child(candidate=SEED, island=0)],
                                 budget=20, seed=0, policy=policy)  # fmt: skip
@@ -140,3 +142,40 @@ def test_a_run_with_a_priced_model_says_its_cost_floor_and_cap_before_it_starts(
     assert line.startswith("LLM cost: at least $") and "--cost-budget" in line
     local = estimate("openai/served", TASK, Target("static"), 10, api_base="http://127.0.0.1:9/v1")
     assert local.usd is None and "no price known" in local.line(25.0)
+
+
+def test_a_spent_budget_cancels_a_writing_call_in_flight_and_keeps_its_prompt_tokens(tmp_path):
+    from hipevolve.agents.context import AgentContext
+
+    slow = Step.ok(json.dumps({"bottleneck": "latency", "summary": "few waves"}), delay_s=30.0)
+    with ScriptedLLMServer([slow, slow]) as server, Archive.open(tmp_path / "a.db") as archive:
+        models = ModelSettings.for_model(MODEL, api_base=server.api_base, max_retries=0, timeout_s=60)
+        run = archive.start_run(TASK, EvolutionSettings(), 0, 2)
+        budget = Budget(2)
+        workshop = Workshop(TASK, Recorder(archive, run, Slots(1)), 1, budget)
+        ctx = AgentContext(task=TASK, workshop=workshop, limits=AgentLimits(),
+                           ensemble=Ensemble(models), rng=random.Random(0))  # fmt: skip
+        replies: list = []
+        asking = threading.Thread(target=lambda: replies.append(ctx.ask("profiler_reader", "# Role: profiler_reader\nread")))
+        asking.start()
+        while server.count == 0:  # the request is on the wire
+            time.sleep(0.02)
+        budget.admit("a"), budget.admit("b")  # the run's last evaluations are admitted
+        spent = time.monotonic()
+        asking.join(timeout=10)
+        waited = time.monotonic() - spent
+        rows = archive.db.execute("SELECT role, tokens_in, tokens_out FROM llm_calls").fetchall()
+        errors = [e.data for e in archive.events(run, "llm_error")]
+        again = ctx.ask("mutator", "# Role: mutator\nwrite")  # the budget is spent: not sent
+        sent = server.count
+    assert replies and replies[0].error_class == "cancelled" and not replies[0].ok
+    assert waited < 5  # not the reply's 30 s
+    assert rows == [("profiler_reader", replies[0].tokens_in, 0)] and replies[0].tokens_in > 0
+    assert errors and errors[0]["error_class"] == "cancelled"
+    assert again.error_class == "cancelled" and sent == 1  # the second call never left
+    assert len(archive_rows(tmp_path)) == 1  # and is not in the accounting
+
+
+def archive_rows(tmp_path) -> list:
+    with Archive.open(tmp_path / "a.db") as archive:
+        return archive.db.execute("SELECT id FROM llm_calls").fetchall()

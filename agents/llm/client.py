@@ -67,6 +67,7 @@ ErrorClass = Literal[
     "malformed_response",
     "connection",
     "other",
+    "cancelled",  # the run's budget was spent while the reply was written: nothing could use it
 ]
 TRANSIENT: frozenset[str] = frozenset({"rate_limit", "timeout", "server_error"})
 
@@ -419,11 +420,12 @@ def _short(e: BaseException | None) -> str:
 def record_call(archive: Archive, run: int, call: LLMCall) -> int | None:
     """Stores a call in the archive's accounting; returns its row id.
 
-    A budget refusal sent nothing and is not stored. A failed call is stored with its (zero)
+    A budget refusal, or a call cancelled before it was sent, sent nothing and is not stored. A failed call is stored with its (zero)
     tokens, and its error class and message go to the run's events, since the llm_calls table
     keeps no status.
     """
-    if call.error_class == "budget_exhausted":
+    if call.error_class == "budget_exhausted" or (call.error_class == "cancelled"
+                                                   and not call.attempts):  # fmt: skip
         return None
     row = archive.record_llm_call(
         run,

@@ -228,8 +228,9 @@ class AgentLimits(Section):
         "and evaluation latencies (Little's law, evolution/pace.py)")
     sweep_configurations: int = Field(
         default=6, ge=0, le=64,
-        description="configurations of each new island best a model wrote (with @tunables) that "
-        "the offline tuner proposes in the generations after, 2 a generation (0: none)")
+        description="configurations of each new island best a model wrote, and of each seed (with "
+        "@tunables), that the offline tuner proposes in the generations after, 2 a generation "
+        "(0: none)")
     stall_generations: int = Field(
         default=4, ge=0,
         description="stop after this many generations in a row with no new evaluation (0: never)")
