@@ -39,7 +39,7 @@ class AgentPolicy:
         self.limits = limits or AgentLimits()
         self.target = target or Target("static")
         self._stalled = 0  # generations in a row that evaluated nothing new
-        self._repeated = False  # the last generation's replies all repeated evaluated code
+        self._repeated: dict[int, bool] = {}  # generation -> its replies all repeated evaluated code
         self._lock = threading.Lock()
         self._recorded = False  # the run's models are in its log
 
@@ -132,10 +132,15 @@ class AgentPolicy:
                 self._stalled = 0
             elif attempted and workshop.room() > 0:  # a generation whose every turn found the
                 self._stalled += 1  # budget taken, or had its calls cancelled, is no stall
-            self._repeated = bool(attempted) and len(repeats) == len(attempted)
+            # no graph run started (what budget is left, the runs in flight may spend): as a
+            # repeat, nothing for the offline mutator to replace
+            self._repeated[workshop.generation] = len(repeats) == len(attempted)
         return [child for batch in batches for child in batch]
 
-    def repeated(self) -> bool:
-        """The last generation's models wrote only code the run had evaluated (refused before
-        any compile): a stall, not replies to replace with the offline mutator's."""
-        return self._repeated
+    def repeated(self, generation: int) -> bool:
+        """That generation's models wrote only code the run had evaluated (refused before any
+        compile), or none of its graph runs started (the budget left is for the runs in
+        flight): nothing to replace with the offline mutator's children. Per generation:
+        several are written at once."""
+        with self._lock:
+            return self._repeated.get(generation, False)

@@ -79,6 +79,8 @@ class Server:
     def reply(self, messages: list[dict]) -> tuple[str, str]:
         prompt = messages[-1]["content"]
         role = prompt.split("\n", 1)[0].removeprefix("# Role: ").strip()
+        if role == "repairer" and len(messages) > 2:  # a follow-up turn: the conversation's code
+            prompt = conversation_code(messages)
         if role == "profiler_reader":
             text = json.dumps({"bottleneck": "latency", "summary": "few waves in flight per CU."})
         elif role == "optimizer":
@@ -144,6 +146,23 @@ class Server:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         return httpd
+
+
+_EDIT = re.compile(r"^#define (\w+) (\S+)\n=======\n#define \1 (\S+)$", re.M)
+
+
+def conversation_code(messages: list[dict]) -> str:
+    """The tunables of the code a repair turn is about: the first prompt's parent with this
+    server's own earlier edits (its replies in the conversation) applied, as tunable lines."""
+    first = next((m["content"] for m in messages if m["role"] == "user"
+                  and _DEFINE.search(m["content"])), "")  # fmt: skip
+    values = {n: (vs, c) for n, vs, c in _DEFINE.findall(first)}
+    for m in messages:
+        if m["role"] == "assistant":
+            for name, _, new in _EDIT.findall(m.get("content") or ""):
+                if name in values:
+                    values[name] = (values[name][0], new)
+    return "".join(f"// @tunable {n}: {vs}\n#define {n} {c}\n" for n, (vs, c) in values.items())
 
 
 class Busy:
@@ -374,6 +393,13 @@ def one_run(args, setup: Setup) -> dict:
         lags = [e.data["lag"] for e in archive.events(summary.run, "pace")]
         latency = {role: (n, mean) for role, n, mean in archive.db.execute(
             "SELECT role, COUNT(*), AVG(latency_s) FROM llm_calls GROUP BY role")}  # fmt: skip
+        outcomes = [f"{agent or '-'} {status} {n}" for agent, status, n in archive.db.execute(
+            "SELECT c.agent, e.status, COUNT(*) FROM candidates c JOIN evaluations e "
+            "ON e.id = c.evaluation_id WHERE c.run = ? GROUP BY c.agent, e.status "
+            "ORDER BY c.agent, e.status", [summary.run])]  # fmt: skip
+        copies = len(archive.events(summary.run, "machine_copy"))
+        errors = [e.data.get("error_class") for e in archive.events(summary.run, "llm_error")]
+        replies = len(archive.events(summary.run, "reply_error"))
     sampler.done()
     httpd.shutdown()
     evaluate.close()
@@ -387,6 +413,9 @@ def one_run(args, setup: Setup) -> dict:
         "latency": latency, "cpu_per_proposal": cpu / proposals if proposals else 0.0,
         "ceiling": ceiling(pace, cpu / proposals if proposals else 0.0, evaluate.parallelism),
         "slots": evaluate.parallelism, "load": os.getloadavg()[0],
+        "outcomes": outcomes, "copies": copies, "replies_refused": replies,
+        "call_errors": {c: errors.count(c) for c in sorted(set(errors), key=str)},
+        "runs_written": pace.counts()[0], "holds": pace.counts()[1],
     } | shares(busy, sampler.samples, seeds, started, ended, evaluate.parallelism)  # fmt: skip
 
 
@@ -479,6 +508,10 @@ def main() -> None:
               f"processes): one free core feeds the slots at most {100 * r['ceiling']:.0f}%; "
               f"the machine's load average at the end {r['load']:.1f} on {os.cpu_count()} "
               "cores")  # fmt: skip
+        print(f"  {'':15} where the budget went (agent, status, evaluations): "
+              f"{'; '.join(r['outcomes'])}; {r['copies']} machine-code copies; "
+              f"{r['runs_written']} graph runs, {r['holds']} slot holds; replies refused "
+              f"{r['replies_refused']}; failed calls {r['call_errors'] or 'none'}")  # fmt: skip
         print("  " + " " * 15 + " model calls as the client saw them (the server's latency): " + ", ".join(
             f"{role} {n} x {mean:.2f} s ({LATENCY_S.get(role, 5.0) * args.scale:g})"
             for role, (n, mean) in sorted(r["latency"].items())))  # fmt: skip

@@ -67,8 +67,9 @@ class ProposalPolicy(Protocol):
 
     def stop_reason(self) -> str | None: ...
 
-    def repeated(self) -> bool:
-        """Its last generation wrote only code the run had evaluated: no offline fallback."""
+    def repeated(self, generation: int) -> bool:
+        """That generation's models wrote only code the run had evaluated: no offline
+        fallback (asked per generation: several are written at once)."""
         ...
 
     def translates(self) -> bool:
@@ -243,7 +244,7 @@ class Search:
             swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
             found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
-            if (found or self.policy.stop_reason() is not None or self.policy.repeated()
+            if (found or self.policy.stop_reason() is not None or self.policy.repeated(generation)
                     or admitted.exhausted):  # fmt: skip
                 return found  # repeats count toward the stall stop (agents.stall_generations)
             # The models wrote nothing that could be evaluated this generation (every reply

@@ -4,9 +4,9 @@ them (agents.concurrency, evolution.lag in hipevolve.toml).
 
 A slot stays busy only if a candidate is waiting whenever it frees. A graph run spends
 `propose_s` in model calls (their latencies as the client measured them) and holds a slot
-`evaluations` times
-(its child, a re-check, repairs) for `evaluate_s` each. The slots finish slots / evaluate_s
-evaluations a second, so by Little's law the graph runs in flight that keep them fed are
+`evaluations` times (its child, a re-check, repairs; under 1 where runs end without one: a
+reply that fails, a machine-code copy) for `evaluate_s` each. The slots finish
+slots / evaluate_s evaluations a second, so by Little's law the graph runs in flight that keep them fed are
 
     slots * (propose_s + evaluations * evaluate_s) / (evaluations * evaluate_s)
 
@@ -43,6 +43,7 @@ MOST_IN_FLIGHT = 64  # agents.concurrency's own upper bound
 MOST_LAG = 4  # evolution.lag's upper bound: how many checkpoints a resume restores
 PRIOR_PER_SLOT = 4  # graph runs per slot before anything is measured
 ALPHA = 0.2  # weight of the newest measurement in the moving averages
+MIN_PER_RUN = 0.25  # slot holds a graph run is taken to bring, at the least
 
 
 class Decision(Frozen):
@@ -112,9 +113,17 @@ class Pace:
 
     # ------------------------------------------------------------------ deciding
 
-    def evaluations_per_run(self) -> float | None:
+    def counts(self) -> tuple[int, int]:
+        """Graph runs written and slot holds, so far."""
         with self._lock:
-            return max(1.0, self._holds / self._runs) if self._runs else None
+            return self._runs, self._holds
+
+    def evaluations_per_run(self) -> float | None:
+        """Slot holds a graph run brings, as measured: under 1 where runs end without a GPU
+        evaluation (a reply that failed to parse or compile, a machine-code copy), which
+        is what asks for more runs in flight; at least MIN_PER_RUN."""
+        with self._lock:
+            return max(MIN_PER_RUN, self._holds / self._runs) if self._runs else None
 
     def concurrency(self) -> int:
         """Graph runs in flight: the user's, or Little's law over the measured latencies."""

@@ -147,7 +147,7 @@ def run_evolution(
                     planned.proposals, planned.islands, rng, seen, generation, admitted
                 )
             if not children:
-                if policy is not None and policy.repeated():  # a stall, not a spent space
+                if policy is not None and policy.repeated(generation):  # a stall, not a spent space
                     if policy.stop_reason() is None:
                         continue  # the models repeated evaluated code: write it again
                     reason = "llm_budget"
@@ -174,7 +174,7 @@ def run_evolution(
         if on_progress is not None:
             on_progress(search.progress(done + 1, states[done]))
         if (reason is None and policy is not None and not staged.ids and done > 0
-                and (policy.stop_reason() or not policy.repeated())):
+                and (policy.stop_reason() or not policy.repeated(done))):
             # the agents wrote nothing this generation, and no offline child was left either
             # (a generation of repeats goes on until the stall stop)
             reason = ("llm_budget" if policy.stop_reason() else

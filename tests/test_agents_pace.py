@@ -46,6 +46,21 @@ def test_graph_runs_in_flight_follow_littles_law_over_the_measured_latencies():
     assert Pace(2, concurrency=3).concurrency() == 3  # the user's setting wins
 
 
+def test_graph_runs_that_end_without_an_evaluation_ask_for_more_runs_in_flight():
+    every, half = Pace(2), Pace(2)
+    measured(every, model_s=0.5, hold_s=0.1, runs=4)
+    slots = threading.Semaphore(2)
+    for i in range(4):  # every other run ends without a GPU evaluation (a failed reply, a copy)
+        with half.writing():
+            half.called(0.5)
+            if i % 2 == 0:
+                with half.on_slot(slots):
+                    time.sleep(0.1)
+    assert every.evaluations_per_run() == 1 and half.evaluations_per_run() == 0.5
+    # 2 * (0.5 + 0.1) / 0.1 + 2 = 14 against 2 * (0.5 + 0.05) / 0.05 + 2 = 24 on an idle machine
+    assert half.concurrency() > every.concurrency()
+
+
 def test_a_paced_lag_covers_the_graph_runs_in_flight_and_a_resume_reads_it_back():
     logged: list[Decision] = []
     pace = Pace(2, lag_bound=MOST_LAG)
