@@ -72,8 +72,8 @@ candidate's side: its sandbox, stage by stage) and `Scorecard` (scorecard.py: wh
 sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,reference_side,references,scorecard,strong,
-timing,wire,zygote}
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,kb_stage,reference_side,references,
+scorecard,strong,timing,wire,zygote}
 only (no pydantic).
 """
 
@@ -92,6 +92,7 @@ from typing import TYPE_CHECKING, Any
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob
+from hipevolve.verifier.gpu.kb_stage import kb_flag, plannable, record_kb_plan
 from hipevolve.verifier.gpu.reference_side import References
 from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
@@ -340,7 +341,13 @@ class Judge:
                 plan = self.record_stage(mark + timeouts.load)
                 mark = self._stage(stage, mark)
                 stage = "start"
-            else:  # KernelBench format: its Python runs in the process that is checked and timed
+            elif plannable(job.candidate):  # KernelBench format: replayed (replay_kb.py)
+                stage = "record"
+                plan = record_kb_plan(self, mark + timeouts.load)
+                card.flags.append(kb_flag(plan))
+                mark = self._stage(stage, mark)
+                stage = "start"
+            else:  # load_inline built nowhere: its Python runs where it is checked and timed
                 card.flags.append("plan:none (KernelBench format: less isolated than a native plan)")
             chan.start(self.sandbox_job(plan), job.max_processes)
             self.sandbox_pid = chan.proc.pid
