@@ -13,10 +13,18 @@ Expected: never ok: the forged result is refused (hacked) or the early exit is a
 
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 def _sandbox_and_case():
@@ -43,5 +51,4 @@ class ModelNew(nn.Module):
             owner.send("done", threads=1)
             owner.out.flush()
             os._exit(0)
-        time.sleep(0.002)
-        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+        return _honest(x)

@@ -181,7 +181,7 @@ def _check_value(v: Any, known: dict[str, set[int]], where: str, depth: int) -> 
         return
     if len(v) != 1:
         raise PlanError(f"{where}: a malformed argument")
-    (kind, x), = v.items()
+    ((kind, x),) = v.items()
     ok = {
         "int": lambda: type(x) is int,
         "float": lambda: type(x) is float,

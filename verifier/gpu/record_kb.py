@@ -176,8 +176,10 @@ class KbRecording:
             self.suspended -= 1
         single = isinstance(result, torch.Tensor)
         outs = [result] if single else result
-        if not isinstance(outs, (list, tuple)) or not outs or not all(
-            type(t) is torch.Tensor for t in outs
+        if (
+            not isinstance(outs, (list, tuple))
+            or not outs
+            or not all(type(t) is torch.Tensor for t in outs)
         ):
             raise Refused(
                 f"{module}.{fn} returned {type(result).__name__}: a plan replays extension "

@@ -38,6 +38,7 @@ from hipevolve.verifier.gpu.plan_kb import aten_op, is_kb_plan, validate
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import SandboxCase
 
+
 class KbPlanModel:
     """One case's plan as a callable: `model(*inputs)` replays it and returns its outputs."""
 
@@ -109,7 +110,9 @@ class KbPlanModel:
         if single != step["single"] or not isinstance(outs, (list, tuple)):
             raise RuntimeError(f"{where} returned {type(out).__name__}, not what it was recorded")
         if len(outs) != len(step["results"]):
-            raise RuntimeError(f"{where} returned {len(outs)} tensors, recorded {len(step['results'])}")
+            raise RuntimeError(
+                f"{where} returned {len(outs)} tensors, recorded {len(step['results'])}"
+            )
         for k, (t, want) in enumerate(zip(outs, step["results"], strict=True)):
             got = None if type(t) is not torch.Tensor else {
                 "dtype": str(t.dtype).removeprefix("torch."),
@@ -126,7 +129,7 @@ class KbPlanModel:
             name = v["t"]
             t = results[int(name[1:])] if name[0] == "v" else values[name]
             return t[v["i"]] if "i" in v else t
-        (kind, x), = v.items()
+        ((kind, x),) = v.items()
         if kind == "list":
             return [self.value(a, values, results) for a in x]
         if kind == "none":
