@@ -166,3 +166,15 @@ def test_a_plan_survives_its_json_form() -> None:
     again = json.loads(to_json({"c": plan}))["cases"]["c"]
     validate(again, set())
     assert again == json.loads(json.dumps(plan))
+
+
+def test_a_small_tensor_of_python_data_in_forward_is_held_as_a_constant() -> None:
+    class Scaled(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return x * torch.tensor([1.0, float("nan"), 3.0])
+
+    plan = record(Scaled(), torch.randn(2, 3))
+    validate(plan, set())
+    y = torch.ones(2, 3)
+    (out,) = KbPlanModel(plan, {}, "cpu")(y)
+    torch.testing.assert_close(out, y * torch.tensor([1.0, float("nan"), 3.0]), equal_nan=True)

@@ -21,7 +21,8 @@ The format (JSON, standard library and torch only: the sandbox loads no pydantic
 
     TENSOR {"t": "in<i>" | "p<j>" | "v<k>", "i": N (optional: element N of a step's tuple)}
            the forward's i-th argument, the j-th parameter, the k-th step's result
-    VAL    TENSOR | {"int": N} | {"float": X} | {"bool": B} | {"none": true} | {"str": S}
+    VAL    TENSOR | {"const": {"dtype": D, "shape": [..], "stride": [..], "data": [X, ...]}}
+           | {"int": N} | {"float": X} | {"bool": B} | {"none": true} | {"str": S}
            | {"list": [VAL, ...]} | {"dtype": D} | {"device": "job" | "cpu"}
            | {"layout": "strided"} | {"memory_format": NAME}
 
@@ -52,6 +53,7 @@ MAX_LIST = 4096  # elements of one list argument
 MAX_DEPTH = 4  # nested lists
 MAX_DIMS = 16
 MAX_STR = 64
+MAX_CONST = 4096  # elements of a constant of Python data (torch.tensor(...) in a forward)
 # Ops with effects beyond their outputs: storage swaps and resizes of tensors the executor owns
 # (inputs, parameters), stream bookkeeping of the caching allocator.
 DENIED = frozenset({"set_", "resize_", "resize_as_", "record_stream", "_resize_output_",
@@ -163,6 +165,21 @@ def _check_spec(spec: Any, where: str) -> None:  # noqa: ANN401
         raise PlanError(f"{where}: a malformed shape or strides")
 
 
+def _check_const(c: Any, where: str) -> None:  # noqa: ANN401
+    _check_spec(c, f"{where} constant")
+    n = 1
+    for d in c["shape"]:
+        n *= d
+    data = c.get("data")
+    if (
+        not isinstance(data, list)
+        or len(data) != n
+        or n > MAX_CONST
+        or not all(type(x) in (int, float, bool) for x in data)
+    ):
+        raise PlanError(f"{where}: a constant's data does not match its shape")
+
+
 def _check_tensor(v: Any, known: dict[str, set[int]], where: str) -> None:  # noqa: ANN401
     m = _REF.fullmatch(str(v.get("t", ""))) if isinstance(v, dict) else None
     if m is None or int(m.group(2)) not in known[m.group(1)]:
@@ -178,6 +195,9 @@ def _check_value(v: Any, known: dict[str, set[int]], where: str, depth: int) -> 
         raise PlanError(f"{where}: a malformed argument")
     if "t" in v:
         _check_tensor(v, known, where)
+        return
+    if "const" in v:
+        _check_const(v["const"], where)
         return
     if len(v) != 1:
         raise PlanError(f"{where}: a malformed argument")

@@ -9,7 +9,8 @@ judge's zygote like a native candidate's recorder (record.py), on the job's devi
   inputs: no seed of the job exists in this process), on the real device (an extension's C++
   reads data_ptr: it cannot run on FakeTensors);
 - under a TorchDispatchMode records every aten op the forward's Python calls (arguments:
-  tensors as references to inputs, parameters and earlier results, plus numbers, bools, None,
+  tensors as references to inputs, parameters and earlier results, small constants of Python
+  data (torch.tensor(...) in forward), plus numbers, bools, None,
   strings, lists, dtypes, devices, layouts and memory formats), with recording suspended inside
   an extension call (its own at:: ops reach the mode too and are part of the "ext" step);
 - turns ModelNew's parameters and buffers into references the executor fills from the
@@ -38,7 +39,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from hipevolve.verifier.gpu.plan_kb import DENIED, MAX_STEPS, to_json
+from hipevolve.verifier.gpu.plan_kb import DENIED, MAX_CONST, MAX_STEPS, to_json
 
 _DATA_DEPENDENT = frozenset({"nonzero", "nonzero_static", "masked_select", "_unique", "_unique2",
                              "unique_dim", "unique_consecutive", "_local_scalar_dense"})  # fmt: skip
@@ -115,6 +116,16 @@ class KbRecording:
             "strings, lists, dtypes, devices, layouts and memory formats"
         )
 
+    def constant(self, t: torch.Tensor) -> torch.Tensor:
+        """A tensor of Python data (torch.tensor(...) in forward), held by the plan as its data."""
+        if t.device.type != "cpu" or t.numel() > MAX_CONST or t.is_complex():
+            raise Refused(
+                f"torch.tensor(...) of {t.numel()} elements in forward: a plan holds at most "
+                f"{MAX_CONST} real numbers of Python data; register it as a buffer instead"
+            )
+        self.track(t, {"const": spec_of(t) | {"data": t.reshape(-1).tolist()}})
+        return t
+
     def register(self, result: Any, what: str) -> None:  # noqa: ANN401
         k = len(self.steps) - 1
         if isinstance(result, torch.Tensor):
@@ -149,6 +160,8 @@ class KbRecording:
         if name in DENIED:
             raise Refused(f"aten.{name} acts beyond its outputs: a plan cannot hold it")
         what = f"an argument of aten.{name}"
+        if name in ("lift_fresh", "lift_fresh_copy") and id(args[0]) not in self.known:
+            args = (self.constant(args[0]), *args[1:])  # torch.tensor(Python data) in forward
         step = {
             "op": "aten",
             "fn": f"{name}.{func._overloadname}",

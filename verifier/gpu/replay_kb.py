@@ -130,6 +130,9 @@ class KbPlanModel:
             t = results[int(name[1:])] if name[0] == "v" else values[name]
             return t[v["i"]] if "i" in v else t
         ((kind, x),) = v.items()
+        if kind == "const":  # a small tensor of Python data, made afresh each call
+            dtype = getattr(torch, x["dtype"])
+            return torch.tensor(x["data"], dtype=dtype).reshape(x["shape"])
         if kind == "list":
             return [self.value(a, values, results) for a in x]
         if kind == "none":
