@@ -178,3 +178,21 @@ def test_a_small_tensor_of_python_data_in_forward_is_held_as_a_constant() -> Non
     y = torch.ones(2, 3)
     (out,) = KbPlanModel(plan, {}, "cpu")(y)
     torch.testing.assert_close(out, y * torch.tensor([1.0, float("nan"), 3.0]), equal_nan=True)
+
+
+def test_only_the_parameters_the_forward_uses_are_asked_of_the_reference() -> None:
+    class Spare(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.unused = nn.Linear(3, 3)  # a fallback the forward never calls
+            self.scale = nn.Parameter(torch.ones(3))
+
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return x * self.scale
+
+    plan = record(Spare(), torch.randn(2, 3))
+    validate(plan, set())
+    assert [p["name"] for p in plan["params"]] == ["scale"]
+    y = torch.randn(2, 3)
+    (out,) = KbPlanModel(plan, {}, "cpu", {"scale": torch.full((3,), 2.0)})(y)
+    torch.testing.assert_close(out, y * 2)

@@ -13,8 +13,9 @@ judge's zygote like a native candidate's recorder (record.py), on the job's devi
   data (torch.tensor(...) in forward), plus numbers, bools, None,
   strings, lists, dtypes, devices, layouts and memory formats), with recording suspended inside
   an extension call (its own at:: ops reach the mode too and are part of the "ext" step);
-- turns ModelNew's parameters and buffers into references the executor fills from the
-  reference model's same-named tensors, and the forward's returned tensors into the outputs.
+- turns ModelNew's parameters and buffers that the forward uses into references the executor
+  fills from the reference model's same-named tensors, and the forward's returned tensors into
+  the outputs.
 Refused, with a one-line reason (`Refused`): ops outside aten, ops that return a Python value
 (.item(), bool(t), torch.equal: a plan cannot replay a decision on data), data-dependent shapes
 (nonzero, masked_select, unique), tensors that are neither an input, a parameter, nor computed
@@ -296,7 +297,42 @@ def record_case(model: Any, case: dict, inputs: list, device: str, holder: dict)
         if type(o) is not torch.Tensor:
             raise Refused(f"output {k} is a {type(o).__qualname__}, not a plain torch.Tensor", True)
         refs.append(rec.ref(o, f"output {k}"))
-    return {"inputs": specs, "params": params, "steps": rec.steps, "outputs": refs}
+    return used_params_only(
+        {"inputs": specs, "params": params, "steps": rec.steps, "outputs": refs}
+    )
+
+
+def used_params_only(plan: dict) -> dict:
+    """The plan with only the parameters its steps and outputs use (renumbered): one the
+    forward never touches needs no same-named tensor in the task's Model."""
+    used: list[str] = []
+
+    def visit(v: Any) -> None:  # noqa: ANN401
+        if isinstance(v, dict):
+            if str(v.get("t", "")).startswith("p") and v["t"] not in used:
+                used.append(v["t"])
+            for x in v.values():
+                visit(x)
+        elif isinstance(v, list):
+            for x in v:
+                visit(x)
+
+    visit([plan["steps"], plan["outputs"]])
+    order = sorted(used, key=lambda r: int(r[1:]))
+    new = {old: f"p{j}" for j, old in enumerate(order)}
+
+    def rename(v: Any) -> Any:  # noqa: ANN401
+        if isinstance(v, dict):
+            return {k: new[x] if k == "t" and x in new else rename(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [rename(x) for x in v]
+        return v
+
+    return plan | {
+        "params": [plan["params"][int(r[1:])] for r in order],
+        "steps": rename(plan["steps"]),
+        "outputs": rename(plan["outputs"]),
+    }
 
 
 def record_job(data: dict, send: Any) -> None:  # noqa: ANN401
