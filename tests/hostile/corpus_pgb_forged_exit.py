@@ -8,7 +8,8 @@ Source: gpu-mode/pygpubench exploits/submission_heap_sig_scan.py, submission_sta
 submission_aes_key_recovery.py, submission_proc_mem_bypass.py, submission_fd_overwrite.py
 @ 87bb46dfef7f1c5d596c12b2e3ec14664b9f2319.
 
-Expected: never ok: the forged result is refused (hacked) or the early exit is a crash.
+Expected: the forged result never passes: it is refused (hacked), the early exit is a crash, or
+the forgery never runs where it is timed and the verdict is ok with the honest time.
 """
 
 import os
@@ -43,7 +44,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         owner, case = _sandbox_and_case()
         timing = sys._getframe(1)
-        while timing is not None and timing.f_code.co_name != "time_trials":
+        while timing is not None and not timing.f_code.co_name.startswith("time_"):
             timing = timing.f_back
         if owner is not None and timing is not None:
             trials = [0.5] * owner.job.trials
