@@ -43,8 +43,12 @@ What it does not protect against:
 - native or ctypes code in the candidate process can rewrite the sandbox's own memory: it can
   forge timing messages and metadata (not output values, which the judge compares). The
   wall-clock cross-check, the roofline and 10x gates and the static checker are the mitigations;
-- Python code in the candidate can likewise reach the sandbox's objects through gc; same
-  mitigations;
+- Python code in the candidate cannot reach the sandbox's objects: a native candidate's
+  model.py and a KernelBench file both run only in a recorder process, and the sandbox
+  replays their plans (record.py / executor.py, record_kb.py / replay_kb.py); only a
+  load_inline file built nowhere (a job with no extension folder) still runs its Python in the
+  sandbox, where it can reach the sandbox's objects through gc (flag `plan:none`); a
+  KernelBench extension's C++ runs in the sandbox, as native code above;
 - reading files: Landlock here restricts writes only; the reference outputs are never in a file,
   but anything else the user can read, the candidate can read (a judge removes each sandbox's
   folder before the next sandbox starts, so nothing one candidate writes reaches the next);
