@@ -196,3 +196,24 @@ def test_only_the_parameters_the_forward_uses_are_asked_of_the_reference() -> No
     y = torch.randn(2, 3)
     (out,) = KbPlanModel(plan, {}, "cpu", {"scale": torch.full((3,), 2.0)})(y)
     torch.testing.assert_close(out, y * 2)
+
+
+def test_an_extension_function_that_writes_in_place_and_returns_nothing_replays() -> None:
+    def relu_into(t: torch.Tensor) -> None:  # as a void pybind function: None back
+        torch.relu_(t)
+
+    holder: dict = {}
+    ext = RecordingExtension("fill_ext", SimpleNamespace(relu_into=relu_into), holder)
+
+    class InPlace(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            out = x.clone()
+            ext.relu_into(out)
+            return out
+
+    plan = record(InPlace(), torch.randn(6), holder=holder)
+    validate(plan, {"fill_ext"})
+    assert plan["steps"][-1]["results"] == []
+    y = torch.randn(6)
+    (out,) = KbPlanModel(plan, {("fill_ext", "relu_into"): relu_into}, "cpu")(y)
+    torch.testing.assert_close(out, torch.relu(y))

@@ -29,7 +29,8 @@ The format (JSON, standard library and torch only: the sandbox loads no pydantic
 - "params" are ModelNew's parameters and buffers; the executor fills them from the reference
   model's tensors of the same names, drawn by trusted code under the case's seed.
 - An "ext" step's results are checked against "results" (dtype, shape, stride, device type)
-  every time it runs: an extension that returns something else fails the candidate.
+  every time it runs: an extension that returns something else fails the candidate. No
+  results: the function returned None (it wrote into tensors it was given).
 - A device "job" is the executor's device (the recorder's is the same kind).
 
 `validate` checks a plan: every aten op resolves to a torch.ops.aten overload and is not one of
@@ -123,8 +124,8 @@ def validate(plan: dict, extensions: set[str]) -> None:
             if not _NAME.fullmatch(fn) or fn.startswith("_"):
                 raise PlanError(f"{where}: extension function {fn[:60]!r} is not allowed")
             results = step.get("results")
-            if not isinstance(results, list) or not results or len(results) > 64:
-                raise PlanError(f"{where}: an extension call returns 1 to 64 tensors")
+            if not isinstance(results, list) or len(results) > 64:
+                raise PlanError(f"{where}: an extension call returns at most 64 tensors")
             for r in results:
                 _check_spec(r, f"{where} result")
                 if r.get("device") not in ("job", "cpu"):

@@ -189,15 +189,11 @@ class KbRecording:
         finally:
             self.suspended -= 1
         single = isinstance(result, torch.Tensor)
-        outs = [result] if single else result
-        if (
-            not isinstance(outs, (list, tuple))
-            or not outs
-            or not all(type(t) is torch.Tensor for t in outs)
-        ):
+        outs = [result] if single else [] if result is None else result  # None: wrote in place
+        if not isinstance(outs, (list, tuple)) or not all(type(t) is torch.Tensor for t in outs):
             raise Refused(
                 f"{module}.{fn} returned {type(result).__name__}: a plan replays extension "
-                "functions that return a tensor or a tuple of tensors"
+                "functions that return a tensor, a tuple of tensors or nothing"
             )
         step["results"] = [self.result_spec(t) for t in outs]
         step["single"] = single

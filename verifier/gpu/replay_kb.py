@@ -106,7 +106,7 @@ class KbPlanModel:
     def check_results(self, step: dict, out: Any) -> None:  # noqa: ANN401
         where = f"{step['module']}.{step['fn']}"
         single = type(out) is torch.Tensor
-        outs = [out] if single else out
+        outs = [out] if single else [] if out is None and not step["results"] else out
         if single != step["single"] or not isinstance(outs, (list, tuple)):
             raise RuntimeError(f"{where} returned {type(out).__name__}, not what it was recorded")
         if len(outs) != len(step["results"]):
