@@ -601,6 +601,7 @@ def main() -> None:
             torch.cuda.empty_cache()
         # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
         shutil.rmtree(sandbox_dir, ignore_errors=True)
+        shutil.rmtree(sandbox_dir + "-record", ignore_errors=True)  # its recorder's (kb_stage.py)
         sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
         try:
             chan = Channel(sandbox_dir, args.device, zygote)
