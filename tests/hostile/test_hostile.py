@@ -99,7 +99,6 @@ SIMPLE = {
     "dyn_warmup_detect": REPLAYED,
     "dyn_fd_forge": (Status.hacked, "garbage on the result channel"),
     "dyn_atexit": (Status.ok, ""),
-    "dyn_oob_write": REPLAYED,
 }
 
 
@@ -128,6 +127,19 @@ def test_a_judge_reused_after_each_attack_it_survives_scores_the_next_candidate_
             healthy = run_worker(cpu_job(HEALTHY), pool.take(), pool=pool)
             assert healthy.status is Status.ok, f"after {name}: {healthy.message}"
             assert healthy.judge_pid == attack.judge_pid
+
+
+def test_a_python_write_past_the_input_lands_in_the_recorder_only() -> None:
+    """dyn_oob_write's ctypes write runs where the file runs: the recorder, whose heap it may
+    corrupt (a crash there, never in the sandbox); the judged calls replay an honest forward."""
+    result = evaluate("dyn_oob_write")
+    if result.status is Status.ok:
+        assert any(f.startswith("plan:kb-executor") for f in result.flags), result.flags
+    else:
+        assert result.status is Status.runtime_error, result.message
+        assert "crash" in result.message and "stage record" in result.message, result.message
+    assert_gone(result.sandbox_pid)
+    assert_healthy_next()
 
 
 def test_nan_output_mismatch_names_the_nan() -> None:
