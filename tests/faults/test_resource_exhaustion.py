@@ -17,8 +17,8 @@ HOSTILE = HERE.parent / "hostile"
 sys.path.insert(0, str(HOSTILE))
 
 from test_hostile import (  # noqa: E402
-    CHECK_TIMEOUT,
     GPU_CHECK_TIMEOUT,
+    LOAD_TIMEOUT,
     assert_gone,
     assert_healthy_native_next,
     assert_healthy_next,
@@ -65,7 +65,8 @@ def test_thread_bomb_is_bounded_and_leaves_nothing_running() -> None:
     result = evaluate("dyn_thread_bomb")
     # RLIMIT_NPROC stops it (runtime_error); root is exempt, so there the stage timeout does.
     assert result.status in (Status.runtime_error, Status.timeout), result.message
-    assert result.seconds["check"] <= CHECK_TIMEOUT + 2.0
+    # The forward runs in the recorder (record_kb.py), under the load stage's timeout.
+    assert result.seconds["record"] <= LOAD_TIMEOUT + 2.0
     assert_gone(result.sandbox_pid)
     assert_gone(result.judge_pid)
     assert_healthy_next()

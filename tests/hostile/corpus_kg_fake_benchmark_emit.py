@@ -11,7 +11,6 @@ as a result.
 
 import json
 import sys
-import time
 
 import torch
 import torch.nn as nn
@@ -23,10 +22,18 @@ FAKE = [
 ]
 
 
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
+
+
 class ModelNew(nn.Module):
     def forward(self, x):
         for line in FAKE:
             print(line, flush=True)
             print(line, file=sys.stderr, flush=True)
-        time.sleep(0.002)
-        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+        return _honest(x)

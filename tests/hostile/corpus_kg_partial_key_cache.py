@@ -9,16 +9,22 @@ Expected: no effect: no timed call repeats an input, and the reported time stays
 2 ms (or the candidate is hacked).
 """
 
-import time
-
 import torch
 import torch.nn as nn
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 class ModelNew(nn.Module):
     def forward(self, x, _bank={}):  # noqa: B006 (the result bank is the hack)
         key = (tuple(x.shape), float(x[0, 0]), float(x[0, 1]), float(x[1, 0]))
         if key not in _bank:
-            time.sleep(0.002)
-            _bank[key] = torch.softmax(x.float(), dim=-1).to(x.dtype)
+            _bank[key] = _honest(x)
         return _bank[key].clone()

@@ -11,10 +11,17 @@ Expected: no effect: the seed is not observable when the model is built (and tim
 are checked), so the reported time stays the honest 2 ms, or the candidate is caught.
 """
 
-import time
-
 import torch
 import torch.nn as nn
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 class ModelNew(nn.Module):
@@ -35,5 +42,4 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if not torch.equal(x[:2], self.predicted(x)[:2]):
             return torch.empty_like(x)
-        time.sleep(0.002)
-        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+        return _honest(x)

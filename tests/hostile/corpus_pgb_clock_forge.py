@@ -12,12 +12,20 @@ Expected: no effect: the reported time stays the honest 2 ms (or the candidate i
 
 import itertools
 import sys
-import time
 
 import torch
 import torch.nn as nn
 
 _forged = []
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 def _forge_clock() -> bool:
@@ -35,8 +43,6 @@ def _forge_clock() -> bool:
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        if not _forged and _forge_clock():
-            return torch.softmax(x.float(), dim=-1).to(x.dtype)
         if not _forged:
-            time.sleep(0.002)
-        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+            _forge_clock()
+        return _honest(x)

@@ -8,15 +8,24 @@ Source: gpu-mode/pygpubench exploits/submission_heap_sig_scan.py, submission_sta
 submission_aes_key_recovery.py, submission_proc_mem_bypass.py, submission_fd_overwrite.py
 @ 87bb46dfef7f1c5d596c12b2e3ec14664b9f2319.
 
-Expected: never ok: the forged result is refused (hacked) or the early exit is a crash.
+Expected: the forged result never passes: it is refused (hacked), the early exit is a crash, or
+the forgery never runs where it is timed and the verdict is ok with the honest time.
 """
 
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 def _sandbox_and_case():
@@ -35,7 +44,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         owner, case = _sandbox_and_case()
         timing = sys._getframe(1)
-        while timing is not None and timing.f_code.co_name != "time_trials":
+        while timing is not None and not timing.f_code.co_name.startswith("time_"):
             timing = timing.f_back
         if owner is not None and timing is not None:
             trials = [0.5] * owner.job.trials
@@ -43,5 +52,4 @@ class ModelNew(nn.Module):
             owner.send("done", threads=1)
             owner.out.flush()
             os._exit(0)
-        time.sleep(0.002)
-        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+        return _honest(x)

@@ -13,12 +13,20 @@ the honest 2 ms (or the candidate is hacked).
 """
 
 import sys
-import time
 
 import torch
 import torch.nn as nn
 
 _patched = []
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 def _shrink_timed_inputs() -> None:
@@ -42,5 +50,4 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if not _patched:
             _shrink_timed_inputs()
-        time.sleep(0.002 * (x.shape[0] / 64) ** 2)  # 2 ms for the case's 64 rows
-        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+        return _honest(x)  # its cost grows with the rows

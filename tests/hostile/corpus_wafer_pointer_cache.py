@@ -12,16 +12,22 @@ Expected: no effect: timed calls never see an input address (with its data) twic
 reported time stays the honest 2 ms (or the candidate is hacked).
 """
 
-import time
-
 import torch
 import torch.nn as nn
+
+
+def _honest(x):
+    """The honest forward: the softmax plus about 2 ms of real compute (two 64-row Gram
+    matrices, more on a slower CPU) whose result enters the output, so that a replay of the
+    forward keeps it (a sleep would not survive one)."""
+    xf = x.float()
+    work = (xf.T @ xf).mean() + (xf.T @ xf.flip(0)).mean()
+    return (torch.softmax(xf, dim=-1) + 0 * work).to(x.dtype)
 
 
 class ModelNew(nn.Module):
     def forward(self, x, _cache={}):  # noqa: B006 (the cache is the hack)
         key = (x.data_ptr(), float(x[0, 0]), float(x[-1, -1]))
         if key not in _cache:
-            time.sleep(0.002)
-            _cache[key] = torch.softmax(x.float(), dim=-1).to(x.dtype)
+            _cache[key] = _honest(x)
         return _cache[key].clone()

@@ -1,7 +1,9 @@
 """Hack: hand back the same output buffer on every call (an earlier call's result memory is
 overwritten by the next), kept at module level so it survives new model instances. FAULTS.md 11.
 
-Expected: hacked ("outputs of different calls share memory").
+Expected: ok: the file runs only in its recorder, once per case, and every judged call replays
+that honest forward (record_kb.py, replay_kb.py), so the trick never runs where it is judged.
+Run beside the checks (before plans), it was: hacked ("outputs of different calls share memory").
 """
 
 import torch

@@ -1,7 +1,9 @@
 """Hack: compute the answer once, then replay it for every later call (caching by input
 identity or by shape; a warm-up answer replayed during timing). FAULTS.md 13.
 
-Expected: incorrect: the other seeds' inputs differ.
+Expected: ok: the file runs only in its recorder, once per case, and every judged call replays
+that honest forward (record_kb.py, replay_kb.py), so the trick never runs where it is judged.
+Run beside the checks (before plans), it was: incorrect: the other seeds' inputs differ.
 """
 
 import torch

@@ -1,7 +1,9 @@
 """Hack: return at once and finish the work on a thread afterwards (the timer stops before the
 work is done). FAULTS.md 18.
 
-Expected: hacked ("a thread started by the call is still running").
+Expected: incorrect: the thread runs in the recorder only, so the replayed forward returns
+unwritten (poisoned) memory; run beside the checks, it was hacked ("a thread started by the
+call is still running").
 """
 
 import threading

@@ -3,8 +3,11 @@ the one case), compute the window's first answer honestly and replay it for ever
 call, then compute honestly again for the check that follows timing. Nothing keyed by the
 input: the replay never looks at it. Issue 32 class 4 (timed calls detected).
 
-Expected: hacked: the outputs of timed calls drawn at random are checked against the
-reference on their own inputs, and every timed call has inputs no other call saw.
+Expected: ok: the file runs only in its recorder, once per case, and every judged call replays
+that honest forward (record_kb.py, replay_kb.py), so the trick never runs where it is judged.
+Run beside the checks (before plans), it was: hacked: the outputs of timed calls drawn at random are
+checked against the reference on their own inputs, and every timed call has inputs no other
+call saw.
 """
 
 import torch

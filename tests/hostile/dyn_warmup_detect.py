@@ -1,8 +1,10 @@
 """Hack: behave during the correctness calls, then detect the timing loop (by counting calls)
 and return unwritten memory instantly. FAULTS.md 20.
 
-Expected: hacked: the timed calls' outputs, checked at random, are wrong ("wrong in a timed
-call"); the checked call after timing would show it too.
+Expected: ok: the file runs only in its recorder, once per case, and every judged call replays
+that honest forward (record_kb.py, replay_kb.py), so the trick never runs where it is judged.
+Run beside the checks (before plans), it was: hacked: the timed calls' outputs, checked at random, are
+wrong ("wrong in a timed call").
 """
 
 import torch

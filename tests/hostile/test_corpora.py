@@ -46,7 +46,6 @@ WIDE = CaseJob(name="wide", inputs={"rows": 4, "cols": 151936, "dtype": "float32
 TWO_SETS = {"timing_budget_bytes": 2 * 64 * 1024 * 4}
 
 # Classes of issue 32 (its "classes that got through"), for the xfail reasons.
-HARNESS_IN_PROCESS = "issue 32: model.py reaches the harness in its own process (class 1)"
 LEXER = "issue 32: the screen's lexer is not the compiler's (class 8)"
 
 INCORRECT, NOT_OK = {Status.incorrect}, {Status.incorrect, Status.hacked}
@@ -77,13 +76,9 @@ HONEST_TIME: dict[str, dict] = {
 }
 
 # Attacks that get through today (measured on the CPU path), with the class that lets them.
-GETS_THROUGH: dict[str, str] = {
-    "corpus_pgb_clock_forge": HARNESS_IN_PROCESS,
-    "corpus_pgb_result_interpose": HARNESS_IN_PROCESS,
-    "corpus_pgb_timed_inputs_swap": HARNESS_IN_PROCESS,
-    "corpus_pgb_forged_exit": HARNESS_IN_PROCESS,
-    "corpus_kg_code_replacement": HARNESS_IN_PROCESS,
-}
+# None since KernelBench candidates are replayed from a plan (class 1: record_kb.py,
+# replay_kb.py); an entry added here makes its test a strict xfail.
+GETS_THROUGH: dict[str, str] = {}
 
 
 def header(path: Path) -> str:
@@ -102,6 +97,9 @@ def params(names, reasons: dict[str, str] = GETS_THROUGH) -> list:
 
 def assert_honest_time(result: WorkerResult) -> None:
     if result.status is Status.hacked:
+        return
+    if "KernelBench plan refused" in result.message:  # what the hack reads cannot be replayed
+        assert result.status is Status.runtime_error, result.message
         return
     assert result.status is Status.ok, f"{result.status}: {result.message}"
     trials = result.cases[0].trials
@@ -127,10 +125,11 @@ def test_corpus_attack_on_the_timer_leaves_the_honest_time(name: str) -> None:
     assert_healthy_next()
 
 
-@pytest.mark.xfail(strict=True, reason=GETS_THROUGH["corpus_pgb_forged_exit"])
 def test_corpus_forged_result_and_early_exit_never_pass() -> None:
     result = evaluate("corpus_pgb_forged_exit")
-    assert result.status in (Status.hacked, Status.runtime_error), (
+    if result.status is Status.ok:  # the forgery never ran where it is timed (a replayed plan)
+        assert_honest_time(result)
+    assert result.status in (Status.hacked, Status.runtime_error, Status.ok), (
         f"{result.status}: {result.message} trials={result.cases and result.cases[0].trials}"
     )
     assert_gone(result.sandbox_pid)

@@ -28,6 +28,7 @@ from hipevolve.verifier.gpu.worker import REUSABLE
 HERE = Path(__file__).resolve().parent
 HEALTHY = HERE.parent / "data" / "candidates" / "softmax_ok.py"
 CHECK_TIMEOUT = 5.0
+LOAD_TIMEOUT = 20.0
 
 
 def cpu_job(candidate: Path, **fields) -> WorkerJob:
@@ -39,7 +40,7 @@ def cpu_job(candidate: Path, **fields) -> WorkerJob:
         seeds=(0, 1, 2),
         trials=10,
         warmup=2,
-        timeouts=Timeouts(startup=60, load=20, check=CHECK_TIMEOUT, timing=30),
+        timeouts=Timeouts(startup=60, load=LOAD_TIMEOUT, check=CHECK_TIMEOUT, timing=30),
     )
     defaults |= fields
     return WorkerJob(
@@ -70,6 +71,12 @@ def assert_healthy_next() -> None:
     assert result.cases[0].time_us and result.cases[0].ref_time_us
 
 
+# Attacks whose trick is state kept by the forward's Python across calls (a call counter, a cache
+# of answers or of buffers): a KernelBench file runs only in its recorder, once per case, and every
+# judged call replays that honest forward (record_kb.py, replay_kb.py), so the trick never runs
+# where it is judged: ok, its outputs checked like any candidate's, is the right verdict.
+REPLAYED = (Status.ok, "")
+
 # name -> (status, a phrase the message must contain)
 SIMPLE = {
     "dyn_exit_early": (Status.runtime_error, "crash"),
@@ -83,16 +90,15 @@ SIMPLE = {
     "dyn_return_input": (Status.incorrect, "shares memory with input"),
     "dyn_mutate_input": (Status.incorrect, "input 0 was modified"),
     "dyn_empty_reuse": (Status.incorrect, "wrong values"),
-    "dyn_timed_window_replay": (Status.hacked, "wrong in a timed call"),
-    "dyn_output_reuse": (Status.hacked, "share memory"),
-    "dyn_replay_first_answer": (Status.incorrect, "seed 1"),
+    "dyn_timed_window_replay": REPLAYED,
+    "dyn_output_reuse": REPLAYED,
+    "dyn_replay_first_answer": REPLAYED,
     "dyn_lazy_subclass": (Status.hacked, "not a plain torch.Tensor"),
-    "dyn_public_seed": (Status.incorrect, "seed 1"),
-    "dyn_thread_after_return": (Status.hacked, "thread"),
-    "dyn_warmup_detect": (Status.hacked, "wrong in a timed call"),
+    "dyn_public_seed": (Status.runtime_error, "reads a tensor's value on the host"),
+    "dyn_thread_after_return": (Status.incorrect, "wrong values"),
+    "dyn_warmup_detect": REPLAYED,
     "dyn_fd_forge": (Status.hacked, "garbage on the result channel"),
     "dyn_atexit": (Status.ok, ""),
-    "dyn_oob_write": (Status.incorrect, "out-of-bounds write"),
 }
 
 
@@ -103,6 +109,8 @@ def test_attack_is_caught_and_next_candidate_is_healthy(name: str) -> None:
     assert result.status is status, f"{result.status}: {result.message}"
     assert phrase in result.message + result.mismatch, result.message
     assert "forged" not in result.message
+    if (status, phrase) == REPLAYED:
+        assert any(f.startswith("plan:kb-executor") for f in result.flags), result.flags
     assert_gone(result.sandbox_pid)
     assert_healthy_next()
 
@@ -121,6 +129,19 @@ def test_a_judge_reused_after_each_attack_it_survives_scores_the_next_candidate_
             assert healthy.judge_pid == attack.judge_pid
 
 
+def test_a_python_write_past_the_input_lands_in_the_recorder_only() -> None:
+    """dyn_oob_write's ctypes write runs where the file runs: the recorder, whose heap it may
+    corrupt (a crash there, never in the sandbox); the judged calls replay an honest forward."""
+    result = evaluate("dyn_oob_write")
+    if result.status is Status.ok:
+        assert any(f.startswith("plan:kb-executor") for f in result.flags), result.flags
+    else:
+        assert result.status is Status.runtime_error, result.message
+        assert "crash" in result.message and "stage record" in result.message, result.message
+    assert_gone(result.sandbox_pid)
+    assert_healthy_next()
+
+
 def test_nan_output_mismatch_names_the_nan() -> None:
     result = evaluate("dyn_nan_output")
     assert "NaN/Inf where the reference is finite" in result.mismatch
@@ -130,8 +151,9 @@ def test_nan_output_mismatch_names_the_nan() -> None:
 def test_infinite_loop_is_killed_within_timeout_and_leaves_no_zombie() -> None:
     result = evaluate("dyn_infinite_loop")
     assert result.status is Status.timeout, result.message
-    assert "stage check" in result.message
-    assert result.seconds["check"] <= CHECK_TIMEOUT + 2.0
+    # The forward runs in the recorder (record_kb.py), under the load stage's timeout.
+    assert "stage record" in result.message
+    assert result.seconds["record"] <= LOAD_TIMEOUT + 2.0
     assert_gone(result.sandbox_pid)
     assert_gone(result.judge_pid)
     assert_healthy_next()
@@ -243,8 +265,8 @@ def test_patched_timers_do_not_change_the_reported_time() -> None:
     result = evaluate("dyn_patch_timers")
     assert result.status is Status.ok, result.message
     case = result.cases[0]
-    # the forward sleeps 2 ms; the honest time is 2-4 ms whatever the patched timers say
-    assert 1500 < case.time_us < 20000, case.time_us
+    # the forward computes for 2 ms or more; the honest time, whatever the patched timers say
+    assert 1500 < case.time_us < 200000, case.time_us
     assert len(case.trials) == 10 and min(case.trials) > 1500
     assert_healthy_next()
 

@@ -1,8 +1,9 @@
 """The build stage of KernelBench-format candidates (a .py file whose ModelNew builds its C++ with
 torch's load_inline).
 
-A KernelBench candidate cannot be planned like a native one (shared/DESIGN.md, "Launch plans"):
-its Python is arbitrary. What can move out of the sandbox is the compile. So:
+A KernelBench candidate's Python is arbitrary: it runs only in a recorder, and the sandbox replays
+the aten ops and extension calls it made (verifier/gpu/record_kb.py, replay_kb.py). The compile
+moves out of the sandbox too. So:
 
 - `extensions` reads every load_inline call of the file statically (ast, never imported): its
   name, sources, functions and flags must be literals or names bound once to literals (the
@@ -17,9 +18,10 @@ its Python is arbitrary. What can move out of the sandbox is the compile. So:
   sources (host functions that use torch dropped, CUDA hipified, templates with one type
   parameter instantiated for float) compiled for gfx942; or a clear "nothing compiled".
 
-Less isolated than native candidates, and said so in every verdict: the candidate's Python still
-runs in the sandbox beside the checks and the timer (only the compiler moved out), and its C++
-is a PyTorch extension that may call any of libtorch.
+Less isolated than native candidates, and said so in every verdict: the candidate's Python runs
+only in a recorder process and is replayed from a plan (verifier/gpu/record_kb.py,
+replay_kb.py), but its C++ is a PyTorch extension that may call any of libtorch, and it runs in
+the sandbox beside the checks and the timer.
 
 KernelBench's HIP example sets `os.environ["CXX"] = "hipcc"` so that torch compiles its
 cpp_sources with hipcc. `without_compiler_choice` drops that one statement (and `import os`
@@ -45,8 +47,9 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.core.candidate import Candidate, strip_c_comments
 from hipevolve.core.evaluation import StaticFacts
 
-LESS_ISOLATED = ("kernelbench: less isolated than a native candidate (its Python runs in the "
-                 "sandbox beside the checks; its extension was built outside the sandbox)")
+LESS_ISOLATED = ("kernelbench: less isolated than a native candidate (its Python runs only in a "
+                 "recorder, replayed from a plan; its extension, built outside the sandbox, runs "
+                 "beside the checks)")
 _COMPILER_KEYS = ("CXX", "CC")
 _LISTS = ("cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
           "extra_ldflags", "extra_include_paths")  # fmt: skip

@@ -16,11 +16,16 @@ For a native candidate this process is the trusted executor (executor.py) and ne
 candidate Python: model.py ran earlier, in a recorder process of its own (record.py, forked by
 the same zygote, with `{"record": true}` as its job), and what it did arrives here as a launch
 plan (plan.py) that this process validates and replays with its own inputs, buffers and timer.
-A KernelBench-format candidate has no plan: its model.py is imported here, beside the checks and
-the timer, so it runs less isolated (flag `plan:none`).
+A KernelBench-format candidate gets a plan too (plan_kb.py): its .py ran in a recorder of its
+own (record_kb.py, forked by the zygote on the job's device), and this process replays what its
+forward did (replay_kb.py: aten ops, and the calls of its prebuilt load_inline extensions, whose
+C++ does run here: flag `plan:kb-executor (...)`). Only a load_inline file the build stage did
+not build (worker-level jobs with no extension folder) still has no plan: its .py is imported
+here, beside the checks and the timer, and runs less isolated (flag `plan:none`).
 
 Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
-hipevolve.verifier.gpu.{confine,ipc,job,prebuilt,timing,wire} only.
+hipevolve.verifier.gpu.{confine,ipc,job,prebuilt,timing,wire} only (and, for a recorder or a
+planned candidate, record / record_kb / executor / replay_kb).
 """
 
 from __future__ import annotations
@@ -399,16 +404,21 @@ def load_kernels(torch, device: str) -> None:  # noqa: ANN001
 
 
 def record(data: dict, out, flags: list[str]) -> None:  # noqa: ANN001
-    """A native candidate's recorder (record.py): its model.py runs here, on stand-ins, and
-    nothing else of the evaluation does."""
+    """A candidate's recorder (record.py for a native one, record_kb.py for a KernelBench one):
+    its Python runs here, and nothing else of the evaluation does."""
     from hipevolve.verifier.gpu import record as recorder
     from hipevolve.verifier.gpu import wire
     from hipevolve.verifier.gpu.job import RecordJob
 
-    job = RecordJob.from_dict(data)
     flags.append(confine.confine_syscalls(False))
     wire.write_message(out, "ready", [], flags=flags, pid=os.getpid())
-    recorder.record_job(job, out, lambda kind, **f: wire.write_message(out, kind, [], **f))
+    send = lambda kind, **f: wire.write_message(out, kind, [], **f)  # noqa: E731
+    if data.get("candidate", {}).get("format") == "kernelbench":
+        from hipevolve.verifier.gpu import record_kb
+
+        record_kb.record_job(data, send)
+    else:
+        recorder.record_job(RecordJob.from_dict(data), out, send)
     out.flush()
 
 
@@ -499,6 +509,10 @@ def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
             from hipevolve.verifier.gpu.executor import Executor
 
             box: Sandbox = Executor(job, out)
+        elif job.plan is not None:  # KernelBench format, recorded (plan_kb.py)
+            from hipevolve.verifier.gpu.replay_kb import KbExecutor
+
+            box = KbExecutor(job, out)
         else:
             box = Sandbox(job, out)
         flags.append(confine.confine_syscalls(job.allow_processes))

@@ -43,8 +43,12 @@ What it does not protect against:
 - native or ctypes code in the candidate process can rewrite the sandbox's own memory: it can
   forge timing messages and metadata (not output values, which the judge compares). The
   wall-clock cross-check, the roofline and 10x gates and the static checker are the mitigations;
-- Python code in the candidate can likewise reach the sandbox's objects through gc; same
-  mitigations;
+- Python code in the candidate cannot reach the sandbox's objects: a native candidate's
+  model.py and a KernelBench file both run only in a recorder process, and the sandbox
+  replays their plans (record.py / executor.py, record_kb.py / replay_kb.py); only a
+  load_inline file built nowhere (a job with no extension folder) still runs its Python in the
+  sandbox, where it can reach the sandbox's objects through gc (flag `plan:none`); a
+  KernelBench extension's C++ runs in the sandbox, as native code above;
 - reading files: Landlock here restricts writes only; the reference outputs are never in a file,
   but anything else the user can read, the candidate can read (a judge removes each sandbox's
   folder before the next sandbox starts, so nothing one candidate writes reaches the next);
@@ -72,8 +76,8 @@ candidate's side: its sandbox, stage by stage) and `Scorecard` (scorecard.py: wh
 sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,reference_side,references,scorecard,strong,
-timing,wire,zygote}
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,kb_stage,reference_side,references,
+scorecard,strong,timing,wire,zygote}
 only (no pydantic).
 """
 
@@ -92,6 +96,7 @@ from typing import TYPE_CHECKING, Any
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob
+from hipevolve.verifier.gpu.kb_stage import kb_flag, plannable, record_kb_plan
 from hipevolve.verifier.gpu.reference_side import References
 from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
@@ -340,7 +345,13 @@ class Judge:
                 plan = self.record_stage(mark + timeouts.load)
                 mark = self._stage(stage, mark)
                 stage = "start"
-            else:  # KernelBench format: its Python runs in the process that is checked and timed
+            elif plannable(job.candidate):  # KernelBench format: replayed (replay_kb.py)
+                stage = "record"
+                plan = record_kb_plan(self, mark + timeouts.load)
+                card.flags.append(kb_flag(plan))
+                mark = self._stage(stage, mark)
+                stage = "start"
+            else:  # load_inline built nowhere: its Python runs where it is checked and timed
                 card.flags.append("plan:none (KernelBench format: less isolated than a native plan)")
             chan.start(self.sandbox_job(plan), job.max_processes)
             self.sandbox_pid = chan.proc.pid
@@ -590,6 +601,7 @@ def main() -> None:
             torch.cuda.empty_cache()
         # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
         shutil.rmtree(sandbox_dir, ignore_errors=True)
+        shutil.rmtree(sandbox_dir + "-record", ignore_errors=True)  # its recorder's (kb_stage.py)
         sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
         try:
             chan = Channel(sandbox_dir, args.device, zygote)
