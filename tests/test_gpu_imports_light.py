@@ -22,6 +22,7 @@ GPU_SIDE = (
     "hipevolve.verifier.gpu.job",
     "hipevolve.verifier.gpu.memplan",
     "hipevolve.verifier.gpu.prebuilt",
+    "hipevolve.verifier.gpu.record_ahead",
     "hipevolve.verifier.gpu.references",
     "hipevolve.verifier.gpu.timing",
     "hipevolve.verifier.gpu.wire",
