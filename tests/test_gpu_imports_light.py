@@ -18,6 +18,7 @@ GPU_SIDE = (
     "hipevolve.verifier.gpu.channel",
     "hipevolve.verifier.gpu.compare",
     "hipevolve.verifier.gpu.confine",
+    "hipevolve.verifier.gpu.input_pool",
     "hipevolve.verifier.gpu.ipc",
     "hipevolve.verifier.gpu.job",
     "hipevolve.verifier.gpu.memplan",
