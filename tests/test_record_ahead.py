@@ -129,3 +129,14 @@ def test_a_recorder_stopped_unused_leaves_no_process(tmp_path, zygote):
     rec.stop()
     assert _gone(pid)
     assert os.path.isdir(tmp_path / "record")
+
+
+def test_only_a_judge_on_a_gpu_forks_a_spare_recorder(tmp_path, zygote):
+    from hipevolve.verifier.gpu.record_ahead import spare
+
+    assert spare(str(tmp_path / "sandbox-0"), "cpu", zygote) is None  # no native job runs there
+    rec = spare(str(tmp_path / "sandbox-1"), "cuda", zygote)
+    assert rec is not None and os.path.isdir(tmp_path / "sandbox-1-record")
+    assert not _gone(rec.line.proc.pid)
+    rec.stop()
+    assert _gone(rec.line.proc.pid)

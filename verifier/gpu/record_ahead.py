@@ -4,10 +4,10 @@ Recording (record.py) needs only the candidate and the stand-in specs of each ca
 those exist once the judge has built the reference's inputs. Run after the reference's timing,
 it cost about 0.2 s of every evaluation on an H100 (fork, confine, import model.py, record),
 all of it on the evaluation's critical path. So the judge (worker.py) forks the recorder from
-its zygote when the job arrives (`Recorder`: the fork and the confinement overlap the
-reference's build), hands it the record job as soon as the reference's inputs exist (`send`:
-recording overlaps the reference's timing), and reads the plan only when the candidate's
-sandbox needs it (`plan`).
+its zygote while it waits for the job, next to the job's sandbox (`spare`; or, where none
+could be forked then, as the job arrives), hands it the record job as soon as the reference's
+inputs exist (`send`: recording overlaps the reference's timing), and reads the plan only when
+the candidate's sandbox needs it (`plan`).
 
 What stays as it was:
 - The recorder is the same process as before: forked by the zygote, confined (Landlock,
@@ -18,7 +18,9 @@ What stays as it was:
   plan that arrives later is a timeout, however late the judge reads it.
 - A plan recorded before (the judge's cache at the bottom of this module: keyed by model.py,
   the launchers' signatures, the reference and the cases) is not recorded again; the recorder
-  forked for it is killed unused. The executor validates a cached plan as it does a new one.
+  forked for it is killed unused, as is a spare the job does not need (a KernelBench-format
+  candidate): a recorder that never got a job has run no candidate code. The executor
+  validates a cached plan as it does a new one.
 
 What changes, and why it is safe:
 - The candidate's model.py runs while the judge times the reference. Its process has no device
@@ -95,6 +97,19 @@ class Recorder:
             os.kill(self.line.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.line.proc.wait(timeout=5)
+
+
+def spare(sandbox_dir: str, device: str, zygote: Zygote | None) -> Recorder | None:
+    """A recorder forked while the judge waits for its next job (a fork from the zygote took
+    about 0.09 s of the judge's time, measured on 2 CPU cores), next to that job's sandbox.
+    Only a judge on a GPU gets one: native candidates run there. None when no process can be
+    had now (the judge forks one when the job needs it)."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        return Recorder(sandbox_dir + "-record", zygote)
+    except OSError:
+        return None
 
 
 # --- launch plans recorded before: a candidate whose model.py, launchers and cases were recorded

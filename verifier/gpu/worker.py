@@ -90,7 +90,7 @@ from typing import TYPE_CHECKING, Any
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob
-from hipevolve.verifier.gpu.record_ahead import Recorder, plan_key, recall, remember
+from hipevolve.verifier.gpu.record_ahead import Recorder, plan_key, recall, remember, spare
 from hipevolve.verifier.gpu.reference_side import References
 from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
@@ -106,7 +106,9 @@ class Judge:
     """One evaluation: the reference's side first (References), then the candidate in its
     sandbox, stage by stage, each report judged by the Scorecard."""
 
-    def __init__(self, job: WorkerJob, chan: Channel, kept: Kept | None = None) -> None:
+    def __init__(
+        self, job: WorkerJob, chan: Channel, kept: Kept | None = None, rec: Recorder | None = None
+    ) -> None:
         import torch
 
         from hipevolve.verifier.gpu import ipc, references
@@ -122,6 +124,7 @@ class Judge:
         self.chan = chan
         self.baselines: dict[str, dict] = {}  # a reference-only job's strong baselines
         self.recorder: Recorder | None = None  # a native candidate's, started ahead
+        self.spare = rec  # forked while the judge waited for this job (record_ahead.spare)
         self.cached_plan: dict | None = None
         self.plan_key = ""
 
@@ -241,10 +244,11 @@ class Judge:
 
     # --- the launch plan, recorded ahead (record_ahead.py) -------------------------------------
     def fork_recorder(self) -> None:
-        """A native candidate's recorder, forked as the job arrives: its start overlaps the
-        reference's build."""
+        """A native candidate's recorder: the one forked while the judge waited, else one
+        forked now (its start overlaps the reference's build). Another job leaves the spare to
+        the group kill at its end."""
         if self.job.candidate.format == "native" and not self.job.reference_only:
-            self.recorder = Recorder(self.chan.workdir + "-record", self.chan.zygote)
+            self.recorder = self.spare or Recorder(self.chan.workdir + "-record", self.chan.zygote)
 
     def start_recording(self) -> None:
         """Hands the recorder its job once the reference's inputs exist (their stand-in specs),
@@ -501,6 +505,7 @@ def main() -> None:
         torch.zeros(1, device=args.device)
     sandbox_dir = os.path.join(args.workdir, "sandbox-0")
     chan: Channel | None = Channel(sandbox_dir, args.device, zygote)
+    rec = spare(sandbox_dir, args.device, zygote)
     # A judge serves jobs, one JSON line each on stdin, until stdin closes or a job leaves it in
     # doubt: it answers each with one JSON line on the result pipe, whose "reusable" says
     # whether it waits for another. Reusing a judge saves creating and destroying one device
@@ -519,7 +524,7 @@ def main() -> None:
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
             if chan is None:  # the sandbox after the last answer could not be started
                 chan = Channel(sandbox_dir, args.device, zygote)
-            judge = Judge(job, chan, kept)
+            judge = Judge(job, chan, kept, rec)
             result = judge.run()
         except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
             kill_group_except_self(zygote.spared())
@@ -553,11 +558,13 @@ def main() -> None:
             torch.cuda.empty_cache()
         # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
         shutil.rmtree(sandbox_dir, ignore_errors=True)
+        shutil.rmtree(sandbox_dir + "-record", ignore_errors=True)
         sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
         try:
             chan = Channel(sandbox_dir, args.device, zygote)
         except OSError:  # no process or folder to be had now: tried again with the next job
             chan = None
+        rec = spare(sandbox_dir, args.device, zygote)
     os.close(args.result_fd)
     zygote.close()
     os._exit(0)
