@@ -138,7 +138,9 @@ def gdn_candidates(seed: Path, out: Path, count: int) -> list[Path]:
             break
         if any(v not in declared.get(k, ()) for k, v in config.items()):
             continue
-        name = "gdn_seed" + "".join(f"_{k.lower()}{v}" for k, v in config.items())
+        name = "gdn_seed" + "".join(
+            f"_{k.lower()}{'_' if k[-1].isdigit() else ''}{v}" for k, v in config.items()
+        )  # gdn_seed_bv16, gdn_seed_u_bf16_0
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "kernel.hip").write_text(with_values(source, config) if config else source)
@@ -159,7 +161,9 @@ def run_phase(
             "trials": trials, "backend": backend}  # fmt: skip
     job = out.with_suffix(".job.json")
     job.write_text(json.dumps(spec))
-    env = dict(os.environ) | {"PYTHONPATH": str(shim_dir)}
+    # The shim first: whatever else PYTHONPATH holds (carried packages) stays behind it.
+    rest = os.environ.get("PYTHONPATH", "")
+    env = dict(os.environ) | {"PYTHONPATH": os.pathsep.join(filter(None, [str(shim_dir), rest]))}
     start = time.monotonic()
     # Not in a tree's root: `python -m` (the judges) puts its folder first on sys.path, where a
     # tree's own hipevolve/ folder would shadow the shim and mix two trees' code.
