@@ -54,6 +54,19 @@ def test_no_byte_of_an_earlier_calls_data_survives_a_later_shift():
         assert not bool((outside == 0x11).any())
 
 
+def test_a_note_written_past_an_input_in_one_call_is_gone_in_the_next():
+    pool = ShiftedInputs(GUARD, CANARY)
+    for t in _sets(50, 64):
+        pool.place(0, t)
+        p = pool.places[0]
+        p.raw[p.start + p.nbytes : p.start + p.nbytes + 64].fill_(0x11)  # an out-of-bounds note
+        p.raw[: p.start].fill_(0x11)
+        assert not pool.intact(0)
+        pool.place(0, t.clone())
+        assert pool.intact(0)
+        assert not bool((_outside(pool, 0) == 0x11).any())
+
+
 def test_an_input_that_does_not_fill_its_storage_leaves_no_earlier_bytes_in_its_gaps():
     pool = ShiftedInputs(GUARD, CANARY)
     for value in range(1, 60):

@@ -3,21 +3,22 @@
 Each eager timed call of a native candidate gets its inputs copied to a place no other call's
 data occupies, between canaries, at a start shifted by a random multiple of 256 bytes
 (executor.py). Made afresh for every call (Executor.guarded_clone: an allocation, two canary
-fills and the copy) that cost about 0.07 s of an evaluation on an H100. `ShiftedInputs` keeps
-one allocation per input for the whole case instead, wide enough for every shift, filled with
-canary bytes once; each call draws its shift and gets the input copied there.
+fills and the copy), input shifting cost about 0.07 s of an evaluation on an H100.
+`ShiftedInputs` keeps one allocation per input for the whole case instead, wide enough for
+every shift; each call draws its shift, gets both canary regions made again around it and the
+input copied there: the allocation is what it saves (bench/verifier_overheads.py measures it).
 
 What each call still gets, as with a fresh copy:
 - its own input set's values, copied in before it (the caller passes each call's own set);
 - a start drawn at random among the same SHIFTS multiples of ALIGN after GUARD canary bytes,
   from os.urandom, after the previous call ended; the same addresses come back only as often as
   a fresh allocation's did (the caching allocator hands the freed block out again);
-- canary bytes everywhere outside its data: before the copy, the bytes of the previous call's
-  data that the new start leaves outside the new data are set back to the canary (the rest is
-  overwritten by the copy), so no call can read another call's data at any address, in bounds or
-  past them. An input that does not fill its storage's span (gaps, or a contiguous slice of a
-  larger storage) gets its whole previous place set back to the canary first, so the bytes the
-  copy skips hold no earlier data either.
+- canary bytes everywhere outside its data: both canary regions are filled again before each
+  copy (the previous call's data that the new shift leaves outside the new data, and anything
+  a call wrote past its input, are overwritten), and the copy overwrites the data region, so no
+  call can read another call's data at any address, in bounds or past them. An input that does
+  not fill its storage's span (gaps, or a contiguous slice of a larger storage) gets its data
+  region set to the canary first, so the bytes the copy skips hold no earlier data either.
 The canaries around timed inputs are not read after timed calls (as before: the check calls'
 inputs are still fresh guarded copies and their canaries are checked).
 
@@ -66,31 +67,22 @@ class ShiftedInputs:
         if p is None or p.nbytes != nbytes or p.raw.device != t.device or p.dtype != t.dtype:
             size = 2 * self.guard + (SHIFTS - 1) * ALIGN + nbytes
             raw = torch.empty(size, dtype=torch.uint8, device=t.device)
-            raw.fill_(self.canary)
             p = self.places[i] = _Place(raw, -1, nbytes, t.dtype)
         start = self.guard + ALIGN * secrets.randbelow(SHIFTS)
-        # The copy overwrites every byte of its place only when t fills its storage's span.
-        whole = t.is_contiguous() and t.numel() * t.element_size() == nbytes
-        self._uncover(p, start, whole)
+        if not (t.is_contiguous() and t.numel() * t.element_size() == nbytes):
+            # The copy will not overwrite every byte of its place (gaps, or a slice of a larger
+            # storage): the bytes it skips hold the canary, not an earlier call's data.
+            p.raw[start : start + nbytes].fill_(self.canary)
+        # Both canary regions made again, as a fresh copy's are: whatever the last call left
+        # there (its data, uncovered by the new shift, or a note written past its input) is gone.
+        p.raw[:start].fill_(self.canary)
+        p.raw[start + nbytes :].fill_(self.canary)
         p.start = start
         view = torch.empty(0, dtype=t.dtype, device=t.device).set_(
             p.raw.untyped_storage(), start // t.element_size(), t.shape, t.stride()
         )
         view.copy_(t)
         return view
-
-    def _uncover(self, p: _Place, start: int, whole: bool) -> None:
-        """Sets back to the canary the previous copy's bytes that the copy at `start` will not
-        overwrite."""
-        old, n = p.start, p.nbytes
-        if old < 0:
-            return
-        if not whole:
-            p.raw[old : old + n].fill_(self.canary)
-        elif start > old:
-            p.raw[old : min(start, old + n)].fill_(self.canary)
-        elif start < old:
-            p.raw[max(start + n, old) : old + n].fill_(self.canary)
 
     def intact(self, i: int) -> bool:
         """Whether the canaries around input i's last copy are whole."""
