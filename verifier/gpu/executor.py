@@ -14,8 +14,9 @@ Eager timing (time_case_eager): each trial's inputs are copied to a shifted plac
 address keeps its data from one trial to the next (the places are made once per case, each
 trial's shift drawn afresh and its canaries made again: input_pool.py; nothing of an earlier
 trial stays readable); its buffers are allocated, guarded, poisoned and given their weights
-before the start event (PlanModel.prepare), so a trial times only what the forward asked for: its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after each timed call a random draw (made
-after the call, from os.urandom) decides whether its outputs go to the judge to be checked
+before the start event (PlanModel.prepare), so a trial times only what the forward asked for:
+its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after each timed call a
+random draw (made after the call, from os.urandom) decides whether its outputs go to the judge to be checked
 (`CHECKED_TRIALS` a case, uniformly among all its calls), and check calls on the checked seeds
 are slipped in at random places among the timed ones. A library that counts calls, or keys a
 cache on addresses, cannot tell which of its calls are judged.
