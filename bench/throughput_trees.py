@@ -245,7 +245,8 @@ def stage_lines(phases: list[TreePhase]) -> list[str]:
         means = {t: p.stage_means() for t, p in (("this", this), ("baseline", base)) if p}
         names = sorted({n for m in means.values() for n in m})
         cells = [f"{n} {'/'.join(f'{means[t].get(n, 0.0):.3f}' for t in means)}" for n in names]
-        lines.append(f"{task} {cache} ({'/'.join(means)}): " + ", ".join(cells))
+        shown = ", ".join(cells) or "no stage times (nothing reached a judge)"
+        lines.append(f"{task} {cache} ({'/'.join(means)}): {shown}")
     return lines
 
 

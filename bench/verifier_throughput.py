@@ -287,10 +287,14 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = _parse_args()
     if args.baseline_tree is not None:
+        from hipevolve.core.errors import UserError
+
         try:
             side_by_side(args)
         except trees.TreeError as e:
             sys.exit(str(e))
+        except UserError as e:  # no GPU backend here, for one
+            sys.exit(e.line())
         return
     missing = kb.missing_tools()
     if missing:
