@@ -16,7 +16,9 @@ evaluation, 0.07 s of per-call input shifting). This prints, per phase:
   plan's buffers made for the call (PlanModel.prepare), on the GPU when there is one;
 - judge: with a GPU, the pipeline on the softmax bench candidates (bench/candidates/softmax,
   the correct ones): evaluations per minute and mean seconds per stage as the judge reports them
-  (reference, reference_timing, record, record_ahead, start, load, check, timing, ...).
+  (reference, reference_timing, record, record_ahead, start, load, check, timing, ...). Without
+  one, a warm CPU judge (one judge serving every job, as the pipeline's slots reuse theirs) on a
+  Python softmax candidate and the task's small case: the judge's own stages, no plan.
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 SOFTMAX_SEED = ROOT / "problems" / "softmax" / "seeds" / "tunable"
 CANDIDATES = BENCH / "candidates" / "softmax"
+# A correct KernelBench-format softmax: what a CPU judge can run (native candidates need a GPU).
+PYTHON_SOFTMAX = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        xf = x.float()
+        e = (xf - xf.amax(dim=-1, keepdim=True)).exp()
+        return (e / e.sum(dim=-1, keepdim=True)).to(x.dtype)
+"""
 
 
 def _ms(values: list[float]) -> str:
@@ -186,6 +199,39 @@ def judge_phase(count: int, work: Path, backend: str) -> dict:
             "stages": {n: statistics.mean(v) for n, v in stages.items()}}  # fmt: skip
 
 
+def cpu_judge_phase(count: int, work: Path) -> dict:
+    """`count` jobs through one warm CPU judge: mean seconds per stage as the judge reports them."""
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
+    from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
+
+    model = work / "python_softmax.py"
+    model.write_text(PYTHON_SOFTMAX)
+    task = get_task("softmax")
+    case = CaseJob(name="small", inputs={"rows": 64, "cols": 1024, "dtype": "float32"}, timed=True)
+    job = WorkerJob(task=task.name, reference=task.reference,
+                    tolerance=task.tolerance.model_dump(),
+                    candidate=CandidateJob(format="kernelbench", model=model), device="cpu",
+                    cases=(case,), seeds=(0, 1, 2), trials=10, warmup=2,
+                    timeouts=Timeouts(startup=120, load=60, check=60, timing=60))  # fmt: skip
+    stages: dict[str, list[float]] = {}
+    statuses = []
+    pool = StandbyPool(size=1, device="cpu")
+    try:
+        run_worker(job, pool.take(), pool=pool)  # the judge's start, not counted
+        start = time.monotonic()
+        for _ in range(count):
+            result = run_worker(job, pool.take(), pool=pool)
+            statuses.append(str(result.status))
+            for name, s in result.seconds.items():
+                stages.setdefault(name, []).append(s)
+        wall = time.monotonic() - start
+    finally:
+        pool.close()
+    return {"evaluations": count, "wall_s": wall, "statuses": statuses,
+            "stages": {n: statistics.mean(v) for n, v in stages.items()}}  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -197,7 +243,8 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=10, help="recorders forked and timed")
     p.add_argument("--calls", type=int, default=100, help="timed calls' inputs made per way")
     p.add_argument("--judge-candidates", type=int, default=8,
-                   help="softmax candidates through the pipeline (GPU only; 0: skip)")  # fmt: skip
+                   help="softmax candidates through the pipeline (on a CPU: jobs through one "
+                   "warm CPU judge; 0: skip)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="write the numbers as JSON here")
     args = p.parse_args(argv)
     if args.reps < 1 or args.calls < 1 or args.judge_candidates < 0:
@@ -231,14 +278,18 @@ def main() -> None:
         print(f"  plan buffers made:    {_ms(ins['prepare_s'])}")
         report["inputs"] = ins
 
-        if backend is None or args.judge_candidates == 0:
-            why = "no GPU here" if backend is None else "--judge-candidates 0"
-            print(f"judge: skipped ({why}; native candidates run on a GPU)")
+        if args.judge_candidates == 0:
+            print("judge: skipped (--judge-candidates 0)")
         else:
-            judge = judge_phase(args.judge_candidates, work, backend)
+            if backend is None:
+                judge = cpu_judge_phase(args.judge_candidates, work)
+                what = "jobs, a Python softmax on a warm CPU judge (no GPU here)"
+            else:
+                judge = judge_phase(args.judge_candidates, work, backend)
+                what = f"softmax candidates, warm cache, {backend}"
             rate = 60.0 * judge["evaluations"] / judge["wall_s"]
-            print(f"judge ({judge['evaluations']} softmax candidates, warm cache, {backend}): "
-                  f"{rate:.1f} evaluations/min; statuses {sorted(set(judge['statuses']))}")  # fmt: skip
+            print(f"judge ({judge['evaluations']} {what}): {rate:.1f} evaluations/min; "
+                  f"statuses {sorted(set(judge['statuses']))}")  # fmt: skip
             for name, s in sorted(judge["stages"].items(), key=lambda kv: -kv[1]):
                 print(f"  {name:<20} {s * 1e3:9.1f} ms mean")
             report["judge"] = judge
