@@ -151,4 +151,3 @@ def test_the_overheads_bench_refuses_counts_below_one_in_one_line():
     )
     args = load_bench("verifier_overheads")._parse_args([])
     assert (args.reps, args.calls, args.judge_candidates) == (10, 100, 8)
-    assert load_bench("verifier_overheads").PYTHON_SOFTMAX.startswith("import torch")
