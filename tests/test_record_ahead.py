@@ -140,3 +140,30 @@ def test_only_a_judge_on_a_gpu_forks_a_spare_recorder(tmp_path, zygote):
     assert not _gone(rec.line.proc.pid)
     rec.stop()
     assert _gone(rec.line.proc.pid)
+
+
+@pytest.mark.gpu
+def test_a_gpu_judge_waits_only_for_the_record_that_outlasts_the_references_timing(tmp_path):
+    """One judge, two jobs of the same native candidate: the first records ahead (its record
+    stage is the wait left after the reference's timing, never more than the whole recording),
+    the second takes the plan the first recorded."""
+    import sys
+
+    from hipevolve.core.evaluation import Status
+    from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
+
+    sys.path.insert(0, str(ROOT / "tests" / "hostile"))
+    from test_hostile import HEALTHY_NATIVE, gpu_job
+
+    pool = StandbyPool(size=0, device="cuda")  # no spare judges: the second job gets the first's
+    try:
+        first = run_worker(gpu_job(HEALTHY_NATIVE, tmp_path), pool.take(), pool=pool)
+        second = run_worker(gpu_job(HEALTHY_NATIVE, tmp_path), pool.take(), pool=pool)
+    finally:
+        pool.close()
+    assert first.status is Status.ok, first.message
+    assert "plan:executor" in first.flags
+    assert 0 <= first.seconds["record"] <= first.seconds["record_ahead"]
+    assert second.status is Status.ok, second.message
+    assert second.judge_pid == first.judge_pid
+    assert "plan:executor (cached)" in second.flags
