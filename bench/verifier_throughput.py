@@ -3,6 +3,7 @@
     python bench/verifier_throughput.py                                   # 20 candidates
     python bench/verifier_throughput.py --candidates 4 --kb-candidates 2  # smoke run, ~3 min
     python bench/verifier_throughput.py --out throughput.json             # also write JSON
+    python bench/verifier_throughput.py --baseline-tree /work/base0dc     # two trees (issue 32)
 
 One GPU, one run, one harness at a time: our pipeline (hipevolve.verifier.pipeline.evaluate_many
 on the native candidates) and bench/kernelbench_harness.py (serial, load_inline, a fresh process
@@ -13,6 +14,10 @@ bench/candidates/softmax/ (10 correct, 5 wrong, 5 that do not compile; see manif
 Prints one table (evaluations per minute, statuses), the ratio ours/KernelBench-style for cold
 and warm (goal: at least 15x), and every candidate on which the two harnesses, or a harness and
 the manifest, disagree.
+
+With --baseline-tree PATH the bench compares two checkouts instead (bench/throughput_trees.py):
+this tree's pipeline and PATH's, on softmax and gated_delta_net, side by side in one run, and
+prints evaluations per minute of each with the ratio this/baseline (goal: at least 0.90).
 
 A load_inline build of even a tiny extension takes tens of seconds cold, so the whole bench is
 time-boxed (--deadline-s): the KernelBench-style harness stops starting candidates when the
@@ -39,6 +44,7 @@ KINDS = ("ok", "incorrect", "compile_error")
 
 sys.path.insert(0, str(BENCH))  # bench/ is a folder of scripts, not a package
 import kernelbench_harness as kb  # noqa: E402
+import throughput_trees as trees  # noqa: E402
 
 
 class Phase(BaseModel):
@@ -204,7 +210,7 @@ def run_kernelbench(
 # ----------------------------------------------------------------------------- main
 
 
-def _parse_args() -> argparse.Namespace:
+def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Evaluations per minute: our verifier vs a KernelBench-style harness.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -246,14 +252,50 @@ def _parse_args() -> argparse.Namespace:
         default=kb.TIMEOUT_S,
         help="seconds per KernelBench-style candidate (KernelBench's default)",
     )
+    two = p.add_argument_group("two trees (issue 32: this tree against an older checkout)")
+    two.add_argument(
+        "--baseline-tree",
+        type=Path,
+        default=None,
+        help="another hipevolve checkout (e.g. a git worktree of 0dc28ca): its pipeline and "
+        "this tree's run side by side instead of the KernelBench-style comparison",
+    )
+    two.add_argument(
+        "--tasks",
+        default="softmax,gated_delta_net",
+        help="with --baseline-tree: the tasks, comma-separated (softmax, gated_delta_net)",
+    )
+    two.add_argument(
+        "--gdn-candidates",
+        type=int,
+        default=4,
+        help="with --baseline-tree: gated_delta_net candidates (the seed, then tunable "
+        f"configurations of it; at most {len(trees.GDN_CONFIGS)})",
+    )
+    two.add_argument(
+        "--gdn-seed",
+        choices=("baseline", "this"),
+        default="baseline",
+        help="with --baseline-tree: whose chunked seed the gated_delta_net candidates come from",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     out.add_argument("--keep", action="store_true", help="keep the work folder (caches, logs)")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def main() -> None:
     args = _parse_args()
+    if args.baseline_tree is not None:
+        from hipevolve.core.errors import UserError
+
+        try:
+            side_by_side(args)
+        except trees.TreeError as e:
+            sys.exit(str(e))
+        except UserError as e:  # no GPU backend here, for one
+            sys.exit(e.line())
+        return
     missing = kb.missing_tools()
     if missing:
         sys.exit(f"cannot run the KernelBench-style baseline: {missing}")
@@ -370,6 +412,76 @@ def main() -> None:
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        print(f"wrote {args.out}")
+    if args.keep:
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """This tree and --baseline-tree, phase by phase (throughput_trees.schedule)."""
+    base = trees.check_tree(args.baseline_tree)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in ("softmax", "gated_delta_net")]
+    if unknown or not tasks:
+        raise trees.TreeError(
+            f"--tasks {args.tasks}: the side-by-side bench knows softmax and gated_delta_net"
+        )
+    if args.candidates < 1 or args.gdn_candidates < 1:
+        raise trees.TreeError("--candidates and --gdn-candidates: at least 1 each")
+    from hipevolve.verifier.build.backends import resolve_backend
+
+    backend = resolve_backend(args.backend)
+    work = Path(tempfile.mkdtemp(prefix="hipevolve-trees-"))
+    roots = {"this": trees.ROOT, "baseline": base}
+    shims = {name: trees.shim(root, work / f"shim-{name}") for name, root in roots.items()}
+    manifest = json.loads((CANDIDATES / "manifest.json").read_text())
+    folders = {
+        "softmax": [CANDIDATES / c["native"] for c in manifest["candidates"][: args.candidates]],
+        "gated_delta_net": trees.gdn_candidates(
+            roots[args.gdn_seed] / trees.GDN_SEED, work / "gdn", args.gdn_candidates
+        ),
+    }
+    for name, root in roots.items():
+        print(f"{name}: {root} ({trees.tree_commit(root)})", flush=True)
+    print(f"backend {backend}; work folder {work}", flush=True)
+    phases: list[trees.TreePhase] = []
+    begin = time.monotonic()
+    for cache, task, tree in trees.schedule(tasks):
+        print(f"{task} {cache}, {tree} ({len(folders[task])} candidates):", flush=True)
+        phase = trees.run_phase(
+            tree, roots[tree], shims[tree], task, folders[task],
+            work / f"cache-{tree}-{task}", cache, args.trials, backend,
+            work / f"{tree}-{task}-{cache}.json",
+        )  # fmt: skip
+        print(f"  -> {phase.per_minute:.2f} evaluations/min ({phase.imported_from})", flush=True)
+        phases.append(phase)
+    print()
+    print(trees.table(phases))
+    print()
+    for line in trees.ratio_lines(phases):
+        print(line)
+    print("mean seconds per stage:")
+    for line in trees.stage_lines(phases):
+        print(f"  {line}")
+    lines = trees.disagreements(phases)
+    print("status disagreements between the trees:" if lines else
+          "status disagreements between the trees: none")  # fmt: skip
+    for line in lines:
+        print(f"  {line}")
+    print(f"total {time.monotonic() - begin:.0f} s")
+    if args.out:
+        report = {
+            "trees": {n: {"path": str(r), "commit": trees.tree_commit(r)} for n, r in roots.items()},
+            "backend": backend,
+            "goal": trees.GOAL,
+            "phases": [p.model_dump() | {"per_minute": p.per_minute} for p in phases],
+            "ratios": trees.ratios(phases),
+            "disagreements": lines,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.out}")
     if args.keep:
         print(f"kept {work}")

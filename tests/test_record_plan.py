@@ -376,7 +376,7 @@ def _native_job(folder: Path, library: Path):
 
 
 def test_a_plan_is_recorded_again_only_when_model_py_launchers_or_cases_change(tmp_path):
-    from hipevolve.verifier.gpu import worker
+    from hipevolve.verifier.gpu import record_ahead
 
     folder = tmp_path / "cand"
     shutil.copytree(SOFTMAX, folder)
@@ -384,14 +384,14 @@ def test_a_plan_is_recorded_again_only_when_model_py_launchers_or_cases_change(t
     library.write_bytes(b"one library")
     job = _native_job(folder, library)
     cases = {"c": {"init": {}, "inputs": [_spec("bfloat16", 64, 128)]}}
-    first = worker.plan_key(job, cases)
+    first = record_ahead.plan_key(job, cases)
     source = folder / "kernel.hip"
     source.write_text(source.read_text() + "\n// a tuned kernel body\n")
-    assert worker.plan_key(job, cases) == first  # kernels changed, launchers did not
+    assert record_ahead.plan_key(job, cases) == first  # kernels changed, launchers did not
     other = {"c": {"init": {}, "inputs": [_spec("bfloat16", 64, 256)]}}
-    assert worker.plan_key(job, other) != first
+    assert record_ahead.plan_key(job, other) != first
     (folder / "model.py").write_text((folder / "model.py").read_text() + "\n# changed\n")
-    assert worker.plan_key(job, cases) != first
+    assert record_ahead.plan_key(job, cases) != first
 
 
 def test_a_plan_whose_recording_ran_a_launcher_on_the_host_is_tied_to_its_library(
@@ -405,7 +405,7 @@ def test_a_plan_whose_recording_ran_a_launcher_on_the_host_is_tied_to_its_librar
     softmax = record.record_case(
         softmax_module.ModelNew, [], [_spec("bfloat16", 64, 128)], softmax_kernels, None
     )
-    from hipevolve.verifier.gpu import worker
+    from hipevolve.verifier.gpu import record_ahead
 
-    assert worker._host_calls(json.loads(Plan(cases={"c": gdn}).to_json()))
-    assert not worker._host_calls(json.loads(Plan(cases={"c": softmax}).to_json()))
+    assert record_ahead._host_calls(json.loads(Plan(cases={"c": gdn}).to_json()))
+    assert not record_ahead._host_calls(json.loads(Plan(cases={"c": softmax}).to_json()))

@@ -10,11 +10,13 @@ the same way and poisoned with 0xFF (NaN) unless the plan fills it; the launcher
 the executor's own stream. The checks, the flush, the events and the trial loop are the
 executor's (sandbox.Sandbox, timing.py), and the messages to the judge are the sandbox's.
 
-Eager timing (time_case_eager): each trial's inputs are copied to a fresh, shifted place first, so no
-address keeps its data from one trial to the next; its buffers are allocated, guarded, poisoned
-and given their weights before the start event (PlanModel.prepare), so a trial times only what
-the forward asked for: its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after each timed call a random draw (made
-after the call, from os.urandom) decides whether its outputs go to the judge to be checked
+Eager timing (time_case_eager): each trial's inputs are copied to a shifted place first, so no
+address keeps its data from one trial to the next (the places are made once per case, each
+trial's shift drawn afresh and its canaries made again: input_pool.py; nothing of an earlier
+trial stays readable); its buffers are allocated, guarded, poisoned and given their weights
+before the start event (PlanModel.prepare), so a trial times only what the forward asked for:
+its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after each timed call a
+random draw (made after the call, from os.urandom) decides whether its outputs go to the judge to be checked
 (`CHECKED_TRIALS` a case, uniformly among all its calls), and check calls on the checked seeds
 are slipped in at random places among the timed ones. A library that counts calls, or keys a
 cache on addresses, cannot tell which of its calls are judged.
@@ -48,7 +50,7 @@ allowlist or raw system calls, so nothing runs before a launcher is called, and 
 finds no Python symbols to call by name.
 
 Imports torch, ctypes, the standard library and hipevolve.runtime /
-hipevolve.verifier.gpu.{plan,sandbox,timing} only.
+hipevolve.verifier.gpu.{input_pool,plan,sandbox,timing} only.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hipevolve.runtime import Launcher, launcher_signatures
+from hipevolve.verifier.gpu.input_pool import ShiftedInputs
 from hipevolve.verifier.gpu.plan import ALIGN, CasePlan, Plan, PlanError, Ref, validate
 from hipevolve.verifier.gpu.sandbox import CANARY, CHECKED_TRIALS, GUARD, Sandbox, graph_flag
 
@@ -264,6 +267,12 @@ class Executor(Sandbox):
         view.copy_(t)
         return view, (buf, start, size)
 
+    def timed_inputs(self, pool: ShiftedInputs, values: list) -> list:
+        """An eager timed call's inputs: each tensor copied to its place in `pool` at a shift
+        drawn now (input_pool.py), the numbers as they are."""
+        torch = self.torch
+        return [pool.place(j, a) if type(a) is torch.Tensor else a for j, a in enumerate(values)]
+
     def intact(self, guard: tuple) -> bool:
         buf, start, size = guard
         return bool((buf[:start] == CANARY).all()) and bool((buf[start + size :] == CANARY).all())
@@ -303,6 +312,7 @@ class Executor(Sandbox):
         kept: list[tuple[int, int, list]] = []  # (seed, set index, outputs)
         times: list[float] = []
         windows: list[float] = []
+        pool = ShiftedInputs(GUARD, CANARY)  # the timed calls' input places (input_pool.py)
         self.clock.sync()
         self.send("timing_start", case=case.name)
         with self.clock.no_grad():
@@ -326,7 +336,7 @@ class Executor(Sandbox):
                 else:
                     index = i % len(sets)
                     source = sets[index]
-                args = [self.guarded_clone(a)[0] if type(a) is torch.Tensor else a for a in source]
+                args = self.timed_inputs(pool, source)
                 del source
                 outs = []
                 bases = model.prepare(*args)  # the harness's allocations and poison: untimed
@@ -350,6 +360,7 @@ class Executor(Sandbox):
         )
         sets.clear()
         checks.clear()
+        del pool
         self.give_back()  # under a lean plan: the sets' memory, before the judge computes
         for seed, index, outs in kept:
             self.send_timed(case, seed, index, outs)

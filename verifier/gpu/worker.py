@@ -76,19 +76,17 @@ candidate's side: its sandbox, stage by stage) and `Scorecard` (scorecard.py: wh
 sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,kb_stage,reference_side,references,
-scorecard,strong,timing,wire,zygote}
+hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,kb_stage,record_ahead,reference_side,
+references,scorecard,strong,timing,wire,zygote}
 only (no pydantic).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -97,6 +95,7 @@ from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob
 from hipevolve.verifier.gpu.kb_stage import kb_flag, plannable, record_kb_plan
+from hipevolve.verifier.gpu.record_ahead import Recorder, plan_key, recall, remember, spare
 from hipevolve.verifier.gpu.reference_side import References
 from hipevolve.verifier.gpu.scorecard import Scorecard
 from hipevolve.verifier.gpu.zygote import Zygote
@@ -112,7 +111,9 @@ class Judge:
     """One evaluation: the reference's side first (References), then the candidate in its
     sandbox, stage by stage, each report judged by the Scorecard."""
 
-    def __init__(self, job: WorkerJob, chan: Channel, kept: Kept | None = None) -> None:
+    def __init__(
+        self, job: WorkerJob, chan: Channel, kept: Kept | None = None, rec: Recorder | None = None
+    ) -> None:
         import torch
 
         from hipevolve.verifier.gpu import ipc, references
@@ -127,6 +128,10 @@ class Judge:
         self.sandbox_pid: int | None = None
         self.chan = chan
         self.baselines: dict[str, dict] = {}  # a reference-only job's strong baselines
+        self.recorder: Recorder | None = None  # a native candidate's, started ahead
+        self.spare = rec  # forked while the judge waited for this job (record_ahead.spare)
+        self.cached_plan: dict | None = None
+        self.plan_key = ""
 
     # --- judging what comes back --------------------------------------------------------------
     def receive_outputs(self, header: dict, items: list) -> None:
@@ -167,6 +172,7 @@ class Judge:
         processes' contexts, and nothing is read from the mappings after this returns."""
         try:
             t0 = time.monotonic()
+            self.fork_recorder()
             if self.device.startswith("cuda") or self.job.device_memory_bytes is not None:
                 too_big = self.ref.plan(*self.free_memory())
                 if too_big:  # in one line, before any reference output exists
@@ -178,6 +184,7 @@ class Judge:
             self.seconds["reference"] = round(time.monotonic() - t0, 3)
             if bad:
                 return self.result("runtime_error", bad)
+            self.start_recording()
             if self.job.do_timing:
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
@@ -240,13 +247,23 @@ class Judge:
             kept_calls=memory.kept_calls if memory is not None else 0,
         )  # fmt: skip
 
-    def record_stage(self, deadline: float) -> dict:
-        """A native candidate's launch plan, from a recorder process of its own (record.py):
-        its model.py runs there, on stand-ins, and never in the process that is checked and
-        timed. A refused forward is `hacked`, with what it did."""
+    # --- the launch plan, recorded ahead (record_ahead.py) -------------------------------------
+    def fork_recorder(self) -> None:
+        """A native candidate's recorder: the one forked while the judge waited, else one
+        forked now (its start overlaps the reference's build). Another job leaves the spare to
+        the group kill at its end."""
+        if self.job.candidate.format == "native" and not self.job.reference_only:
+            self.recorder = self.spare or Recorder(self.chan.workdir + "-record", self.chan.zygote)
+
+    def start_recording(self) -> None:
+        """Hands the recorder its job once the reference's inputs exist (their stand-in specs),
+        so recording overlaps the reference's timing; a plan recorded before is taken from the
+        cache and the recorder is stopped unused."""
         from hipevolve.verifier.gpu.plan import input_specs
 
-        job = self.job
+        job, rec = self.job, self.recorder
+        if rec is None:
+            return
         cases = {
             c.name: {
                 "init": c.init,
@@ -254,29 +271,27 @@ class Judge:
             }
             for c in job.cases
         }
-        key = plan_key(job, cases)
-        cached = _PLANS.get(key)
-        if cached is not None and cached[1] in (None, _sha256(job.candidate.library)):
+        self.plan_key = plan_key(job, cases)
+        self.cached_plan = recall(self.plan_key, job.candidate.library)
+        if self.cached_plan is not None:
+            rec.stop()
+            return
+        rec.send(RecordJob(reference=job.reference, candidate=job.candidate, cases=cases))
+
+    def record_stage(self) -> dict:
+        """A native candidate's launch plan, from a recorder process of its own (record.py):
+        its model.py runs there, on stand-ins, and never in the process that is checked and
+        timed. A refused forward is `hacked`, with what it did."""
+        if self.cached_plan is not None:
             self.card.flags.append("plan:executor (cached)")
-            return cached[0]
-        record = RecordJob(reference=job.reference, candidate=job.candidate, cases=cases)
-        rec = Channel(self.chan.workdir + "-record", "cpu", self.chan.zygote)
-        try:
-            rec.tell(record.to_json())
-            rec.next("record", deadline)  # ready
-            header, _, _ = rec.next("record", deadline)
-        finally:
-            with contextlib.suppress(ProcessLookupError, ChildProcessError):
-                os.kill(rec.proc.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                rec.proc.wait(timeout=5)
-        if header["kind"] == "refused":
-            raise SandboxError("hacked", f"launch plan refused: {header.get('message', '')}")
-        if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
-            raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
+            return self.cached_plan
+        rec = self.recorder
+        if rec is None:
+            raise RuntimeError("no recorder was started for a native candidate")
+        plan = rec.plan(self.job.timeouts.load)
+        self.seconds["record_ahead"] = round(rec.seconds_ahead(), 3)
         self.card.flags.append("plan:executor")
-        plan = header["plan"]
-        _remember(key, plan, _sha256(job.candidate.library) if _host_calls(plan) else None)
+        remember(self.plan_key, plan, self.job.candidate.library)
         return plan
 
     def timed_refs(self, case: str, seed: int) -> None:
@@ -342,7 +357,7 @@ class Judge:
             plan = None
             if job.candidate.format == "native":
                 stage = "record"
-                plan = self.record_stage(mark + timeouts.load)
+                plan = self.record_stage()
                 mark = self._stage(stage, mark)
                 stage = "start"
             elif plannable(job.candidate):  # KernelBench format: replayed (replay_kb.py)
@@ -462,54 +477,6 @@ def timing_flags(flags: Any, have: list[str]) -> list[str]:  # noqa: ANN401 (fro
     return [f for f in dict.fromkeys(new) if f not in have]
 
 
-# --- launch plans recorded before: a candidate whose model.py, launchers and cases were recorded
-# once is not recorded again (evolution mostly changes kernel.hip, not model.py) ---------------
-_PLANS: dict[str, tuple[dict, str | None]] = {}  # key -> (plan, library sha256 if it ran any)
-PLANS_KEPT = 512
-
-
-def plan_key(job: WorkerJob, cases: dict) -> str:
-    """What a plan depends on: model.py, the launchers' signatures (not kernel.hip's kernels),
-    the reference and every case's init arguments and input specs."""
-    import hashlib
-
-    from hipevolve.runtime import launcher_signatures
-
-    cand = job.candidate
-    with open(cand.model, "rb") as f:
-        model = f.read()
-    with open(cand.source) as f:
-        signatures = launcher_signatures(f.read())
-    h = hashlib.sha256(model)
-    h.update(json.dumps([signatures, str(job.reference), cases], sort_keys=True).encode())
-    return h.hexdigest()
-
-
-def _sha256(path: Any) -> str:  # noqa: ANN401
-    import hashlib
-
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _host_calls(plan: dict) -> bool:
-    """Whether a launcher ran on the host while it was recorded (a workspace query): its
-    answer, baked into the plan, came from this library."""
-    for case in plan.get("cases", {}).values():
-        devices = [b.get("device") for b in case.get("buffers", [])]
-        for step in case.get("steps", []):
-            bufs = [a["ref"]["buf"] for a in step.get("args", []) if "ref" in a]
-            if bufs and all(b.startswith("a") and devices[int(b[1:])] == "cpu" for b in bufs):
-                return True
-    return False
-
-
-def _remember(key: str, plan: dict, library: str | None) -> None:
-    if len(_PLANS) >= PLANS_KEPT:
-        _PLANS.pop(next(iter(_PLANS)))
-    _PLANS[key] = (plan, library)
-
-
 REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed
 JOBS_PER_JUDGE = 64  # then a fresh judge: a bounded life for anything a long one accumulates
 
@@ -549,6 +516,7 @@ def main() -> None:
         torch.zeros(1, device=args.device)
     sandbox_dir = os.path.join(args.workdir, "sandbox-0")
     chan: Channel | None = Channel(sandbox_dir, args.device, zygote)
+    rec = spare(sandbox_dir, args.device, zygote)
     # A judge serves jobs, one JSON line each on stdin, until stdin closes or a job leaves it in
     # doubt: it answers each with one JSON line on the result pipe, whose "reusable" says
     # whether it waits for another. Reusing a judge saves creating and destroying one device
@@ -567,7 +535,7 @@ def main() -> None:
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
             if chan is None:  # the sandbox after the last answer could not be started
                 chan = Channel(sandbox_dir, args.device, zygote)
-            judge = Judge(job, chan, kept)
+            judge = Judge(job, chan, kept, rec)
             result = judge.run()
         except BaseException as e:  # noqa: BLE001 (the judge itself failing is a result too)
             kill_group_except_self(zygote.spared())
@@ -601,12 +569,13 @@ def main() -> None:
             torch.cuda.empty_cache()
         # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
         shutil.rmtree(sandbox_dir, ignore_errors=True)
-        shutil.rmtree(sandbox_dir + "-record", ignore_errors=True)  # its recorder's (kb_stage.py)
+        shutil.rmtree(sandbox_dir + "-record", ignore_errors=True)  # its recorder's
         sandbox_dir = os.path.join(args.workdir, f"sandbox-{served}")
         try:
             chan = Channel(sandbox_dir, args.device, zygote)
         except OSError:  # no process or folder to be had now: tried again with the next job
             chan = None
+        rec = spare(sandbox_dir, args.device, zygote)
     os.close(args.result_fd)
     zygote.close()
     os._exit(0)

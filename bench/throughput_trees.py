@@ -1,0 +1,265 @@
+"""Two checkouts side by side: evaluations per minute of this tree's verifier and another's.
+
+    python bench/verifier_throughput.py --baseline-tree /work/base0dc             # both tasks
+    python bench/verifier_throughput.py --baseline-tree base0dc --candidates 4 \\
+        --gdn-candidates 2 --trials 10                                            # smoke run
+
+Issue 32: the safer verifier (launch plans) must keep the search's speed, evaluations per minute
+on softmax and gated_delta_net within 10% of the tree before it. Each phase (one tree, one task,
+one cache state) runs in a subprocess of its own (bench/throughput_phase.py) whose PYTHONPATH
+holds only that tree's `hipevolve` namespace (`shim`: a folder of links laid out as the tree's
+pyproject maps its folders), so the judges, zygotes and sandboxes it starts import that tree's
+code too. Phases alternate: cold (empty compile cache) then warm (the same cache), each task,
+the two trees in turn, the first tree swapped every round so a drifting machine favours
+neither. Both trees get the same candidate folders: the softmax set of bench/candidates and
+gated_delta_net's chunked seed with a few tunable configurations of it (taken from the
+baseline tree's seed by default, the older kernel both trees can build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+GOAL = 0.90  # this tree's evaluations per minute over the baseline's, at least
+GDN_SEED = Path("problems/gated_delta_net/seeds/chunked")
+# The seed as it is, then one tunable changed at a time (values an NVIDIA build takes too).
+GDN_CONFIGS: tuple[dict[str, str], ...] = (
+    {},
+    {"BV": "16"},
+    {"BV": "64"},
+    {"TC_PREP_RUN": "4"},
+    {"U_BF16": "0"},
+    {"TC_STAGES": "2"},
+)
+KINDS = ("ok", "incorrect", "compile_error")
+
+
+class TreeError(Exception):
+    """A tree given on the command line that cannot be benchmarked; the message says why."""
+
+
+class TreePhase(BaseModel):
+    """One tree's pipeline over one task's candidates and one cache state."""
+
+    tree: str = Field(description="this or baseline")
+    task: str
+    cache: str = Field(description="cold or warm")
+    statuses: dict[str, str] = Field(description="candidate -> status")
+    wall_s: float = Field(description="seconds inside evaluate_many, the subprocess's start aside")
+    seconds: dict[str, dict[str, float]] = Field(default_factory=dict)
+    imported_from: str = Field(default="", description="where the phase's hipevolve came from")
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * len(self.statuses) / self.wall_s if self.wall_s > 0 else 0.0
+
+    def counts(self) -> dict[str, int]:
+        counts = {k: 0 for k in (*KINDS, "other")}
+        for status in self.statuses.values():
+            kind = "ok" if status in ("ok", "suspect") else status
+            counts[kind if kind in KINDS else "other"] += 1
+        return counts
+
+    def stage_means(self) -> dict[str, float]:
+        """Mean seconds per stage over the candidates that reached it."""
+        sums: dict[str, list[float]] = {}
+        for stages in self.seconds.values():
+            for name, s in stages.items():
+                sums.setdefault(name, []).append(s)
+        return {name: sum(v) / len(v) for name, v in sums.items()}
+
+
+# ----------------------------------------------------------------------------- trees
+
+
+def check_tree(path: Path) -> Path:
+    """The tree's root, resolved; TreeError when it is no hipevolve checkout."""
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise TreeError(f"--baseline-tree {path}: no such folder (git worktree add it first)")
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or "hipevolve" not in _package_dirs(pyproject):
+        raise TreeError(f"--baseline-tree {path}: not a hipevolve checkout (no pyproject.toml "
+                        "mapping the hipevolve namespace)")  # fmt: skip
+    return root
+
+
+def _package_dirs(pyproject: Path) -> dict[str, str]:
+    data = tomllib.loads(pyproject.read_text())
+    return data.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+
+
+def shim(tree: Path, where: Path) -> Path:
+    """A folder to put on PYTHONPATH so that `import hipevolve...` finds `tree`'s code: the
+    namespace's folders linked as the tree's pyproject maps them (hipevolve.verifier ->
+    verifier/, ...). Returns the folder."""
+    mapping = _package_dirs(tree / "pyproject.toml")
+    top = where / "hipevolve"
+    top.mkdir(parents=True, exist_ok=True)
+    for entry in (tree / mapping.get("hipevolve", "hipevolve")).iterdir():
+        if entry.name != "__pycache__":
+            (top / entry.name).symlink_to(entry)
+    for name, folder in mapping.items():
+        parts = name.split(".")
+        if len(parts) == 2 and parts[0] == "hipevolve" and not (top / parts[1]).exists():
+            (top / parts[1]).symlink_to(tree / folder)
+    return where
+
+
+def tree_commit(tree: Path) -> str:
+    done = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %s"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    return done.stdout.strip()[:72] or "(not a git checkout)"
+
+
+# ----------------------------------------------------------------------------- candidates
+
+
+def gdn_candidates(seed: Path, out: Path, count: int) -> list[Path]:
+    """`count` candidate folders: the seed, then one tunable changed at a time (configurations
+    the seed does not declare are skipped). Each folder holds kernel.hip and model.py."""
+    from hipevolve.evolution.offline.tunables import parse_tunables, with_values
+
+    source = (seed / "kernel.hip").read_text()
+    declared = {t.name: set(t.values) for t in parse_tunables(source)}
+    folders = []
+    for config in GDN_CONFIGS:
+        if len(folders) >= count:
+            break
+        if any(v not in declared.get(k, ()) for k, v in config.items()):
+            continue
+        name = "gdn_seed" + "".join(
+            f"_{k.lower()}{'_' if k[-1].isdigit() else ''}{v}" for k, v in config.items()
+        )  # gdn_seed_bv16, gdn_seed_u_bf16_0
+        folder = out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "kernel.hip").write_text(with_values(source, config) if config else source)
+        (folder / "model.py").write_text((seed / "model.py").read_text())
+        folders.append(folder)
+    return folders
+
+
+# ----------------------------------------------------------------------------- phases
+
+
+def run_phase(
+    tree: str, path: Path, shim_dir: Path, task: str, folders: list[Path], cache_dir: Path,
+    cache: str, trials: int | None, backend: str, out: Path,
+) -> TreePhase:  # fmt: skip
+    """One phase in a subprocess whose `hipevolve` is `path`'s (through `shim_dir`)."""
+    spec = {"task": task, "folders": [str(f) for f in folders], "cache_dir": str(cache_dir),
+            "trials": trials, "backend": backend}  # fmt: skip
+    job = out.with_suffix(".job.json")
+    job.write_text(json.dumps(spec))
+    # The shim first: whatever else PYTHONPATH holds (carried packages) stays behind it.
+    rest = os.environ.get("PYTHONPATH", "")
+    env = dict(os.environ) | {"PYTHONPATH": os.pathsep.join(filter(None, [str(shim_dir), rest]))}
+    start = time.monotonic()
+    # Not in a tree's root: `python -m` (the judges) puts its folder first on sys.path, where a
+    # tree's own hipevolve/ folder would shadow the shim and mix two trees' code.
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "throughput_phase.py"), str(job), str(out)],
+        env=env, cwd=str(out.parent), check=False,
+    )  # fmt: skip
+    if done.returncode != 0 or not out.is_file():
+        raise TreeError(f"{tree} {task} {cache}: the phase failed (exit {done.returncode}, "
+                        f"{time.monotonic() - start:.0f} s); its output is above")  # fmt: skip
+    data = json.loads(out.read_text())
+    phase = TreePhase(tree=tree, task=task, cache=cache, **data)
+    if Path(phase.imported_from) != path.resolve():
+        raise TreeError(f"{tree} {task} {cache}: ran {phase.imported_from}'s code, not {path}'s")
+    return phase
+
+
+def schedule(tasks: list[str]) -> list[tuple[str, str, str]]:
+    """(cache, task, tree) in run order: cold before warm; within each, the tasks in turn and
+    the two trees in turn, the first tree swapped every round."""
+    order, flip = [], False
+    for cache in ("cold", "warm"):
+        for task in tasks:
+            trees = ("baseline", "this") if flip else ("this", "baseline")
+            order += [(cache, task, tree) for tree in trees]
+            flip = not flip
+    return order
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def ratios(phases: list[TreePhase]) -> dict[str, float | None]:
+    """'task cache' -> this tree's evaluations per minute over the baseline's."""
+    found: dict[str, float | None] = {}
+    by = {(p.tree, p.task, p.cache): p for p in phases}
+    for (tree, task, cache), p in by.items():
+        if tree != "this":
+            continue
+        base = by.get(("baseline", task, cache))
+        if base is None:
+            continue
+        found[f"{task} {cache}"] = p.per_minute / base.per_minute if base.per_minute else None
+    return found
+
+
+def table(phases: list[TreePhase]) -> str:
+    header = (f"{'task':<16} {'cache':<5} {'tree':<8} {'evaluated':>9} {'wall s':>8} "
+              f"{'evals/min':>10}  {'ok':>3} {'incorrect':>9} {'compile_error':>13} {'other':>5}")  # fmt: skip
+    lines = [header, "-" * len(header)]
+    key = {"cold": 0, "warm": 1}
+    for p in sorted(phases, key=lambda p: (p.task, key.get(p.cache, 2), p.tree != "this")):
+        c = p.counts()
+        lines.append(
+            f"{p.task:<16} {p.cache:<5} {p.tree:<8} {len(p.statuses):>9} {p.wall_s:>8.1f} "
+            f"{p.per_minute:>10.2f}  {c['ok']:>3} {c['incorrect']:>9} {c['compile_error']:>13} "
+            f"{c['other']:>5}"
+        )
+    return "\n".join(lines)
+
+
+def ratio_lines(phases: list[TreePhase]) -> list[str]:
+    lines = []
+    for name, r in ratios(phases).items():
+        if r is None:
+            lines.append(f"ratio this/baseline, {name}: n/a (the baseline evaluated nothing)")
+            continue
+        verdict = "goal met" if r >= GOAL else f"below the {GOAL:.2f} goal"
+        lines.append(f"ratio this/baseline, {name}: {r:.2f}  {verdict}")
+    return lines
+
+
+def stage_lines(phases: list[TreePhase]) -> list[str]:
+    """Mean seconds per evaluation stage, each tree beside the other, per task and cache."""
+    lines = []
+    by = {(p.tree, p.task, p.cache): p for p in phases}
+    for task, cache in dict.fromkeys((p.task, p.cache) for p in phases):
+        this, base = by.get(("this", task, cache)), by.get(("baseline", task, cache))
+        means = {t: p.stage_means() for t, p in (("this", this), ("baseline", base)) if p}
+        names = sorted({n for m in means.values() for n in m})
+        cells = [f"{n} {'/'.join(f'{means[t].get(n, 0.0):.3f}' for t in means)}" for n in names]
+        shown = ", ".join(cells) or "no stage times (nothing reached a judge)"
+        lines.append(f"{task} {cache} ({'/'.join(means)}): {shown}")
+    return lines
+
+
+def disagreements(phases: list[TreePhase]) -> list[str]:
+    """Candidates whose status differs between the trees in the same task and cache state."""
+    by = {(p.tree, p.task, p.cache): p for p in phases}
+    lines = []
+    for (tree, task, cache), p in by.items():
+        base = by.get(("baseline", task, cache))
+        if tree != "this" or base is None:
+            continue
+        for name in sorted(set(p.statuses) | set(base.statuses)):
+            a, b = p.statuses.get(name), base.statuses.get(name)
+            if a != b:
+                lines.append(f"{task} {cache} {name}: this {a}, baseline {b}")
+    return lines
