@@ -342,8 +342,12 @@ def test_gpu_outputs_reach_the_judge_by_ipc_not_through_the_pipe(tmp_path: Path)
 @pytest.mark.gpu
 def test_gpu_forged_ipc_handle_never_passes(tmp_path: Path) -> None:
     result = evaluate("dyn_ipc_forged_handle", device="cuda")
-    assert result.status is Status.runtime_error, f"{result.status}: {result.message}"
-    assert "shared outputs" in result.message, result.message
+    # The file's patch of ipc.share runs only in its recorder (record_kb.py): the executor shares
+    # its own outputs by IPC, so the forged handle never reaches the judge and the honest
+    # forward's outputs are what is checked.
+    assert result.status is Status.ok, f"{result.status}: {result.message}"
+    assert "outputs:ipc" in result.flags, result.flags
+    assert any(f.startswith("plan:kb-executor") for f in result.flags), result.flags
     assert_gone(result.sandbox_pid)
     assert_healthy_native_next(tmp_path)
 
