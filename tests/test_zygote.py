@@ -1,5 +1,5 @@
-"""The judge's zygote (verifier/gpu/zygote.py) forks each sandbox with torch imported. The sandbox it
-forks is a new process, a child of the judge in the judge's process group, with the judge's
+"""The judge's zygote (verifier/gpu/zygote.py) forks each sandbox (and each recorder) with torch
+imported. The sandbox it forks is a new process, a child of the judge in the judge's process group, with the judge's
 environment and its own folder; a candidate cannot reach the zygote; a dead zygote costs only
 speed (the judge spawns its sandboxes again)."""
 
@@ -25,6 +25,7 @@ import torch.nn as nn
 with open("/proc/self/stat", "rb") as f:
     PPID, PGID = (int(x) for x in f.read().rsplit(b")", 1)[1].split()[1:3])
 FACTS = dict(
+    pid=os.getpid(),
     ppid=PPID,
     pgid=PGID,
     home_is_cwd=os.environ.get("HOME") == os.getcwd(),
@@ -63,7 +64,9 @@ def test_sandbox_is_a_fresh_fork_child_of_the_judge_in_its_group_with_its_own_fo
     facts = ast.literal_eval(
         result.message[result.message.index("{") : result.message.rindex("}") + 1]
     )
-    assert "sandbox:forked" in result.flags
+    # A KernelBench file's Python runs only in its recorder (record_kb.py), forked by the same
+    # zygote as a sandbox: the facts are that process's, the one the judge reports
+    assert facts["pid"] == result.sandbox_pid
     assert facts["ppid"] == result.judge_pid  # re-parented to the judge, a subreaper
     assert facts["pgid"] == result.judge_pid  # the controller's group kill reaches it
     assert facts["home_is_cwd"] and facts["tmp_in_cwd"]
