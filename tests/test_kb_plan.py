@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from hipevolve.verifier.gpu.plan import PlanError
-from hipevolve.verifier.gpu.plan_kb import to_json, validate
+from hipevolve.verifier.gpu.plan_kb import Hacked, computes, to_json, validate
 from hipevolve.verifier.gpu.record_kb import RecordingExtension, Refused, record_case, spec_of
 from hipevolve.verifier.gpu.replay_kb import KbPlanModel
 
@@ -217,3 +217,55 @@ def test_an_extension_function_that_writes_in_place_and_returns_nothing_replays(
     y = torch.randn(6)
     (out,) = KbPlanModel(plan, {("fill_ext", "relu_into"): relu_into}, "cpu")(y)
     torch.testing.assert_close(out, torch.relu(y))
+
+
+def test_the_plan_names_its_pytorch_compute_and_not_its_allocations_views_or_copies() -> None:
+    assert set(computes(record(Softmax(), torch.randn(4, 8)))) >= {"amax", "exp", "sum", "div"}
+
+    class Moves(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            y = torch.empty_like(x).copy_(x.t().contiguous().t())
+            return y.view(-1).reshape(x.shape).clone()
+
+    assert computes(record(Moves(), torch.randn(4, 8))) == []
+
+
+def test_under_kernels_only_an_extension_computing_with_aten_inside_is_hacked_in_a_check_call() -> None:
+    holder: dict = {}
+    # torch.relu is a builtin whose C++ dispatches aten.relu, as an extension's at:: call does.
+    ext = RecordingExtension("relu_ext", SimpleNamespace(relu_forward=torch.relu), holder)
+
+    class WithExtension(nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return ext.relu_forward(x.contiguous())
+
+    plan = record(WithExtension(), torch.randn(2, 5), holder=holder)
+    assert computes(plan) == []  # its forward only calls the extension
+    y = torch.randn(2, 5)
+    model = KbPlanModel(plan, {("relu_ext", "relu_forward"): torch.relu}, "cpu")
+    torch.testing.assert_close(model(y)[0], torch.relu(y))  # a worker-level job: allowed
+    model.kernels_only = True
+    with pytest.raises(Hacked, match="relu_ext.relu_forward computes aten.relu with PyTorch"):
+        model(y)
+    # an extension whose C++ only allocates and copies is not PyTorch compute
+    copy_model = KbPlanModel(plan, {("relu_ext", "relu_forward"): torch.clone}, "cpu")
+    copy_model.kernels_only = True
+    torch.testing.assert_close(copy_model(y)[0], y)
+
+
+def test_a_kernels_only_job_finds_pytorch_compute_the_screen_cannot_see(tmp_path) -> None:
+    import sys
+    from pathlib import Path
+
+    from hipevolve.core.evaluation import Status
+    from hipevolve.verifier.gpu.isolate import run_worker
+
+    sys.path.insert(0, str(Path(__file__).parent / "hostile"))
+    from test_hostile import cpu_job
+
+    laundered = Path(__file__).parent / "data" / "candidates" / "kb_laundered_aten_softmax.py"
+    judged = run_worker(cpu_job(laundered, kernels_only=True, do_timing=False))
+    assert judged.status is Status.hacked, judged.message
+    assert "computes aten._softmax with PyTorch outside its kernels" in judged.message
+    harness = run_worker(cpu_job(laundered, do_timing=False))  # worker-level: the harness's own
+    assert harness.status is Status.ok, harness.message

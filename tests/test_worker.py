@@ -282,7 +282,7 @@ def test_the_sandbox_is_told_how_to_run_the_candidate_and_nothing_it_is_judged_b
     told = json.loads(SandboxJob.of(job, sizes, reserve_bytes=0).to_json())
     assert set(told) == {"reference", "seeds", "candidate", "device", "trials", "warmup",
                          "flush_bytes", "timing_seed", "allow_processes", "reserve_bytes",
-                         "cases", "plan", "timing", "kept_calls"}  # fmt: skip
+                         "cases", "plan", "timing", "kept_calls", "kernels_only"}  # fmt: skip
     assert told["cases"] == [{"name": "small", "init": {}, "inputs": dict(job.cases[0].inputs),
                               "timed": True, "poison_sizes": [4096], "timing_sets": 3}]  # fmt: skip
     assert SandboxJob.from_dict(told).cases[0].poison_sizes == (4096,)

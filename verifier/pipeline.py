@@ -311,7 +311,9 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
         job = job_for_task(
             task, job_candidate, settings, device=_device(backend), cases=cases,
             seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),
-            suspect_speedup=suspect_threshold(task, settings))  # fmt: skip
+            suspect_speedup=suspect_threshold(task, settings),
+            # the screen's rule on what a KernelBench file's plan and extension really ran
+            kernels_only=prepared.candidate.format == "kernelbench")  # fmt: skip
         worker = run_worker(job, judges.take(), pool=judges)
         if worker.status is Status.hacked and worker.window_only:
             # Escaped work shows again in a fresh sandbox; a window some other process's

@@ -205,7 +205,7 @@ class Channel:
             if header["kind"] == "error":
                 self.kill()
                 raise SandboxError(
-                    "runtime_error",
+                    "hacked" if header.get("verdict") == "hacked" else "runtime_error",
                     f"{header.get('message', '')} (stage {header.get('stage', stage)})",
                 )
             return header, tensors, at

@@ -175,6 +175,10 @@ class WorkerJob:
     # Device memory the judge plans this evaluation for (memplan.py); None: what the device has
     # free when the judge starts the job (a CPU job: no plan). Set lower for a shared GPU.
     device_memory_bytes: int | None = None
+    # A KernelBench candidate whose forward (or extension) computes with PyTorch is hacked: the
+    # screen's rule (verifier/screen/compute.py) on what its plan and extension really ran. Set
+    # by the pipeline; worker-level jobs leave it off (their pure-torch files test the harness).
+    kernels_only: bool = False
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -279,6 +283,7 @@ class SandboxJob:
     # Under a lean memory plan (memplan.py): check calls whose outputs stay alive at once; 0:
     # every one of a case's, as always (the judge's plan says which).
     kept_calls: int = 0
+    kernels_only: bool = False  # WorkerJob.kernels_only: the executor watches extension calls
 
     def __post_init__(self) -> None:
         _set(self, "reference", Path(self.reference))
@@ -298,6 +303,7 @@ class SandboxJob:
         return cls(
             plan=plan,
             kept_calls=kept_calls,
+            kernels_only=job.kernels_only,
             reference=job.reference,
             seeds=job.seeds,
             candidate=job.candidate,

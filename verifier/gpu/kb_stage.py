@@ -5,7 +5,12 @@ file, the reference and each case's stand-in specs (no seed, no data), and reads
 (plan_kb.py) or a refusal. The candidate's Python never runs anywhere else: the sandbox that is
 checked and timed replays the plan (replay_kb.py).
 
-Imports the standard library and hipevolve.verifier.gpu.{channel,plan} only (no pydantic).
+Under a kernels-only job (the pipeline's) a plan whose forward computes with PyTorch (aten ops
+outside plan_kb.MOVES_DATA) is hacked: the screen's rule, on what the forward really did, where
+a name laundered past the screen cannot hide.
+
+Imports the standard library and hipevolve.verifier.gpu.{channel,plan,plan_kb} only (no
+pydantic).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import signal
 from typing import Any
 
 from hipevolve.verifier.gpu.channel import Channel, SandboxError
+from hipevolve.verifier.gpu.plan_kb import computes
 
 
 def plannable(candidate: Any) -> bool:  # noqa: ANN401 (a job.CandidateJob)
@@ -62,7 +68,16 @@ def record_kb_plan(judge: Any, deadline: float) -> dict:  # noqa: ANN401 (a work
         raise SandboxError(status, f"KernelBench plan refused: {header.get('message', '')}"[:400])
     if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
         raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
-    return header["plan"]
+    plan = header["plan"]
+    if job.kernels_only:
+        found = [n for c in (plan.get("cases") or {}).values() if isinstance(c, dict)
+                 for n in computes(c)]  # fmt: skip
+        if found:
+            raise SandboxError("hacked", (
+                f"the forward computes {', '.join(f'aten.{n}' for n in dict.fromkeys(found))} "
+                "with PyTorch outside its kernels: a KernelBench candidate's forward may only "
+                "allocate, view, copy and call its extension")[:400])  # fmt: skip
+    return plan
 
 
 def kb_flag(plan: dict) -> str:

@@ -67,6 +67,37 @@ _PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+){0,15}")
 _REF = re.compile(r"(in|p|v)([0-9]{1,6})")
 
 
+# aten ops that allocate, fill, view, copy or describe data: what the screen lets a forward call
+# (verifier/screen/compute.py). Any other op computes on data, and under a kernels-only job
+# (every KernelBench candidate the pipeline verifies) the candidate is hacked if its forward, or
+# its extension's C++, has PyTorch compute it: the screen's rule, on what really ran.
+MOVES_DATA = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+    "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
+    "fill_", "zero_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "view_as", "expand", "expand_as", "permute", "transpose",
+    "transpose_", "t", "t_", "slice", "select", "narrow", "squeeze", "squeeze_", "unsqueeze",
+    "unsqueeze_", "as_strided", "alias", "detach", "detach_", "split", "split_with_sizes",
+    "unbind", "chunk", "flatten", "unflatten", "movedim", "contiguous", "clone", "copy_",
+    "_to_copy", "to", "_copy_from", "_copy_from_and_resize", "set_requires_grad",
+    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size", "stride", "dim",
+    "is_contiguous", "record_stream",
+})  # fmt: skip
+
+
+class Hacked(RuntimeError):
+    """Raised by the executor when what ran is a hack (PyTorch compute inside an extension);
+    the sandbox reports its `verdict`."""
+
+    verdict = "hacked"
+
+
+def computes(plan: dict) -> list[str]:
+    """The aten ops of a case plan's steps that compute on data (not in MOVES_DATA), once each."""
+    found = [s["fn"].split(".")[0] for s in plan.get("steps", []) if s.get("op") == "aten"]
+    return list(dict.fromkeys(n for n in found if n not in MOVES_DATA))
+
+
 def is_kb_plan(plan: dict | None) -> bool:
     return isinstance(plan, dict) and plan.get("kind") == KIND
 

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from hipevolve.verifier.gpu.executor import Executor, reseed
 from hipevolve.verifier.gpu.plan import PlanError
-from hipevolve.verifier.gpu.plan_kb import aten_op, is_kb_plan, validate
+from hipevolve.verifier.gpu.plan_kb import MOVES_DATA, Hacked, aten_op, is_kb_plan, validate
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import SandboxCase
@@ -55,12 +56,15 @@ class KbPlanModel:
         self.weights = weights or {}
         self.ops = [aten_op(s["fn"]) if s["op"] == "aten" else None for s in plan["steps"]]
         self.stream = None  # set by the graph timing's capture; aten ops use the current stream
+        self.kernels_only = False  # set by KbExecutor from the job (WorkerJob.kernels_only)
 
     def broken(self) -> list[int]:
         return []  # the replay allocates through the caching allocator, poisoned by the checks
 
     def __call__(self, *args: Any) -> list[torch.Tensor]:  # noqa: ANN401
-        return self.run(self.prepare(*args))
+        """A check call (timed calls run prepare and run apart): under a kernels-only job, its
+        extension calls are watched for PyTorch compute inside them."""
+        return self.run(self.prepare(*args), watch=self.kernels_only)
 
     def prepare(self, *args: Any) -> dict[str, Any]:  # noqa: ANN401
         """The harness's part of a call, never timed: the inputs checked against the plan, the
@@ -89,8 +93,9 @@ class KbPlanModel:
         for j, p in enumerate(self.plan["params"]):
             values[f"p{j}"].copy_(weights[p["name"]])
 
-    def run(self, values: dict[str, Any]) -> list[torch.Tensor]:
-        """The candidate's part, timed: its aten ops and extension calls, as it made them."""
+    def run(self, values: dict[str, Any], watch: bool = False) -> list[torch.Tensor]:
+        """The candidate's part, timed: its aten ops and extension calls, as it made them.
+        `watch`: each extension call under _Watch, which sees the aten ops its C++ dispatches."""
         results: list[Any] = []
         for step, op in zip(self.plan["steps"], self.ops, strict=True):
             args = [self.value(a, values, results) for a in step["args"]]
@@ -98,7 +103,17 @@ class KbPlanModel:
             if op is not None:
                 results.append(op(*args, **kwargs))
                 continue
-            out = self.functions[(step["module"], step["fn"])](*args, **kwargs)
+            fn = self.functions[(step["module"], step["fn"])]
+            if watch:
+                with _Watch() as seen:
+                    out = fn(*args, **kwargs)
+                if seen.computed:
+                    raise Hacked(
+                        f"{step['module']}.{step['fn']} computes "
+                        f"{', '.join(f'aten.{n}' for n in seen.computed)} with PyTorch inside "
+                        "the extension: the work must be the extension's own kernels")
+            else:
+                out = fn(*args, **kwargs)
             self.check_results(step, out)
             results.append(out)
         return [self.value(r, values, results) for r in self.plan["outputs"]]
@@ -148,6 +163,22 @@ class KbPlanModel:
         return x
 
 
+class _Watch(TorchDispatchMode):
+    """The aten ops an extension's C++ dispatches (at:: calls reach the Python dispatch mode of
+    this thread), those that compute on data kept in `computed`; every op still runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.computed: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        full = func._schema.name
+        name = full.removeprefix("aten::")
+        if full.startswith("aten::") and name not in MOVES_DATA and name not in self.computed:
+            self.computed.append(name)
+        return func(*args, **(kwargs or {}))
+
+
 class KbExecutor(Executor):
     """The sandbox for a KernelBench candidate with a plan: replays it, never imports its .py."""
 
@@ -176,6 +207,8 @@ class KbExecutor(Executor):
             name: KbPlanModel(plan["cases"][name], functions, self.device)
             for name in (c.name for c in self.job.cases)
         }
+        for model in self.models.values():
+            model.kernels_only = bool(self.job.kernels_only)
 
     def build_model(self, case: SandboxCase, seed: int) -> KbPlanModel:
         """The case's plan with the reference model's parameters drawn under `seed` (trusted
@@ -199,4 +232,6 @@ class KbExecutor(Executor):
                     f"ModelNew's parameter {p['name']!r} is {p['dtype']} {tuple(p['shape'])}; "
                     f"the task's Model has {t.dtype} {tuple(t.shape)}: make them the same"
                 )
-        return KbPlanModel(model.plan, model.functions, self.device, state)
+        built = KbPlanModel(model.plan, model.functions, self.device, state)
+        built.kernels_only = model.kernels_only
+        return built

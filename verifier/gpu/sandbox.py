@@ -464,7 +464,10 @@ def _error_fields(e: BaseException, torch) -> dict:  # noqa: ANN001
         or (isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
     )
     line = _first_line(e)
-    return {"message": f"resource exhaustion: {line}" if oom else line, "oom": oom}
+    found = {"message": f"resource exhaustion: {line}" if oom else line, "oom": oom}
+    if getattr(type(e), "verdict", None) == "hacked":  # the executor's own finding (plan_kb.Hacked)
+        found["verdict"] = "hacked"
+    return found
 
 
 def main() -> None:
