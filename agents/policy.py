@@ -39,7 +39,8 @@ class AgentPolicy:
         self.limits = limits or AgentLimits()
         self.target = target or Target("static")
         self._stalled = 0  # generations in a row that evaluated nothing new
-        self._repeated: dict[int, bool] = {}  # generation -> its replies all repeated evaluated code
+        # generation -> its replies all repeated evaluated code (repeated())
+        self._repeated: dict[int, bool] = {}
         self._lock = threading.Lock()
         self._recorded = False  # the run's models are in its log
 
@@ -132,9 +133,10 @@ class AgentPolicy:
                 self._stalled = 0
             elif attempted and workshop.room() > 0:  # a generation whose every turn found the
                 self._stalled += 1  # budget taken, or had its calls cancelled, is no stall
-            # no graph run started (what budget is left, the runs in flight may spend): as a
-            # repeat, nothing for the offline mutator to replace
-            self._repeated[workshop.generation] = len(repeats) == len(attempted)
+            # proposals none of whose graph runs started (what budget is left, the runs in
+            # flight may spend): as a repeat, nothing for the offline mutator to replace
+            self._repeated[workshop.generation] = (
+                len(repeats) == len(attempted) if attempted else bool(chosen))
         return [child for batch in batches for child in batch]
 
     def repeated(self, generation: int) -> bool:

@@ -6,7 +6,8 @@ A slot stays busy only if a candidate is waiting whenever it frees. A graph run 
 `propose_s` in model calls (their latencies as the client measured them) and holds a slot
 `evaluations` times (its child, a re-check, repairs; under 1 where runs end without one: a
 reply that fails, a machine-code copy) for `evaluate_s` each. The slots finish
-slots / evaluate_s evaluations a second, so by Little's law the graph runs in flight that keep them fed are
+slots / evaluate_s evaluations a second, so by Little's law the graph runs in flight that
+keep them fed are
 
     slots * (propose_s + evaluations * evaluate_s) / (evaluations * evaluate_s)
 

@@ -3,14 +3,15 @@
 A model's child that becomes its island's best is a new kernel; if its files declare
 `@tunable`s, its best configuration is still unknown, and a model is a slow and costly way to
 find it. The same holds for the seeds (generation 0's kernels) while they are their islands'
-best, and their sweep has a second use: the first generation's model calls take tens of
-seconds before any model-written child exists, and the seeds' configurations are what keeps
-the GPU slots busy meanwhile. A seed gets at most a tenth of the run's budget (SEED_SHARE), so a
-small budget still goes to the models. So in the generations after, the offline tuner (evolution/offline/tuner.py: Optuna's TPE
-told the run's history of that kernel's configurations) proposes configurations of it, at most
-PER_GENERATION a generation and `configurations` in all per elite (agents.sweep_configurations),
-admitted against the run's budget like any child. They are written on the CPU in milliseconds
-and evaluated on the run's slots while the models write the generation's other children.
+best, and their sweep has a second use: the first generation's model calls take tens of seconds
+before any model-written child exists, and the seeds' configurations are what keeps the GPU
+slots busy meanwhile. A seed gets at most a tenth of the run's budget (SEED_SHARE), so a small
+budget still goes to the models. So in the generations after, the offline tuner
+(evolution/offline/tuner.py: Optuna's TPE told the run's history of that kernel's
+configurations) proposes configurations of it, at most PER_GENERATION a generation and
+`configurations` in all per elite (agents.sweep_configurations), admitted against the run's
+budget like any child. They are written on the CPU in milliseconds and evaluated on the run's
+slots while the models write the generation's other children.
 
 What was swept is counted here, for this session: a resumed run may sweep an elite again, and
 the tuner, told the history, then proposes configurations not yet seen.
