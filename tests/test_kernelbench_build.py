@@ -34,6 +34,7 @@ TESTS = Path(__file__).parent
 DATA = TESTS / "data" / "kernelbench"
 HIP_EXAMPLE = DATA / "candidates" / "kernelbench_hip_example.py"
 CPU_RELU = DATA / "candidates" / "cpu_relu_inline.py"
+CPU_RELU_DISPATCHER = DATA / "candidates" / "cpu_relu_dispatcher.py"
 HEALTHY_SOFTMAX = TESTS / "data" / "candidates" / "healthy_kb_softmax.py"
 needs_toolchain = pytest.mark.skipif(find_toolchain() is None,
                                      reason="no AMD device toolchain")  # fmt: skip
@@ -164,6 +165,16 @@ def test_a_load_inline_candidate_scores_ok_through_the_sandbox_with_no_processes
     assert evaluation.status is Status.ok, (evaluation.message, evaluation.compile_log)
     assert kernelbench.LESS_ISOLATED in evaluation.flags
     assert "processes:denied" in evaluation.flags
+
+
+@pytest.mark.slow
+def test_an_extension_computing_with_aten_behind_the_screens_back_is_hacked(tmp_path):
+    settings = settings_in(tmp_path, DATA / "level_test")
+    evaluation = evaluate(load_candidate(CPU_RELU_DISPATCHER),
+                          get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
+                          do_timing=False)  # fmt: skip
+    assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
+    assert "computes aten.relu with PyTorch inside the extension" in evaluation.message
 
 
 @pytest.mark.slow
