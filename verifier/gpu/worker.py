@@ -252,7 +252,7 @@ class Judge:
         """A native candidate's recorder: the one forked while the judge waited, else one
         forked now (its start overlaps the reference's build). Another job leaves the spare to
         the group kill at its end."""
-        if self.job.candidate.format == "native" and not self.job.reference_only:
+        if not self.job.reference_only and self.job.candidate.format == "native":
             self.recorder = self.spare or Recorder(self.chan.workdir + "-record", self.chan.zygote)
 
     def start_recording(self) -> None:
