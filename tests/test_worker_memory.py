@@ -42,9 +42,14 @@ def test_a_healthy_candidate_scores_ok_under_a_lean_plan_and_says_so() -> None:
     assert lean and "outputs of 1 check calls kept at once" in lean[0]
 
 
-def test_outputs_reused_across_calls_are_hacked_under_a_lean_plan() -> None:
+def test_outputs_reused_across_calls_never_reach_a_lean_plans_checks() -> None:
+    # The file keeps its first output and returns it again; its Python runs only in its recorder
+    # (record_kb.py), so the judged replay allocates each call's outputs afresh: its honest
+    # outputs are checked, under the lean plan (tests/hostile: REPLAYED).
     result = run_worker(lean_job(HERE / "dyn_output_reuse.py"))
-    assert result.status is Status.hacked and "share memory" in result.message
+    assert result.status is Status.ok, result.message
+    assert any(f.startswith("memory:lean") for f in result.flags), result.flags
+    assert any(f.startswith("plan:kb-executor") for f in result.flags), result.flags
 
 
 def test_stale_outputs_are_still_caught_under_a_lean_plan() -> None:
