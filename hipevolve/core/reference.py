@@ -45,6 +45,20 @@ def load_module(path: str | Path) -> ModuleType:
     return module
 
 
+
+def load_candidate(path: str | Path, what: str) -> ModuleType:
+    """Imports a candidate's Python file as `hipevolve_candidate` (a recorder imports one, once);
+    `what` names the file in the errors (it must define ModelNew)."""
+    spec = importlib.util.spec_from_file_location("hipevolve_candidate", str(path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hipevolve_candidate"] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        raise AttributeError(f"{what} defines no ModelNew")
+    return module
+
 def to_device(value: Any, device: torch.device | str) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)

@@ -425,8 +425,6 @@ def recording_kernels(source: str) -> RecordingKernels:
 def record_job(job: Any, out: Any, send: Any) -> None:  # noqa: ANN401
     """The recorder's whole life: binds the recording kernels, imports model.py, records every
     case and sends one "plan" message (or "refused" with the reason). job: job.RecordJob."""
-    import importlib.util
-    import sys
 
     import hipevolve.runtime as runtime
     from hipevolve.core import reference
@@ -438,14 +436,7 @@ def record_job(job: Any, out: Any, send: Any) -> None:  # noqa: ANN401
     runtime.kernels = kernels  # what `from hipevolve.runtime import kernels` finds
     library = ctypes.CDLL(str(cand.library), mode=ctypes.RTLD_LOCAL)
     ref_module = reference.load_module(job.reference)
-    spec = importlib.util.spec_from_file_location("hipevolve_candidate", str(cand.model))
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {cand.model}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hipevolve_candidate"] = module
-    spec.loader.exec_module(module)
-    if not hasattr(module, "ModelNew"):
-        raise AttributeError("model.py defines no ModelNew")
+    module = reference.load_candidate(cand.model, "model.py")
     cases = {}
     for name, case in job.cases.items():
         torch.manual_seed(0)  # public: init arguments are never secret

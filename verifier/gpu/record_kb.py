@@ -337,8 +337,6 @@ def record_job(data: dict, send: Any) -> None:  # noqa: ANN401
     prebuilt extensions, records every case and sends one "plan" message (or "refused" with the
     reason). data: {"reference", "candidate", "device", "cases": {name: {"init", "inputs"
     (stand-in specs), "draw" (the case's get_inputs arguments)}}}."""
-    import importlib.util
-    import sys
 
     from hipevolve.core import reference
 
@@ -346,14 +344,7 @@ def record_job(data: dict, send: Any) -> None:  # noqa: ANN401
     holder: dict = {"rec": None}
     use_recording_extensions(cand.get("library"), holder)
     ref_module = reference.load_module(data["reference"])
-    spec = importlib.util.spec_from_file_location("hipevolve_candidate", str(cand["model"]))
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {cand['model']}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hipevolve_candidate"] = module
-    spec.loader.exec_module(module)
-    if not hasattr(module, "ModelNew"):
-        raise AttributeError("the file defines no ModelNew")
+    module = reference.load_candidate(cand["model"], "the file")
     cases = {}
     for name, case in data["cases"].items():
         # Seeds of this process's own, from os.urandom: never a seed of the job.
