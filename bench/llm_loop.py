@@ -33,21 +33,18 @@ import argparse
 import hashlib
 import json
 import os
-import random
-import re
+import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 
 from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
 from hipevolve.agents.policy import AgentPolicy
 from hipevolve.agents.state import AgentLimits
-from hipevolve.app.prompt_show import count_tokens
 from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import Candidate
@@ -59,110 +56,8 @@ from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
 from hipevolve.verifier.evaluators import BaseEvaluator, duel_order
 
-LATENCY_S = {"profiler_reader": 5.0, "optimizer": 10.0, "mutator": 25.0, "repairer": 25.0,
-             "translator": 25.0, "auditor": 8.0}  # fmt: skip
-_DEFINE = re.compile(r"^// @tunable (\w+): (.+)$\n(?:^//.*$\n)*^#define \1 (\S+)", re.M)
-
-
-@dataclass
-class Server:
-    """Answers by role, with a latency; counts every request's tokens."""
-
-    scale: float
-    repeat_parent: bool = False
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
-    tokens: list[tuple[str, int, int]] = field(default_factory=list)  # role, in, out
-    written: set = field(default_factory=set)  # configurations the mutator has written
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    in_flight: int = 0  # requests being answered now
-
-    def reply(self, messages: list[dict]) -> tuple[str, str]:
-        prompt = messages[-1]["content"]
-        role = prompt.split("\n", 1)[0].removeprefix("# Role: ").strip()
-        if role == "repairer" and len(messages) > 2:  # a follow-up turn: the conversation's code
-            prompt = conversation_code(messages)
-        if role == "profiler_reader":
-            text = json.dumps({"bottleneck": "latency", "summary": "few waves in flight per CU."})
-        elif role == "optimizer":
-            text = json.dumps({"idea": "try another tile configuration", "transform": None})
-        elif role == "auditor":
-            text = json.dumps({"shortcut": False, "reasons": "nothing skipped"})
-        else:
-            text = self._edit(prompt)
-        return role, text
-
-    def _edit(self, prompt: str) -> str:
-        """One tunable of the parent moved to a value that makes a configuration this server
-        has not written before (a model that remembers its attempts); the parent's own line
-        when it only repeats."""
-        found = _DEFINE.findall(prompt)
-        if self.repeat_parent or not found:
-            name, values, current = found[0] if found else ("X", "1", "1")
-            line = f"#define {name} {current}"
-            return f"kernel.hip\n<<<<<<< SEARCH\n{line}\n=======\n{line}\n>>>>>>> REPLACE\n"
-        parent = {n: c for n, _, c in found}
-        moves = [(n, v.strip()) for n, vs, c in found for v in vs.split(",") if v.strip() != c]
-        with self.lock:
-            self.rng.shuffle(moves)
-            fresh = [(n, v) for n, v in moves
-                     if tuple(sorted({**parent, n: v}.items())) not in self.written]  # fmt: skip
-            name, value = (fresh or moves)[0]
-            self.written.add(tuple(sorted({**parent, name: value}.items())))
-        return (f"kernel.hip\n<<<<<<< SEARCH\n#define {name} {parent[name]}\n=======\n"
-                f"#define {name} {value}\n>>>>>>> REPLACE\n")  # fmt: skip
-
-    def serve(self) -> ThreadingHTTPServer:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                role, text = owner.reply(body["messages"])
-                tokens_in = sum(count_tokens(m["content"]) for m in body["messages"]
-                                if isinstance(m.get("content"), str))  # fmt: skip
-                tokens_out = count_tokens(text)
-                with owner.lock:
-                    owner.tokens.append((role, tokens_in, tokens_out))
-                    owner.in_flight += 1
-                time.sleep(LATENCY_S.get(role, 5.0) * owner.scale)
-                with owner.lock:
-                    owner.in_flight -= 1
-                data = json.dumps({
-                    "id": "bench", "object": "chat.completion", "created": 0, "model": "bench",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                              "total_tokens": tokens_in + tokens_out},
-                }).encode()  # fmt: skip
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:  # quiet
-                pass
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        return httpd
-
-
-_EDIT = re.compile(r"^#define (\w+) (\S+)\n=======\n#define \1 (\S+)$", re.M)
-
-
-def conversation_code(messages: list[dict]) -> str:
-    """The tunables of the code a repair turn is about: the first prompt's parent with this
-    server's own earlier edits (its replies in the conversation) applied, as tunable lines."""
-    first = next((m["content"] for m in messages if m["role"] == "user"
-                  and _DEFINE.search(m["content"])), "")  # fmt: skip
-    values = {n: (vs, c) for n, vs, c in _DEFINE.findall(first)}
-    for m in messages:
-        if m["role"] == "assistant":
-            for name, _, new in _EDIT.findall(m.get("content") or ""):
-                if name in values:
-                    values[name] = (values[name][0], new)
-    return "".join(f"// @tunable {n}: {vs}\n#define {n} {c}\n" for n, (vs, c) in values.items())
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is a folder of scripts
+from llm_loop_server import LATENCY_S, Server  # noqa: E402  (the scripted model server)
 
 
 class Busy:
