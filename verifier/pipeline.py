@@ -284,6 +284,16 @@ def _kernelbench_static(candidate: Candidate, settings: VerifierSettings, finish
     return finished(Status.compiled, answer.message, static=answer.facts)
 
 
+def _kernels_only(prepared: Prepared, backend: str) -> bool:
+    """Whether the screen's rule (the kernels do the work) holds on what a KernelBench file's
+    plan and extension really ran. On a GPU backend, always. On the cpu backend a plain
+    PyTorch forward is the backend's stand-in for a kernel (tests, CPU-only machines), so the
+    rule holds only for a file that brings a load_inline extension."""
+    if prepared.candidate.format != "kernelbench":
+        return False
+    return backend != "cpu" or prepared.extensions is not None
+
+
 def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings, backend: str,
                  judges, *, cases: tuple[Case, ...] | None = None,
                  do_timing: bool = True) -> Evaluation:
@@ -312,8 +322,7 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
             task, job_candidate, settings, device=_device(backend), cases=cases,
             seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),
             suspect_speedup=suspect_threshold(task, settings),
-            # the screen's rule on what a KernelBench file's plan and extension really ran
-            kernels_only=prepared.candidate.format == "kernelbench")  # fmt: skip
+            kernels_only=_kernels_only(prepared, backend))
         worker = run_worker(job, judges.take(), pool=judges)
         if worker.status is Status.hacked and worker.window_only:
             # Escaped work shows again in a fresh sandbox; a window some other process's
