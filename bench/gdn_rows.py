@@ -56,6 +56,47 @@ def fla_calls() -> dict[str, Call] | str:
     return {"FLA chunk": chunk, "FLA fused_recurrent": recurrent}
 
 
+def anchor_calls() -> dict[str, Call | str]:
+    """The 2026 prefill anchors as row calls, each or why it cannot run here: FlashQLA
+    (QwenLM/FlashQLA, TileLang; FLA's own signature) and FlashInfer's Hopper/Blackwell GDN
+    prefill (varlen only: tokens packed as [B*T, heads, D] with cu_seqlens, its states [N, HV,
+    V, K], the transpose of ours)."""
+    calls: dict[str, Call | str] = {}
+    try:
+        from flash_qla import chunk_gated_delta_rule as qla
+    except Exception as e:  # ImportError, or its refusal of GPUs other than sm90/sm100
+        calls["FlashQLA"] = f"not run: FlashQLA not importable ({type(e).__name__}: {e})"[:300]
+    else:
+
+        def flashqla(args: list[Any]) -> Any:
+            q, k, v, g, beta, h0 = args
+            return qla(
+                q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
+                output_final_state=True, use_qk_l2norm_in_kernel=False,
+            )  # fmt: skip
+
+        calls["FlashQLA"] = flashqla
+    try:
+        from flashinfer.gdn_prefill import chunk_gated_delta_rule as fi
+    except Exception as e:
+        calls["FlashInfer"] = f"not run: FlashInfer not importable ({type(e).__name__}: {e})"[:300]
+    else:
+
+        def flashinfer(args: list[Any]) -> Any:
+            q, k, v, g, beta, h0 = args
+            b, t = q.shape[:2]
+            cu = torch.arange(0, b * t + 1, t, dtype=torch.int64, device=q.device)
+            o, state = fi(
+                q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), g.flatten(0, 1),
+                beta.flatten(0, 1), scale=q.shape[-1] ** -0.5, cu_seqlens=cu,
+                initial_state=h0.transpose(-1, -2).contiguous(), output_final_state=True,
+            )  # fmt: skip
+            return o.unflatten(0, (b, t)), state.transpose(-1, -2)
+
+        calls["FlashInfer"] = flashinfer
+    return calls
+
+
 def import_model(folder: Path, tag: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"gdn_bench_{tag}", folder / "model.py")
     if spec is None or spec.loader is None:
@@ -110,7 +151,10 @@ def native_models(folders: dict[str, Path], cache: Path) -> dict[str, torch.nn.M
     return models
 
 
-def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidate: str) -> list:
+def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidate: str,
+             anchors: dict[str, Call | str] | None = None) -> list:  # fmt: skip
+    """The task's rows: FLA's, the prefill anchors (`anchor_calls`), the reference, the seed
+    and the candidate."""
     reference = load_module(task.reference).Model().cuda().eval()
     seed = f"seed {task.seeds[0].name}"
     fla_names = (
@@ -119,6 +163,9 @@ def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidat
     rows = [
         Row(n, None, not_run=fla) if isinstance(fla, str) else Row(n, fla[n]) for n in fla_names
     ]
+    if task.name == PREFILL:
+        for name, call in (anchors or {}).items():
+            rows.append(Row(name, None, not_run=call) if isinstance(call, str) else Row(name, call))
     rows.append(Row("PyTorch reference", lambda a: reference(*a), graph_skip="skipped: slow"))
     for name in (seed, candidate):
         model = natives.get(f"{task.name}:{name}", NO_CANDIDATE)

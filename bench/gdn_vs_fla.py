@@ -1,6 +1,7 @@
 """Gated DeltaNet on one GPU: FLA, our PyTorch reference, our seeds and an evolved kernel, side by side.
 
-    python bench/gdn_vs_fla.py                                    # every timed case, < 7 min on an H200
+    python bench/gdn_vs_fla.py                                    # every timed case (under 7 min on an H200
+                                                                  # before the 32k cases and anchor rows)
     python bench/gdn_vs_fla.py --cases qwen_tp1_short,decode_b1   # smoke run
     python bench/gdn_vs_fla.py --candidate runs/x/best --candidate decode=runs/y/best
     python bench/gdn_vs_fla.py --out gdn.json                     # also write every row as JSON
@@ -8,8 +9,17 @@
 Needs a CUDA GPU, FLA (`pip install fla-core`, pure Python over Triton) and nvcc. One process runs
 every row, so all share the device, the clocks and the inputs. Rows per task:
 - gated_delta_net (prefill): FLA chunk_gated_delta_rule (the baseline), FLA
-  fused_recurrent_gated_delta_rule, the task's PyTorch reference (Model, chunked, fp32), the seed
-  problems/gated_delta_net/seeds/chunked, and a candidate (--candidate) when given.
+  fused_recurrent_gated_delta_rule, FlashQLA's chunk_gated_delta_rule (the bar: xQLA is its
+  graph time over the row's) and FlashInfer's gdn_prefill where they import, the task's PyTorch
+  reference (Model, chunked, fp32), the seed problems/gated_delta_net/seeds/chunked, and a
+  candidate (--candidate) when given. FlashInfer takes packed tokens with cu_seqlens and keeps
+  its states as [N, HV, V, K]: its row flattens [B, T] (views), passes B equal lengths, and
+  transposes the initial state inside the call (4 MB at 64 heads: some microseconds on its time).
+  Under the prefill table, one line per row of ours: its xQLA on every case, and on how many it
+  is at least 1.0 within the tolerance.
+  Packaging (GDN.md): FlashQLA needs tilelang, whose TVM library loads libz3.so.4.15 (z3-solver
+  4.15.x); with no network there, carry the wheels in two calls to one warm machine. TileLang
+  compiles each shape at its first call (30-45 s), which the untimed first call absorbs.
 - gated_delta_net_decode: FLA fused_recurrent_gated_delta_rule (the baseline), the reference, the
   seed problems/gated_delta_net_decode/seeds/recurrent, and a candidate when given.
 FLA's backend dispatch is switched off (FLA_DISABLE_BACKEND_DISPATCH=1 unless set) so the FLA rows
@@ -67,7 +77,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gdn_rows import DECODE, PREFILL, Row, fla_calls, native_models, rows_for
+from gdn_rows import DECODE, PREFILL, Row, anchor_calls, fla_calls, native_models, rows_for
 from graph_timer import HOLD_US, Call, Timer, capture, hold_cycles  # noqa: F401 (bench.X for the other benches)
 
 from hipevolve.core.reference import as_outputs, build_inputs, load_module
@@ -76,6 +86,7 @@ from hipevolve.problems import get_task
 
 TASK_ALIASES = {"prefill": PREFILL, "decode": DECODE, PREFILL: PREFILL, DECODE: DECODE}
 BASELINE = {PREFILL: "FLA chunk", DECODE: "FLA fused_recurrent"}
+ANCHOR = "FlashQLA"  # the prefill bar (issue 37): ratio in graph mode, its row's time / ours
 HBM_BYTES_PER_S = 4.8e12  # H200 HBM3e
 ROTATE_BYTES = 256 << 20  # decode input sets span at least this much state
 MIN_SETS, MAX_SETS = 4, 64
@@ -103,6 +114,7 @@ class Result:
     ok: bool | None = None
     x_fla_eager: float | None = None
     x_fla_graph: float | None = None
+    x_qla_graph: float | None = None  # FlashQLA's graph time / this row's (prefill)
     graph_note: str = ""  # why there is no graph time
     note: str = ""  # not run, error, fewer trials
 
@@ -175,13 +187,34 @@ def worst(errors: Sequence[float]) -> float:
 
 
 def add_ratios(results: list[Result]) -> None:
-    """Fills x_fla_* from the baseline row of the same task and case."""
+    """Fills x_fla_* from the baseline row of the same task and case, and x_qla_graph from
+    the FlashQLA row's graph time."""
     base = {(r.task, r.case): r for r in results if r.row == BASELINE[r.task]}
+    qla = {(r.task, r.case): r for r in results if r.row == ANCHOR}
     for r in results:
         b = base.get((r.task, r.case))
         if b is not None:
             r.x_fla_eager = speedup(b.eager_us, r.eager_us)
             r.x_fla_graph = speedup(b.graph_us, r.graph_us)
+        a = qla.get((r.task, r.case))
+        if a is not None:
+            r.x_qla_graph = speedup(a.graph_us, r.graph_us)
+
+
+def anchor_summary(results: Sequence[Result], rows: Sequence[str]) -> list[str]:
+    """Per row of `rows` (ours: the seed, a candidate): its graph-mode ratio to FlashQLA on
+    each case, and whether it reaches 1.0 on every case FlashQLA ran within the tolerance."""
+    lines = []
+    for name in rows:
+        mine = [r for r in results if r.row == name and r.x_qla_graph is not None]
+        if not mine:
+            continue
+        within = [r for r in mine if r.ok]
+        ahead = [r for r in within if r.x_qla_graph >= 1.0]
+        cells = ", ".join(f"{r.case} {r.x_qla_graph:.2f}" for r in mine)
+        lines.append(f"{name} / {ANCHOR} in CUDA graphs: {cells}; at least 1.0 within the "
+                     f"tolerance on {len(ahead)} of {len(mine)} cases")  # fmt: skip
+    return lines
 
 
 def as_json(r: Result) -> dict[str, Any]:
@@ -210,7 +243,8 @@ def _err(x: float | None) -> str:
 
 COLUMNS = (
     ("row", 21, "<"), ("case", 15, "<"), ("eager us", 10, ">"), ("graph us", 10, ">"),
-    ("xFLA eager", 10, ">"), ("xFLA graph", 10, ">"), ("%roof e/g", 11, ">"),
+    ("xFLA eager", 10, ">"), ("xFLA graph", 10, ">"), ("xQLA graph", 10, ">"),
+    ("%roof e/g", 11, ">"),
     ("err o", 8, ">"), ("err state", 9, ">"), ("ok", 4, ">"),
 )  # fmt: skip
 
@@ -219,7 +253,8 @@ def format_table(task: str, results: Sequence[Result], tolerance: float) -> str:
     """One task's table, then notes (graph n/a reasons, fewer trials, rows not run)."""
     lines = [
         f"{task}: tolerance rel_rms {tolerance:g}; xFLA = {BASELINE[task]} time / row time "
-        f"(> 1: faster than FLA); %roof = roofline bytes / time / {HBM_BYTES_PER_S / 1e12:g} TB/s",
+        f"(> 1: faster than FLA); xQLA = {ANCHOR}'s graph time / row's; %roof = roofline bytes "
+        f"/ time / {HBM_BYTES_PER_S / 1e12:g} TB/s (decode: the share of the state-traffic floor)",
         " ".join(f"{name:{align}{width}}" for name, width, align in COLUMNS),
     ]
     notes = []
@@ -235,6 +270,7 @@ def format_table(task: str, results: Sequence[Result], tolerance: float) -> str:
         cells = (
             r.row, r.case, _num(r.eager_us, ".1f"), _num(r.graph_us, ".1f") if r.graph_us
             else "n/a", _small(r.x_fla_eager, ".2f", 0.01), _small(r.x_fla_graph, ".2f", 0.01),
+            _small(r.x_qla_graph, ".2f", 0.01),
             f"{_small(roof[0], '.1f', 0.1)}/{_small(roof[1], '.1f', 0.1)}", _err(r.err_o), _err(r.err_state), ok,
         )  # fmt: skip
         lines.append(" ".join(f"{c:{a}{w}}" for c, (_, w, a) in zip(cells, COLUMNS, strict=True)))
@@ -444,15 +480,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, FLA {fla_version}, "
           f"FLA_DISABLE_BACKEND_DISPATCH={os.environ.get('FLA_DISABLE_BACKEND_DISPATCH')}")  # fmt: skip
+    anchors = anchor_calls()
+    log("anchors: " + "; ".join(f"{n}: {c if isinstance(c, str) else 'ok'}"
+                                for n, c in anchors.items()))  # fmt: skip
     timer, results = Timer(), []
     for name, spec in opts.tasks.items():
         cases = opts.selected[name]
         if not cases:
             continue
-        rows = rows_for(spec, fla, natives, "candidate")
+        rows = rows_for(spec, fla, natives, "candidate", anchors)
         task_results = run_task(spec, cases, rows, timer, opts, log)
         add_ratios(task_results)
         print("\n" + format_table(name, task_results, opts.tolerance[name]), flush=True)
+        ours = [f"seed {spec.seeds[0].name}", "candidate"]
+        for line in anchor_summary(task_results, ours):
+            print(line, flush=True)
         results += task_results
     if timer.late_holds:
         print(f"\nnote: {timer.late_holds} graph trial(s) were enqueued after their "

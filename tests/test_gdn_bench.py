@@ -54,7 +54,8 @@ def test_decode_rotation_spans_more_than_the_l2_on_every_timed_case():
 
 def test_select_cases_defaults_to_every_timed_case_of_both_tasks():
     chosen = bench.select_cases([], TASKS)
-    assert chosen[bench.PREFILL] == ["qwen_tp1_short", "qwen_tp1_batch", "mha_16", "long_32"]
+    assert chosen[bench.PREFILL] == [
+        "qwen_tp1_short", "qwen_tp1_batch", "mha_16", "long_32", "qwen35_tp8_32k", "qwen35_tp1_32k"]
     assert chosen[bench.DECODE] == ["decode_b1", "decode_b32", "decode_b256"]
     picked = bench.select_cases(["long_32,decode_b1", "mha_16"], TASKS)
     assert picked == {bench.PREFILL: ["mha_16", "long_32"], bench.DECODE: ["decode_b1"]}
@@ -113,6 +114,31 @@ def test_table_shows_ratios_roofline_errors_and_why_rows_did_not_run():
     assert "candidate             mha_16          not run: no evolve run yet" in lines
     assert "  PyTorch reference, mha_16: graph: n/a (skipped: slow)" in lines
     assert "  PyTorch reference, mha_16: 3 trials (a call takes 0.76 s)" in lines
+
+
+def test_flashqla_ratio_is_its_graph_time_over_ours_and_the_summary_counts_cases_within_tolerance():
+    r = bench.Result
+    results = [
+        r(bench.PREFILL, "FLA chunk", "long_32", 1, 2200.0, 2100.0, ok=True),
+        r(bench.PREFILL, "FlashQLA", "long_32", 1, 800.0, 750.0, ok=True),
+        r(bench.PREFILL, "seed chunked", "long_32", 1, 1800.0, 1500.0, ok=True),
+        r(bench.PREFILL, "FLA chunk", "mha_16", 1, 600.0, 530.0, ok=True),
+        r(bench.PREFILL, "FlashQLA", "mha_16", 1, 240.0, 220.0, ok=True),
+        r(bench.PREFILL, "seed chunked", "mha_16", 1, 200.0, 200.0, ok=False),  # fast, wrong
+        r(bench.PREFILL, "FLA chunk", "qwen35_tp8_32k", 1, 950.0, 900.0, ok=True),
+        r(bench.PREFILL, "FlashQLA", "qwen35_tp8_32k", 1, note="error: no sm90"),  # no time
+        r(bench.PREFILL, "seed chunked", "qwen35_tp8_32k", 1, 500.0, 450.0, ok=True),
+    ]  # fmt: skip
+    bench.add_ratios(results)
+    seed = {x.case: x for x in results if x.row == "seed chunked"}
+    assert seed["long_32"].x_qla_graph == pytest.approx(0.5)
+    assert seed["mha_16"].x_qla_graph == pytest.approx(1.1)
+    assert seed["qwen35_tp8_32k"].x_qla_graph is None  # FlashQLA did not run there
+    assert "xQLA graph" in bench.format_table(bench.PREFILL, results, 5e-3).splitlines()[1]
+    (line,) = bench.anchor_summary(results, ["seed chunked", "candidate"])
+    assert "long_32 0.50, mha_16 1.10" in line
+    # mha_16 is faster than FlashQLA but outside the tolerance: it does not count
+    assert line.endswith("at least 1.0 within the tolerance on 0 of 2 cases")
 
 
 def test_json_rows_carry_the_roofline_shares():

@@ -163,6 +163,9 @@ GDN_MD_TABLE = {
     "qwen_tp1_batch": (847e6, 189e9, 0.01),
     "mha_16": (279e6, 47.2e9, 0.01),
     "long_32": (1.1e9, 189e9, 0.05),  # printed as "about 1.1 GB": two significant figures
+    # FlashQLA's Qwen3.5 cases (GDN.md, "The bar moved"): one 32,768-token sequence, TP8 and TP1
+    "qwen35_tp8_32k": (170.9e6, 47.2e9, 0.01),
+    "qwen35_tp1_32k": (1.367e9, 378e9, 0.01),
 }
 
 
