@@ -28,6 +28,11 @@ class Row:
     graph_skip: str = ""  # why graph mode is not tried
 
 
+def packed(rest: list[Any]) -> torch.Tensor | None:
+    """The case's cu_seqlens (its seventh input, packed sequences), or None."""
+    return rest[0] if rest else None
+
+
 def fla_calls() -> dict[str, Call] | str:
     """FLA's two entry points as row calls, or why FLA cannot be used."""
     os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")  # FLA's Triton, not FlashQLA
@@ -40,17 +45,17 @@ def fla_calls() -> dict[str, Call] | str:
         return f"not run: FLA not importable ({type(e).__name__}: {e})"
 
     def chunk(args: list[Any]) -> Any:
-        q, k, v, g, beta, h0 = args
+        q, k, v, g, beta, h0, *cu = args
         return chunk_gated_delta_rule(
             q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-            output_final_state=True, use_qk_l2norm_in_kernel=False,
+            output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
         )  # fmt: skip
 
     def recurrent(args: list[Any]) -> Any:
-        q, k, v, g, beta, h0 = args
+        q, k, v, g, beta, h0, *cu = args
         return fused_recurrent_gated_delta_rule(
             q, k, v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-            output_final_state=True, use_qk_l2norm_in_kernel=False,
+            output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
         )  # fmt: skip
 
     return {"FLA chunk": chunk, "FLA fused_recurrent": recurrent}
@@ -69,10 +74,10 @@ def anchor_calls() -> dict[str, Call | str]:
     else:
 
         def flashqla(args: list[Any]) -> Any:
-            q, k, v, g, beta, h0 = args
+            q, k, v, g, beta, h0, *cu = args
             return qla(
                 q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-                output_final_state=True, use_qk_l2norm_in_kernel=False,
+                output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
             )  # fmt: skip
 
         calls["FlashQLA"] = flashqla
@@ -83,9 +88,11 @@ def anchor_calls() -> dict[str, Call | str]:
     else:
 
         def flashinfer(args: list[Any]) -> Any:
-            q, k, v, g, beta, h0 = args
+            q, k, v, g, beta, h0, *given = args
             b, t = q.shape[:2]
-            cu = torch.arange(0, b * t + 1, t, dtype=torch.int64, device=q.device)
+            cu = packed(given)
+            if cu is None:  # B sequences of T tokens
+                cu = torch.arange(0, b * t + 1, t, dtype=torch.int64, device=q.device)
             o, state = fi(
                 q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), g.flatten(0, 1),
                 beta.flatten(0, 1), scale=q.shape[-1] ** -0.5, cu_seqlens=cu,

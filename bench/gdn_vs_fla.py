@@ -356,9 +356,9 @@ def case_inputs(task: TaskSpec, case_name: str) -> tuple[list, list[torch.Tensor
     sets = [first] + [
         build_inputs(module, inputs, "cuda", seed=s, draw_on_device=True) for s in range(1, count)
     ]
-    q, k, v, g, beta, h = first
+    q, k, v, *rest = first  # g, beta, the state, and cu_seqlens for packed sequences
     with torch.no_grad():  # upcast q, k, v (exact) so the reference's o stays fp32
-        ref = as_outputs(module.Model().cuda()(q.float(), k.float(), v.float(), g, beta, h))
+        ref = as_outputs(module.Model().cuda()(q.float(), k.float(), v.float(), *rest))
     torch.cuda.synchronize()
     return sets, [r.float() for r in ref]
 

@@ -80,6 +80,24 @@ def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(config, bounds, 
         assert rel_rms(ht, want_h) < bounds[1]
 
 
+def test_prefill_amd_mfma_path_runs_packed_sequences_each_from_its_own_state(tmp_path):
+    run = _launcher(amd_cpu_library(amd_source(MATRIX_CORES=1), tmp_path), "gdn_chunk_fwd_varlen",
+                    10, 4)  # fmt: skip
+    lengths = [65, 1, 64, 40]
+    t, n = sum(lengths), len(lengths)
+    torch.manual_seed(11)
+    inputs = GDN.get_inputs(B=1, T=t, H=1, HV=2, initial_state="random",
+                            seqlens=",".join(map(str, lengths)))  # fmt: skip
+    q, k, v, g, beta, h0, cu = inputs
+    o = torch.full((1, t, 2, 128), float("nan"), dtype=torch.bfloat16)
+    ht = torch.full((n, 2, 128, 128), float("nan"))
+    assert run(*(x.data_ptr() for x in (q, k, v, g, beta, h0, cu, o, ht)), None, n, t, 1, 2,
+               None) == 0  # fmt: skip
+    want_o, want_h = GDN.Model()(*inputs)
+    assert rel_rms(o, want_o) < 1e-4  # the default (AMD_STATE_BF16 2) at the vector path's bounds
+    assert all(rel_rms(ht[i], want_h[i]) < 1e-5 for i in range(n))
+
+
 @pytest.mark.skipif(TOOLCHAIN is None or "gfx942" not in TOOLCHAIN.targets,
                     reason="no gfx942 device compiler")  # fmt: skip
 @pytest.mark.parametrize("bv, kstep, state_bf16", [(16, 16, 0), (32, 32, 0), (64, 64, 0),

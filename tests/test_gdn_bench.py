@@ -55,7 +55,8 @@ def test_decode_rotation_spans_more_than_the_l2_on_every_timed_case():
 def test_select_cases_defaults_to_every_timed_case_of_both_tasks():
     chosen = bench.select_cases([], TASKS)
     assert chosen[bench.PREFILL] == [
-        "qwen_tp1_short", "qwen_tp1_batch", "mha_16", "long_32", "qwen35_tp8_32k", "qwen35_tp1_32k"]
+        "qwen_tp1_short", "qwen_tp1_batch", "mha_16", "long_32", "qwen35_tp8_32k", "qwen35_tp1_32k",
+        "qwen35_tp4_varlen_8x4096", "qwen35_tp4_varlen_ragged"]
     assert chosen[bench.DECODE] == ["decode_b1", "decode_b32", "decode_b256"]
     picked = bench.select_cases(["long_32,decode_b1", "mha_16"], TASKS)
     assert picked == {bench.PREFILL: ["mha_16", "long_32"], bench.DECODE: ["decode_b1"]}

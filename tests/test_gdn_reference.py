@@ -3,6 +3,8 @@ decode step, the task files (cases, rooflines against GDN.md's table, anchors)."
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -48,6 +50,33 @@ def test_chunked_form_equals_recurrent_form_in_float64(b, t, h, hv, state):
     assert s_chunk.shape == (b, hv, 32, 16)
     assert rel_max(o_chunk, o_rec) < 1e-10
     assert rel_max(s_chunk, s_rec) < 1e-10
+
+
+def test_packed_sequences_each_run_the_recurrence_from_their_own_state_in_float64():
+    lengths = [1, 63, 64, 65, 130]
+    torch.manual_seed(3)
+    q, k, v, g, beta, h0, cu = GDN.get_inputs(B=1, T=sum(lengths), H=2, HV=4, K=32, V=16,
+                                              dtype="float64", initial_state="random",
+                                              seqlens=",".join(map(str, lengths)))  # fmt: skip
+    assert cu.dtype == torch.int64 and cu.tolist() == [0, 1, 64, 128, 193, 323]
+    assert h0.shape == (5, 4, 32, 16)
+    o, state = GDN.Model()(q, k, v, g, beta, h0, cu)
+    assert o.shape == (1, 323, 4, 16) and state.shape == (5, 4, 32, 16)
+    for i, (s, e) in enumerate(pairwise(cu.tolist())):
+        o_i, s_i = GDN.recurrent_gated_delta_rule(q[:, s:e], k[:, s:e], v[:, s:e], g[:, s:e],
+                                                  beta[:, s:e], h0[i : i + 1])  # fmt: skip
+        assert rel_max(o[:, s:e], o_i) < 1e-10 and rel_max(state[i : i + 1], s_i) < 1e-10
+    # one sequence's tokens never reach another's: the whole packed run is not one recurrence
+    o_whole, _ = GDN.recurrent_gated_delta_rule(q, k, v, g, beta, h0[:1])
+    assert rel_max(o[:, 64:], o_whole[:, 64:]) > 1e-3
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("1,2", "sum to T"), ("0,5", "positive"), ("5", "B = 1"),
+])  # fmt: skip
+def test_packed_lengths_that_do_not_fit_the_case_are_refused(bad, why):
+    with pytest.raises(ValueError, match="seqlens"):
+        GDN.get_inputs(B=2 if why == "B = 1" else 1, T=5, H=1, HV=1, K=8, V=8, seqlens=bad)
 
 
 def test_chunked_form_with_no_initial_state_equals_zero_state():
@@ -131,9 +160,10 @@ def test_small_cases_run_on_cpu_with_the_interface_dtypes_shapes_and_strides(tas
         inp = case.inputs
         o, state = run_case(task.reference, case.init, inp, seed=0)
         t = inp.get("T", 1)
+        sequences = len(inp["seqlens"].split(",")) if inp.get("seqlens") else inp["B"]
         assert o.dtype == torch.bfloat16 and o.shape == (inp["B"], t, inp["HV"], inp["V"])
         assert state.dtype == torch.float32
-        assert state.shape == (inp["B"], inp["HV"], inp["K"], inp["V"])
+        assert state.shape == (sequences, inp["HV"], inp["K"], inp["V"])
         assert torch.isfinite(o.float()).all() and torch.isfinite(state).all()
         # Candidates are checked against the reference's strides: they must be the plain ones.
         assert o.is_contiguous() and state.is_contiguous()
@@ -151,9 +181,9 @@ def test_fp32_chunked_reference_is_far_within_the_tolerance_of_the_exact_result(
     assert rel_rms(o_model, o64) < 5e-3  # bf16 rounding of o alone stays inside the tolerance
 
 
-def prefill_roofline(b, t, h, hv, kd=128, vd=128):
+def prefill_roofline(b, t, h, hv, kd=128, vd=128, sequences=None):
     bytes_moved = 2 * b * t * h * kd * 2 + 2 * b * t * hv * vd * 2 + 2 * b * t * hv * 4
-    bytes_moved += 2 * b * hv * kd * vd * 4  # state read and written
+    bytes_moved += 2 * (sequences or b) * hv * kd * vd * 4  # each sequence's state, read and written
     return bytes_moved, b * t * hv * (2 * 64 * (3 * kd + 2 * vd) + 6 * kd * vd)
 
 
@@ -166,6 +196,9 @@ GDN_MD_TABLE = {
     # FlashQLA's Qwen3.5 cases (GDN.md, "The bar moved"): one 32,768-token sequence, TP8 and TP1
     "qwen35_tp8_32k": (170.9e6, 47.2e9, 0.01),
     "qwen35_tp1_32k": (1.367e9, 378e9, 0.01),
+    # packed prompts at TP4 (4/16 heads), 8 sequences in 32,768 tokens: equal and ragged
+    "qwen35_tp4_varlen_8x4096": (356.5e6, 94.5e9, 0.01),
+    "qwen35_tp4_varlen_ragged": (356.5e6, 94.5e9, 0.01),
 }
 
 
@@ -181,7 +214,8 @@ def test_prefill_cases_and_rooflines_match_the_gdn_table():
 def test_every_roofline_equals_its_formula():
     for case in PREFILL.cases:
         i = case.inputs
-        expected = prefill_roofline(i["B"], i["T"], i["H"], i["HV"], i["K"], i["V"])
+        sequences = len(i["seqlens"].split(",")) if i.get("seqlens") else None
+        expected = prefill_roofline(i["B"], i["T"], i["H"], i["HV"], i["K"], i["V"], sequences)
         assert (case.roofline.bytes, case.roofline.flops) == expected, case.name
     for case in DECODE.cases:
         b, h, hv, kd, vd = (case.inputs[n] for n in ("B", "H", "HV", "K", "V"))

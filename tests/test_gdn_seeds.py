@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -173,14 +174,24 @@ def test_chunk_algorithm_equals_recurrence_in_float64(b, t, h, hv, state, bv):
     assert rel_rms(got_h, want_h) < 1e-12
 
 
+def sequences(inputs: list) -> list[list]:
+    """The batch's inputs, or each packed sequence's (its tokens and its initial state)."""
+    if len(inputs) == 6:
+        return [inputs]
+    *tensors, h0, cu = inputs
+    bounds = cu.tolist()
+    return [[x[:, s:e] for x in tensors] + [h0[i : i + 1]]
+            for i, (s, e) in enumerate(pairwise(bounds))]  # fmt: skip
+
+
 def test_chunk_algorithm_in_float32_matches_the_task_reference_closely():
     for case in PREFILL.small_cases:
         torch.manual_seed(0)
-        inputs = GDN.get_inputs(**case.inputs)
-        want_o, want_h = GDN.chunk_gated_delta_rule(*inputs)
-        got_o, got_h = emulate_chunked_seed(*inputs, bv=32)
-        assert rel_rms(got_o, want_o) < 1e-5, case.name
-        assert rel_rms(got_h, want_h) < 1e-5, case.name
+        for inputs in sequences(GDN.get_inputs(**case.inputs)):
+            want_o, want_h = GDN.chunk_gated_delta_rule(*inputs)
+            got_o, got_h = emulate_chunked_seed(*inputs, bv=32)
+            assert rel_rms(got_o, want_o) < 1e-5, case.name
+            assert rel_rms(got_h, want_h) < 1e-5, case.name
 
 
 def test_decode_one_pass_readout_equals_the_reference_step_in_float64():
@@ -321,6 +332,26 @@ def test_prefill_kernel_source_matches_reference_on_cpu_threads(bv, tmp_path):
         want_o, want_h = GDN.Model()(*inputs)
         assert rel_rms(o, want_o) < 1e-4
         assert rel_rms(ht, want_h) < 1e-5
+
+
+def test_prefill_kernel_runs_packed_sequences_each_from_its_own_state_on_cpu_threads(tmp_path):
+    lib = cpu_library(source_of(PREFILL_SEED), tmp_path, warp=32)
+    run = _launcher(lib, "gdn_chunk_fwd_varlen", 10, 4)
+    lengths = [1, 63, 64, 65, 30]  # a token, under, at and over a chunk, the last one short
+    t, h, hv, n = sum(lengths), 1, 2, len(lengths)
+    torch.manual_seed(7)
+    inputs = GDN.get_inputs(B=1, T=t, H=h, HV=hv, initial_state="random",
+                            seqlens=",".join(map(str, lengths)))  # fmt: skip
+    q, k, v, g, beta, h0, cu = inputs
+    o = torch.full((1, t, hv, 128), float("nan"), dtype=torch.bfloat16)
+    ht = torch.full((n, hv, 128, 128), float("nan"))
+    pointers = (x.data_ptr() for x in (q, k, v, g, beta, h0, cu, o, ht))
+    assert run(*pointers, None, n, t, h, hv, None) == 0
+    want_o, want_h = GDN.Model()(*inputs)
+    assert rel_rms(o, want_o) < 1e-4
+    assert rel_rms(ht, want_h) < 1e-5
+    for i in range(n):  # every sequence's own state, not only the sum of errors
+        assert rel_rms(ht[i], want_h[i]) < 1e-5, i
 
 
 def test_decode_kernel_source_matches_reference_on_cpu_threads_for_both_warp_widths(tmp_path):

@@ -74,6 +74,151 @@ def test_tensor_core_roundings_stay_within_the_tolerance_with_margin(u_bf16):
     assert rel_rms(got_h, want_h) < margin * limit
 
 
+# The tensor-core path's chunk addressing (tc_slot, tc_prep_chunk, seq_of), cut from the seed and
+# built for the host: packed sequences must give every chunk its own workspace slot, and the
+# prep's search must find, from each slot, the chunk the scan reads there.
+SLOT_CHECK = r"""
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+#define __device__
+#define __forceinline__ inline
+constexpr int C = 64;
+FUNCTIONS
+int main() {
+    int lengths[256], n = 0;
+    while (std::scanf("%d", &lengths[n]) == 1) ++n;
+    std::vector<int64_t> cu(n + 1, 0);
+    for (int i = 0; i < n; ++i) cu[i + 1] = cu[i] + lengths[i];
+    const int T = static_cast<int>(cu[n]), HV = 3, NC = (T + C - 1) / C + n;
+    std::vector<int> owner(static_cast<size_t>(HV) * NC, -1);
+    for (int hv = 0; hv < HV; ++hv)
+        for (int b = 0; b < n; ++b) {
+            const Seq seq = seq_of(cu.data(), b, T);
+            for (int c = 0; c * C < seq.len; ++c) {
+                const int64_t slot = tc_slot(cu.data(), b, hv, HV, NC, seq.bos) + c;
+                if (slot < hv * NC || slot >= (hv + 1) * NC || owner[slot] != -1) return 1;
+                owner[slot] = b * 100000 + c;
+            }
+        }
+    for (int hv = 0; hv < HV; ++hv)
+        for (int s = 0; s < NC; ++s) {
+            int b = 0, c = s;
+            const int64_t chd = tc_prep_chunk(cu.data(), n, HV, NC, hv, b, c);
+            const int want = owner[static_cast<size_t>(hv) * NC + s];
+            if (chd < 0 ? want != -1 : (chd != hv * NC + s || want != b * 100000 + c)) return 2;
+        }
+    std::printf("ok %d\n", NC * HV);
+    return 0;
+}
+"""
+
+
+def test_packed_sequences_give_each_chunk_its_own_workspace_slot_and_the_prep_finds_it(tmp_path):
+    import shutil
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
+    source = source_of(PREFILL_SEED)
+    heads = [r"struct Seq \{"] + [rf"__device__ __forceinline__ \w+ {name}\("
+                                   for name in ("seq_of", "tc_slot", "tc_prep_chunk")]  # fmt: skip
+    parts = [re.search(rf"^{head}.*?^}};?$", source, re.S | re.M)[0] for head in heads]
+    (tmp_path / "check.cpp").write_text(SLOT_CHECK.replace("FUNCTIONS", "\n".join(parts)))
+    built = subprocess.run([gxx, "-std=c++17", "check.cpp", "-o", "check"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    for lengths in ([1], [64], [65, 1, 64, 40], [12000, 7, 8192, 1000, 64, 65, 4096, 7344],
+                    [1] * 70, [63, 2, 63, 2, 130, 127, 129]):  # fmt: skip
+        run = subprocess.run([str(tmp_path / "check")], input=" ".join(map(str, lengths)),
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert run.returncode == 0 and run.stdout.startswith("ok"), (lengths, run.returncode)
+
+
+def tensor_core_cpu_library(source: str, folder: Path):
+    """The seed's tensor-core path on CPU threads (tests/tc_emulation.py), built by g++."""
+    import ctypes
+    import shutil
+
+    from tc_emulation import cpu_tensor_core_source, with_warps
+    from test_gdn_seeds import CPU_HIP_RUNTIME, CPU_SMS
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
+    (folder / "hip").mkdir(parents=True, exist_ok=True)
+    (folder / "hip" / "hip_runtime.h").write_text(with_warps(CPU_HIP_RUNTIME))
+    (folder / "kernel.cpp").write_text(cpu_tensor_core_source(source))
+    argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas",
+            "-fno-gnu-unique", "-DCPU_WARP=32", f"-DCPU_SMS={CPU_SMS}", f"-I{folder}",
+            "kernel.cpp", "-o", "lib.so"]  # fmt: skip
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return ctypes.CDLL(str(folder / "lib.so"))
+
+
+def run_tensor_core_path(lib, inputs: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """gdn_chunk_fwd, or gdn_chunk_fwd_varlen for packed inputs, with its workspace."""
+    import ctypes
+
+    q, k, v, g, beta, h0, *cu = inputs
+    b, t, h = q.shape[:3]
+    hv, n = v.shape[2], h0.shape[0]
+    size = ctypes.c_int64(0)
+    sizes = lib.gdn_chunk_workspace_varlen if cu else lib.gdn_chunk_workspace
+    sizes.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p]
+    assert sizes(n if cu else b, t, hv, ctypes.byref(size)) == 0
+    assert size.value > 0  # the tensor-core path, not the fused kernel
+    work = torch.full((size.value,), 0xFF, dtype=torch.uint8)  # NaN-like garbage, never read
+    o = torch.full((b, t, hv, 128), float("nan"), dtype=torch.bfloat16)
+    ht = torch.full((n, hv, 128, 128), float("nan"))
+    tensors = [q, k, v, g, beta, h0, *cu, o, ht, work]
+    fwd = lib.gdn_chunk_fwd_varlen if cu else lib.gdn_chunk_fwd
+    fwd.argtypes = [ctypes.c_void_p] * len(tensors) + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+    fwd.restype = ctypes.c_int
+    assert fwd(*(x.data_ptr() for x in tensors), n if cu else b, t, h, hv, None) == 0
+    return o, ht
+
+
+# (TC_BV, TC_STAGES, U_BF16): the default's scan shape on a 16-SM device (32 columns, three
+# stages), 64-column slices, two stages, U in fp32.
+TC_RUNS = [(0, 3, 1), (64, 2, 1), (32, 2, 0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bv, stages, u_bf16", TC_RUNS, ids=lambda v: str(v))
+def test_tensor_core_kernels_on_cpu_threads_match_their_roundings_batched_and_packed(
+        bv, stages, u_bf16, tmp_path):  # fmt: skip
+    source = source_of(PREFILL_SEED)
+    for name, value in (("TC_BV", bv), ("TC_STAGES", stages), ("U_BF16", u_bf16)):
+        source = with_define(source, name, value)
+    lib = tensor_core_cpu_library(source, tmp_path)
+    torch.manual_seed(bv + stages)
+    batched = GDN.get_inputs(B=2, T=130, H=1, HV=2, initial_state="random")
+    lengths = [65, 1, 64, 40, 130]
+    packed = GDN.get_inputs(B=1, T=sum(lengths), H=1, HV=2, initial_state="random",
+                            seqlens=",".join(map(str, lengths)))  # fmt: skip
+    for inputs in (batched, packed):
+        got_o, got_h = run_tensor_core_path(lib, inputs)
+        want_o, want_h = GDN.Model()(*inputs)
+        limit = PREFILL.tolerance.max_rel_rms
+        assert rel_rms(got_o, want_o) < 0.8 * limit and rel_rms(got_h, want_h) < 0.8 * limit
+        # the same roundings, emulated in torch per sequence: much closer than the tolerance
+        *tensors, h0 = inputs[:6]
+        bounds = inputs[6].tolist() if len(inputs) == 7 else None
+        for i in range(h0.shape[0]):
+            if bounds is None:
+                part = [x[i : i + 1] for x in tensors] + [h0[i : i + 1]]
+                rows = (slice(i, i + 1), slice(None))
+            else:
+                span = slice(bounds[i], bounds[i + 1])
+                part = [x[:, span] for x in tensors] + [h0[i : i + 1]]
+                rows = (slice(None), span)
+            emu_o, emu_h = emulate_tensor_core_path(*part, u_bf16=bool(u_bf16))
+            assert rel_rms(got_o[rows], emu_o) < 2e-3, (i, rel_rms(got_o[rows], emu_o))
+            assert rel_rms(got_h[i : i + 1], emu_h) < 2e-3, i
+
+
 def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
     nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = nvidia_layer.find_nvcc()

@@ -11,19 +11,25 @@ One step of the recurrence (value head j reads query/key head j // (HV // H)):
 
 that is S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T (the paper's form).
 
-Interface: forward(q, k, v, g, beta, initial_state) -> (o, final_state)
+Interface: forward(q, k, v, g, beta, initial_state, cu_seqlens=None) -> (o, final_state)
     q, k           [B, T, H, K]   bf16 (L2-normalised over K)
     v              [B, T, HV, V]  bf16, HV a multiple of H
     g, beta        [B, T, HV]     fp32 (g <= 0 is the log decay, 0 < beta < 1)
-    initial_state  [B, HV, K, V]  fp32, always given (zeros for a fresh sequence, as vLLM does)
+    initial_state  [N, HV, K, V]  fp32, always given (zeros for a fresh sequence, as vLLM does)
+    cu_seqlens     [N + 1]        int64 or absent (None). Absent: B sequences of T tokens, N = B.
+                                  Given (FLA's varlen input, how servers pack prompts): B = 1 and
+                                  sequence i is tokens cu_seqlens[i] .. cu_seqlens[i + 1] - 1;
+                                  cu_seqlens[0] = 0, cu_seqlens[N] = T, lengths >= 1.
     o              [B, T, HV, V]  in q's dtype
-    final_state    [B, HV, K, V]  fp32
+    final_state    [N, HV, K, V]  fp32
 
 The reference computes in fp32 (float64 when given float64 inputs) with the chunked form
 (C = 64, UT/WY transform); `recurrent_gated_delta_rule` is the step-by-step form it is tested against.
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 import torch
 import torch.nn as nn
@@ -171,8 +177,30 @@ def _require_ieee_fp32_matmul(x: torch.Tensor) -> None:
         raise RuntimeError("the gated_delta_net reference needs IEEE fp32 matmuls, not TF32")
 
 
+def varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens: torch.Tensor):
+    """Packed sequences (B = 1, cu_seqlens [N + 1]): each sequence through the chunked form from
+    its own initial state. Returns (o [1, T, HV, V], final_state [N, HV, K, V])."""
+    bounds = [int(x) for x in cu_seqlens.tolist()]
+    n = len(bounds) - 1
+    t, hv, kd, vd = q.shape[1], v.shape[2], q.shape[3], v.shape[3]
+    if q.shape[0] != 1 or n < 1 or bounds[0] != 0 or bounds[-1] != t:
+        raise ValueError(f"cu_seqlens must run from 0 to T = {t} over B = 1, got {bounds[:8]}")
+    if any(e <= s for s, e in pairwise(bounds)):
+        raise ValueError("cu_seqlens must be strictly increasing: every sequence has a token")
+    if initial_state.shape != (n, hv, kd, vd):
+        raise ValueError(f"initial_state must be [N, HV, K, V] = {(n, hv, kd, vd)}")
+    outs, states = [], []
+    for i, (s, e) in enumerate(pairwise(bounds)):
+        o, h = chunk_gated_delta_rule(q[:, s:e], k[:, s:e], v[:, s:e], g[:, s:e], beta[:, s:e],
+                                      initial_state[i : i + 1])  # fmt: skip
+        outs.append(o)
+        states.append(h)
+    return torch.cat(outs, dim=1), torch.cat(states)
+
+
 class Model(nn.Module):
-    """Gated DeltaNet prefill forward: (q, k, v, g, beta, initial_state) -> (o, final_state)."""
+    """Gated DeltaNet prefill forward: (q, k, v, g, beta, initial_state, cu_seqlens=None) ->
+    (o, final_state)."""
 
     def __init__(self):
         super().__init__()
@@ -185,9 +213,13 @@ class Model(nn.Module):
         g: torch.Tensor,
         beta: torch.Tensor,
         initial_state: torch.Tensor,
+        cu_seqlens: torch.Tensor | None = None,
     ):
         _require_ieee_fp32_matmul(q)
-        o, final_state = chunk_gated_delta_rule(q, k, v, g, beta, initial_state)
+        if cu_seqlens is None:
+            o, final_state = chunk_gated_delta_rule(q, k, v, g, beta, initial_state)
+        else:
+            o, final_state = varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens)
         return o.to(q.dtype), final_state
 
 
@@ -205,14 +237,20 @@ def get_inputs(
     V: int = 128,
     dtype: str = "bfloat16",
     initial_state: str = "zero",
+    seqlens: str = "",
 ):
     """q, k L2-normalised; v ~ N(0, 1); g = logsigmoid(N(0, 1)) / 16; beta = sigmoid(N(0, 1)).
 
     dtype is that of q, k, v; g, beta and the state are fp32 (all float64 when dtype is float64).
     initial_state: "zero" (a fresh sequence) or "random" (N(0, 1) entries, as FLA's tests draw it).
+    seqlens: "" (B sequences of T tokens), or the lengths of packed sequences, comma-separated,
+    summing to T with B = 1: then one state per sequence and a seventh input, cu_seqlens (int64).
     """
     if initial_state not in ("zero", "random"):
         raise ValueError(f"initial_state must be 'zero' or 'random', not {initial_state!r}")
+    lengths = [int(x) for x in seqlens.split(",")] if seqlens else []
+    if lengths and (B != 1 or sum(lengths) != T or min(lengths) < 1):
+        raise ValueError(f"seqlens {seqlens!r} must be positive and sum to T = {T}, with B = 1")
     io = getattr(torch, dtype)
     f = torch.float64 if io == torch.float64 else torch.float32
     q = l2_normalise(torch.randn(B, T, H, K, dtype=f)).to(io)
@@ -220,11 +258,15 @@ def get_inputs(
     v = torch.randn(B, T, HV, V, dtype=f).to(io)
     g = F.logsigmoid(torch.randn(B, T, HV, dtype=f)) / 16
     beta = torch.sigmoid(torch.randn(B, T, HV, dtype=f))
+    n = len(lengths) or B
     if initial_state == "random":
-        h0 = torch.randn(B, HV, K, V, dtype=f)
+        h0 = torch.randn(n, HV, K, V, dtype=f)
     else:
-        h0 = torch.zeros(B, HV, K, V, dtype=f)
-    return [q, k, v, g, beta, h0]
+        h0 = torch.zeros(n, HV, K, V, dtype=f)
+    if not lengths:
+        return [q, k, v, g, beta, h0]
+    cu_seqlens = torch.tensor([0, *lengths], dtype=torch.int64).cumsum(0)
+    return [q, k, v, g, beta, h0, cu_seqlens]
 
 
 def get_init_inputs():

@@ -37,6 +37,13 @@
 //           columns), then h' -> LDS (over M) for the next chunk.
 // LDS: K tile 16 KB | Q tile / R 16 KB | M (+ gamma, beta) / h max(17.25 KB, 128 * BV * 4).
 //
+// Packed sequences (FLA's varlen input, gdn_chunk_fwd_varlen): cu_seqlens [N + 1] on the device
+// marks N sequences in one token axis (B = 1). Every kernel reads its sequence's start and
+// length there (seq_of) where a batch row has b * T and T: a block per (slice, head, sequence)
+// in the fused kernel and the scan, chunks cut at sequence ends, one state per sequence. The
+// tensor-core prep runs one block per workspace slot of a head (tc_slot: T / C + N per head)
+// and finds its sequence by binary search; a slot no chunk lands on leaves at once.
+//
 // Tunable parameters: a comment `// @tunable NAME: v1, v2, ...` lists the values the `#define NAME`
 // right after it may take; the #define holds the current choice.
 #include <hip/hip_runtime.h>
@@ -153,11 +160,25 @@ __device__ __forceinline__ void widen8(const uint4& w, float (&f)[8]) {
     f[7] = bf16_hi(w.w);
 }
 
+// One sequence: tokens bos .. bos + len - 1 of the token axis. Batch row b of T tokens, or
+// packed sequence b (FLA's varlen input: cu_seqlens [N + 1] int64, B = 1, T the packed length).
+struct Seq {
+    int64_t bos;
+    int len;
+};
+
+__device__ __forceinline__ Seq seq_of(const int64_t* cu_seqlens, int b, int T) {
+    if (cu_seqlens == nullptr) return {static_cast<int64_t>(b) * T, T};
+    const int64_t bos = cu_seqlens[b];
+    return {bos, static_cast<int>(cu_seqlens[b + 1] - bos)};
+}
+
 __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
     const float* __restrict__ beta, const float* __restrict__ h0,
-    uint16_t* __restrict__ o, float* __restrict__ ht, int T, int H, int HV) {
+    uint16_t* __restrict__ o, float* __restrict__ ht, const int64_t* __restrict__ cu_seqlens,
+    int T, int H, int HV) {
 #if defined(__HIP_PLATFORM_AMD__)
     // Static on AMD, so the static analysis reports the LDS this kernel uses.
     __shared__ float4 smem4[SMEM_BYTES / 16];
@@ -186,6 +207,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const int hk = hv / (HV / H);
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
     const int64_t bh = static_cast<int64_t>(b) * HV + hv;
+    const Seq seq = seq_of(cu_seqlens, b, T);  // its tokens: seq.bos .. seq.bos + seq.len - 1
 
 #if AMD_MFMA_STATE
     // The state slice in MFMA accumulators: wave w updates rows 32 w .. 32 w + 31.
@@ -208,7 +230,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     }
 #endif
 
-    const int chunks = (T + C - 1) / C;
+    const int chunks = (seq.len + C - 1) / C;
     for (int n = 0; n < chunks; ++n) {
         const int t0 = n * C;
 
@@ -220,8 +242,8 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             const int chunk = e % KCH;
             uint4 kw = make_uint4(0u, 0u, 0u, 0u);
             uint4 qw = kw;
-            if (t0 + row < T) {
-                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * H + hk) * DK;
+            if (t0 + row < seq.len) {
+                const int64_t off = ((seq.bos + t0 + row) * H + hk) * DK;
                 kw = *reinterpret_cast<const uint4*>(k + off + chunk * 8);
                 qw = *reinterpret_cast<const uint4*>(q + off + chunk * 8);
             }
@@ -234,15 +256,15 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         for (int i = 0; i < RI; ++i) {
             const int tok = t0 + rg * RI + i;
             vraw[i] = make_uint2(0u, 0u);
-            if (tok < T) {
-                const int64_t off = ((static_cast<int64_t>(b) * T + tok) * HV + hv) * DV;
+            if (tok < seq.len) {
+                const int64_t off = ((seq.bos + tok) * HV + hv) * DV;
                 vraw[i] = *reinterpret_cast<const uint2*>(v + off + v0 + cg * 4);
             }
         }
 #endif
         float g_t = 0.0f, beta_t = 0.0f;
-        if (t < C && t0 + t < T) {
-            const int64_t off = (static_cast<int64_t>(b) * T + t0 + t) * HV + hv;
+        if (t < C && t0 + t < seq.len) {
+            const int64_t off = (seq.bos + t0 + t) * HV + hv;
             g_t = g[off];
             beta_t = beta[off];
         }
@@ -428,8 +450,8 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         hvt::each(skt, [&](int r, int c, float& x) {
             const int row = wrow + r;
             float vv = 0.0f;  // rows past T: v = 0 (and beta = 0)
-            if (t0 + row < T) {
-                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+            if (t0 + row < seq.len) {
+                const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 vv = bf16_lo(v[off + v0 + c]);
             }
             sR[row * BV + c] = sB[row] * (vv - sEg[row] * x);
@@ -486,8 +508,8 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             const int row = wrow + r;
             float out = scale * sEg[row] * x;
             for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * BV + c];
-            if (t0 + row < T) {
-                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+            if (t0 + row < seq.len) {
+                const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
             }
         });
@@ -516,11 +538,11 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #pragma unroll
             for (int i = 0; i < RI; ++i) {
                 const int tok = t0 + rg * RI + i;
-                if (tok < T) {
+                if (tok < seq.len) {
                     uint2 packed;
                     packed.x = bf16_bits(out[i][0]) | (bf16_bits(out[i][1]) << 16);
                     packed.y = bf16_bits(out[i][2]) | (bf16_bits(out[i][3]) << 16);
-                    const int64_t off = ((static_cast<int64_t>(b) * T + tok) * HV + hv) * DV;
+                    const int64_t off = ((seq.bos + tok) * HV + hv) * DV;
                     *reinterpret_cast<uint2*>(o + off + v0 + cg * 4) = packed;
                 }
             }
@@ -784,11 +806,46 @@ __device__ __forceinline__ int tc_swz64(int i, int j) {
     return i * C + ((((j >> 3) ^ i) & 7) << 3) + (j & 7);
 }
 
+// Workspace slot of a sequence's chunk 0 for value head hv. Batch rows: NC slots per (row, head).
+// Packed sequences: NC = T / C rounded up, plus N, slots per head, and sequence b's chunk n at
+// slot bos / C + b + n: distinct for every (b, n), since a sequence's chunks span at most one
+// more slot than its tokens' whole chunks.
+__device__ __forceinline__ int64_t tc_slot(const int64_t* cu_seqlens, int b, int hv, int HV,
+                                           int NC, int64_t bos) {
+    if (cu_seqlens == nullptr) return (static_cast<int64_t>(b) * HV + hv) * NC;
+    return static_cast<int64_t>(hv) * NC + bos / C + b;
+}
+
+// The prep block's chunk and its workspace slot. Batch rows: chunk n of row b, as given.
+// Packed sequences (b = 0 from the grid, n a slot of head hv): b becomes the last sequence whose
+// chunk 0 slot is at most n (those slots increase with the sequence), and n its chunk there;
+// -1 when that sequence is shorter (the slot holds no chunk).
+__device__ __forceinline__ int64_t tc_prep_chunk(const int64_t* cu_seqlens, int nseq, int HV,
+                                                 int NC, int hv, int& b, int& n) {
+    if (cu_seqlens == nullptr) return tc_slot(nullptr, b, hv, HV, NC, 0) + n;
+    int lo = 0, hi = nseq - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (cu_seqlens[mid] / C + mid <= n) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    const int64_t bos = cu_seqlens[lo], first = bos / C + lo;
+    const int chunk = n - static_cast<int>(first);
+    if (static_cast<int64_t>(chunk) * C >= cu_seqlens[lo + 1] - bos) return -1;
+    b = lo;
+    n = chunk;
+    return tc_slot(cu_seqlens, lo, hv, HV, NC, bos) + chunk;
+}
+
 __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
     const float* __restrict__ beta, uint16_t* __restrict__ ws_w, u_t* __restrict__ ws_u,
-    uint16_t* __restrict__ ws_p, float* __restrict__ ws_g, int T, int H, int HV, int NC) {
+    uint16_t* __restrict__ ws_p, float* __restrict__ ws_g, const int64_t* __restrict__ cu_seqlens,
+    int T, int H, int HV, int NC, int NSEQ) {
     HIP_DYNAMIC_SHARED(float4, smem4)
     unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
     uint16_t* sK = reinterpret_cast<uint16_t*>(smem + PREP_K);
@@ -818,21 +875,26 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
             n = whole + (x - whole * HV) % (NC - whole);
         }
     }
-    const int b = blockIdx.y, hk = hv / (HV / H), t0 = n * C;
-    const int64_t chd = (static_cast<int64_t>(b) * HV + hv) * NC + n;
+    // Batch rows: chunk n of row blockIdx.y. Packed sequences: n is a workspace slot of head hv
+    // (tc_slot), and the block finds the sequence and chunk it holds, or that it holds none.
+    int b = blockIdx.y;
+    const int64_t chd = tc_prep_chunk(cu_seqlens, NSEQ, HV, NC, hv, b, n);
+    if (chd < 0) return;  // an unused slot: the whole block leaves before any barrier
+    const Seq seq = seq_of(cu_seqlens, b, T);
+    const int hk = hv / (HV / H), t0 = n * C;
 
     // K, Q, V chunk tiles; rows past T are zeros, and so are their g and beta.
     for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
         const int row = e >> 4, ch = e & 15;
-        const bool in = t0 + row < T;
-        const int64_t tok = static_cast<int64_t>(b) * T + (in ? t0 + row : 0);
+        const bool in = t0 + row < seq.len;
+        const int64_t tok = seq.bos + (in ? t0 + row : 0);
         tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
         tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
     }
     tc_commit();
     if (tid < C) {
-        const bool in = t0 + tid < T;
-        const int64_t off = (static_cast<int64_t>(b) * T + (in ? t0 + tid : 0)) * HV + hv;
+        const bool in = t0 + tid < seq.len;
+        const int64_t off = (seq.bos + (in ? t0 + tid : 0)) * HV + hv;
         sG[tid] = in ? g[off] : 0.0f;
         sB[tid] = in ? beta[off] : 0.0f;
     }
@@ -886,8 +948,8 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     __syncthreads();  // gamma; every warp is done with Q: V goes in its place
     for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
         const int row = e >> 4, ch = e & 15;
-        const bool in = t0 + row < T;
-        const int64_t tok = static_cast<int64_t>(b) * T + (in ? t0 + row : 0);
+        const bool in = t0 + row < seq.len;
+        const int64_t tok = seq.bos + (in ? t0 + row : 0);
         tc_cp16(sV + row * TC_LD + ch * 8, v + (tok * HV + hv) * DV + ch * 8, in);
     }
     tc_commit();
@@ -1123,8 +1185,8 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
     const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
-    const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht, int T,
-    int H, int HV, int NC) {
+    const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht,
+    const int64_t* __restrict__ cu_seqlens, int T, int H, int HV, int NC) {
     using S = ScanShape<BVS, STAGES>;
     HIP_DYNAMIC_SHARED(float4, smem4)
     unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
@@ -1136,6 +1198,9 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     const int wm = w & 3, wn = w >> 2;   // rows 16 wm (chunk) or 32 wm (state); columns 32 wn
     const int v0 = blockIdx.x * BVS, hv = blockIdx.y, b = blockIdx.z, hk = hv / (HV / H);
     const int64_t bh = static_cast<int64_t>(b) * HV + hv;
+    const Seq seq = seq_of(cu_seqlens, b, T);  // its tokens: seq.bos .. seq.bos + seq.len - 1
+    const int nc = (seq.len + C - 1) / C;    // and its chunks
+    const int64_t slot0 = tc_slot(cu_seqlens, b, hv, HV, NC, seq.bos);  // chunk 0's workspace
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
 
     // The state tile of this thread: rows (keys) 32 wm + 16 mt + g (+ 8), columns 32 wn + 8 j +
@@ -1166,12 +1231,12 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
         uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P);
         u_t* sU = reinterpret_cast<u_t*>(base + S::U);
         float* sG = reinterpret_cast<float*>(base + S::G);
-        const int64_t chd = bh * NC + n;
+        const int64_t chd = slot0 + n;
         const int t0 = n * C;
         for (int e = tid; e < C * 16; e += S::THREADS) {
             const int row = e >> 4, ch = e & 15;
-            const bool in = t0 + row < T;
-            const int64_t tok = static_cast<int64_t>(b) * T + (in ? t0 + row : 0);
+            const bool in = t0 + row < seq.len;
+            const int64_t tok = seq.bos + (in ? t0 + row : 0);
             tc_cp16(sW + row * TC_LD + ch * 8, ws_w + (chd * C + row) * DK + ch * 8, true);
             tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
             tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
@@ -1194,14 +1259,14 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     constexpr int AHEAD = STAGES - 1;
 #pragma unroll
     for (int n = 0; n < AHEAD; ++n) {
-        if (n < NC) load_stage(n, n);
+        if (n < nc) load_stage(n, n);
         tc_commit();
     }
-    for (int n = 0; n < NC; ++n) {
+    for (int n = 0; n < nc; ++n) {
         const int s = n % STAGES;
         tc_wait_pending<STAGES - 2>();
         __syncthreads();  // stage s and the bf16 state are in place; chunk n - 1's stage is free
-        if (n + AHEAD < NC) load_stage(n + AHEAD, (n + AHEAD) % STAGES);
+        if (n + AHEAD < nc) load_stage(n + AHEAD, (n + AHEAD) % STAGES);
         tc_commit();
         unsigned char* base = smem + s * S::STAGE;
         const uint16_t* sW = reinterpret_cast<const uint16_t*>(base + S::W);
@@ -1274,8 +1339,8 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) {
             const int i = 16 * wm + gq + 8 * pair;
-            if (t0 + i < T) {
-                uint16_t* dst = o + ((static_cast<int64_t>(b) * T + t0 + i) * HV + hv) * DV + v0;
+            if (t0 + i < seq.len) {
+                uint16_t* dst = o + ((seq.bos + t0 + i) * HV + hv) * DV + v0;
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const int c = 32 * wn + 8 * j + 2 * t4;
@@ -1402,28 +1467,38 @@ static hipError_t tc_device(TcDevice* out) {
 template <int BVS, int STAGES>
 static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const uint16_t* ws_w,
                                      const u_t* ws_u, const uint16_t* ws_p, const float* ws_g,
-                                     const float* h0, uint16_t* o, float* ht, int B, int T, int H,
-                                     int HV, int NC, hipStream_t stream) {
+                                     const float* h0, uint16_t* o, float* ht,
+                                     const int64_t* cu_seqlens, int B, int T, int H, int HV,
+                                     int NC, hipStream_t stream) {
     using S = ScanShape<BVS, STAGES>;
     hipLaunchKernelGGL((gdn_tc_scan<BVS, STAGES>), dim3(DV / BVS, HV, B), dim3(S::THREADS),
-                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, T, H, HV, NC);
+                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens, T,
+                       H, HV, NC);
     return hipGetLastError();
 }
 
+// Workspace chunks per (batch row, value head), or per value head for packed sequences (tc_slot).
+static int tc_slots(const int64_t* cu_seqlens, int B, int T) {
+    return (T + C - 1) / C + (cu_seqlens != nullptr ? B : 0);
+}
+
 static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                             const float* g, const float* beta, const float* h0, uint16_t* o,
-                             float* ht, void* work, int B, int T, int H, int HV,
-                             const TcDevice& device, hipStream_t stream) {
-    const int NC = (T + C - 1) / C;
-    const int64_t chunks = static_cast<int64_t>(B) * HV * NC;
+                             const float* g, const float* beta, const float* h0,
+                             const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work,
+                             int B, int T, int H, int HV, const TcDevice& device,
+                             hipStream_t stream) {
+    const int NC = tc_slots(cu_seqlens, B, T);
+    const int rows = cu_seqlens != nullptr ? 1 : B;  // packed: B sequences share the slots
+    const int64_t chunks = static_cast<int64_t>(rows) * HV * NC;
     unsigned char* at = static_cast<unsigned char*>(work);
     uint16_t* ws_w = reinterpret_cast<uint16_t*>(at);
     u_t* ws_u = reinterpret_cast<u_t*>(at + chunks * WS_W);
     uint16_t* ws_p = reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U));
     float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
     if (NC > 0) {
-        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC * HV, B), dim3(TC_PREP_THREADS), PREP_BYTES,
-                           stream, q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, T, H, HV, NC);
+        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC * HV, rows), dim3(TC_PREP_THREADS), PREP_BYTES,
+                           stream, q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, cu_seqlens, T, H,
+                           HV, NC, B);
     }
     // The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
     // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column)
@@ -1434,12 +1509,12 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
     const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2>
                       : deep                  ? gdn_tc_scan_launch<32, 3>
                                               : gdn_tc_scan_launch<32, 2>;
-    return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
+    return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens, B, T, H, HV, NC, stream);
 }
 #endif  // __HIP_PLATFORM_NVIDIA__ && MATRIX_CORES
 
-// Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).
-extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {
+static hipError_t workspace_bytes(const int64_t* cu_seqlens, int B, int T, int HV,
+                                  int64_t* bytes) {
     if (B <= 0 || T < 0 || HV <= 0) return hipErrorInvalidValue;
     *bytes = 0;
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
@@ -1447,11 +1522,53 @@ extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) 
     const hipError_t err = tc_device(&device);
     if (err != hipSuccess) return err;
     if (device.usable) {
-        const int64_t chunks = static_cast<int64_t>(B) * HV * ((T + C - 1) / C);
+        const int rows = cu_seqlens != nullptr ? 1 : B;
+        const int64_t chunks = static_cast<int64_t>(rows) * HV * tc_slots(cu_seqlens, B, T);
         *bytes = chunks * (WS_W + WS_U + WS_P + WS_G);
     }
 #endif
     return hipSuccess;
+}
+
+// B batch rows of T tokens, or (cu_seqlens given) B packed sequences in T tokens.
+static hipError_t gdn_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                          const float* g, const float* beta, const float* h0,
+                          const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work, int B,
+                          int T, int H, int HV, hipStream_t stream) {
+    if (B <= 0 || T < 0 || H <= 0 || HV <= 0 || HV % H != 0) return hipErrorInvalidValue;
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+    TcDevice device;
+    const hipError_t tc_err = tc_device(&device);
+    if (tc_err != hipSuccess) return tc_err;
+    if (device.usable) {
+        return gdn_tc_fwd(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, B, T, H, HV, device,
+                          stream);
+    }
+#endif
+    const dim3 grid(DV / BV, HV, B);
+#if defined(__HIP_PLATFORM_AMD__)
+    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o, ht,
+                       cu_seqlens, T, H, HV);
+#else
+    const hipError_t err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_chunk_kernel),
+                                               hipFuncAttributeMaxDynamicSharedMemorySize,
+                                               SMEM_BYTES);
+    if (err != hipSuccess) return err;
+    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), SMEM_BYTES, stream, q, k, v, g, beta,
+                       h0, o, ht, cu_seqlens, T, H, HV);
+#endif
+    return hipGetLastError();
+}
+
+// Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).
+extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {
+    return workspace_bytes(nullptr, B, T, HV, bytes);
+}
+
+// The same for gdn_chunk_fwd_varlen: N packed sequences in T tokens.
+extern "C" hipError_t gdn_chunk_workspace_varlen(int N, int T, int HV, int64_t* bytes) {
+    static const int64_t packed = 0;  // any non-null pointer: only its presence is read
+    return workspace_bytes(&packed, N, T, HV, bytes);
 }
 
 // q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16; g, beta [B, T, HV] fp32;
@@ -1461,26 +1578,17 @@ extern "C" hipError_t gdn_chunk_fwd(const uint16_t* q, const uint16_t* k, const 
                                     const float* g, const float* beta, const float* h0,
                                     uint16_t* o, float* ht, void* work, int B, int T, int H,
                                     int HV, hipStream_t stream) {
-    if (B <= 0 || T < 0 || H <= 0 || HV <= 0 || HV % H != 0) return hipErrorInvalidValue;
-#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
-    TcDevice device;
-    const hipError_t tc_err = tc_device(&device);
-    if (tc_err != hipSuccess) return tc_err;
-    if (device.usable) {
-        return gdn_tc_fwd(q, k, v, g, beta, h0, o, ht, work, B, T, H, HV, device, stream);
-    }
-#endif
-    const dim3 grid(DV / BV, HV, B);
-#if defined(__HIP_PLATFORM_AMD__)
-    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o, ht,
-                       T, H, HV);
-#else
-    const hipError_t err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_chunk_kernel),
-                                               hipFuncAttributeMaxDynamicSharedMemorySize,
-                                               SMEM_BYTES);
-    if (err != hipSuccess) return err;
-    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), SMEM_BYTES, stream, q, k, v, g, beta,
-                       h0, o, ht, T, H, HV);
-#endif
-    return hipGetLastError();
+    return gdn_fwd(q, k, v, g, beta, h0, nullptr, o, ht, work, B, T, H, HV, stream);
+}
+
+// Packed sequences (FLA's varlen form): q, k [1, T, H, 128]; v [1, T, HV, 128]; g, beta
+// [1, T, HV]; cu_seqlens [N + 1] int64 on the device (0 = cu_seqlens[0] < ... < cu_seqlens[N] =
+// T); h0 and ht [N, HV, 128, 128]; work: gdn_chunk_workspace_varlen bytes.
+extern "C" hipError_t gdn_chunk_fwd_varlen(const uint16_t* q, const uint16_t* k,
+                                           const uint16_t* v, const float* g, const float* beta,
+                                           const float* h0, const int64_t* cu_seqlens,
+                                           uint16_t* o, float* ht, void* work, int N, int T,
+                                           int H, int HV, hipStream_t stream) {
+    if (cu_seqlens == nullptr) return hipErrorInvalidValue;
+    return gdn_fwd(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, stream);
 }

@@ -1,10 +1,11 @@
 """Gated DeltaNet prefill through kernel.hip's gdn_chunk_fwd: two tensor-core kernels on NVIDIA
 sm_80+, one fused chunked kernel elsewhere (kernel.hip says which, and why).
 
-forward(q, k, v, g, beta, initial_state) -> (o, final_state), as the task's Model:
-q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16 (HV a multiple of H); g, beta [B, T, HV] fp32;
-initial_state [B, HV, 128, 128] fp32, read only; o [B, T, HV, 128] bf16; final_state a new
-[B, HV, 128, 128] fp32 tensor. Inputs the kernel was not written for raise ValueError before any
+forward(q, k, v, g, beta, initial_state, cu_seqlens=None) -> (o, final_state), as the task's
+Model: q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16 (HV a multiple of H); g, beta [B, T, HV]
+fp32; initial_state [N, HV, 128, 128] fp32, read only; o [B, T, HV, 128] bf16; final_state a new
+[N, HV, 128, 128] fp32 tensor. N = B, or with cu_seqlens ([N + 1] int64 on q's GPU: packed
+sequences, B = 1) its N; the kernels read the sequence bounds on the device (gdn_chunk_fwd_varlen). Inputs the kernel was not written for raise ValueError before any
 kernel runs. The device workspace the tensor-core path needs (gdn_chunk_workspace: W, U, P and
 gamma per chunk) comes from PyTorch's caching allocator, so repeated calls do not hit the driver.
 """
@@ -18,8 +19,10 @@ HEAD_DIM = 128  # K = V = 128: the kernel's tiles are built for it
 MAX_GRID_DIM = 65535  # HV and B are the y and z grid dimensions
 
 
-def _check(q, k, v, g, beta, initial_state) -> None:
+def _check(q, k, v, g, beta, initial_state, cu_seqlens) -> None:
     named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": initial_state}
+    if cu_seqlens is not None:
+        named["cu_seqlens"] = cu_seqlens
     for name, x in named.items():
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"{name} must be a tensor, got {type(x).__name__}")
@@ -39,8 +42,17 @@ def _check(q, k, v, g, beta, initial_state) -> None:
         raise ValueError(f"B = {b} and HV = {hv} must lie in 1..{MAX_GRID_DIM}")
     if tuple(g.shape) != (b, t, hv) or tuple(beta.shape) != (b, t, hv):
         raise ValueError(f"g and beta must be [B, T, HV] = {(b, t, hv)}")
-    if tuple(initial_state.shape) != (b, hv, kd, vd):
-        raise ValueError(f"initial_state must be [B, HV, K, V] = {(b, hv, kd, vd)}")
+    n = b
+    if cu_seqlens is not None:
+        if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2 or cu_seqlens.dtype != torch.int64:
+            raise ValueError("cu_seqlens must be a 1-D int64 tensor of N + 1 >= 2 offsets")
+        if b != 1:
+            raise ValueError(f"packed sequences (cu_seqlens) need B = 1, got B = {b}")
+        n = cu_seqlens.shape[0] - 1
+    if n > MAX_GRID_DIM:
+        raise ValueError(f"N = {n} sequences must lie in 1..{MAX_GRID_DIM}")
+    if tuple(initial_state.shape) != (n, hv, kd, vd):
+        raise ValueError(f"initial_state must be [N, HV, K, V] = {(n, hv, kd, vd)}")
     for name in ("q", "k", "v"):
         if named[name].dtype != torch.bfloat16:
             raise ValueError(f"{name} must be bfloat16, got {named[name].dtype}")
@@ -62,14 +74,22 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 
-    def forward(self, q, k, v, g, beta, initial_state):
-        _check(q, k, v, g, beta, initial_state)
+    def forward(self, q, k, v, g, beta, initial_state, cu_seqlens=None):
+        _check(q, k, v, g, beta, initial_state, cu_seqlens)
         b, t, h, kd = q.shape
         hv, vd = v.shape[2], v.shape[3]
+        n = initial_state.shape[0]  # sequences: B, or cu_seqlens' N
         o = torch.empty((b, t, hv, vd), dtype=torch.bfloat16, device=q.device)
-        final_state = torch.empty((b, hv, kd, vd), dtype=torch.float32, device=q.device)
+        final_state = torch.empty((n, hv, kd, vd), dtype=torch.float32, device=q.device)
         size = torch.zeros(1, dtype=torch.int64)  # host memory: the launcher writes the byte count
-        kernels.gdn_chunk_workspace(b, t, hv, size)
-        work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
-        kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h, hv)
+        if cu_seqlens is None:
+            kernels.gdn_chunk_workspace(b, t, hv, size)
+            work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
+            kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h,
+                                  hv)  # fmt: skip
+        else:
+            kernels.gdn_chunk_workspace_varlen(n, t, hv, size)
+            work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
+            kernels.gdn_chunk_fwd_varlen(q, k, v, g, beta, initial_state, cu_seqlens, o,
+                                         final_state, work, n, t, h, hv)  # fmt: skip
         return o, final_state
