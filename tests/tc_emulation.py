@@ -140,33 +140,38 @@ def cpu_tensor_core_source(source: str) -> str:
     return "#define __HIP_PLATFORM_NVIDIA__ 1\n" + replaced
 
 
-def with_warps(runtime: str) -> str:
-    """The CPU shim with warps: its launch sets up one barrier and an exchange area per 32
-    threads of each block, and its device reports an sm_90."""
-    launch = "                std::barrier<> bar(n);\n                cpu_barrier = &bar;\n"
-    assert runtime.count(launch) == 1, "the CPU shim's launch changed"
-    runtime = runtime.replace(launch, launch + (
+# Edits of the CPU shim (tests/test_gdn_seeds.py): each text must appear once.
+LAUNCH = "                std::barrier<> bar(n);\n                cpu_barrier = &bar;\n"
+WARP_EDITS = (
+    # each block's launch: one barrier and an exchange area per 32 threads
+    (LAUNCH, LAUNCH + (
         "                std::vector<std::unique_ptr<std::barrier<>>> warps;\n"
         "                cpu_warp_barriers.clear();\n"
         "                for (unsigned w = 0; w < n / 32; ++w) {\n"
         "                    warps.push_back(std::make_unique<std::barrier<>>(32));\n"
         "                    cpu_warp_barriers.push_back(warps.back().get());\n"
         "                }\n"
-        "                cpu_warp_exchange.assign(n * 8, 0u);\n"))  # fmt: skip
-    attributes = "enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount };"
-    assert runtime.count(attributes) == 1, "the CPU shim's device attributes changed"
-    runtime = runtime.replace(attributes, (
-        "enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount,\n"
-        "    hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeSharedMemPerBlockOptin };\n"
-        "enum { hipFuncAttributePreferredSharedMemoryCarveout = 1 };"))  # fmt: skip
-    answer = "    *value = CPU_SMS;\n"
-    assert runtime.count(answer) == 1, "the CPU shim's device answer changed"
-    runtime = runtime.replace(answer, (
-        "    *value = a == hipDeviceAttributeComputeCapabilityMajor ? 9\n"
-        "             : a == hipDeviceAttributeSharedMemPerBlockOptin ? 232448 : CPU_SMS;\n"))  # fmt: skip
-    runtime = runtime.replace("hipDeviceGetAttribute(int* value, hipDeviceAttribute_t, int)",
-                              "hipDeviceGetAttribute(int* value, hipDeviceAttribute_t a, int)")
-    runtime = runtime.replace(
-        "inline hipError_t hipFuncSetAttribute(const void*, hipFuncAttribute, int)",
-        "inline hipError_t hipFuncSetAttribute(const void*, int, int)")
-    return runtime.replace("#define HIP_DYNAMIC_SHARED", CPU_WARPS + "#define HIP_DYNAMIC_SHARED")
+        "                cpu_warp_exchange.assign(n * 8, 0u);\n")),
+    # the device facts the tensor-core launcher asks for: an sm_90 with 227 KB per block
+    ("enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount };",
+     "enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount,\n"
+     "    hipDeviceAttributeComputeCapabilityMajor, hipDeviceAttributeSharedMemPerBlockOptin };\n"
+     "enum { hipFuncAttributePreferredSharedMemoryCarveout = 1 };"),
+    ("hipDeviceGetAttribute(int* value, hipDeviceAttribute_t, int)",
+     "hipDeviceGetAttribute(int* value, hipDeviceAttribute_t a, int)"),
+    ("    *value = CPU_SMS;\n",
+     "    *value = a == hipDeviceAttributeComputeCapabilityMajor ? 9\n"
+     "             : a == hipDeviceAttributeSharedMemPerBlockOptin ? 232448 : CPU_SMS;\n"),
+    ("inline hipError_t hipFuncSetAttribute(const void*, hipFuncAttribute, int)",
+     "inline hipError_t hipFuncSetAttribute(const void*, int, int)"),
+    ("#define HIP_DYNAMIC_SHARED", CPU_WARPS + "#define HIP_DYNAMIC_SHARED"),
+)  # fmt: skip
+
+
+def with_warps(runtime: str) -> str:
+    """The CPU shim with warps (per-warp barriers, exchange memory, shuffles) and a device that
+    reports an sm_90."""
+    for old, new in WARP_EDITS:
+        assert runtime.count(old) == 1, f"the CPU shim changed: {old.strip()[:60]!r}"
+        runtime = runtime.replace(old, new)
+    return runtime

@@ -21,6 +21,10 @@ plan does not fit a safe share of the free memory (SAFE_SHARE), the plan turns `
   untimed, before it (as timing.time_fresh_trials does), so no call sees another's inputs.
 Not lean: CUDA-graph timing (a task's timing = "graph") holds two sets at least, every check
 seed's inputs and the kept replays' outputs on the device as today; the plan counts them so.
+A KernelBench file's recorder (record_kb.py) needs no phase of its own: it runs between the
+reference's phases and the sandbox's start, in a process of its own that ends before the sandbox
+starts, holding one case's stand-in inputs, the forward's outputs and temporaries and its
+context: what the check phase holds in the sandbox, in place of the sandbox's context.
 When even the leanest plan does not fit, `message` says so in one line, before anything is
 allocated. The peaks are estimates (what each phase holds, plus each process's context): the
 GPU tests check them on a real device.
