@@ -29,6 +29,9 @@ def main() -> None:
 
     imported_from = str(Path(hipevolve.__file__).resolve().parent.parent)
     task = get_task(job["task"])
+    if job.get("cases"):  # the cases both trees define (throughput_trees.case_names)
+        keep = set(job["cases"])
+        task = task.model_copy(update={"cases": tuple(c for c in task.cases if c.name in keep)})
     update: dict = {"cache_dir": Path(job["cache_dir"])}
     if job.get("trials"):
         update["trials"] = job["trials"]

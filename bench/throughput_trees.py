@@ -152,13 +152,25 @@ def gdn_candidates(seed: Path, out: Path, count: int) -> list[Path]:
 # ----------------------------------------------------------------------------- phases
 
 
+def case_names(tree: Path, task: str) -> list[str]:
+    """The cases `tree` defines for a built-in task: the ones both trees judge, so a case one
+    tree's task gained (gated_delta_net's 32k and packed cases) does not count as verifier time."""
+    folder = tree / "problems" / task
+    try:
+        data = tomllib.loads((folder / "task.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise TreeError(f"{folder}: no readable task.toml ({e})") from None
+    return [c["name"] for c in data.get("cases", [])]
+
+
 def run_phase(
     tree: str, path: Path, shim_dir: Path, task: str, folders: list[Path], cache_dir: Path,
-    cache: str, trials: int | None, backend: str, out: Path,
+    cache: str, trials: int | None, backend: str, out: Path, cases: list[str] | None = None,
 ) -> TreePhase:  # fmt: skip
-    """One phase in a subprocess whose `hipevolve` is `path`'s (through `shim_dir`)."""
+    """One phase in a subprocess whose `hipevolve` is `path`'s (through `shim_dir`), on the
+    task's `cases` only where given."""
     spec = {"task": task, "folders": [str(f) for f in folders], "cache_dir": str(cache_dir),
-            "trials": trials, "backend": backend}  # fmt: skip
+            "trials": trials, "backend": backend, "cases": cases}  # fmt: skip
     job = out.with_suffix(".job.json")
     job.write_text(json.dumps(spec))
     # The shim first: whatever else PYTHONPATH holds (carried packages) stays behind it.

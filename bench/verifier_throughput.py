@@ -443,8 +443,13 @@ def side_by_side(args: argparse.Namespace) -> None:
             roots[args.gdn_seed] / trees.GDN_SEED, work / "gdn", args.gdn_candidates
         ),
     }
+    # Both trees judge the cases both define: verifier time, not a task's new cases.
+    both = {t: set(trees.case_names(base, t)) & set(trees.case_names(trees.ROOT, t)) for t in tasks}
+    shared = {t: [c for c in trees.case_names(trees.ROOT, t) if c in both[t]] for t in tasks}
     for name, root in roots.items():
         print(f"{name}: {root} ({trees.tree_commit(root)})", flush=True)
+    for t in tasks:
+        print(f"{t}: the cases both trees define: {', '.join(shared[t])}", flush=True)
     print(f"backend {backend}; work folder {work}", flush=True)
     phases: list[trees.TreePhase] = []
     begin = time.monotonic()
@@ -453,7 +458,7 @@ def side_by_side(args: argparse.Namespace) -> None:
         phase = trees.run_phase(
             tree, roots[tree], shims[tree], task, folders[task],
             work / f"cache-{tree}-{task}", cache, args.trials, backend,
-            work / f"{tree}-{task}-{cache}.json",
+            work / f"{tree}-{task}-{cache}.json", shared[task],
         )  # fmt: skip
         print(f"  -> {phase.per_minute:.2f} evaluations/min ({phase.imported_from})", flush=True)
         phases.append(phase)

@@ -96,6 +96,19 @@ def test_gdn_candidates_are_the_seed_then_distinct_configurations_that_load(tmp_
     assert len(trees.gdn_candidates(seed, tmp_path / "all", 99)) == len(trees.GDN_CONFIGS)
 
 
+def test_both_trees_judge_only_the_cases_the_baseline_tree_defines_too(tmp_path):
+    ours = trees.case_names(ROOT, "gated_delta_net")
+    assert "qwen35_tp4_varlen_ragged" in ours and "long_32" in ours
+    old = tmp_path / "problems" / "gated_delta_net"
+    old.mkdir(parents=True)
+    old.joinpath("task.toml").write_text(
+        'name = "gated_delta_net"\n[[cases]]\nname = "small_gva_state"\n[[cases]]\nname = "long_32"\n'
+    )
+    assert trees.case_names(tmp_path, "gated_delta_net") == ["small_gva_state", "long_32"]
+    with pytest.raises(trees.TreeError, match="no readable task.toml"):
+        trees.case_names(tmp_path, "softmax")
+
+
 def test_cold_phases_come_before_warm_ones_and_the_first_tree_alternates():
     order = trees.schedule(["softmax", "gated_delta_net"])
     assert [c for c, _, _ in order] == ["cold"] * 4 + ["warm"] * 4
