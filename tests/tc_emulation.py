@@ -4,7 +4,7 @@ on a machine without a GPU (tests/test_gdn_tensor_core.py).
 
 The seed wraps every PTX instruction in one function of its "PTX primitives" section;
 `cpu_tensor_core_source` swaps that section for the C++ below. The CPU shim of
-tests/test_gdn_seeds.py runs one OS thread per GPU thread; its per-warp barriers let the 32
+tests/gdn_cpu_threads.py runs one OS thread per GPU thread; its per-warp barriers let the 32
 lanes of a warp exchange their registers through memory, as mma.sync, ldmatrix and the shuffles
 do in hardware:
 - mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, g = lane / 4, t = lane % 4: A's registers
@@ -103,7 +103,7 @@ __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
 }
 """
 
-# What the tensor-core kernels need beyond the shim of tests/test_gdn_seeds.py (which has no
+# What the tensor-core kernels need beyond the shim of tests/gdn_cpu_threads.py (which has no
 # warps): per-warp barriers and exchange memory, warp shuffles, float2, and the device facts the
 # launcher asks for (an sm_90 with 227 KB of shared memory per block).
 CPU_WARPS = r"""
@@ -140,7 +140,7 @@ def cpu_tensor_core_source(source: str) -> str:
     return "#define __HIP_PLATFORM_NVIDIA__ 1\n" + replaced
 
 
-# Edits of the CPU shim (tests/test_gdn_seeds.py): each text must appear once.
+# Edits of the CPU shim (tests/gdn_cpu_threads.py): each text must appear once.
 LAUNCH = "                std::barrier<> bar(n);\n                cpu_barrier = &bar;\n"
 WARP_EDITS = (
     # each block's launch: one barrier and an exchange area per 32 threads

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from gdn_cpu_threads import CPU_HIP_RUNTIME, CPU_SMS, launcher
 from gdn_seed_support import GDN, PREFILL_SEED, rel_rms, source_of, with_define
 from gemm_emulation import EMULATED_MFMA
-from test_gdn_seeds import CPU_HIP_RUNTIME, CPU_SMS, _launcher
 from test_lowering import CPU_FP16
 
 from hipevolve.verifier.build.amd_static import analyze, find_toolchain
@@ -68,7 +68,7 @@ def _run_id(value: tuple) -> str:
 def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(config, bounds, tmp_path):
     bv, kstep, state_bf16 = config
     source = amd_source(BV=bv, MATRIX_CORES=1, MFMA_KSTEP=kstep, AMD_STATE_BF16=state_bf16)
-    run = _launcher(amd_cpu_library(source, tmp_path), "gdn_chunk_fwd", 9, 4)
+    run = launcher(amd_cpu_library(source, tmp_path), "gdn_chunk_fwd", 9, 4)
     for b, t, h, hv in [(1, 100, 1, 2)]:  # GVA with a padded chunk
         torch.manual_seed(t)
         inputs = GDN.get_inputs(B=b, T=t, H=h, HV=hv, initial_state="random")
@@ -81,7 +81,7 @@ def test_prefill_amd_mfma_path_matches_reference_on_cpu_threads(config, bounds, 
 
 
 def test_prefill_amd_mfma_path_runs_packed_sequences_each_from_its_own_state(tmp_path):
-    run = _launcher(amd_cpu_library(amd_source(MATRIX_CORES=1), tmp_path), "gdn_chunk_fwd_varlen",
+    run = launcher(amd_cpu_library(amd_source(MATRIX_CORES=1), tmp_path), "gdn_chunk_fwd_varlen",
                     10, 4)  # fmt: skip
     lengths = [65, 1, 64, 40]
     t, n = sum(lengths), len(lengths)

@@ -7,9 +7,10 @@ Without a GPU:
   blocked triangular solve, V slices) is emulated in torch and matched with the recurrent
   reference, to float64 round-off in float64 and closely in float32; the decode step's one-pass
   readout likewise (the tensor-core path's own tests: test_gdn_tensor_core.py);
-- the real kernel sources run on CPU threads: a small HIP shim (below) turns each GPU thread into
-  an OS thread and __syncthreads into a barrier, and fills LDS with NaN before each block, so
-  indexing, padding of the last chunk and barrier placement are exercised end to end;
+- the real kernel sources run on CPU threads: a small HIP shim (gdn_cpu_threads.py) turns each
+  GPU thread into an OS thread and __syncthreads into a barrier, and fills LDS with NaN before
+  each block, so indexing, padding of the last chunk and barrier placement are exercised end
+  to end;
 - both seeds compile with nvcc through the HIP-to-CUDA layer, and for gfx942 with no spills at
   every value of their declared tunable parameter;
 - model.py rejects inputs the kernels were not written for with ValueError, before any launch;
@@ -20,11 +21,8 @@ within the task's tolerance on every small case, on the timed cases, and at ever
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import re
-import shutil
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
@@ -33,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from gdn_cpu_threads import cpu_library, launcher
 from gdn_seed_support import (
     CHUNK,
     DECODE,
@@ -206,123 +205,10 @@ def test_decode_one_pass_readout_equals_the_reference_step_in_float64():
 
 # ----------------------------------------------------------------------------- CPU threads
 
-# Enough of HIP to run the seeds' source on CPU threads: one std::thread per GPU thread, blocks one
-# after another, __syncthreads a std::barrier, shuffles exchanged through memory between two
-# barriers (right only when every thread of the block shuffles together, as in the seeds), LDS
-# from HIP_DYNAMIC_SHARED filled with NaN before each block. warpSize is CPU_WARP; the device has
-# CPU_SMS (16) multiprocessors.
-CPU_HIP_RUNTIME = r"""
-#pragma once
-#include <barrier>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__ static
-#define __restrict__
-struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
-struct cpu_index { unsigned x, y, z; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(16) uint4 { unsigned x, y, z, w; };
-struct alignas(8) uint2 { unsigned x, y; };
-inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
-inline thread_local cpu_index threadIdx, blockIdx;
-inline dim3 blockDim, gridDim;
-inline int warpSize = CPU_WARP;
-typedef int hipError_t;
-typedef void* hipStream_t;
-constexpr hipError_t hipSuccess = 0;
-constexpr hipError_t hipErrorInvalidValue = 1;
-inline hipError_t hipGetLastError() { return hipSuccess; }
-enum hipFuncAttribute { hipFuncAttributeMaxDynamicSharedMemorySize };
-inline hipError_t hipFuncSetAttribute(const void*, hipFuncAttribute, int) { return hipSuccess; }
-enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount };
-inline hipError_t hipGetDevice(int* device) { *device = 0; return hipSuccess; }
-inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t, int) {
-    *value = CPU_SMS;
-    return hipSuccess;
-}
-inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline std::barrier<>* cpu_barrier;
-inline std::vector<float> cpu_exchange;
-inline std::vector<float4> cpu_lds;
-inline void __syncthreads() { cpu_barrier->arrive_and_wait(); }
-inline float __shfl_xor(float value, int mask, int width = warpSize) {
-    const unsigned t = threadIdx.x;
-    cpu_exchange[t] = value;
-    __syncthreads();
-    const float out = cpu_exchange[t - t % width + ((t % width) ^ mask) % width];
-    __syncthreads();
-    return out;
-}
-#define HIP_DYNAMIC_SHARED(type, var) type* var = reinterpret_cast<type*>(cpu_lds.data());
-template <class F> void cpu_launch(dim3 grid, dim3 block, size_t lds_bytes, F body) {
-    blockDim = block;
-    gridDim = grid;
-    const unsigned n = block.x * block.y * block.z;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                std::barrier<> bar(n);
-                cpu_barrier = &bar;
-                cpu_exchange.assign(n, nan);
-                cpu_lds.assign(lds_bytes / 16 + 1, float4{nan, nan, nan, nan});
-                std::vector<std::thread> threads;
-                for (unsigned i = 0; i < n; ++i)
-                    threads.emplace_back([&, i] {
-                        threadIdx = {i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
-                        blockIdx = {x, y, z};
-                        body();
-                    });
-                for (auto& th : threads) th.join();
-            }
-}
-#define hipLaunchKernelGGL(kernel, grid, block, lds, stream, ...) \
-    cpu_launch((grid), (block), (lds), [=] { kernel(__VA_ARGS__); })
-"""
-
-
-CPU_SMS = 16
-
-
-def cpu_library(source: str, folder: Path, warp: int) -> ctypes.CDLL:
-    """kernel.hip built by g++ against the CPU shim (NVIDIA's code path: dynamic, poisoned LDS)."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ is not installed")
-    (folder / "hip").mkdir(parents=True, exist_ok=True)
-    (folder / "hip" / "hip_runtime.h").write_text(CPU_HIP_RUNTIME)
-    (folder / "kernel.cpp").write_text(source)
-    argv = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-unknown-pragmas"]
-    argv += ["-fno-gnu-unique"]  # each library keeps its own template statics (LDS arrays)
-    argv += [f"-DCPU_WARP={warp}", f"-DCPU_SMS={CPU_SMS}", f"-I{folder}"]
-    argv += ["kernel.cpp", "-o", "lib.so"]
-    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return ctypes.CDLL(str(folder / "lib.so"))
-
-
-def _launcher(lib: ctypes.CDLL, name: str, pointers: int, ints: int):
-    fn = getattr(lib, name)
-    fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int] * ints + [ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn
-
-
 @pytest.mark.parametrize("bv", [16, 64])
 def test_prefill_kernel_source_matches_reference_on_cpu_threads(bv, tmp_path):
     lib = cpu_library(with_define(source_of(PREFILL_SEED), "BV", bv), tmp_path, warp=32)
-    run = _launcher(lib, "gdn_chunk_fwd", 9, 4)  # the CPU build is the fused path: no workspace
+    run = launcher(lib, "gdn_chunk_fwd", 9, 4)  # the CPU build is the fused path: no workspace
     for b, t, h, hv in [(1, 100, 1, 2), (2, 65, 1, 1)]:  # GVA with a padded chunk; B = 2
         torch.manual_seed(t)
         inputs = GDN.get_inputs(B=b, T=t, H=h, HV=hv, initial_state="random")
@@ -336,7 +222,7 @@ def test_prefill_kernel_source_matches_reference_on_cpu_threads(bv, tmp_path):
 
 def test_prefill_kernel_runs_packed_sequences_each_from_its_own_state_on_cpu_threads(tmp_path):
     lib = cpu_library(source_of(PREFILL_SEED), tmp_path, warp=32)
-    run = _launcher(lib, "gdn_chunk_fwd_varlen", 10, 4)
+    run = launcher(lib, "gdn_chunk_fwd_varlen", 10, 4)
     lengths = [1, 63, 64, 65, 30]  # a token, under, at and over a chunk, the last one short
     t, h, hv, n = sum(lengths), 1, 2, len(lengths)
     torch.manual_seed(7)
@@ -362,7 +248,7 @@ def test_decode_kernel_source_matches_reference_on_cpu_threads_for_both_warp_wid
     # 32 blocks of 32 columns, beyond one wave of CPU_SMS: 256 threads; 8 blocks of 128: NT_FEW
     for warp, bv in [(32, 32), (64, 128)]:
         source = with_define(source_of(DECODE_SEED), "BV", bv)
-        run = _launcher(cpu_library(source, tmp_path / f"w{warp}", warp), "gdn_decode", 8, 3)
+        run = launcher(cpu_library(source, tmp_path / f"w{warp}", warp), "gdn_decode", 8, 3)
         o = torch.full((2, 1, 4, 128), float("nan"), dtype=torch.bfloat16)
         new_state = torch.full((2, 4, 128, 128), float("nan"))
         assert run(*(x.data_ptr() for x in (*inputs, o, new_state)), 2, 2, 4, None) == 0

@@ -140,8 +140,8 @@ def tensor_core_cpu_library(source: str, folder: Path):
     import ctypes
     import shutil
 
+    from gdn_cpu_threads import CPU_HIP_RUNTIME, CPU_SMS
     from tc_emulation import cpu_tensor_core_source, with_warps
-    from test_gdn_seeds import CPU_HIP_RUNTIME, CPU_SMS
 
     gxx = shutil.which("g++")
     if gxx is None:

@@ -124,8 +124,8 @@ DECODE_ON_CPU = [
 
 def test_decode_launch_choices_match_the_reference_on_cpu_threads(tmp_path):
     import torch
+    from gdn_cpu_threads import cpu_library, launcher
     from gdn_seed_support import DECODE_SEED, GDN_DECODE, rel_rms
-    from test_gdn_seeds import _launcher, cpu_library
 
     torch.manual_seed(0)
     inputs = GDN_DECODE.get_inputs(B=2, H=2, HV=4)
@@ -139,7 +139,7 @@ def test_decode_launch_choices_match_the_reference_on_cpu_threads(tmp_path):
             "inline float __expf(float x) { return expf(x); }",
             1,
         )
-        run = _launcher(cpu_library(source, tmp_path / str(i), warp), "gdn_decode", 8, 3)
+        run = launcher(cpu_library(source, tmp_path / str(i), warp), "gdn_decode", 8, 3)
         o = torch.full((2, 1, 4, 128), float("nan"), dtype=torch.bfloat16)
         new_state = torch.full((2, 4, 128, 128), float("nan"))
         assert run(*(x.data_ptr() for x in (*inputs, o, new_state)), 2, 2, 4, None) == 0
