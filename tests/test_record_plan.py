@@ -84,6 +84,8 @@ def workspace_library(tmp_path_factory) -> Path:
         "#include <stdint.h>\n"
         "int gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {\n"
         "  *bytes = (int64_t)B * HV * ((T + 63) / 64) * 1000; return 0; }\n"
+        "int gdn_chunk_workspace_varlen(int N, int T, int HV, int64_t* bytes) {\n"
+        "  *bytes = (int64_t)HV * ((T + 63) / 64 + N) * 1000; return 0; }\n"
     )
     subprocess.run(
         [gcc, "-shared", "-fPIC", "-o", str(folder / "ws.so"), str(folder / "ws.c")], check=True

@@ -28,9 +28,15 @@ from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 CORPUS = Path(__file__).parent / "data" / "replies"
 SEEDS = Path(__file__).parents[1] / "problems"
 SEED_OF = {"softmax": "softmax/seeds/tunable", "gated_delta_net": "gated_delta_net/seeds/chunked"}
-# The softmax seed's kernel.hip as the corpus's replies were written against (0bd6ee6): the seed
-# has since grown tunables, which turned their expected edits stale. Its model.py is unchanged.
-PINNED_KERNEL = {"softmax": Path(__file__).parent / "data" / "reply_softmax_kernel.hip"}
+# The seeds' files as the corpus's replies were written against: the softmax kernel.hip of 0bd6ee6
+# (the seed has since grown tunables, which turned their expected edits stale; its model.py is
+# unchanged), and the gated_delta_net seed of b755b20 (packed sequences came after it).
+DATA = Path(__file__).parent / "data"
+PINNED = {
+    "softmax": {KERNEL_FILE: DATA / "reply_softmax_kernel.hip"},
+    "gated_delta_net": {KERNEL_FILE: DATA / "reply_gdn_kernel.hip",
+                        MODEL_FILE: DATA / "reply_gdn_model.txt"},
+}  # fmt: skip
 
 
 def load_case(path: Path) -> tuple[dict, str]:
@@ -41,11 +47,11 @@ def load_case(path: Path) -> tuple[dict, str]:
 
 
 def parent_of(task: str) -> Candidate:
-    folder = SEEDS / SEED_OF[task]
+    folder, pinned = SEEDS / SEED_OF[task], PINNED.get(task, {})
     return Candidate(
         format="native",
-        hip_source=PINNED_KERNEL.get(task, folder / KERNEL_FILE).read_text(),
-        python_source=(folder / MODEL_FILE).read_text(),
+        hip_source=pinned.get(KERNEL_FILE, folder / KERNEL_FILE).read_text(),
+        python_source=pinned.get(MODEL_FILE, folder / MODEL_FILE).read_text(),
         name=f"{task}-seed",
     )
 

@@ -1,0 +1,1486 @@
+// Gated DeltaNet prefill (FLA's chunk_gated_delta_rule, forward), two code paths:
+// - NVIDIA sm_80+ with MATRIX_CORES 1: two kernels on tensor cores (mma.sync), described at
+//   gdn_tc_prep and gdn_tc_scan below;
+// - everywhere else (AMD included), and with MATRIX_CORES 0: one fused chunked kernel in fp32,
+//   described here. On AMD with MATRIX_CORES 1 its K K^T and Q K^T (bf16 inputs), and with
+//   AMD_STATE_BF16 1 or 2 its K h, Q h and state update K^T (e^(gamma_C - gamma) Vn) (the fp32
+//   operands as one or two bf16 terms, the state in MFMA accumulators), run on MFMA through the
+//   tile layer (hipevolve/tile.h); the solve and P Vn stay fp32 vector code. The NVIDIA code
+//   keeps its own mma.sync kernels below, unchanged.
+//
+// Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
+// chunks of C = 64 tokens, gamma = in-chunk cumulative sum of g, Gamma_ij = exp(gamma_i - gamma_j):
+//     L  = tril(diag(beta) (K K^T * Gamma), -1)             A = (I + L)^-1
+//     Vn = A (beta * (V - exp(gamma) * (K h)))              (= U - W h of the UT/WY form:
+//                                                              U = A (V beta), W = A (K beta e^gamma))
+//     O  = scale * exp(gamma) * (Q h) + P Vn,               P = tril(scale Q K^T * Gamma)
+//     h' = exp(gamma_C) h + (K * exp(gamma_C - gamma))^T Vn
+// Solving for Vn directly (one right-hand side per V column) instead of forming W and U saves the
+// 64 x 128 W and its product with h; in exact arithmetic it is the same number.
+//
+// The state scan and the output pass are fused: one block per (V slice of BV columns, value head,
+// batch) walks the chunks in order, so per-chunk states never touch memory. Everything is fp32
+// (q, k, v are read as bf16 and widened); the state is fp32 in registers and LDS.
+//
+// A block's chunk step, NT = 256 threads (barriers between phases):
+//   load    K, Q chunk tiles -> LDS (bf16, 16-byte chunks XOR-swizzled by row against bank
+//           conflicts); v, g, beta -> registers. Rows past T are zeros (g = beta = 0 there keeps
+//           the state unchanged, and causality keeps them out of real rows).
+//   1a      S_K = K h, S_Q = Q h into registers (thread: RI rows x 4 columns), h read from LDS.
+//   1b      gamma, exp(gamma), exp(gamma_C - gamma) into LDS (threads < 64); then the 64 x 64
+//           matrix M: M[r][s] = L[s][r] for r < s (L transposed, upper) and P[r][s] for r >= s
+//           (lower with the diagonal). Thread (a, b) owns rows a + 16 i, columns b + 16 j.
+//   1c      R = beta (v - exp(gamma) S_K) into LDS, over the dead Q tile.
+//   2       blocked forward substitution (I + L) Vn = R: 16-row diagonal blocks one thread per
+//           V column in registers, the rows below updated by all threads;
+//           O = scale exp(gamma) S_Q + P Vn -> bf16 out; h' in registers (thread: RH rows x 4
+//           columns), then h' -> LDS (over M) for the next chunk.
+// LDS: K tile 16 KB | Q tile / R 16 KB | M (+ gamma, beta) / h max(17.25 KB, 128 * BV * 4).
+//
+// Tunable parameters: a comment `// @tunable NAME: v1, v2, ...` lists the values the `#define NAME`
+// right after it may take; the #define holds the current choice.
+#include <hip/hip_runtime.h>
+#include <cstdint>
+
+// Matrix cores (1): tensor cores on NVIDIA sm_80+ (the two kernels below), MFMA inside the fused
+// kernel on AMD; or the portable fused kernel in fp32 vector code on every GPU (0).
+// @tunable MATRIX_CORES: 0, 1
+#define MATRIX_CORES 1
+
+#if defined(__HIP_PLATFORM_AMD__) && MATRIX_CORES
+#include <hipevolve/tile.h>
+#define AMD_MFMA 1
+#else
+#define AMD_MFMA 0
+#endif
+
+// AMD MFMA path: the reduction step of every MFMA product, the bf16 tiles a wave holds at once
+// (more: fewer LDS round trips between matrix instructions, more registers; at 32 the default
+// path needs 256 VGPRs on gfx942 and spills 4 registers on gfx90a, at 16 it needs 207).
+// @tunable MFMA_KSTEP: 16, 32, 64
+#define MFMA_KSTEP 16
+
+// AMD MFMA path: K h, Q h and the state update on MFMA too, their fp32 operands (the state, and
+// e^(gamma_C - gamma) Vn) rounded to bf16 (1, the operand precision of the NVIDIA tensor-core
+// path) or split into two bf16 terms (2: hi + lo, about 16 bits of mantissa, twice the MFMA
+// work); or in fp32 vector code (0). The state itself stays fp32 (in MFMA accumulators).
+// On CPU threads with MFMA emulated (tests/test_gdn_amd_matrix_cores.py), relative RMS errors
+// on o and the state: 0: 2.4e-5, 2.2e-7; 2: 5.1e-5, 2.5e-6; 1: 2.4e-3, 1.7e-3. Not yet timed on
+// an AMD GPU; 2 is the default as it moves the most work onto MFMA at near-fp32 error.
+// @tunable AMD_STATE_BF16: 0, 1, 2
+#define AMD_STATE_BF16 2
+#define AMD_MFMA_STATE (AMD_MFMA && AMD_STATE_BF16)
+
+// U = A (V beta) in the tensor-core workspace: fp32 (0) or bf16 (1, as FLA stores it). On an
+// H200, bf16 took the prep kernel from 110 to 99 us (qwen_tp1_short) and from 803 to 726 us
+// (long_32), and raised the relative RMS error from 2.9e-3 to 3.4e-3 on o and from 1.7e-3 to
+// 2.4e-3 on the state, still under FLA's own (3.8e-3 and 3.0e-3) and the task's 5e-3.
+// @tunable U_BF16: 0, 1
+#define U_BF16 1
+
+// V columns per block of the tensor-core scan kernel: 32 or 64, or 0 to choose by the GPU's
+// SM count at launch (gdn_tc_fwd says how).
+// @tunable TC_BV: 0, 32, 64
+#define TC_BV 0
+
+// Pipeline stages of the tensor-core scan's 32-column slices: 3 (the next two chunks' loads in
+// flight) where the device's shared memory per block allows (H100 / H200: 227 KB), else 2; or
+// always 2 (one chunk ahead, a third less shared memory). 64-column slices always take 2.
+// @tunable TC_STAGES: 2, 3
+#define TC_STAGES 3
+
+// Block order of the tensor-core prep: runs of TC_PREP_RUN consecutive chunks of one head, heads
+// varying faster than the runs (gdn_tc_prep says why; 1: every head's chunk n before chunk n + 1).
+// @tunable TC_PREP_RUN: 1, 4, 8, 32
+#define TC_PREP_RUN 8
+
+// V columns per block. Smaller slices give more blocks (B * HV * 128 / BV) when B * HV is small;
+// larger ones repeat less of the V-independent work (K K^T, Q K^T, K h). BV = 64 uses exactly
+// the 64 KB of LDS a gfx942 workgroup can have.
+// @tunable BV: 16, 32, 64
+#define BV 32
+
+constexpr int C = 64;     // chunk length
+constexpr int DK = 128;   // key dimension
+constexpr int DV = 128;   // value dimension
+constexpr int NT = 256;   // threads per block
+constexpr int CG = BV / 4;       // column groups (4 columns, one float4) across the slice
+constexpr int RG = NT / CG;      // row groups
+constexpr int RI = C / RG;       // chunk rows per thread in S_K, S_Q, R, O
+constexpr int RH = DK / RG;      // state rows per thread
+constexpr int KCH = DK / 8;      // 16-byte chunks in a bf16 row of K or Q
+constexpr int SB = 16;           // rows per diagonal block of the triangular solve
+
+static_assert(BV == 16 || BV == 32 || BV == 64, "BV must be 16, 32 or 64");
+static_assert(RI >= 1 && RH % 2 == 0 && NT == 256 && C == 64, "the thread maps assume these");
+
+constexpr int cmax(int a, int b) { return a > b ? a : b; }
+constexpr int TILE_BYTES = C * DK * 2;
+constexpr int QR_BYTES = cmax(TILE_BYTES, C * BV * 4);
+constexpr int M_BYTES = C * C * 4;
+constexpr int SMALL_FLOATS = 5 * C;  // g, beta, gamma, exp(gamma), exp(gamma_C - gamma)
+constexpr int MH_BYTES = cmax(M_BYTES + SMALL_FLOATS * 4, DK * BV * 4);
+constexpr int OFF_Q = TILE_BYTES;
+constexpr int OFF_MH = TILE_BYTES + QR_BYTES;
+constexpr int SMEM_BYTES = OFF_MH + MH_BYTES;
+static_assert(SMEM_BYTES <= 65536, "over the 64 KB of LDS a gfx942 workgroup can have");
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// Round to nearest even, as PyTorch's float -> bfloat16; NaN stays a quiet NaN.
+__device__ __forceinline__ uint32_t bf16_bits(float f) {
+    uint32_t bits = __float_as_uint(f);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (bits >> 16) | 0x40u;
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return bits >> 16;
+}
+
+// Element offset of 16-byte chunk `chunk` of tile row `row`: chunks are XOR-swizzled by the row
+// so that 8 threads reading the same chunk of 8 consecutive rows hit 8 different bank groups.
+__device__ __forceinline__ int swz(int row, int chunk) {
+    return row * DK + ((chunk ^ (row & 15)) << 3);
+}
+
+__device__ __forceinline__ void widen8(const uint4& w, float (&f)[8]) {
+    f[0] = bf16_lo(w.x);
+    f[1] = bf16_hi(w.x);
+    f[2] = bf16_lo(w.y);
+    f[3] = bf16_hi(w.y);
+    f[4] = bf16_lo(w.z);
+    f[5] = bf16_hi(w.z);
+    f[6] = bf16_lo(w.w);
+    f[7] = bf16_hi(w.w);
+}
+
+__global__ void __launch_bounds__(NT) gdn_chunk_kernel(
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ v, const float* __restrict__ g,
+    const float* __restrict__ beta, const float* __restrict__ h0,
+    uint16_t* __restrict__ o, float* __restrict__ ht, int T, int H, int HV) {
+#if defined(__HIP_PLATFORM_AMD__)
+    // Static on AMD, so the static analysis reports the LDS this kernel uses.
+    __shared__ float4 smem4[SMEM_BYTES / 16];
+#else
+    // Over 48 KB: NVIDIA needs dynamic shared memory (the launcher raises the limit).
+    HIP_DYNAMIC_SHARED(float4, smem4)
+#endif
+    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
+    uint16_t* sQ = reinterpret_cast<uint16_t*>(smem + OFF_Q);
+    float* sR = reinterpret_cast<float*>(smem + OFF_Q);    // R, then Vn: [C][BV], over Q
+    float* sM = reinterpret_cast<float*>(smem + OFF_MH);   // [C][C]
+    float* sH = reinterpret_cast<float*>(smem + OFF_MH);   // [DK][BV], over M and the small arrays
+    float* sG = reinterpret_cast<float*>(smem + OFF_MH + M_BYTES);
+    float* sB = sG + C;
+    float* sGam = sB + C;
+    float* sEg = sGam + C;   // exp(gamma)
+    float* sD = sEg + C;     // exp(gamma_C - gamma)
+
+    const int t = threadIdx.x;
+    const int cg = t % CG;
+    const int rg = t / CG;
+    const int v0 = blockIdx.x * BV;
+    const int hv = blockIdx.y;
+    const int b = blockIdx.z;
+    const int hk = hv / (HV / H);
+    const float scale = 1.0f / sqrtf(static_cast<float>(DK));
+    const int64_t bh = static_cast<int64_t>(b) * HV + hv;
+
+#if AMD_MFMA_STATE
+    // The state slice in MFMA accumulators: wave w updates rows 32 w .. 32 w + 31.
+    const int hrow = t / hvt::Atom::LANES * (DK / 4);
+    hvt::TileC<DK / 4, BV> hs;
+    hvt::each(hs, [&](int r, int c, float& x) {
+        x = h0[(bh * DK + hrow + r) * DV + v0 + c];
+        sH[(hrow + r) * BV + c] = x;
+    });
+#else
+    // The state tile this thread updates: rows rg * RH + i, columns v0 + cg * 4 .. + 3.
+    float4 hreg[RH];
+    {
+        const float* src = h0 + (bh * DK + rg * RH) * DV + v0 + cg * 4;
+#pragma unroll
+        for (int i = 0; i < RH; ++i) {
+            hreg[i] = *reinterpret_cast<const float4*>(src + i * DV);
+            *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
+        }
+    }
+#endif
+
+    const int chunks = (T + C - 1) / C;
+    for (int n = 0; n < chunks; ++n) {
+        const int t0 = n * C;
+
+        // ---- load: K and Q tiles to LDS, v / g / beta to registers -------------------------
+#pragma unroll
+        for (int m = 0; m < C * KCH / NT; ++m) {
+            const int e = t + m * NT;
+            const int row = e / KCH;
+            const int chunk = e % KCH;
+            uint4 kw = make_uint4(0u, 0u, 0u, 0u);
+            uint4 qw = kw;
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * H + hk) * DK;
+                kw = *reinterpret_cast<const uint4*>(k + off + chunk * 8);
+                qw = *reinterpret_cast<const uint4*>(q + off + chunk * 8);
+            }
+            *reinterpret_cast<uint4*>(sK + swz(row, chunk)) = kw;
+            *reinterpret_cast<uint4*>(sQ + swz(row, chunk)) = qw;
+        }
+#if !AMD_MFMA_STATE
+        uint2 vraw[RI];
+#pragma unroll
+        for (int i = 0; i < RI; ++i) {
+            const int tok = t0 + rg * RI + i;
+            vraw[i] = make_uint2(0u, 0u);
+            if (tok < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + tok) * HV + hv) * DV;
+                vraw[i] = *reinterpret_cast<const uint2*>(v + off + v0 + cg * 4);
+            }
+        }
+#endif
+        float g_t = 0.0f, beta_t = 0.0f;
+        if (t < C && t0 + t < T) {
+            const int64_t off = (static_cast<int64_t>(b) * T + t0 + t) * HV + hv;
+            g_t = g[off];
+            beta_t = beta[off];
+        }
+        __syncthreads();
+
+        // ---- 1a: S_K = K h and S_Q = Q h, RI rows x 4 columns per thread --------------------
+#if AMD_MFMA_STATE
+        // MFMA: wave w owns rows 16 w .. 16 w + 15 of S_K and S_Q (fragments stay in registers
+        // until R and O are formed from them), h as one or two bf16 terms as it is read.
+        const int wrow = t / hvt::Atom::LANES * 16;
+        hvt::TileC<16, BV> skt, sqt;
+        hvt::zero(skt);
+        hvt::zero(sqt);
+#pragma unroll 1
+        for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
+            hvt::TileA<16, MFMA_KSTEP> ak, aq;
+            hvt::TileB<MFMA_KSTEP, BV> bst;  // the state, B[d][c] = h[d0 + d][c]
+            hvt::load_a(ak, [&](int r, int d) { return sK[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
+            hvt::load_a(aq, [&](int r, int d) { return sQ[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
+            hvt::load_b(bst, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * BV + c])); });
+            hvt::mma(skt, ak, bst);
+            hvt::mma(sqt, aq, bst);
+#if AMD_STATE_BF16 == 2
+            hvt::load_b(bst, [&](int d, int c) {  // the remainder h - bf16(h), in bf16
+                const float x = sH[(d0 + d) * BV + c];
+                return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
+            });
+            hvt::mma(skt, ak, bst);
+            hvt::mma(sqt, aq, bst);
+#endif
+        }
+#else
+        float sk[RI][4], sq[RI][4];
+#pragma unroll
+        for (int i = 0; i < RI; ++i) {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) sk[i][c] = sq[i][c] = 0.0f;
+        }
+        for (int chunk = 0; chunk < KCH; ++chunk) {
+            float kf[RI][8], qf[RI][8];
+#pragma unroll
+            for (int i = 0; i < RI; ++i) {
+                const int row = rg * RI + i;
+                widen8(*reinterpret_cast<const uint4*>(sK + swz(row, chunk)), kf[i]);
+                widen8(*reinterpret_cast<const uint4*>(sQ + swz(row, chunk)), qf[i]);
+            }
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float4 hh = *reinterpret_cast<const float4*>(sH + (chunk * 8 + e) * BV + cg * 4);
+#pragma unroll
+                for (int i = 0; i < RI; ++i) {
+                    sk[i][0] += kf[i][e] * hh.x;
+                    sk[i][1] += kf[i][e] * hh.y;
+                    sk[i][2] += kf[i][e] * hh.z;
+                    sk[i][3] += kf[i][e] * hh.w;
+                    sq[i][0] += qf[i][e] * hh.x;
+                    sq[i][1] += qf[i][e] * hh.y;
+                    sq[i][2] += qf[i][e] * hh.z;
+                    sq[i][3] += qf[i][e] * hh.w;
+                }
+            }
+        }
+#endif
+        __syncthreads();  // h in LDS is dead until the end of the step
+
+        // ---- 1b: gamma and its exponentials ------------------------------------------------
+        if (t < C) {
+            sG[t] = g_t;
+            sB[t] = beta_t;
+        }
+        __syncthreads();
+        if (t < C) {
+            float upto = 0.0f, total = 0.0f;
+#pragma unroll 8
+            for (int j = 0; j < C; ++j) {
+                const float gj = sG[j];
+                upto += j <= t ? gj : 0.0f;
+                total += gj;
+            }
+            sGam[t] = upto;
+            sEg[t] = expf(upto);
+            sD[t] = expf(total - upto);
+        }
+        __syncthreads();
+
+        // ---- 1b: M = [L^T above the diagonal | P on and below it] ---------------------------
+#if AMD_MFMA
+        // MFMA: wave w owns rows 16 w .. 16 w + 15 of K K^T and Q K^T (bf16 in, fp32 sums, as
+        // the vector path), in MFMA_KSTEP-wide steps of the key dimension.
+        {
+            static_assert(NT == 4 * hvt::Atom::LANES, "one wave per 16 rows of the chunk");
+            const int w16 = t / hvt::Atom::LANES * 16;
+            hvt::TileC<16, C> kk, qk;
+            hvt::zero(kk);
+            hvt::zero(qk);
+#pragma unroll 1
+            for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
+                hvt::TileA<16, MFMA_KSTEP> ak, aq;
+                hvt::TileB<MFMA_KSTEP, C> bk;  // K^T: B[d][s] = k_s[d0 + d]
+                hvt::load_a(ak, [&](int r, int d) { return sK[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::load_a(aq, [&](int r, int d) { return sQ[swz(w16 + r, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::load_b(bk, [&](int d, int s) { return sK[swz(s, (d0 + d) >> 3) + (d & 7)]; });
+                hvt::mma(kk, ak, bk);
+                hvt::mma(qk, aq, bk);
+            }
+            hvt::each(qk, [&](int r, int s, float& p) { sM[(w16 + r) * C + s] = p; });
+            hvt::each(kk, [&](int r, int s, float& dot) {
+                const int row = w16 + r;
+                const float pq = sM[row * C + s];
+                sM[row * C + s] = row < s ? sB[s] * dot * expf(sGam[s] - sGam[row])
+                                          : scale * pq * expf(sGam[row] - sGam[s]);
+            });
+        }
+#else
+        // Entry (r, s) = a + 16 i, b + 16 j: r < s needs k_r . k_s (for L[s][r]); r >= s needs
+        // q_r . k_s (for P[r][s]). i < j and i > j settle it; on i == j it depends on a < b,
+        // so those four entries accumulate both products.
+        {
+            const int a = t >> 4;
+            const int bb = t & 15;
+            float acc[4][4], accd[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                accd[i] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+            }
+            for (int chunk = 0; chunk < KCH; ++chunk) {
+                uint4 xk[4], xq[4], y[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    xk[i] = *reinterpret_cast<const uint4*>(sK + swz(a + 16 * i, chunk));
+                    xq[i] = *reinterpret_cast<const uint4*>(sQ + swz(a + 16 * i, chunk));
+                    y[i] = *reinterpret_cast<const uint4*>(sK + swz(bb + 16 * i, chunk));
+                }
+                float fk[4][8], fq[4][8], fy[4][8];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    widen8(xk[i], fk[i]);
+                    widen8(xq[i], fq[i]);
+                    widen8(y[i], fy[i]);
+                }
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            if (i < j) {
+                                acc[i][j] += fk[i][e] * fy[j][e];
+                            } else if (i > j) {
+                                acc[i][j] += fq[i][e] * fy[j][e];
+                            } else {
+                                acc[i][i] += fq[i][e] * fy[i][e];
+                                accd[i] += fk[i][e] * fy[i][e];
+                            }
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int r = a + 16 * i;
+                    const int s = bb + 16 * j;
+                    float val;
+                    if (r < s) {  // L[s][r] = beta_s (k_s . k_r) exp(gamma_s - gamma_r)
+                        const float dot = i == j ? accd[i] : acc[i][j];
+                        val = sB[s] * dot * expf(sGam[s] - sGam[r]);
+                    } else {      // P[r][s] = scale (q_r . k_s) exp(gamma_r - gamma_s)
+                        val = scale * acc[i][j] * expf(sGam[r] - sGam[s]);
+                    }
+                    sM[r * C + s] = val;
+                }
+            }
+        }
+#endif
+        __syncthreads();  // Q is dead: R goes over it
+
+        // ---- 1c: R = beta (v - exp(gamma) S_K) ------------------------------------------------
+#if AMD_MFMA_STATE
+        hvt::each(skt, [&](int r, int c, float& x) {
+            const int row = wrow + r;
+            float vv = 0.0f;  // rows past T: v = 0 (and beta = 0)
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+                vv = bf16_lo(v[off + v0 + c]);
+            }
+            sR[row * BV + c] = sB[row] * (vv - sEg[row] * x);
+        });
+#else
+#pragma unroll
+        for (int i = 0; i < RI; ++i) {
+            const int row = rg * RI + i;
+            const float eg = sEg[row];
+            const float bt = sB[row];
+            float4 r;
+            r.x = bt * (bf16_lo(vraw[i].x) - eg * sk[i][0]);
+            r.y = bt * (bf16_hi(vraw[i].x) - eg * sk[i][1]);
+            r.z = bt * (bf16_lo(vraw[i].y) - eg * sk[i][2]);
+            r.w = bt * (bf16_hi(vraw[i].y) - eg * sk[i][3]);
+            *reinterpret_cast<float4*>(sR + row * BV + cg * 4) = r;
+        }
+#endif
+        __syncthreads();
+
+        // ---- 2: (I + L) Vn = R by blocked forward substitution --------------------------------
+        // Diagonal blocks of SB rows: one thread per V column solves the block in registers
+        // (right-looking: once x[j] is final it is subtracted from the later rows), then all
+        // threads subtract the block's contribution from the rows below it. L[i][j] is M[j][i].
+        for (int base = 0; base < C; base += SB) {
+            if (t < BV) {
+                float x[SB];
+#pragma unroll
+                for (int i = 0; i < SB; ++i) x[i] = sR[(base + i) * BV + t];
+#pragma unroll
+                for (int j = 0; j < SB - 1; ++j) {
+#pragma unroll
+                    for (int i = j + 1; i < SB; ++i) x[i] -= sM[(base + j) * C + base + i] * x[j];
+                }
+#pragma unroll
+                for (int i = 0; i < SB; ++i) sR[(base + i) * BV + t] = x[i];
+            }
+            __syncthreads();
+            const int below = (C - base - SB) * BV;
+            for (int e = t; e < below; e += NT) {
+                const int row = base + SB + e / BV;
+                const int col = e % BV;
+                float acc = sR[row * BV + col];
+#pragma unroll
+                for (int j = 0; j < SB; ++j) acc -= sM[(base + j) * C + row] * sR[(base + j) * BV + col];
+                sR[row * BV + col] = acc;
+            }
+            if (below > 0) __syncthreads();
+        }
+
+        // ---- 2: O = scale exp(gamma) S_Q + P Vn ----------------------------------------------
+#if AMD_MFMA_STATE
+        hvt::each(sqt, [&](int r, int c, float& x) {
+            const int row = wrow + r;
+            float out = scale * sEg[row] * x;
+            for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * BV + c];
+            if (t0 + row < T) {
+                const int64_t off = ((static_cast<int64_t>(b) * T + t0 + row) * HV + hv) * DV;
+                o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
+            }
+        });
+#else
+        {
+            float out[RI][4];
+#pragma unroll
+            for (int i = 0; i < RI; ++i) {
+                const float f = scale * sEg[rg * RI + i];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) out[i][c] = f * sq[i][c];
+            }
+            const int last = rg * RI + RI - 1;
+            for (int j = 0; j <= last; ++j) {
+                const float4 vn = *reinterpret_cast<const float4*>(sR + j * BV + cg * 4);
+#pragma unroll
+                for (int i = 0; i < RI; ++i) {
+                    const int row = rg * RI + i;
+                    const float p = j <= row ? sM[row * C + j] : 0.0f;
+                    out[i][0] += p * vn.x;
+                    out[i][1] += p * vn.y;
+                    out[i][2] += p * vn.z;
+                    out[i][3] += p * vn.w;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < RI; ++i) {
+                const int tok = t0 + rg * RI + i;
+                if (tok < T) {
+                    uint2 packed;
+                    packed.x = bf16_bits(out[i][0]) | (bf16_bits(out[i][1]) << 16);
+                    packed.y = bf16_bits(out[i][2]) | (bf16_bits(out[i][3]) << 16);
+                    const int64_t off = ((static_cast<int64_t>(b) * T + tok) * HV + hv) * DV;
+                    *reinterpret_cast<uint2*>(o + off + v0 + cg * 4) = packed;
+                }
+            }
+        }
+#endif
+
+        // ---- 2: h' = exp(gamma_C) h + (K exp(gamma_C - gamma))^T Vn ---------------------------
+#if AMD_MFMA_STATE
+        {
+            // MFMA: A = K^T (this wave's 32 key rows), B = e^(gamma_C - gamma) Vn as one or two
+            // bf16 terms, accumulated onto the decayed state in place.
+            const float ec = sEg[C - 1];
+            hvt::each(hs, [&](int, int, float& x) { x *= ec; });
+#pragma unroll 1
+            for (int j0 = 0; j0 < C; j0 += MFMA_KSTEP) {
+                hvt::TileA<DK / 4, MFMA_KSTEP> akt;
+                hvt::TileB<MFMA_KSTEP, BV> bvn;
+                hvt::load_a(akt, [&](int d, int j) {
+                    return sK[swz(j0 + j, (hrow + d) >> 3) + ((hrow + d) & 7)];
+                });
+                hvt::load_b(bvn, [&](int j, int c) {
+                    return static_cast<uint16_t>(bf16_bits(sD[j0 + j] * sR[(j0 + j) * BV + c]));
+                });
+                hvt::mma(hs, akt, bvn);
+#if AMD_STATE_BF16 == 2
+                hvt::load_b(bvn, [&](int j, int c) {  // the remainder, in bf16
+                    const float x = sD[j0 + j] * sR[(j0 + j) * BV + c];
+                    return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
+                });
+                hvt::mma(hs, akt, bvn);
+#endif
+            }
+        }
+        __syncthreads();  // every reader of M, the small arrays, K and Vn is done
+        hvt::each(hs, [&](int r, int c, float& x) { sH[(hrow + r) * BV + c] = x; });
+#else
+        {
+            const float ec = sEg[C - 1];
+#pragma unroll
+            for (int i = 0; i < RH; ++i) {
+                hreg[i].x *= ec;
+                hreg[i].y *= ec;
+                hreg[i].z *= ec;
+                hreg[i].w *= ec;
+            }
+            const int r0 = rg * RH;  // RH consecutive rows inside one 16-byte chunk
+#pragma unroll 4
+            for (int j = 0; j < C; ++j) {
+                const float d = sD[j];
+                float4 vn = *reinterpret_cast<const float4*>(sR + j * BV + cg * 4);
+                vn.x *= d;
+                vn.y *= d;
+                vn.z *= d;
+                vn.w *= d;
+                const uint16_t* krow = sK + swz(j, r0 >> 3) + (r0 & 7);
+#pragma unroll
+                for (int i = 0; i < RH; i += 2) {
+                    const uint32_t w = *reinterpret_cast<const uint32_t*>(krow + i);
+                    const float k0 = bf16_lo(w);
+                    const float k1 = bf16_hi(w);
+                    hreg[i].x += k0 * vn.x;
+                    hreg[i].y += k0 * vn.y;
+                    hreg[i].z += k0 * vn.z;
+                    hreg[i].w += k0 * vn.w;
+                    hreg[i + 1].x += k1 * vn.x;
+                    hreg[i + 1].y += k1 * vn.y;
+                    hreg[i + 1].z += k1 * vn.z;
+                    hreg[i + 1].w += k1 * vn.w;
+                }
+            }
+        }
+        __syncthreads();  // every reader of M, the small arrays, K and Vn is done
+#pragma unroll
+        for (int i = 0; i < RH; ++i) {
+            *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
+        }
+#endif
+    }
+
+#if AMD_MFMA_STATE
+    hvt::each(hs, [&](int r, int c, float& x) { ht[(bh * DK + hrow + r) * DV + v0 + c] = x; });
+#else
+    float* dst = ht + (bh * DK + rg * RH) * DV + v0 + cg * 4;
+#pragma unroll
+    for (int i = 0; i < RH; ++i) *reinterpret_cast<float4*>(dst + i * DV) = hreg[i];
+#endif
+}
+
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+// ============================================================================================
+// NVIDIA tensor cores (sm_80+): two kernels and a workspace.
+//
+// gdn_tc_prep: one block per (chunk, value head, batch), all in parallel (block order at
+//   TC_PREP_RUN), four blocks per SM. gamma; K K^T and Q K^T by mma.sync (bf16 in, fp32 out);
+//   A = (I + L)^-1 in fp32 by blocked forward substitution, in L's place; W = A beta (e^gamma
+//   K) and U = A beta V by mma.sync, A beta in bf16 for W and as two bf16 terms for U (hi + lo:
+//   about 16 bits of mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale
+//   Q K^T * Gamma) (bf16) and gamma to the workspace.
+// gdn_tc_scan: one block per (V slice of 32 or 64 columns, value head, batch) walks the chunks in
+//   order: Vn = U - W h, O = scale e^gamma (Q h) + P Vn, h' = e^gamma_C h + K^T (e^(gamma_C -
+//   gamma) Vn). The state h is fp32 in mma accumulators for the whole sequence; its bf16 copy
+//   in shared memory is the B operand of W h and Q h. Per-chunk states never touch memory.
+//   The next chunk's W, Q, K, P, U and gamma arrive by cp.async while this chunk computes.
+// bf16 operands are FLA's choices (W, U, P, h and Vn in bf16, fp32 accumulation; U_BF16 0 keeps
+// U in fp32): relative RMS errors of 3.4e-3 on o and 2.4e-3 on the state on every timed case on
+// an H200 (FLA 0.6.0: 3.8e-3 and 3.0e-3), under the task's 5e-3.
+//
+// Speed on an H200 against FLA 0.6.0's chunk kernel (bench/gdn_vs_fla.py, the four timed cases,
+// two runs): 1.10-1.46x eager; in CUDA graphs qwen_tp1_short 1.05-1.06x, qwen_tp1_batch 1.29,
+// mha_16 1.15, long_32 1.08. What bounds it: the prep writes W, U and P
+// (40 KB per chunk and value head), and every V slice of the scan reads W, Q, K, P and its U slice
+// through L2 at every chunk (about 66 KB per block per step with 32-column slices); removing any
+// one of these loads sped the scan up about in proportion to its bytes. Sharing the tiles among
+// a head's slices by multicast bulk copies into a thread-block cluster (sm_90) was measured and
+// is slower: 521 against 151 us on qwen_tp1_short with a bulk copy per row, 255 against 150
+// with one per tile (the per-chunk cluster barrier and the copies' latency cost more than the
+// L2 traffic they save).
+// Where the buffers lie moves these kernels more than FLA's, so bench/gdn_placements.py times
+// them in CUDA graphs over memory placements. Over 6 on an H200, medians (range), us:
+//   qwen_tp1_short: FLA 255.6 (255.3-256.4); this prep order 250.8 (248.1-254.3), 1.019x; the
+//     former order (chunks fastest) 256.7 (256.2-258.4), 0.996x;
+//   mha_16 and long_32: this order 392.1 and 1839.1, the former 392.6 and 1846.3.
+// The prep at four blocks per SM instead of three (53 KB of shared memory instead of 70: A over
+// L, its bf16 tiles over A, U's second half over K; W's e^gamma moved onto K's rows), another
+// H200, same bench: qwen_tp1_short 241.0 (240.2-242.0) against 253.9 (246.3-256.5) for three
+// blocks and FLA's 255.5, 1.060x; mha_16 377.4 against 391.2 (FLA 436.6); long_32 1786.4
+// against 1836.3 (FLA 1923.2). Errors unchanged (3.4e-3 on o, 2.4e-3 on the state). Dropping U's
+// lo term as well (A in bf16 only, as FLA) gave 238.7 / 372.3 / 1763.0 at FLA's errors (3.8e-3,
+// 2.9e-3): not kept, the margin to the task's 5e-3 is worth more than 1%.
+// Measured there and not kept: starting the scan during the prep's last wave (programmatic
+// dependent launch, a ready flag per chunk), 252.6 on qwen_tp1_short; a chunk-major workspace,
+// 259.5 / 397.3 / 1856.7 on the three cases.
+//
+// mma.sync m16n8k16 fragments (PTX ISA), g = lane / 4, t = lane % 4: A holds rows g, g + 8 and
+// columns 2t, 2t + 1 (+ 8); B holds rows 2t, 2t + 1 (+ 8) of column g; C holds rows g, g + 8
+// and columns 2t, 2t + 1. ldmatrix .x4: lanes 8i .. 8i + 7 address the 8 rows of matrix i.
+// Shared rows carry 16 bytes of padding, so the 8 rows of one ldmatrix fall on distinct banks.
+
+constexpr int TC_LD = DK + 8;    // bf16 row stride of the 64 x 128 tiles
+constexpr int TC_LDF = C + 4;    // fp32 row stride of the 64 x 64 tiles
+constexpr int TC_TILE_BYTES = C * TC_LD * 2;
+constexpr int TC_FSQUARE_BYTES = C * TC_LDF * 4;
+
+// ---- PTX primitives: each wraps one instruction ---------------------------------------------
+__device__ __forceinline__ uint32_t tc_smem(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void tc_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <bool TRANS>
+__device__ __forceinline__ void tc_ldsm4(uint32_t (&r)[4], const uint16_t* row) {
+    if constexpr (TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_smem(row)));
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_smem(row)));
+    }
+}
+
+// 16 bytes global -> shared without stalling; with inside false, 16 zero bytes (src-size 0).
+__device__ __forceinline__ void tc_cp16(void* dst, const void* src, bool inside) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tc_smem(dst)), "l"(src),
+                 "r"(inside ? 16 : 0) : "memory");
+}
+
+__device__ __forceinline__ void tc_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void tc_wait_all() {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Waits until at most `pending` of this thread's latest cp.async groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void tc_wait_pending() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+// Two floats -> two bf16 (round to nearest even) in one word, lo in the low half.
+__device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// ---- end of PTX primitives ----------------------------------------------------------------
+
+#if U_BF16
+typedef uint16_t u_t;  // U in the workspace and in the scan's shared tiles
+__device__ __forceinline__ void tc_store_u(u_t* p, float x0, float x1) {
+    *reinterpret_cast<uint32_t*>(p) = tc_pack(x0, x1);
+}
+__device__ __forceinline__ float2 tc_load_u(const u_t* p) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+    return make_float2(bf16_lo(w), bf16_hi(w));
+}
+#else
+typedef float u_t;
+__device__ __forceinline__ void tc_store_u(u_t* p, float x0, float x1) {
+    *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
+}
+__device__ __forceinline__ float2 tc_load_u(const u_t* p) {
+    return *reinterpret_cast<const float2*>(p);
+}
+#endif
+constexpr int U_PER_16B = 16 / static_cast<int>(sizeof(u_t));
+// Workspace per (batch, value head, chunk), in four arrays: W, U, P, gamma.
+constexpr int64_t WS_W = C * DK * 2, WS_U = C * DV * sizeof(u_t), WS_P = C * C * 2, WS_G = C * 4;
+
+// ldmatrix.x4 row address of lane `lane` for a 16 x 16 tile at (r0, c0) of a row-major tile
+// with row stride ld: matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+// Plain, that is an A fragment; .trans of a [k][n] tile, the B fragments of columns c0 and c0 + 8.
+__device__ __forceinline__ const uint16_t* tc_at(const uint16_t* tile, int ld, int r0, int c0,
+                                                 int lane) {
+    return tile + (r0 + (lane & 15)) * ld + c0 + 8 * (lane >> 4);
+}
+
+// Matrices (rows 0-7, cols 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15): plain, the B fragments
+// of rows r0 and r0 + 8 of an [n][k] tile; .trans, the A fragment of the transposed tile.
+__device__ __forceinline__ const uint16_t* tc_at_t(const uint16_t* tile, int ld, int r0, int c0,
+                                                   int lane) {
+    return tile + (r0 + (lane & 7) + 8 * (lane >> 4)) * ld + c0 + 8 * ((lane >> 3) & 1);
+}
+
+// The same row address as tc_at, in the scan's 64 x 64 P tile: rows without padding, 16-byte
+// chunk c of row r stored at chunk c ^ (r & 7), so the 8 rows of one matrix fall on distinct banks.
+__device__ __forceinline__ const uint16_t* tc_p_at(const uint16_t* tile, int r0, int c0,
+                                                   int lane) {
+    const int row = r0 + (lane & 15), chunk = (c0 >> 3) + (lane >> 4);
+    return tile + row * C + ((chunk ^ (row & 7)) << 3);
+}
+
+// ---- gdn_tc_prep ----------------------------------------------------------------------------
+constexpr int TC_PREP_THREADS = 128;
+// 53 KB, so four blocks share an SM (H100 / H200: 228 KB): Q's tile takes V once Q K^T is done;
+// A takes L's place row block by row block as the solve goes, and A's bf16 tiles (64 x 64,
+// XOR-swizzled, no padding) take its place once the solve is done; the staged outputs go over
+// the dead K and V tiles.
+constexpr int PREP_K = 0;
+constexpr int PREP_QV = PREP_K + TC_TILE_BYTES;
+constexpr int PREP_L = PREP_QV + TC_TILE_BYTES;
+constexpr int PREP_AHI = PREP_L;
+constexpr int PREP_ALO = PREP_AHI + C * C * 2;
+constexpr int PREP_LD = PREP_L + TC_FSQUARE_BYTES;   // L's diagonal block being solved
+constexpr int PREP_SMALL = PREP_LD + 16 * 16 * 4;    // g, beta, gamma, e^gamma
+constexpr int PREP_BYTES = PREP_SMALL + 4 * C * 4;
+static_assert(2 * C * C * 2 <= TC_FSQUARE_BYTES && PREP_BYTES <= 56 * 1024, "prep layout");
+
+// Element (i, j) of a 64 x 64 bf16 tile without padding: 16-byte chunks XOR-swizzled by row, so
+// the 8 rows of one ldmatrix fall on distinct banks.
+__device__ __forceinline__ int tc_swz64(int i, int j) {
+    return i * C + ((((j >> 3) ^ i) & 7) << 3) + (j & 7);
+}
+
+__global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ v, const float* __restrict__ g,
+    const float* __restrict__ beta, uint16_t* __restrict__ ws_w, u_t* __restrict__ ws_u,
+    uint16_t* __restrict__ ws_p, float* __restrict__ ws_g, int T, int H, int HV, int NC) {
+    HIP_DYNAMIC_SHARED(float4, smem4)
+    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    uint16_t* sK = reinterpret_cast<uint16_t*>(smem + PREP_K);
+    uint16_t* sQ = reinterpret_cast<uint16_t*>(smem + PREP_QV);
+    uint16_t* sV = sQ;  // after Q K^T
+    float* sL = reinterpret_cast<float*>(smem + PREP_L);  // L, becoming A
+    float* sLd = reinterpret_cast<float*>(smem + PREP_LD);
+    uint16_t* sAhi = reinterpret_cast<uint16_t*>(smem + PREP_AHI);
+    uint16_t* sAlo = reinterpret_cast<uint16_t*>(smem + PREP_ALO);
+    float* sG = reinterpret_cast<float*>(smem + PREP_SMALL);
+    float* sB = sG + C;
+    float* sGam = sB + C;
+    float* sEg = sGam + C;
+
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
+    // Block order: runs of TC_PREP_RUN consecutive chunks of one head, heads varying faster than
+    // the runs, so the prep ends on the last chunks of every head, not on every chunk of the
+    // last heads (the header's speed paragraph has the measurement).
+    int n, hv;
+    {
+        const int whole = NC / TC_PREP_RUN * TC_PREP_RUN, x = blockIdx.x;
+        if (x < whole * HV) {
+            hv = x / TC_PREP_RUN % HV;
+            n = x / (TC_PREP_RUN * HV) * TC_PREP_RUN + x % TC_PREP_RUN;
+        } else {  // the runs of the last NC - whole chunks
+            hv = (x - whole * HV) / (NC - whole);
+            n = whole + (x - whole * HV) % (NC - whole);
+        }
+    }
+    const int b = blockIdx.y, hk = hv / (HV / H), t0 = n * C;
+    const int64_t chd = (static_cast<int64_t>(b) * HV + hv) * NC + n;
+
+    // K, Q, V chunk tiles; rows past T are zeros, and so are their g and beta.
+    for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
+        const int row = e >> 4, ch = e & 15;
+        const bool in = t0 + row < T;
+        const int64_t tok = static_cast<int64_t>(b) * T + (in ? t0 + row : 0);
+        tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
+        tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
+    }
+    tc_commit();
+    if (tid < C) {
+        const bool in = t0 + tid < T;
+        const int64_t off = (static_cast<int64_t>(b) * T + (in ? t0 + tid : 0)) * HV + hv;
+        sG[tid] = in ? g[off] : 0.0f;
+        sB[tid] = in ? beta[off] : 0.0f;
+    }
+    tc_wait_all();
+    __syncthreads();
+    if (tid < C) {  // warps 0 and 1, whole: inclusive scan of g by shuffles
+        float upto = sG[tid];
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const float y = __shfl_up_sync(0xffffffffu, upto, off);
+            if (lane >= off) upto += y;
+        }
+        if (w == 1) {
+            float first = sG[lane];  // warp 1 adds the sum of g over the first 32 rows
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                first += __shfl_xor_sync(0xffffffffu, first, off);
+            }
+            upto += first;
+        }
+        sGam[tid] = upto;
+        sEg[tid] = expf(upto);
+        ws_g[chd * C + tid] = upto;
+    }
+
+    // K K^T and Q K^T: warp w owns rows 16w .. 16w + 15; column tiles past the diagonal block
+    // are never needed (both matrices are used on or below the diagonal only).
+    float skk[8][4], sqk[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) skk[j][e] = sqk[j][e] = 0.0f;
+    }
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; ++kk) {
+        uint32_t ak[4], aq[4];
+        tc_ldsm4<false>(ak, tc_at(sK, TC_LD, 16 * w, 16 * kk, lane));
+        tc_ldsm4<false>(aq, tc_at(sQ, TC_LD, 16 * w, 16 * kk, lane));
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+            if (np <= w) {
+                uint32_t bk[4];
+                tc_ldsm4<false>(bk, tc_at_t(sK, TC_LD, 16 * np, 16 * kk, lane));
+                tc_mma(skk[2 * np], ak, bk[0], bk[1]);
+                tc_mma(skk[2 * np + 1], ak, bk[2], bk[3]);
+                tc_mma(sqk[2 * np], aq, bk[0], bk[1]);
+                tc_mma(sqk[2 * np + 1], aq, bk[2], bk[3]);
+            }
+        }
+    }
+    __syncthreads();  // gamma; every warp is done with Q: V goes in its place
+    for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
+        const int row = e >> 4, ch = e & 15;
+        const bool in = t0 + row < T;
+        const int64_t tok = static_cast<int64_t>(b) * T + (in ? t0 + row : 0);
+        tc_cp16(sV + row * TC_LD + ch * 8, v + (tok * HV + hv) * DV + ch * 8, in);
+    }
+    tc_commit();
+
+    // L = tril(beta_i (k_i . k_j) Gamma_ij, -1) -> shared; P = tril(scale q_i . k_j Gamma_ij)
+    // -> workspace (bf16). Zeros past the diagonal (the tiles the scan reads there).
+    const float scale = 1.0f / sqrtf(static_cast<float>(DK));
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+#pragma unroll
+            for (int pair = 0; pair < 2; ++pair) {
+                const int i = 16 * w + gq + 8 * pair;
+                const int j0 = 16 * np + 8 * half + 2 * t4;
+                float lv[2] = {0.0f, 0.0f}, pv[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int e2 = 0; e2 < 2; ++e2) {
+                    const int j = j0 + e2;
+                    if (np <= w && j <= i) {
+                        const float dec = expf(sGam[i] - sGam[j]);
+                        if (j < i) lv[e2] = sB[i] * skk[2 * np + half][2 * pair + e2] * dec;
+                        pv[e2] = scale * sqk[2 * np + half][2 * pair + e2] * dec;
+                    }
+                }
+                *reinterpret_cast<float2*>(sL + i * TC_LDF + j0) = make_float2(lv[0], lv[1]);
+                *reinterpret_cast<uint32_t*>(ws_p + (chd * C + i) * C + j0) = tc_pack(pv[0], pv[1]);
+            }
+        }
+    }
+    __syncthreads();
+
+    // A = (I + L)^-1 by blocked forward substitution on the identity, 16-row blocks: the block's
+    // right-hand side (identity rows minus the finished blocks' contribution, all threads), then
+    // its unit lower-triangular 16 x 16 solve (one thread per column). A is exactly zero above
+    // the diagonal. A's rows go over L's: a row block of L is dead once its right-hand side is
+    // formed, but for its diagonal block, which the solve reads from sLd.
+    for (int bi = 0; bi < C / 16; ++bi) {
+        for (int e = tid; e < 16 * 16; e += TC_PREP_THREADS) {
+            sLd[e] = sL[(16 * bi + (e >> 4)) * TC_LDF + 16 * bi + (e & 15)];
+        }
+        {  // thread: rows r0, r0 + 1 and columns c0 .. c0 + 3; each 16-byte load of A feeds 8
+           // FMAs, and 8 consecutive threads read 128 contiguous bytes (no bank conflict)
+            const int r0 = 16 * bi + 2 * (tid >> 4), c0 = 4 * (tid & 15);
+            float acc[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+#pragma unroll
+                for (int m = 0; m < 4; ++m) acc[i][m] = r0 + i == c0 + m ? 1.0f : 0.0f;
+            }
+            for (int j = 0; j < 16 * bi; j += 4) {
+                const float4 l0 = *reinterpret_cast<const float4*>(sL + r0 * TC_LDF + j);
+                const float4 l1 = *reinterpret_cast<const float4*>(sL + (r0 + 1) * TC_LDF + j);
+                const float lj[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const float4 x = *reinterpret_cast<const float4*>(sL + (j + u) * TC_LDF + c0);
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        acc[i][0] -= lj[i][u] * x.x;
+                        acc[i][1] -= lj[i][u] * x.y;
+                        acc[i][2] -= lj[i][u] * x.z;
+                        acc[i][3] -= lj[i][u] * x.w;
+                    }
+                }
+            }
+            __syncthreads();  // every thread has read the block's rows of L
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                *reinterpret_cast<float4*>(sL + (r0 + i) * TC_LDF + c0) =
+                    make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+            }
+        }
+        __syncthreads();
+        if (tid < C) {
+            float x[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) x[i] = sL[(16 * bi + i) * TC_LDF + tid];
+#pragma unroll
+            for (int i = 1; i < 16; ++i) {
+#pragma unroll
+                for (int j = 0; j < i; ++j) x[i] -= sLd[16 * i + j] * x[j];
+            }
+#pragma unroll
+            for (int i = 1; i < 16; ++i) sL[(16 * bi + i) * TC_LDF + tid] = x[i];
+        }
+        __syncthreads();
+    }
+
+    // W = (A diag(beta)) (e^gamma K) and U = (A diag(beta)) V on tensor cores (FLA groups W's
+    // factors the same way), A diag(beta) as bf16 tiles: for U as hi + lo (about 16 bits of
+    // mantissa, since U stays fp32), for W hi only (W is stored in bf16 anyway), and K's rows
+    // scaled by e^gamma in place, in bf16. The tiles go over the fp32 A, through registers.
+    {
+        constexpr int PER = C * C / 2 / TC_PREP_THREADS;  // pairs of A per thread
+        uint32_t hi[PER], lo[PER];
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + u * TC_PREP_THREADS, i = e >> 5, j = 2 * (e & 31);
+            const float2 a = *reinterpret_cast<const float2*>(sL + i * TC_LDF + j);
+            const float a0 = a.x * sB[j], a1 = a.y * sB[j + 1];
+            hi[u] = tc_pack(a0, a1);
+            lo[u] = tc_pack(a0 - __uint_as_float(hi[u] << 16),
+                            a1 - __uint_as_float(hi[u] & 0xffff0000u));
+        }
+        for (int e = tid; e < C * DK / 2; e += TC_PREP_THREADS) {
+            const int row = e / (DK / 2), col = 2 * (e % (DK / 2));
+            uint32_t* p = reinterpret_cast<uint32_t*>(sK + row * TC_LD + col);
+            *p = tc_pack(bf16_lo(*p) * sEg[row], bf16_hi(*p) * sEg[row]);
+        }
+        __syncthreads();  // every thread holds its part of A
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + u * TC_PREP_THREADS, i = e >> 5, j = 2 * (e & 31);
+            *reinterpret_cast<uint32_t*>(sAhi + tc_swz64(i, j)) = hi[u];
+            *reinterpret_cast<uint32_t*>(sAlo + tc_swz64(i, j)) = lo[u];
+        }
+    }
+    // Warp w computes columns 32w .. 32w + 31 of every row block rb; A is lower triangular, so
+    // only token blocks kb <= rb contribute. Results go out through shared memory, 16 bytes per
+    // lane in whole rows (from the mma fragments, a lane holds 4 or 8 bytes of a row): W over
+    // K's tile, U (32 KB in fp32) in halves over V's tile and, once W is out, K's; each is dead
+    // once its last reader holds its fragments.
+    constexpr int LD_UOUT = DV + U_PER_16B;  // row stride of the staged U
+    static_assert(C / 2 * LD_UOUT * static_cast<int>(sizeof(u_t)) <= TC_TILE_BYTES, "U halves");
+    const auto u_out = [&](int row) {
+        return row < C / 2 ? reinterpret_cast<u_t*>(sV) + row * LD_UOUT
+                           : reinterpret_cast<u_t*>(sK) + (row - C / 2) * LD_UOUT;
+    };
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) tc_wait_all();  // V
+        __syncthreads();  // the A tiles and the scaled K; in pass 1 also V, and W is out
+        const uint16_t* src = pass == 0 ? sK : sV;
+        uint32_t bfr[4][2][4];  // B fragments: token block kb, 16-column half np
+#pragma unroll
+        for (int kb = 0; kb < 4; ++kb) {
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+                tc_ldsm4<true>(bfr[kb][np], tc_at(src, TC_LD, 16 * kb, 32 * w + 16 * np, lane));
+            }
+        }
+        __syncthreads();  // K (V) is dead: the outputs go over it
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb) {
+            float acc[4][4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+            }
+#pragma unroll
+            for (int kb = 0; kb <= rb; ++kb) {
+                uint32_t a[4];
+                const int ar = 16 * rb + (lane & 15), ac = 16 * kb + 8 * (lane >> 4);
+                tc_ldsm4<false>(a, sAhi + tc_swz64(ar, ac));
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const uint32_t* bj = bfr[kb][j >> 1] + 2 * (j & 1);
+                    tc_mma(acc[j], a, bj[0], bj[1]);
+                }
+                if (pass == 1) {
+                    tc_ldsm4<false>(a, sAlo + tc_swz64(ar, ac));
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const uint32_t* bj = bfr[kb][j >> 1] + 2 * (j & 1);
+                        tc_mma(acc[j], a, bj[0], bj[1]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int pair = 0; pair < 2; ++pair) {
+                    const int i = 16 * rb + gq + 8 * pair;
+                    const int c = 32 * w + 8 * j + 2 * t4;
+                    const float x0 = acc[j][2 * pair], x1 = acc[j][2 * pair + 1];
+                    if (pass == 0) {
+                        *reinterpret_cast<uint32_t*>(sK + i * TC_LD + c) = tc_pack(x0, x1);
+                    } else {
+                        tc_store_u(u_out(i) + c, x0, x1);
+                    }
+                }
+            }
+        }
+        __syncthreads();  // the output tile is complete
+        if (pass == 0) {
+            for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
+                const int row = e >> 4, ch = e & 15;
+                *reinterpret_cast<uint4*>(ws_w + (chd * C + row) * DK + ch * 8) =
+                    *reinterpret_cast<const uint4*>(sK + row * TC_LD + ch * 8);
+            }
+        } else {
+            constexpr int CHUNKS = DV / U_PER_16B;  // 16-byte chunks in a row of U
+            for (int e = tid; e < C * CHUNKS; e += TC_PREP_THREADS) {
+                const int row = e / CHUNKS, ch = e % CHUNKS;
+                *reinterpret_cast<uint4*>(ws_u + (chd * C + row) * DV + ch * U_PER_16B) =
+                    *reinterpret_cast<const uint4*>(u_out(row) + ch * U_PER_16B);
+            }
+        }
+    }
+}
+
+// ---- gdn_tc_scan ----------------------------------------------------------------------------
+// Shared memory and warps of the scan for a V slice of BVS columns: STAGES stages of (W, Q, K,
+// P, U slice, gamma), then h, Vn and e^(gamma_C - gamma) Vn in bf16; the loads of chunk n are
+// issued STAGES - 1 chunks ahead. P's rows have no padding: their 16-byte chunks are XOR-swizzled
+// by row (tc_p_at). Warps: 4 along the chunk's rows x BVS / 32 along V, each 32 columns wide
+// (4 mma tiles of 8).
+template <int BVS, int STAGES>
+struct ScanShape {
+    static constexpr int WARPS = 4 * BVS / 32;
+    static constexpr int THREADS = 32 * WARPS;
+    static constexpr int LDH = BVS + 8;   // bf16 row stride of h, Vn, Vd
+    static constexpr int LDU = BVS + U_PER_16B;   // row stride of U (16 bytes of padding)
+    static constexpr int W = 0;
+    static constexpr int Q = W + TC_TILE_BYTES;
+    static constexpr int K = Q + TC_TILE_BYTES;
+    static constexpr int P = K + TC_TILE_BYTES;
+    static constexpr int U = P + C * C * 2;
+    static constexpr int G = U + C * LDU * static_cast<int>(sizeof(u_t));
+    static constexpr int STAGE = G + C * 4;
+    static constexpr int H = STAGES * STAGE;
+    static constexpr int VN = H + DK * LDH * 2;
+    static constexpr int VD = VN + C * LDH * 2;
+    static constexpr int BYTES = VD + C * LDH * 2;
+    static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
+    static_assert(THREADS == 4 * BVS, "gdn_tc_scan's launch bounds");
+};
+
+template <int BVS, int STAGES>
+__global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
+    const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
+    const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht, int T,
+    int H, int HV, int NC) {
+    using S = ScanShape<BVS, STAGES>;
+    HIP_DYNAMIC_SHARED(float4, smem4)
+    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    uint16_t* sH = reinterpret_cast<uint16_t*>(smem + S::H);
+    uint16_t* sVn = reinterpret_cast<uint16_t*>(smem + S::VN);
+    uint16_t* sVd = reinterpret_cast<uint16_t*>(smem + S::VD);
+
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
+    const int wm = w & 3, wn = w >> 2;   // rows 16 wm (chunk) or 32 wm (state); columns 32 wn
+    const int v0 = blockIdx.x * BVS, hv = blockIdx.y, b = blockIdx.z, hk = hv / (HV / H);
+    const int64_t bh = static_cast<int64_t>(b) * HV + hv;
+    const float scale = 1.0f / sqrtf(static_cast<float>(DK));
+
+    // The state tile of this thread: rows (keys) 32 wm + 16 mt + g (+ 8), columns 32 wn + 8 j +
+    // 2t (+ 1) of the slice; fp32 for the whole sequence.
+    float hacc[2][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int pair = 0; pair < 2; ++pair) {
+                const int key = 32 * wm + 16 * mt + gq + 8 * pair;
+                const int col = 32 * wn + 8 * j + 2 * t4;
+                const float2 x =
+                    *reinterpret_cast<const float2*>(h0 + (bh * DK + key) * DV + v0 + col);
+                hacc[mt][j][2 * pair] = x.x;
+                hacc[mt][j][2 * pair + 1] = x.y;
+                *reinterpret_cast<uint32_t*>(sH + key * S::LDH + col) = tc_pack(x.x, x.y);
+            }
+        }
+    }
+
+    auto load_stage = [&](int n, int s) {
+        unsigned char* base = smem + s * S::STAGE;
+        uint16_t* sW = reinterpret_cast<uint16_t*>(base + S::W);
+        uint16_t* sQ = reinterpret_cast<uint16_t*>(base + S::Q);
+        uint16_t* sK = reinterpret_cast<uint16_t*>(base + S::K);
+        uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P);
+        u_t* sU = reinterpret_cast<u_t*>(base + S::U);
+        float* sG = reinterpret_cast<float*>(base + S::G);
+        const int64_t chd = bh * NC + n;
+        const int t0 = n * C;
+        for (int e = tid; e < C * 16; e += S::THREADS) {
+            const int row = e >> 4, ch = e & 15;
+            const bool in = t0 + row < T;
+            const int64_t tok = static_cast<int64_t>(b) * T + (in ? t0 + row : 0);
+            tc_cp16(sW + row * TC_LD + ch * 8, ws_w + (chd * C + row) * DK + ch * 8, true);
+            tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
+            tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
+        }
+        for (int e = tid; e < C * 8; e += S::THREADS) {
+            const int row = e >> 3, ch = e & 7;
+            tc_cp16(sP + row * C + (ch ^ (row & 7)) * 8, ws_p + (chd * C + row) * C + ch * 8,
+                    true);
+        }
+        for (int e = tid; e < C * (BVS / U_PER_16B); e += S::THREADS) {
+            const int row = e / (BVS / U_PER_16B), ch = e % (BVS / U_PER_16B);
+            tc_cp16(sU + row * S::LDU + ch * U_PER_16B,
+                    ws_u + (chd * C + row) * DV + v0 + ch * U_PER_16B, true);
+        }
+        if (tid < C / 4) tc_cp16(sG + tid * 4, ws_g + chd * C + tid * 4, true);
+    };
+
+    // Chunk n goes to stage n % STAGES, STAGES - 1 chunks ahead; every thread commits one group
+    // per chunk (empty past the end), so the group of chunk n is done when STAGES - 2 are left.
+    constexpr int AHEAD = STAGES - 1;
+#pragma unroll
+    for (int n = 0; n < AHEAD; ++n) {
+        if (n < NC) load_stage(n, n);
+        tc_commit();
+    }
+    for (int n = 0; n < NC; ++n) {
+        const int s = n % STAGES;
+        tc_wait_pending<STAGES - 2>();
+        __syncthreads();  // stage s and the bf16 state are in place; chunk n - 1's stage is free
+        if (n + AHEAD < NC) load_stage(n + AHEAD, (n + AHEAD) % STAGES);
+        tc_commit();
+        unsigned char* base = smem + s * S::STAGE;
+        const uint16_t* sW = reinterpret_cast<const uint16_t*>(base + S::W);
+        const uint16_t* sQ = reinterpret_cast<const uint16_t*>(base + S::Q);
+        const uint16_t* sK = reinterpret_cast<const uint16_t*>(base + S::K);
+        const uint16_t* sP = reinterpret_cast<const uint16_t*>(base + S::P);
+        const u_t* sU = reinterpret_cast<const u_t*>(base + S::U);
+        const float* sG = reinterpret_cast<const float*>(base + S::G);
+        const int t0 = n * C;
+
+        // W h and Q h: rows 16 wm .. 16 wm + 15, columns 32 wn .. 32 wn + 31.
+        float av[4][4], ao[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) av[j][e] = ao[j][e] = 0.0f;
+        }
+#pragma unroll
+        for (int kk = 0; kk < DK / 16; ++kk) {
+            uint32_t aw[4], aq[4];
+            tc_ldsm4<false>(aw, tc_at(sW, TC_LD, 16 * wm, 16 * kk, lane));
+            tc_ldsm4<false>(aq, tc_at(sQ, TC_LD, 16 * wm, 16 * kk, lane));
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+                uint32_t bh4[4];
+                tc_ldsm4<true>(bh4, tc_at(sH, S::LDH, 16 * kk, 32 * wn + 16 * np, lane));
+                tc_mma(av[2 * np], aw, bh4[0], bh4[1]);
+                tc_mma(av[2 * np + 1], aw, bh4[2], bh4[3]);
+                tc_mma(ao[2 * np], aq, bh4[0], bh4[1]);
+                tc_mma(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+            }
+        }
+
+        // Vn = U - W h -> shared (bf16), and e^(gamma_C - gamma) Vn for the state update;
+        // O starts as scale e^gamma (Q h).
+        const float gC = sG[C - 1];
+#pragma unroll
+        for (int pair = 0; pair < 2; ++pair) {
+            const int i = 16 * wm + gq + 8 * pair;
+            const float gi = sG[i];
+            const float fo = scale * expf(gi), fd = expf(gC - gi);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = 32 * wn + 8 * j + 2 * t4;
+                const float2 u = tc_load_u(sU + i * S::LDU + c);
+                const float vn0 = u.x - av[j][2 * pair], vn1 = u.y - av[j][2 * pair + 1];
+                *reinterpret_cast<uint32_t*>(sVn + i * S::LDH + c) = tc_pack(vn0, vn1);
+                *reinterpret_cast<uint32_t*>(sVd + i * S::LDH + c) = tc_pack(vn0 * fd, vn1 * fd);
+                ao[j][2 * pair] *= fo;
+                ao[j][2 * pair + 1] *= fo;
+            }
+        }
+        __syncthreads();  // Vn complete; every warp is done reading the bf16 state
+
+        // O += P Vn over the token blocks on or below the diagonal, then O -> bf16 out.
+#pragma unroll
+        for (int kb = 0; kb < 4; ++kb) {
+            if (kb <= wm) {
+                uint32_t ap[4];
+                tc_ldsm4<false>(ap, tc_p_at(sP, 16 * wm, 16 * kb, lane));
+#pragma unroll
+                for (int np = 0; np < 2; ++np) {
+                    uint32_t bv[4];
+                    tc_ldsm4<true>(bv, tc_at(sVn, S::LDH, 16 * kb, 32 * wn + 16 * np, lane));
+                    tc_mma(ao[2 * np], ap, bv[0], bv[1]);
+                    tc_mma(ao[2 * np + 1], ap, bv[2], bv[3]);
+                }
+            }
+        }
+#pragma unroll
+        for (int pair = 0; pair < 2; ++pair) {
+            const int i = 16 * wm + gq + 8 * pair;
+            if (t0 + i < T) {
+                uint16_t* dst = o + ((static_cast<int64_t>(b) * T + t0 + i) * HV + hv) * DV + v0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int c = 32 * wn + 8 * j + 2 * t4;
+                    *reinterpret_cast<uint32_t*>(dst + c) =
+                        tc_pack(ao[j][2 * pair], ao[j][2 * pair + 1]);
+                }
+            }
+        }
+
+        // h' = e^gamma_C h + K^T (e^(gamma_C - gamma) Vn): A = K^T read transposed from the K tile.
+        const float ec = expf(gC);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) hacc[mt][j][e] *= ec;
+            }
+#pragma unroll
+            for (int kb = 0; kb < 4; ++kb) {
+                uint32_t ak[4];
+                tc_ldsm4<true>(ak, tc_at_t(sK, TC_LD, 16 * kb, 32 * wm + 16 * mt, lane));
+#pragma unroll
+                for (int np = 0; np < 2; ++np) {
+                    uint32_t bv[4];
+                    tc_ldsm4<true>(bv, tc_at(sVd, S::LDH, 16 * kb, 32 * wn + 16 * np, lane));
+                    tc_mma(hacc[mt][2 * np], ak, bv[0], bv[1]);
+                    tc_mma(hacc[mt][2 * np + 1], ak, bv[2], bv[3]);
+                }
+            }
+        }
+        // The bf16 copy for the next chunk (every reader of the old one passed the barrier above).
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int pair = 0; pair < 2; ++pair) {
+                    const int key = 32 * wm + 16 * mt + gq + 8 * pair;
+                    const int col = 32 * wn + 8 * j + 2 * t4;
+                    *reinterpret_cast<uint32_t*>(sH + key * S::LDH + col) =
+                        tc_pack(hacc[mt][j][2 * pair], hacc[mt][j][2 * pair + 1]);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int pair = 0; pair < 2; ++pair) {
+                const int key = 32 * wm + 16 * mt + gq + 8 * pair;
+                const int col = 32 * wn + 8 * j + 2 * t4;
+                *reinterpret_cast<float2*>(ht + (bh * DK + key) * DV + v0 + col) =
+                    make_float2(hacc[mt][j][2 * pair], hacc[mt][j][2 * pair + 1]);
+            }
+        }
+    }
+}
+
+// The scan's three shapes: 32-column slices with three stages where the device's shared memory
+// per block allows (H100 / H200: 227 KB), else two; 64-column slices with two.
+using ScanNarrowDeep = ScanShape<32, 3>;
+using ScanNarrow = ScanShape<32, 2>;
+using ScanWide = ScanShape<64, 2>;
+
+// What the launchers need to know of the current device, asked once per device: whether it runs
+// these kernels (sm_80 or later, and shared memory for the prep and the narrow scan), which
+// scan shapes fit, and its SM count; on first use the kernels' shared-memory limits are raised
+// there too. Threads that race on a first use both ask and store the same answer; the flag is
+// published after the answer (compiler builtins: the screen's header allowlist has no <atomic>).
+struct TcDevice {
+    bool usable, deep, wide;
+    int sms;
+};
+
+static hipError_t tc_device(TcDevice* out) {
+    constexpr int MAX_DEVICES = 64;
+    static TcDevice known[MAX_DEVICES];
+    static bool asked[MAX_DEVICES] = {};
+    int device = 0;
+    hipError_t err = hipGetDevice(&device);
+    if (err != hipSuccess) return err;
+    if (device < 0 || device >= MAX_DEVICES) return hipErrorInvalidValue;
+    if (!__atomic_load_n(&asked[device], __ATOMIC_ACQUIRE)) {
+        int major = 0, sms = 0, smem = 0;
+        err = hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, device);
+        if (err == hipSuccess) {
+            err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+        }
+        if (err == hipSuccess) {
+            err = hipDeviceGetAttribute(&smem, hipDeviceAttributeSharedMemPerBlockOptin, device);
+        }
+        const auto fits = [&](int bytes) { return major >= 8 && bytes <= smem; };
+        TcDevice facts = {fits(PREP_BYTES) && fits(ScanNarrow::BYTES), fits(ScanNarrowDeep::BYTES),
+                          fits(ScanWide::BYTES), sms};
+        const auto raise = [&](bool use, const void* kernel, int bytes) {
+            if (err == hipSuccess && use) {
+                const hipFuncAttribute limit = hipFuncAttributeMaxDynamicSharedMemorySize;
+                err = hipFuncSetAttribute(kernel, limit, bytes);
+            }
+        };
+        raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_prep), PREP_BYTES);
+        if (err == hipSuccess && facts.usable) {  // four prep blocks per SM need all of it
+            err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_prep),
+                                      hipFuncAttributePreferredSharedMemoryCarveout, 100);
+        }
+        raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_scan<32, 2>), ScanNarrow::BYTES);
+        raise(facts.deep, reinterpret_cast<const void*>(gdn_tc_scan<32, 3>),
+              ScanNarrowDeep::BYTES);
+        raise(facts.wide, reinterpret_cast<const void*>(gdn_tc_scan<64, 2>), ScanWide::BYTES);
+        if (err != hipSuccess) return err;
+        known[device] = facts;
+        __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
+        *out = facts;
+        return hipSuccess;
+    }
+    *out = known[device];
+    return hipSuccess;
+}
+
+template <int BVS, int STAGES>
+static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const uint16_t* ws_w,
+                                     const u_t* ws_u, const uint16_t* ws_p, const float* ws_g,
+                                     const float* h0, uint16_t* o, float* ht, int B, int T, int H,
+                                     int HV, int NC, hipStream_t stream) {
+    using S = ScanShape<BVS, STAGES>;
+    hipLaunchKernelGGL((gdn_tc_scan<BVS, STAGES>), dim3(DV / BVS, HV, B), dim3(S::THREADS),
+                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, T, H, HV, NC);
+    return hipGetLastError();
+}
+
+static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const float* g, const float* beta, const float* h0, uint16_t* o,
+                             float* ht, void* work, int B, int T, int H, int HV,
+                             const TcDevice& device, hipStream_t stream) {
+    const int NC = (T + C - 1) / C;
+    const int64_t chunks = static_cast<int64_t>(B) * HV * NC;
+    unsigned char* at = static_cast<unsigned char*>(work);
+    uint16_t* ws_w = reinterpret_cast<uint16_t*>(at);
+    u_t* ws_u = reinterpret_cast<u_t*>(at + chunks * WS_W);
+    uint16_t* ws_p = reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U));
+    float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
+    if (NC > 0) {
+        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC * HV, B), dim3(TC_PREP_THREADS), PREP_BYTES,
+                           stream, q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, T, H, HV, NC);
+    }
+    // The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
+    // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column)
+    // where the device has the shared memory for them.
+    const int64_t narrow_blocks = static_cast<int64_t>(B) * HV * (DV / 32);
+    const int bv = TC_BV != 0 ? TC_BV : narrow_blocks <= device.sms ? 32 : 64;
+    const bool deep = device.deep && TC_STAGES == 3;
+    const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2>
+                      : deep                  ? gdn_tc_scan_launch<32, 3>
+                                              : gdn_tc_scan_launch<32, 2>;
+    return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, B, T, H, HV, NC, stream);
+}
+#endif  // __HIP_PLATFORM_NVIDIA__ && MATRIX_CORES
+
+// Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).
+extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {
+    if (B <= 0 || T < 0 || HV <= 0) return hipErrorInvalidValue;
+    *bytes = 0;
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+    TcDevice device;
+    const hipError_t err = tc_device(&device);
+    if (err != hipSuccess) return err;
+    if (device.usable) {
+        const int64_t chunks = static_cast<int64_t>(B) * HV * ((T + C - 1) / C);
+        *bytes = chunks * (WS_W + WS_U + WS_P + WS_G);
+    }
+#endif
+    return hipSuccess;
+}
+
+// q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16; g, beta [B, T, HV] fp32;
+// h0 [B, HV, 128, 128] fp32 (read only); o [B, T, HV, 128] bf16; ht like h0 (the final state);
+// work: gdn_chunk_workspace bytes of device memory (unused by the fused kernel).
+extern "C" hipError_t gdn_chunk_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                    const float* g, const float* beta, const float* h0,
+                                    uint16_t* o, float* ht, void* work, int B, int T, int H,
+                                    int HV, hipStream_t stream) {
+    if (B <= 0 || T < 0 || H <= 0 || HV <= 0 || HV % H != 0) return hipErrorInvalidValue;
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+    TcDevice device;
+    const hipError_t tc_err = tc_device(&device);
+    if (tc_err != hipSuccess) return tc_err;
+    if (device.usable) {
+        return gdn_tc_fwd(q, k, v, g, beta, h0, o, ht, work, B, T, H, HV, device, stream);
+    }
+#endif
+    const dim3 grid(DV / BV, HV, B);
+#if defined(__HIP_PLATFORM_AMD__)
+    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o, ht,
+                       T, H, HV);
+#else
+    const hipError_t err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_chunk_kernel),
+                                               hipFuncAttributeMaxDynamicSharedMemorySize,
+                                               SMEM_BYTES);
+    if (err != hipSuccess) return err;
+    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), SMEM_BYTES, stream, q, k, v, g, beta,
+                       h0, o, ht, T, H, HV);
+#endif
+    return hipGetLastError();
+}
