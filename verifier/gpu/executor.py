@@ -19,7 +19,10 @@ its fills (torch.zeros, zero_) and its launcher calls (PlanModel.run); after eac
 random draw (made after the call, from os.urandom) decides whether its outputs go to the judge to be checked
 (`CHECKED_TRIALS` a case, uniformly among all its calls), and check calls on the checked seeds
 are slipped in at random places among the timed ones. A library that counts calls, or keys a
-cache on addresses, cannot tell which of its calls are judged.
+cache on addresses, cannot tell which of its calls are judged. Every call's inputs are a set no
+other call saw: the memory budget's sets first, then each call's set drawn anew (untimed) in
+place of the oldest, so a cache kept in device memory and keyed by content never hits (also
+where a large case fits two sets: tests/test_timed_inputs_fresh.py).
 
 CUDA graph timing (a task's `timing = "graph"`, time_case_graph): the warm-up calls run as above;
 then the plan's replay (its fills and launcher calls, the launchers given the capture stream) is
@@ -29,8 +32,9 @@ changes, and what stands in for it:
   address, chosen at random once per case, and the plan's buffers are allocated by prepare before
   the capture, outside its memory pool. A library that keys a cache on addresses sees the same
   addresses every trial: what stands in for the per-trial shift is that each trial's inputs
-  (another input set) are copied into those buffers before it, so a cached or skipped answer is
-  a wrong answer, and the replays drawn at random to be checked catch it.
+  (another input set, drawn anew as eagerly once the budget's sets are used) are copied into
+  those buffers before it, so a cached or skipped answer is a wrong answer, and the replays
+  drawn at random to be checked catch it.
 - Per-trial allocation is gone: before each replay (untimed) every buffer the plan does not fill
   is poisoned again and the parameter buffers are given the seed's weights again (PlanModel.
   refresh), so a replay that writes nothing leaves NaN, as a fresh allocation would.
@@ -307,6 +311,7 @@ class Executor(Sandbox):
         calls = job.warmup + job.trials
         # One set where two do not fit (memplan.py): each call's drawn anew before it, untimed.
         fresh = len(sets) == 1 and calls > 1
+        kept_sets = len(sets)
         slipped = sorted(secrets.randbelow(calls + 1) for _ in range(INTERLEAVED_CHECKS))
         keep_left = min(CHECKED_TRIALS, calls)
         kept: list[tuple[int, int, list]] = []  # (seed, set index, outputs)
@@ -330,12 +335,14 @@ class Executor(Sandbox):
                     self.clock.trial(lambda b=bases, o=outs, m=m: o.extend(m.run(b)))
                     kept.append((seed, -1, self.to_host(outs) if self.lean else outs))
                     del args, outs, bases
+                index = i  # call i's set is the one drawn from seed i past the first timing seed
                 if fresh:  # the first set, then one drawn for each call, dropped once copied
-                    index = i
                     source = sets.pop() if sets else self.inputs(case, job.timing_seed + i)
-                else:
-                    index = i % len(sets)
-                    source = sets[index]
+                else:  # the budget's sets, then each call's drawn anew in place of the oldest
+                    if i >= kept_sets:  # no call sees inputs another saw (timing.py)
+                        sets[i % kept_sets] = []  # its memory back before the next is drawn
+                        sets[i % kept_sets] = self.inputs(case, job.timing_seed + i)
+                    source = sets[i % kept_sets]
                 args = self.timed_inputs(pool, source)
                 del source
                 outs = []
@@ -451,9 +458,16 @@ class Executor(Sandbox):
                 timing.refill(args, checks[seed])
                 clock.trial(lambda: clock.replay(graph))
                 kept.append((seed, -1, [o.clone() for o in outs]))
-            index = (job.warmup + i) % len(sets)
+            # Replay i's set is the one drawn from seed warmup + i past the first timing seed:
+            # the budget's sets, then each drawn anew in place of the oldest, so no replay sees
+            # inputs another saw (a cache in device memory, keyed by content, never hits).
+            index = job.warmup + i
+            slot = index % len(sets)
+            if index >= len(sets):
+                sets[slot] = []
+                sets[slot] = self.inputs(case, job.timing_seed + index)
             model.refresh(bases, model.weights)
-            timing.refill(args, sets[index])
+            timing.refill(args, sets[slot])
             t, w = clock.trial(lambda: clock.replay(graph))
             times.append(t)
             windows.append(w)
