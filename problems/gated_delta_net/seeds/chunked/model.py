@@ -5,7 +5,8 @@ forward(q, k, v, g, beta, initial_state, cu_seqlens=None) -> (o, final_state), a
 Model: q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16 (HV a multiple of H); g, beta [B, T, HV]
 fp32; initial_state [N, HV, 128, 128] fp32, read only; o [B, T, HV, 128] bf16; final_state a new
 [N, HV, 128, 128] fp32 tensor. N = B, or with cu_seqlens ([N + 1] int64 on q's GPU: packed
-sequences, B = 1) its N; the kernels read the sequence bounds on the device (gdn_chunk_fwd_varlen). Inputs the kernel was not written for raise ValueError before any
+sequences, B = 1) its N; the kernels read the sequence bounds on the device
+(gdn_chunk_fwd_varlen). Inputs the kernel was not written for raise ValueError before any
 kernel runs. The device workspace the tensor-core path needs (gdn_chunk_workspace: W, U, P and
 gamma per chunk) comes from PyTorch's caching allocator, so repeated calls do not hit the driver.
 """
