@@ -14,8 +14,9 @@ What is kept: every other section of each device ELF (code, constant banks, kern
 descriptors, the symbol tables as entries), in order; and the host code
 and data of the library itself (.text, .rodata, .data, .data.rel.ro): a tunable the launchers
 read (a grid size, which of two compiled kernels to launch) changes only those. A build folder's
-name has the same length every time (compile.build), so host code that is the same does not
-move.
+name has the same length every time in one cache folder (compile.build), so host code that is
+the same does not move there; under a cache folder of another path length it can (the line
+tables' paths change the fat binary's size, which can move the later sections by a page).
 
 cuda: the cubins inside the library's .nv_fatbin section (one fat binary per compiled unit).
 rocm: the amdgcn code objects of the library's .hip_fatbin offload bundle.

@@ -1478,8 +1478,8 @@ static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const
 }
 
 // Workspace chunks per (batch row, value head), or per value head for packed sequences (tc_slot).
-static int tc_slots(const int64_t* cu_seqlens, int B, int T) {
-    return (T + C - 1) / C + (cu_seqlens != nullptr ? B : 0);
+static int tc_slots(bool packed, int B, int T) {
+    return (T + C - 1) / C + (packed ? B : 0);
 }
 
 static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -1487,7 +1487,7 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
                              const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work,
                              int B, int T, int H, int HV, const TcDevice& device,
                              hipStream_t stream) {
-    const int NC = tc_slots(cu_seqlens, B, T);
+    const int NC = tc_slots(cu_seqlens != nullptr, B, T);
     const int rows = cu_seqlens != nullptr ? 1 : B;  // packed: B sequences share the slots
     const int64_t chunks = static_cast<int64_t>(rows) * HV * NC;
     unsigned char* at = static_cast<unsigned char*>(work);
@@ -1513,8 +1513,7 @@ static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_
 }
 #endif  // __HIP_PLATFORM_NVIDIA__ && MATRIX_CORES
 
-static hipError_t workspace_bytes(const int64_t* cu_seqlens, int B, int T, int HV,
-                                  int64_t* bytes) {
+static hipError_t workspace_bytes(bool packed, int B, int T, int HV, int64_t* bytes) {
     if (B <= 0 || T < 0 || HV <= 0) return hipErrorInvalidValue;
     *bytes = 0;
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
@@ -1522,8 +1521,8 @@ static hipError_t workspace_bytes(const int64_t* cu_seqlens, int B, int T, int H
     const hipError_t err = tc_device(&device);
     if (err != hipSuccess) return err;
     if (device.usable) {
-        const int rows = cu_seqlens != nullptr ? 1 : B;
-        const int64_t chunks = static_cast<int64_t>(rows) * HV * tc_slots(cu_seqlens, B, T);
+        const int rows = packed ? 1 : B;
+        const int64_t chunks = static_cast<int64_t>(rows) * HV * tc_slots(packed, B, T);
         *bytes = chunks * (WS_W + WS_U + WS_P + WS_G);
     }
 #endif
@@ -1562,13 +1561,12 @@ static hipError_t gdn_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* 
 
 // Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).
 extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {
-    return workspace_bytes(nullptr, B, T, HV, bytes);
+    return workspace_bytes(false, B, T, HV, bytes);
 }
 
 // The same for gdn_chunk_fwd_varlen: N packed sequences in T tokens.
 extern "C" hipError_t gdn_chunk_workspace_varlen(int N, int T, int HV, int64_t* bytes) {
-    static const int64_t packed = 0;  // any non-null pointer: only its presence is read
-    return workspace_bytes(&packed, N, T, HV, bytes);
+    return workspace_bytes(true, N, T, HV, bytes);
 }
 
 // q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16; g, beta [B, T, HV] fp32;
