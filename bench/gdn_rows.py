@@ -44,13 +44,6 @@ def fla_calls() -> dict[str, Call] | str:
     except Exception as e:  # any import failure means: no FLA row
         return f"not run: FLA not importable ({type(e).__name__}: {e})"
 
-    def chunk(args: list[Any]) -> Any:
-        q, k, v, g, beta, h0, *cu = args
-        return chunk_gated_delta_rule(
-            q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-            output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
-        )  # fmt: skip
-
     def recurrent(args: list[Any]) -> Any:
         q, k, v, g, beta, h0, *cu = args
         return fused_recurrent_gated_delta_rule(
@@ -58,7 +51,22 @@ def fla_calls() -> dict[str, Call] | str:
             output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
         )  # fmt: skip
 
-    return {"FLA chunk": chunk, "FLA fused_recurrent": recurrent}
+    return {"FLA chunk": fla_signature(chunk_gated_delta_rule), "FLA fused_recurrent": recurrent}
+
+
+def fla_signature(fn: Any) -> Call:  # noqa: ANN401
+    """A row call of a chunk_gated_delta_rule with FLA's signature (FLA's own, FlashQLA's):
+    scale K^-0.5, from the initial state, the final state returned, q and k already
+    normalised, cu_seqlens on packed cases."""
+
+    def call(args: list[Any]) -> Any:
+        q, k, v, g, beta, h0, *cu = args
+        return fn(
+            q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
+            output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
+        )  # fmt: skip
+
+    return call
 
 
 def anchor_calls() -> dict[str, Call | str]:
@@ -72,15 +80,7 @@ def anchor_calls() -> dict[str, Call | str]:
     except Exception as e:  # ImportError, or its refusal of GPUs other than sm90/sm100
         calls["FlashQLA"] = f"not run: FlashQLA not importable ({type(e).__name__}: {e})"[:300]
     else:
-
-        def flashqla(args: list[Any]) -> Any:
-            q, k, v, g, beta, h0, *cu = args
-            return qla(
-                q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=h0,
-                output_final_state=True, use_qk_l2norm_in_kernel=False, cu_seqlens=packed(cu),
-            )  # fmt: skip
-
-        calls["FlashQLA"] = flashqla
+        calls["FlashQLA"] = fla_signature(qla)
     try:
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fi
     except Exception as e:

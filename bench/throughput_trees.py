@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+CANDIDATES = BENCH / "candidates" / "softmax"  # the softmax set both benches time
 GOAL = 0.90  # this tree's evaluations per minute over the baseline's, at least
 GDN_SEED = Path("problems/gated_delta_net/seeds/chunked")
 # The seed as it is, then one tunable changed at a time (values an NVIDIA build takes too).
@@ -275,3 +279,81 @@ def disagreements(phases: list[TreePhase]) -> list[str]:
             if a != b:
                 lines.append(f"{task} {cache} {name}: this {a}, baseline {b}")
     return lines
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def side_by_side(args: Any) -> None:  # noqa: ANN401 (verifier_throughput.py's arguments)
+    """This tree and --baseline-tree, phase by phase (throughput_schedule)."""
+    base = check_tree(args.baseline_tree)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in ("softmax", "gated_delta_net")]
+    if unknown or not tasks:
+        raise TreeError(
+            f"--tasks {args.tasks}: the side-by-side bench knows softmax and gated_delta_net"
+        )
+    if args.candidates < 1 or args.gdn_candidates < 1:
+        raise TreeError("--candidates and --gdn-candidates: at least 1 each")
+    from hipevolve.verifier.build.backends import resolve_backend
+
+    backend = resolve_backend(args.backend)
+    work = Path(tempfile.mkdtemp(prefix="hipevolve-trees-"))
+    roots = {"this": ROOT, "baseline": base}
+    shims = {name: shim(root, work / f"shim-{name}") for name, root in roots.items()}
+    manifest = json.loads((CANDIDATES / "manifest.json").read_text())
+    folders = {
+        "softmax": [CANDIDATES / c["native"] for c in manifest["candidates"][: args.candidates]],
+        "gated_delta_net": gdn_candidates(
+            roots[args.gdn_seed] / GDN_SEED, work / "gdn", args.gdn_candidates
+        ),
+    }
+    # Both trees judge the cases both define: verifier time, not a task's new cases.
+    both = {t: set(case_names(base, t)) & set(case_names(ROOT, t)) for t in tasks}
+    shared = {t: [c for c in case_names(ROOT, t) if c in both[t]] for t in tasks}
+    for name, root in roots.items():
+        print(f"{name}: {root} ({tree_commit(root)})", flush=True)
+    for t in tasks:
+        print(f"{t}: the cases both trees define: {', '.join(shared[t])}", flush=True)
+    print(f"backend {backend}; work folder {work}", flush=True)
+    phases: list[TreePhase] = []
+    begin = time.monotonic()
+    for cache, task, tree in schedule(tasks):
+        print(f"{task} {cache}, {tree} ({len(folders[task])} candidates):", flush=True)
+        phase = run_phase(
+            tree, roots[tree], shims[tree], task, folders[task],
+            work / f"cache-{tree}-{task}", cache, args.trials, backend,
+            work / f"{tree}-{task}-{cache}.json", shared[task],
+        )  # fmt: skip
+        print(f"  -> {phase.per_minute:.2f} evaluations/min ({phase.imported_from})", flush=True)
+        phases.append(phase)
+    print()
+    print(table(phases))
+    print()
+    for line in ratio_lines(phases):
+        print(line)
+    print("mean seconds per stage:")
+    for line in stage_lines(phases):
+        print(f"  {line}")
+    lines = disagreements(phases)
+    print("status disagreements between the trees:" if lines else
+          "status disagreements between the trees: none")  # fmt: skip
+    for line in lines:
+        print(f"  {line}")
+    print(f"total {time.monotonic() - begin:.0f} s")
+    if args.out:
+        report = {
+            "trees": {n: {"path": str(r), "commit": tree_commit(r)} for n, r in roots.items()},
+            "backend": backend,
+            "goal": GOAL,
+            "phases": [p.model_dump() | {"per_minute": p.per_minute} for p in phases],
+            "ratios": ratios(phases),
+            "disagreements": lines,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    if args.keep:
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)

@@ -290,7 +290,7 @@ def main() -> None:
         from hipevolve.core.errors import UserError
 
         try:
-            side_by_side(args)
+            trees.side_by_side(args)
         except trees.TreeError as e:
             sys.exit(str(e))
         except UserError as e:  # no GPU backend here, for one
@@ -412,81 +412,6 @@ def main() -> None:
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        print(f"wrote {args.out}")
-    if args.keep:
-        print(f"kept {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def side_by_side(args: argparse.Namespace) -> None:
-    """This tree and --baseline-tree, phase by phase (throughput_trees.schedule)."""
-    base = trees.check_tree(args.baseline_tree)
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    unknown = [t for t in tasks if t not in ("softmax", "gated_delta_net")]
-    if unknown or not tasks:
-        raise trees.TreeError(
-            f"--tasks {args.tasks}: the side-by-side bench knows softmax and gated_delta_net"
-        )
-    if args.candidates < 1 or args.gdn_candidates < 1:
-        raise trees.TreeError("--candidates and --gdn-candidates: at least 1 each")
-    from hipevolve.verifier.build.backends import resolve_backend
-
-    backend = resolve_backend(args.backend)
-    work = Path(tempfile.mkdtemp(prefix="hipevolve-trees-"))
-    roots = {"this": trees.ROOT, "baseline": base}
-    shims = {name: trees.shim(root, work / f"shim-{name}") for name, root in roots.items()}
-    manifest = json.loads((CANDIDATES / "manifest.json").read_text())
-    folders = {
-        "softmax": [CANDIDATES / c["native"] for c in manifest["candidates"][: args.candidates]],
-        "gated_delta_net": trees.gdn_candidates(
-            roots[args.gdn_seed] / trees.GDN_SEED, work / "gdn", args.gdn_candidates
-        ),
-    }
-    # Both trees judge the cases both define: verifier time, not a task's new cases.
-    both = {t: set(trees.case_names(base, t)) & set(trees.case_names(trees.ROOT, t)) for t in tasks}
-    shared = {t: [c for c in trees.case_names(trees.ROOT, t) if c in both[t]] for t in tasks}
-    for name, root in roots.items():
-        print(f"{name}: {root} ({trees.tree_commit(root)})", flush=True)
-    for t in tasks:
-        print(f"{t}: the cases both trees define: {', '.join(shared[t])}", flush=True)
-    print(f"backend {backend}; work folder {work}", flush=True)
-    phases: list[trees.TreePhase] = []
-    begin = time.monotonic()
-    for cache, task, tree in trees.schedule(tasks):
-        print(f"{task} {cache}, {tree} ({len(folders[task])} candidates):", flush=True)
-        phase = trees.run_phase(
-            tree, roots[tree], shims[tree], task, folders[task],
-            work / f"cache-{tree}-{task}", cache, args.trials, backend,
-            work / f"{tree}-{task}-{cache}.json", shared[task],
-        )  # fmt: skip
-        print(f"  -> {phase.per_minute:.2f} evaluations/min ({phase.imported_from})", flush=True)
-        phases.append(phase)
-    print()
-    print(trees.table(phases))
-    print()
-    for line in trees.ratio_lines(phases):
-        print(line)
-    print("mean seconds per stage:")
-    for line in trees.stage_lines(phases):
-        print(f"  {line}")
-    lines = trees.disagreements(phases)
-    print("status disagreements between the trees:" if lines else
-          "status disagreements between the trees: none")  # fmt: skip
-    for line in lines:
-        print(f"  {line}")
-    print(f"total {time.monotonic() - begin:.0f} s")
-    if args.out:
-        report = {
-            "trees": {n: {"path": str(r), "commit": trees.tree_commit(r)} for n, r in roots.items()},
-            "backend": backend,
-            "goal": trees.GOAL,
-            "phases": [p.model_dump() | {"per_minute": p.per_minute} for p in phases],
-            "ratios": trees.ratios(phases),
-            "disagreements": lines,
-        }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.out}")
     if args.keep:
         print(f"kept {work}")
