@@ -11,9 +11,11 @@ from typing import Any
 
 from gdn_rows import DECODE, PREFILL
 
+from hipevolve.core.hardware import H200, Gpu
+
 BASELINE = {PREFILL: "FLA chunk", DECODE: "FLA fused_recurrent"}
 ANCHOR = "FlashQLA"  # the prefill bar (issue 37): ratio in graph mode, its row's time / ours
-HBM_BYTES_PER_S = 4.8e12  # H200 HBM3e
+HBM_BYTES_PER_S = H200.hbm_bytes_per_s  # the default card; the bench passes the one it ran on
 
 
 @dataclass
@@ -83,12 +85,12 @@ def anchor_summary(results: Sequence[Result], rows: Sequence[str]) -> list[str]:
     return lines
 
 
-def as_json(r: Result) -> dict[str, Any]:
-    """A result with its roofline shares, for --out."""
+def as_json(r: Result, card: Gpu = H200) -> dict[str, Any]:
+    """A result with its roofline shares on `card`, for --out."""
     return {
         **asdict(r),
-        "roofline_pct_eager": roofline_pct(r.roofline_bytes, r.eager_us),
-        "roofline_pct_graph": roofline_pct(r.roofline_bytes, r.graph_us),
+        "roofline_pct_eager": roofline_pct(r.roofline_bytes, r.eager_us, card.hbm_bytes_per_s),
+        "roofline_pct_graph": roofline_pct(r.roofline_bytes, r.graph_us, card.hbm_bytes_per_s),
     }
 
 
@@ -115,12 +117,15 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def format_table(task: str, results: Sequence[Result], tolerance: float) -> str:
-    """One task's table, then notes (graph n/a reasons, fewer trials, rows not run)."""
+def format_table(task: str, results: Sequence[Result], tolerance: float, card: Gpu = H200) -> str:
+    """One task's table, then notes (graph n/a reasons, fewer trials, rows not run); the
+    roofline shares at `card`'s HBM bandwidth."""
+    bandwidth = card.hbm_bytes_per_s
     lines = [
         f"{task}: tolerance rel_rms {tolerance:g}; xFLA = {BASELINE[task]} time / row time "
         f"(> 1: faster than FLA); xQLA = {ANCHOR}'s graph time / row's; %roof = roofline bytes "
-        f"/ time / {HBM_BYTES_PER_S / 1e12:g} TB/s (decode: the share of the state-traffic floor)",
+        f"/ time / {bandwidth / 1e12:g} TB/s ({card.name}; decode: the share of the state-traffic "
+        "floor)",
         " ".join(f"{name:{align}{width}}" for name, width, align in COLUMNS),
     ]
     notes = []
@@ -129,8 +134,8 @@ def format_table(task: str, results: Sequence[Result], tolerance: float) -> str:
             lines.append(f"{r.row:<21} {r.case:<15} {r.note}")
             continue
         roof = (
-            roofline_pct(r.roofline_bytes, r.eager_us),
-            roofline_pct(r.roofline_bytes, r.graph_us),
+            roofline_pct(r.roofline_bytes, r.eager_us, bandwidth),
+            roofline_pct(r.roofline_bytes, r.graph_us, bandwidth),
         )
         ok = "-" if r.ok is None else ("yes" if r.ok else "NO")
         cells = (

@@ -57,7 +57,9 @@ Protocol:
   rounded to bf16), as relative RMS error; the task's tolerance (rel_rms 5e-3) decides "ok".
   Decode checks input set 0.
 - ratio: FLA baseline time / row time in the same mode (> 1: faster than FLA).
-- % roofline: the case's roofline bytes (task.toml) / time / 4.8 TB/s (H200 HBM3e).
+- % roofline: the case's roofline bytes (task.toml) / time / the HBM bandwidth of the card it ran
+  on (hipevolve/core/hardware.py: H100 3.35 TB/s, H200 4.8 TB/s; H200's for a card it does not
+  know).
 Tables go to stdout, progress to stderr. Exit status: 0 when every row that ran is within the
 tolerance, 1 when one is not, 2 without a GPU.
 """
@@ -93,6 +95,7 @@ from gdn_table import (  # noqa: F401 (bench.X for the tests and fitness_fidelit
 )  # fmt: skip
 from graph_timer import HOLD_US, Call, Timer, capture, hold_cycles  # noqa: F401 (bench.X for the other benches)
 
+from hipevolve.core.hardware import H200, by_device_name
 from hipevolve.core.reference import as_outputs, build_inputs, load_module
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems import get_task
@@ -357,7 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     fla_version = (
         "-" if isinstance(fla, str) else getattr(sys.modules.get("fla"), "__version__", "?")
     )
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, FLA {fla_version}, "
+    device = torch.cuda.get_device_name()
+    card = by_device_name(device) or H200
+    if card.name not in device:
+        log(f"{device}: a card hipevolve does not know; roofline shares at {card.name}'s HBM")
+    print(f"device {device}, torch {torch.__version__}, FLA {fla_version}, "
           f"FLA_DISABLE_BACKEND_DISPATCH={os.environ.get('FLA_DISABLE_BACKEND_DISPATCH')}")  # fmt: skip
     anchors = anchor_calls()
     log("anchors: " + "; ".join(f"{n}: {c if isinstance(c, str) else 'ok'}"
@@ -370,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = rows_for(spec, fla, natives, "candidate", anchors)
         task_results = run_task(spec, cases, rows, timer, opts, log)
         add_ratios(task_results)
-        print("\n" + format_table(name, task_results, opts.tolerance[name]), flush=True)
+        print("\n" + format_table(name, task_results, opts.tolerance[name], card), flush=True)
         ours = [f"seed {spec.seeds[0].name}", "candidate"]
         for line in anchor_summary(task_results, ours):
             print(line, flush=True)
@@ -380,9 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{HOLD_US:.0f} us hold ended: their times include some host launch cost")
     log("done")
     if opts.out:
-        report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+        report = {"device": device, "roofline_card": card.name, "torch": torch.__version__,
                   "fla": fla_version, "graph_late_holds": timer.late_holds,
-                  "results": [as_json(r) for r in results]}  # fmt: skip
+                  "results": [as_json(r, card) for r in results]}  # fmt: skip
         opts.out.write_text(json.dumps(report, indent=1))
     return 0 if all(r.ok is not False for r in results) else 1
 

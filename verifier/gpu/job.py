@@ -15,9 +15,11 @@ that come from the settings (the stage timeouts) are the controller's to fill in
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from hipevolve.core.hardware import by_device_name
 
 STARTUP_S = 60.0  # a judge or a sandbox imports torch and creates its device context (s)
 MARGIN_S = 30.0  # the controller's deadline beyond the sum of the stage timeouts (s)
@@ -238,6 +240,16 @@ class WorkerJob:
                 "baselines": tuple(BaselineJob(**b) for b in data.get("baselines", ())),
             }
         )
+
+
+def on_card(job: WorkerJob, card: str) -> WorkerJob:
+    """The job with its roofline gate at the peaks of the GPU named `card`
+    (torch.cuda.get_device_name), where hipevolve knows that GPU; else as it came."""
+    gpu = by_device_name(card)
+    if job.peak is None or gpu is None:
+        return job
+    peak = PeakRates(bytes_per_s=gpu.hbm_bytes_per_s, flops_per_s=gpu.bf16_flops_per_s)
+    return replace(job, peak=peak)
 
 
 @dataclass(frozen=True, kw_only=True)

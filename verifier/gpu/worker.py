@@ -93,7 +93,7 @@ from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
-from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob
+from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob, on_card
 from hipevolve.verifier.gpu.kb_stage import kb_flag, plannable, record_kb_plan
 from hipevolve.verifier.gpu.record_ahead import Recorder, plan_key, recall, remember, spare
 from hipevolve.verifier.gpu.reference_side import References
@@ -511,9 +511,11 @@ def main() -> None:
 
     # The reference's inputs and outputs, kept for the judge's next job of the same task.
     kept = references.Kept()
+    card = ""  # the GPU's name: the roofline gate holds at its peaks (job.on_card)
     if args.device.startswith("cuda"):
         torch.cuda.init()
         torch.zeros(1, device=args.device)
+        card = torch.cuda.get_device_name(args.device)
     sandbox_dir = os.path.join(args.workdir, "sandbox-0")
     chan: Channel | None = Channel(sandbox_dir, args.device, zygote)
     rec = spare(sandbox_dir, args.device, zygote)
@@ -530,7 +532,7 @@ def main() -> None:
             break
         judge: Judge | None = None
         try:
-            job = WorkerJob.from_json(line)
+            job = on_card(WorkerJob.from_json(line), card)
             if job.device == "cpu":
                 torch.set_num_threads(1)  # judge and sandbox share the cores: no spinning pools
             if chan is None:  # the sandbox after the last answer could not be started
