@@ -57,6 +57,8 @@ Protocol:
   rounded to bf16), as relative RMS error; the task's tolerance (rel_rms 5e-3) decides "ok".
   Decode checks input set 0.
 - ratio: FLA baseline time / row time in the same mode (> 1: faster than FLA).
+- The copy line: one device-to-device copy of 1 GiB, timed as the eager rows are (bytes read and
+  written / time). No memory-bound kernel moves faster: the practical ceiling of %roof.
 - % roofline: the case's roofline bytes (task.toml) / time / the HBM bandwidth of the card it ran
   on (hipevolve/core/hardware.py: H100 3.35 TB/s, H200 4.8 TB/s; H200's for a card it does not
   know).
@@ -93,7 +95,14 @@ from gdn_table import (  # noqa: F401 (bench.X for the tests and fitness_fidelit
     roofline_pct,
     speedup,
 )  # fmt: skip
-from graph_timer import HOLD_US, Call, Timer, capture, hold_cycles  # noqa: F401 (bench.X for the other benches)
+from graph_timer import (  # noqa: F401 (bench.X for the other benches)
+    HOLD_US,
+    Call,
+    Timer,
+    capture,
+    copy_bytes_per_s,
+    hold_cycles,
+)  # fmt: skip
 
 from hipevolve.core.hardware import H200, by_device_name
 from hipevolve.core.reference import as_outputs, build_inputs, load_module
@@ -370,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log("anchors: " + "; ".join(f"{n}: {c if isinstance(c, str) else 'ok'}"
                                 for n, c in anchors.items()))  # fmt: skip
     timer, results = Timer(), []
+    copy = copy_bytes_per_s(timer)
+    share = 100 * copy / card.hbm_bytes_per_s
+    print(f"device copy: {copy / 1e12:.2f} TB/s read and written, {share:.1f}% of the "
+          f"{card.name}'s {card.hbm_bytes_per_s / 1e12:g} TB/s: the ceiling of %roof")  # fmt: skip
     for name, spec in opts.tasks.items():
         cases = opts.selected[name]
         if not cases:
@@ -387,8 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{HOLD_US:.0f} us hold ended: their times include some host launch cost")
     log("done")
     if opts.out:
-        report = {"device": device, "roofline_card": card.name, "torch": torch.__version__,
-                  "fla": fla_version, "graph_late_holds": timer.late_holds,
+        report = {"device": device, "roofline_card": card.name, "copy_bytes_per_s": copy,
+                  "torch": torch.__version__, "fla": fla_version,
+                  "graph_late_holds": timer.late_holds,
                   "results": [as_json(r, card) for r in results]}  # fmt: skip
         opts.out.write_text(json.dumps(report, indent=1))
     return 0 if all(r.ok is not False for r in results) else 1

@@ -58,6 +58,16 @@ class Timer:
         return statistics.median(times)
 
 
+def copy_bytes_per_s(timer: Timer, size: int = 1 << 30, trials: int = 10) -> float:
+    """What one device-to-device copy of `size` bytes moves per second, bytes read and written:
+    the practical ceiling of a roofline share (a memory-bound kernel moves no faster)."""
+    src = torch.ones(size, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    us = timer.eager(lambda a: a[1].copy_(a[0]), [[src, dst]], trials)
+    return 2 * size / (us * 1e-6)
+
+
 def hold_cycles(us: float) -> int:
     """torch.cuda._sleep cycles that keep the GPU busy for about `us` microseconds (measured)."""
     probe = 1 << 20
