@@ -25,3 +25,29 @@ def test_gpu_kernelbench_pytorch_compute_hidden_from_the_screen_is_hacked(name: 
                           load_settings({}).verifier, "cuda")  # fmt: skip
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
     assert "with PyTorch" in evaluation.message, evaluation.message
+
+
+@pytest.mark.gpu
+def test_gpu_a_sum_over_part_of_each_row_is_incorrect() -> None:
+    # red team round 9: on i.i.d. normal rows 151,936 wide, the sum over 15/16 of each row passed
+    # rtol 1e-2 (ok); the task's check inputs now carry a peak per row (test_softmax_check_inputs)
+    evaluation = evaluate(load_candidate(HERE / "rt9_partial_reduction"), get_task("softmax"),
+                          load_settings({}).verifier, "cuda")  # fmt: skip
+    assert evaluation.status is Status.incorrect, (evaluation.status, evaluation.message)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "name", ["rt9_ptr_content_cache", "rt9_side_stream", "rt9_kb_pyrun_timer.py"]
+)
+def test_gpu_a_cheat_on_a_deliberately_slow_kernel_never_wins(name: str) -> None:
+    # red team round 9: each computes softmax correctly but slowly (one pass repeated 8-64
+    # times, about 0.3-0.5x the reference honestly), and cheats the timer (a device-memory cache
+    # keyed by output address and input samples; the slow quarter on the per-thread default
+    # stream; the extension's C++ running Python in the executor to scale Event.elapsed_time).
+    # They scored `ok` on an H100 (the runner read no speedup, so whether the cheat won was not
+    # seen): a fitness above 1 can only be a cheat that worked.
+    evaluation = evaluate(load_candidate(HERE / name), get_task("softmax"),
+                          load_settings({}).verifier, "cuda")  # fmt: skip
+    assert evaluation.status is not Status.ok or evaluation.fitness <= 1.0, (
+        evaluation.status, evaluation.fitness, [c.speedup for c in evaluation.cases])
