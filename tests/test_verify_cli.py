@@ -86,3 +86,17 @@ def test_a_cuda_folder_is_hipified_and_scored_like_a_native_candidate(tmp_path):
     assert "translated to HIP with PyTorch's hipify" in out.stderr
     data = json.loads(out.stdout)
     assert data["status"] == "compiled" and data["static"][0]["target"] == "gfx942"
+
+
+def test_json_output_carries_each_cases_speedup_and_the_fitness():
+    from hipevolve.app.views import evaluation_json
+    from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+
+    cases = (CaseResult(case="a", correct=True, time_us=50.0, ref_time_us=100.0),
+             CaseResult(case="b", correct=True, time_us=200.0, ref_time_us=100.0),
+             CaseResult(case="small", correct=True))  # fmt: skip
+    data = json.loads(evaluation_json(Evaluation(status=Status.ok, task="softmax", cases=cases)))
+    assert [c["speedup"] for c in data["cases"]] == [2.0, 0.5, None]
+    assert data["fitness"] == pytest.approx(1.0)  # sqrt(2 * 0.5)
+    hacked = Evaluation(status=Status.hacked, task="softmax", cases=cases)
+    assert json.loads(evaluation_json(hacked))["fitness"] == 0.0

@@ -259,7 +259,7 @@ def verify(
     """Score one candidate the way the search does: checks, compile, AMD facts, correctness, time."""
     if not candidate.exists():  # before the verifier's imports, which take seconds
         raise UserError(f"{candidate}: no such file or folder", "check the candidate path")
-    from hipevolve.app.views import print_evaluation
+    from hipevolve.app.views import evaluation_json, print_evaluation
     from hipevolve.core.candidate import load_candidate
     from hipevolve.problems import get_task
 
@@ -275,7 +275,7 @@ def verify(
                       "correctness, timing")  # fmt: skip
         evaluation = evaluate(loaded, spec, settings.verifier, backend_here)
     if as_json:
-        print(evaluation.model_dump_json(indent=2))
+        print(evaluation_json(evaluation))
     else:
         print_evaluation(console, evaluation)
     raise typer.Exit(0 if evaluation.status.value in ("ok", "compiled") else 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from rich.console import Console
@@ -110,6 +111,17 @@ def static_table(facts) -> Table:
         table.add_row(name, f"{f.vgprs}/{f.agprs}/{f.sgprs}", str(f.occupancy), str(f.lds_bytes),
                       f"{f.scratch_bytes}/{f.spills}", str(f.mfma), loads or "-", str(f.lds_ops))
     return table
+
+
+def evaluation_json(ev) -> str:
+    """`evolve verify --json`: the Evaluation, plus what a reader would otherwise compute from
+    it: each case's speedup (ref_time_us / time_us) and the fitness (their geometric mean when
+    ok, else 0)."""
+    data = ev.model_dump(mode="json")
+    for case, out in zip(ev.cases, data["cases"], strict=True):
+        out["speedup"] = case.speedup
+    data["fitness"] = ev.fitness
+    return json.dumps(data, indent=2)
 
 
 def print_evaluation(console: Console, ev) -> None:
