@@ -24,6 +24,7 @@ from hipevolve.verifier.gpu.scorecard import Scorecard  # noqa: E402
     [
         ("NVIDIA H100 80GB HBM3", "H100"),
         ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
         ("NVIDIA H200", "H200"),
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD Instinct MI300X VF", "MI300X"),

@@ -38,6 +38,10 @@ H100_PCIE = Gpu(
     name="H100 PCIe", arch="sm_90", hbm_bytes_per_s=2.0e12, bf16_flops_per_s=756e12,
     fp32_flops_per_s=51e12,
 )
+H100_NVL = Gpu(
+    name="H100 NVL", arch="sm_90", hbm_bytes_per_s=3.9e12, bf16_flops_per_s=835e12,
+    fp32_flops_per_s=60e12,
+)
 MI325X = replace(MI300X, name="MI325X", hbm_bytes_per_s=6.0e12)
 MI350X = Gpu(
     name="MI350X", arch="gfx950", hbm_bytes_per_s=8.0e12, bf16_flops_per_s=2307e12,
@@ -48,8 +52,9 @@ MI355X = Gpu(
     fp32_flops_per_s=157.3e12,
 )
 # Most specific first: PyTorch names a card "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe",
-# "AMD Instinct MI300X" and so on.
-KNOWN_GPUS = (H100_PCIE, H100, H200, MI325X, MI300X, MI355X, MI350X)
+# "AMD Instinct MI300X" and so on. A variant missing here would take its family's figures: add
+# each one with more bandwidth than its family, or its honest kernels could be flagged suspect.
+KNOWN_GPUS = (H100_PCIE, H100_NVL, H100, H200, MI325X, MI300X, MI355X, MI350X)
 
 
 def by_device_name(device_name: str) -> Gpu | None:
