@@ -14,6 +14,7 @@ import pytest
 GPU_SIDE = (
     "hipevolve.verifier.gpu.worker",
     "hipevolve.verifier.gpu.sandbox",
+    "hipevolve.verifier.gpu.sandbox_process",
     "hipevolve.verifier.gpu.zygote",
     "hipevolve.verifier.gpu.channel",
     "hipevolve.verifier.gpu.compare",
@@ -21,6 +22,7 @@ GPU_SIDE = (
     "hipevolve.verifier.gpu.input_pool",
     "hipevolve.verifier.gpu.ipc",
     "hipevolve.verifier.gpu.job",
+    "hipevolve.verifier.gpu.judge",
     "hipevolve.verifier.gpu.memplan",
     "hipevolve.verifier.gpu.prebuilt",
     "hipevolve.verifier.gpu.record_ahead",

@@ -28,7 +28,7 @@ from hipevolve.verifier.evaluators import settings_key
 from hipevolve.verifier.gpu import timing
 from hipevolve.verifier.gpu.isolate import WorkerResult, job_for_task, run_worker
 from hipevolve.verifier.gpu.job import CandidateJob, CaseSizes, SandboxJob, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.worker import timing_flags
+from hipevolve.verifier.gpu.judge import timing_flags
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))

@@ -461,7 +461,7 @@ def test_strides_must_be_contiguous_or_the_references() -> None:
 
 @pytest.mark.gpu
 def test_loading_the_check_kernels_leaves_the_random_state_that_draws_inputs_as_it_was() -> None:
-    from hipevolve.verifier.gpu.sandbox import load_kernels
+    from hipevolve.verifier.gpu.sandbox_process import load_kernels
 
     cpu, gpu = torch.random.get_rng_state(), torch.cuda.get_rng_state()
     load_kernels(torch, "cuda")

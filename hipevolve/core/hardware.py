@@ -17,40 +17,20 @@ class Gpu:
     fp32_flops_per_s: float  # peak fp32 vector rate, FLOP per second
 
 
-H200 = Gpu(
-    name="H200", arch="sm_90", hbm_bytes_per_s=4.8e12, bf16_flops_per_s=990e12,
-    fp32_flops_per_s=67e12,
-)
-MI300X = Gpu(
-    name="MI300X", arch="gfx942", hbm_bytes_per_s=5.3e12, bf16_flops_per_s=1307e12,
-    fp32_flops_per_s=163.4e12,
-)
+# Gpu(name, arch, HBM bytes/s, dense bf16 FLOP/s, fp32 vector FLOP/s), from the datasheets.
+H200 = Gpu("H200", "sm_90", 4.8e12, 990e12, 67e12)
+MI300X = Gpu("MI300X", "gfx942", 5.3e12, 1307e12, 163.4e12)
 
 ROOFLINE_GPUS = (H200, MI300X)
 
 # The GPUs a judge may find itself on: its roofline gate and shares use the card it runs on (a
 # kernel on an MI355X may beat MI300X's bound honestly; on an H100, H200's bound is too lax).
-H100 = Gpu(
-    name="H100", arch="sm_90", hbm_bytes_per_s=3.35e12, bf16_flops_per_s=989e12,
-    fp32_flops_per_s=67e12,
-)
-H100_PCIE = Gpu(
-    name="H100 PCIe", arch="sm_90", hbm_bytes_per_s=2.0e12, bf16_flops_per_s=756e12,
-    fp32_flops_per_s=51e12,
-)
-H100_NVL = Gpu(
-    name="H100 NVL", arch="sm_90", hbm_bytes_per_s=3.9e12, bf16_flops_per_s=835e12,
-    fp32_flops_per_s=60e12,
-)
+H100 = Gpu("H100", "sm_90", 3.35e12, 989e12, 67e12)
+H100_PCIE = Gpu("H100 PCIe", "sm_90", 2.0e12, 756e12, 51e12)
+H100_NVL = Gpu("H100 NVL", "sm_90", 3.9e12, 835e12, 60e12)
 MI325X = replace(MI300X, name="MI325X", hbm_bytes_per_s=6.0e12)
-MI350X = Gpu(
-    name="MI350X", arch="gfx950", hbm_bytes_per_s=8.0e12, bf16_flops_per_s=2307e12,
-    fp32_flops_per_s=144.2e12,
-)
-MI355X = Gpu(
-    name="MI355X", arch="gfx950", hbm_bytes_per_s=8.0e12, bf16_flops_per_s=2516e12,
-    fp32_flops_per_s=157.3e12,
-)
+MI350X = Gpu("MI350X", "gfx950", 8.0e12, 2307e12, 144.2e12)
+MI355X = Gpu("MI355X", "gfx950", 8.0e12, 2516e12, 157.3e12)
 # Most specific first: PyTorch names a card "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe",
 # "AMD Instinct MI300X" and so on. A variant missing here would take its family's figures: add
 # each one with more bandwidth than its family, or its honest kernels could be flagged suspect.

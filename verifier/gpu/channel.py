@@ -127,7 +127,7 @@ class Channel:
                 r, w = os.pipe()
         if self.proc is None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hipevolve.verifier.gpu.sandbox", str(w), workdir, device],
+                [sys.executable, "-m", "hipevolve.verifier.gpu.sandbox_process", str(w), workdir, device],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -5,7 +5,7 @@ CPU per evaluation, on the cores every GPU slot shares. The judge (worker.py) th
 one zygote, `python -m hipevolve.verifier.gpu.zygote SOCKET_FD`, which imports torch and the
 sandbox's modules once and never creates a device context (a process forked from one could not
 use the device). For each evaluation the zygote forks a new process. That process confines
-itself and runs exactly as a spawned sandbox does (`sandbox.serve`).
+itself and runs exactly as a spawned sandbox does (`sandbox_process.serve`).
 
 What stays as it was with a spawned sandbox:
 - A fresh process per candidate, forked from a zygote that has never run one, so nothing passes
@@ -176,7 +176,14 @@ def _preload() -> str:
         import torch
 
         from hipevolve.core import reference  # noqa: F401
-        from hipevolve.verifier.gpu import executor, ipc, record, sandbox, timing, wire  # noqa: F401
+        from hipevolve.verifier.gpu import (  # noqa: F401
+            executor,
+            ipc,
+            record,
+            sandbox_process,
+            timing,
+            wire,
+        )  # fmt: skip
 
         record.warm()  # the recorder's FakeTensorMode imports torch._dynamo: seconds, once here
     except Exception as e:  # noqa: BLE001 (the judge hears why, and spawns instead)
@@ -205,14 +212,14 @@ def _become_sandbox(request: dict, fds: list[int], sock: socket.socket) -> None:
         tempfile.tempdir = None  # TMPDIR is read again
         sys.dont_write_bytecode = True
         sys.argv = [
-            "hipevolve.verifier.gpu.sandbox",
+            "hipevolve.verifier.gpu.sandbox_process",
             str(MSG_FD),
             request["workdir"],
             request["device"],
         ]
-        from hipevolve.verifier.gpu import sandbox
+        from hipevolve.verifier.gpu import sandbox_process
 
-        sandbox.serve(MSG_FD, request["workdir"], request["device"], forked=True)
+        sandbox_process.serve(MSG_FD, request["workdir"], request["device"], forked=True)
     finally:
         os._exit(70)
 
