@@ -191,6 +191,9 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
         # An extension compiles libtorch's headers: a minute (65 s measured), not a kernel's 2 s.
         ext = kernelbench.build(candidate, backend, settings.cache_dir,
                                 timeout_s=max(settings.compile_timeout_s, 600.0))
+        if ext.hacked:
+            return finished(Status.hacked, f"extension refused: {ext.hacked}",
+                            flags=(*flags, kernelbench.LESS_ISOLATED))
         if not ext.ok:
             return finished(Status.compile_error, "its load_inline extension does not build",
                             compile_log=ext.log)

@@ -41,6 +41,16 @@ def test_gpu_kernelbench_pytorch_compute_hidden_from_the_screen_is_hacked(name: 
 
 
 @pytest.mark.gpu
+def test_gpu_kernelbench_aten_kernel_called_beside_the_dispatcher_is_hacked() -> None:
+    # red team round 9: at::cuda::_softmax_out under an asm label scored `ok` (2.91x) on an H200
+    # once the round's other fixes were in; the build stage's library check refuses its import
+    evaluation = evaluate(load_candidate(HERE / "rt9_kb_cuda_dispatch_bypass.py"),
+                          get_task("softmax"), load_settings({}).verifier, "cuda")  # fmt: skip
+    assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
+    assert "at::cuda::_softmax_out" in evaluation.message, evaluation.message
+
+
+@pytest.mark.gpu
 def test_gpu_a_sum_over_part_of_each_row_is_incorrect(tmp_path: Path) -> None:
     # red team round 9: on i.i.d. normal rows 151,936 wide, the sum over 15/16 of each row passed
     # rtol 1e-2 (ok); the task's check inputs now carry a peak per row (test_softmax_check_inputs)

@@ -13,7 +13,9 @@ moves out of the sandbox too. So:
   the sources and runs ninja there, and its final import is skipped, so no candidate code runs
   in the build process. The sandbox then only loads the built libraries
   (verifier/gpu/prebuilt.py: its load_inline returns the prebuilt module and compiles nothing,
-  so the sandbox starts no processes).
+  so the sandbox starts no processes). Before a build is published, and again when it is found
+  in the cache, each library's imports are read (kb_library_check.py): one whose C++ can compute
+  with PyTorch or a vendor library beside its own kernels is `hacked` and never published.
 - `static_facts` is the static backend's answer for such a candidate: the device code of its
   sources (host functions that use torch dropped, CUDA hipified, templates with one type
   parameter instantiated for float) compiled for gfx942; or a clear "nothing compiled".
@@ -86,6 +88,7 @@ class ExtensionsBuild(BaseModel):
     folder: Path | None = None
     log: str = ""
     cached: bool = False
+    hacked: str = ""  # why an extension is refused (kb_library_check): nothing is published
 
 
 # ------------------------------------------------------------------------ reading the file
@@ -228,7 +231,10 @@ def build(candidate: Candidate, backend: str, cache_dir: Path,
                                     sort_keys=True).encode()).hexdigest()[:24]  # fmt: skip
     folder = cache_dir / "kernelbench" / key
     if all((folder / f"{e.name}.so").is_file() for e in exts):
-        return ExtensionsBuild(ok=True, folder=folder, cached=True)
+        # checked again: a cache may hold what an older version of the check let through
+        hacked = _refusal(folder, exts)
+        return ExtensionsBuild(ok=not hacked, folder=None if hacked else folder, cached=True,
+                               hacked=hacked)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=folder.parent))
     try:
@@ -248,11 +254,26 @@ def build(candidate: Candidate, backend: str, cache_dir: Path,
             shutil.copy2(built, staging / f"{ext.name}.so")
         for ext in exts:
             shutil.rmtree(staging / ext.name, ignore_errors=True)
+        hacked = _refusal(staging, exts)
+        if hacked:  # never published: a later build refuses it again
+            return ExtensionsBuild(ok=False, hacked=hacked)
         with contextlib.suppress(OSError):  # another thread built the same key first: keep it
             os.replace(staging, folder)
         return ExtensionsBuild(ok=True, folder=folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _refusal(folder: Path, exts: list[InlineExtension]) -> str:
+    """Why one of the built extensions in `folder` is `hacked` (its C++ computes with PyTorch or
+    a vendor library beside the dispatcher), or ''."""
+    from hipevolve.verifier.build import kb_library_check
+
+    for ext in exts:
+        hacked = kb_library_check.refusal(folder / f"{ext.name}.so")
+        if hacked:
+            return hacked
+    return ""
 
 
 def main() -> None:

@@ -16,10 +16,13 @@ calls, flush, events, trial loop, checked timed calls and check calls slipped in
 What it does not protect against: the extension's C++ runs in this process (its static
 initialisers when it loads, its functions when the plan calls them) and could read or write
 this process's memory, as a native candidate's library could; a KernelBench extension is a
-PyTorch extension that may call any of libtorch, and no library check (library_check.py) looks
-at it. So a KernelBench candidate with an extension is less isolated than a native one, and its
-verdict's flag says so (kb_stage.kb_flag); a
-pure-torch one runs no code of its own here at all.
+PyTorch extension linked against libtorch. The build stage refuses one that imports compute
+(kb_library_check.py: aten ops that compute, ATen's per-backend entry points, vendor libraries,
+run-time symbol lookup), and the watch here sees any op its C++ dispatches; native code that
+finds a libtorch function by other means (an address computed from an allowed one) is seen by
+neither. So a KernelBench candidate with an extension is less isolated than a native one, and
+its verdict's flag says so (kb_stage.kb_flag); a pure-torch one runs no code of its own here at
+all.
 
 Imports torch, the standard library and hipevolve.verifier.gpu.{executor,plan,plan_kb,prebuilt}.
 """

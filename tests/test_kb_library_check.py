@@ -1,0 +1,117 @@
+"""A KernelBench extension's library may use libtorch for tensors, never for the work
+(verifier/build/kb_library_check.py):
+
+- the imports of honest extensions pass: allocation, data pointers, checks, the bindings, CUDA
+  streams and device queries;
+- an aten op that computes, ATen's per-backend entry points (at::cuda::_softmax_out, red team
+  round 9), the dispatcher's lookup by name, vendor libraries and run-time symbol lookup are
+  refused, each with its reason;
+- through the pipeline (CPU extensions, built here): the per-backend entry point reached under
+  an asm label is `hacked` at the build stage and nothing is published; a Python call from C++
+  passes the library check and is `hacked` by the executor's dispatcher watch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hipevolve.core.candidate import load_candidate
+from hipevolve.core.config import load_settings
+from hipevolve.core.evaluation import Status
+from hipevolve.problems import get_task
+from hipevolve.verifier.build import kb_library_check, kernelbench
+from hipevolve.verifier.pipeline import evaluate
+
+DATA = Path(__file__).parent / "data" / "kernelbench"
+
+HONEST = [
+    "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, "
+    "std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>, "
+    "std::optional<c10::MemoryFormat>)",
+    "at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>, std::optional<c10::ScalarType>)",
+    "at::_ops::zeros::call(c10::ArrayRef<c10::SymInt>, std::optional<c10::ScalarType>)",
+    "at::_ops::contiguous::call(at::Tensor const&, c10::MemoryFormat)",
+    "at::_ops::to_dtype::call(at::Tensor const&, c10::ScalarType, bool, bool)",
+    "at::_ops::fill__Scalar::call(at::Tensor&, c10::Scalar const&)",
+    "float* at::TensorBase::data_ptr<float>() const",
+    "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
+    "c10::cuda::getCurrentCUDAStream(signed char)",
+    "at::cuda::getCurrentDeviceProperties()",
+    "at::cuda::warp_size()",
+    "pybind11::detail::type_caster<at::Tensor, void>::load(pybind11::handle, bool)",
+    "cudaLaunchKernel",
+    "__cudaRegisterFunction",
+    "PyEval_GetBuiltins",
+    "memcpy",
+]
+
+REFUSED = {
+    "at::cuda::_softmax_out(at::Tensor&, at::Tensor const&, long, bool)": "beside the dispatcher",
+    "at::cpu::relu(at::Tensor const&)": "beside the dispatcher",
+    "at::native::softmax_cuda(at::Tensor const&, long, bool)": "beside the dispatcher",
+    "at::cuda::blas::gemm<float>(char, char, long, long, long, float, float const*)": "beside",
+    "at::compositeexplicitautograd::add(at::Tensor const&, at::Tensor const&)": "beside",
+    "at::_ops::_softmax::call(at::Tensor const&, long, bool)": "an aten op that computes",
+    "at::_ops::matmul::call(at::Tensor const&, at::Tensor const&)": "an aten op that computes",
+    "at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&, c10::Scalar const&)": "an aten op that computes",
+    "c10::Dispatcher::findSchemaOrThrow(char const*, char const*)": "looked up by name",
+    "torch::jit::load(std::string const&)": "looked up by name",
+    "cublasSgemm_v2": "vendor library",
+    "cublasLtMatmul": "vendor library",
+    "rocblas_sgemm": "vendor library",
+    "miopenSoftmaxForward_V2": "vendor library",
+    "nvrtcCompileProgram": "vendor library",
+    "cuModuleLoadData": "vendor library",
+    "dlsym": "symbol lookup",
+    "dl_iterate_phdr": "symbol lookup",
+}
+
+
+@pytest.mark.parametrize("symbol", HONEST)
+def test_what_an_honest_extension_imports_passes(symbol: str) -> None:
+    assert kb_library_check.reason(symbol) == ""
+
+
+@pytest.mark.parametrize("symbol", sorted(REFUSED))
+def test_compute_that_is_not_the_extensions_own_is_refused_with_its_reason(symbol: str) -> None:
+    assert REFUSED[symbol] in kb_library_check.reason(symbol)
+
+
+def test_every_data_op_of_the_screen_has_its_at_ops_names() -> None:
+    ops = kb_library_check.data_ops()
+    assert {"empty_like", "empty_memory_format", "to_dtype", "copy_", "view", "zero_"} <= ops
+    assert not {"_softmax", "relu", "add_Tensor", "mm", "sum"} & ops
+
+
+# ------------------------------------------------------------------------ built here (CPU)
+
+
+def _settings(tmp_path: Path):
+    return load_settings({"tasks": {"dirs": [str(DATA / "level_test")]},
+                          "verifier": {"cache_dir": str(tmp_path / "cache")}})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_aten_kernel_entry_point_under_an_asm_label_is_hacked_and_never_published(tmp_path):
+    candidate = load_candidate(DATA / "candidates" / "cpu_relu_backend_entry.py")
+    settings = _settings(tmp_path)
+    evaluation = evaluate(candidate, get_task("19_ReLU", settings.tasks.dirs), settings.verifier,
+                          "cpu", do_timing=False)  # fmt: skip
+    assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
+    assert "at::cpu::relu" in evaluation.message and "with PyTorch" in evaluation.message
+    assert kernelbench.LESS_ISOLATED in evaluation.flags
+    assert not list((tmp_path / "cache" / "kernelbench").glob("*/*.so"))  # nothing published
+    again = kernelbench.build(candidate, "cpu", tmp_path / "cache")
+    assert not again.ok and "at::cpu::relu" in again.hacked
+
+
+@pytest.mark.slow
+def test_a_python_call_from_the_extension_is_hacked_by_the_dispatcher_watch(tmp_path):
+    settings = _settings(tmp_path)
+    evaluation = evaluate(load_candidate(DATA / "candidates" / "cpu_relu_python_call.py"),
+                          get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
+                          do_timing=False)  # fmt: skip
+    assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
+    assert "computes aten.relu with PyTorch inside the extension" in evaluation.message
