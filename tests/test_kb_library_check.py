@@ -51,7 +51,9 @@ REFUSED = {
     "at::cuda::_softmax_out(at::Tensor&, at::Tensor const&, long, bool)": "beside the dispatcher",
     "at::cpu::relu(at::Tensor const&)": "beside the dispatcher",
     "at::native::softmax_cuda(at::Tensor const&, long, bool)": "beside the dispatcher",
-    "at::cuda::blas::gemm<float>(char, char, long, long, long, float, float const*)": "beside",
+    # a template function's demangling starts with its return type
+    "void at::cuda::blas::gemm<float>(char, char, long, long, long, float, float const*)": "beside",
+    "at::Tensor at::native::softmax_kernel<float>(at::Tensor const&)": "beside the dispatcher",
     "at::compositeexplicitautograd::add(at::Tensor const&, at::Tensor const&)": "beside",
     "at::_ops::_softmax::call(at::Tensor const&, long, bool)": "an aten op that computes",
     "at::_ops::matmul::call(at::Tensor const&, at::Tensor const&)": "an aten op that computes",
@@ -77,6 +79,23 @@ def test_what_an_honest_extension_imports_passes(symbol: str) -> None:
 @pytest.mark.parametrize("symbol", sorted(REFUSED))
 def test_compute_that_is_not_the_extensions_own_is_refused_with_its_reason(symbol: str) -> None:
     assert REFUSED[symbol] in kb_library_check.reason(symbol)
+
+
+@pytest.mark.parametrize(
+    ("symbol", "name"),
+    [
+        ("float* at::TensorBase::data_ptr<float>() const", "at::TensorBase::data_ptr<float>"),
+        ("void at::cuda::blas::gemm<float>(char, char)", "at::cuda::blas::gemm<float>"),
+        ("at::Foo::operator()(int) const", "at::Foo::operator@"),
+        (
+            "std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)",
+            "std::operator@ <std::char_traits<char> >",
+        ),
+        ("cublasSgemm_v2", "cublasSgemm_v2"),
+    ],
+)
+def test_a_demangled_symbol_is_read_without_its_return_type_and_parameters(symbol, name) -> None:
+    assert kb_library_check.qualified(symbol) == name
 
 
 def test_every_data_op_of_the_screen_has_its_at_ops_names() -> None:

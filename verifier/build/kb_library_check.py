@@ -49,7 +49,7 @@ _ATEN_QUERIES = re.compile(
     r"^at::(?:cuda|hip)::(?:getCurrentDeviceProperties|getDeviceProperties|warp_size|"
     r"getNumGPUs|is_available|device_count|getCurrentCUDAStream|getDefaultCUDAStream|"
     r"getStreamFromPool|getStreamFromExternal|getCurrentHIPStream|getDefaultHIPStream|"
-    r"canDeviceAccessPeer)\("
+    r"canDeviceAccessPeer)$"
 )
 _BY_NAME = re.compile(r"^(?:c10::Dispatcher::find\w*|c10::Dispatcher::callBoxed|torch::jit::)")
 _VENDOR = re.compile(
@@ -58,6 +58,7 @@ _VENDOR = re.compile(
     r"rocrand|nccl|rccl|cuModuleLoad|cuLibraryLoad|cuLinkAdd|cuLinkCreate|hipModuleLoad|"
     r"cudaLibraryLoad|hipLibraryLoad)\w*$"
 )
+_OPERATOR = re.compile(r"operator(?:<=>|<<=?|>>=?|<=|>=|->\*?|<|>|\(\))")
 _LOOKUP = re.compile(r"^(?:dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dlinfo|dl_iterate_phdr|_r_debug|"
                      r"_dl_\w+)$")  # fmt: skip
 
@@ -104,8 +105,30 @@ def data_ops() -> frozenset[str]:
     return frozenset(names)
 
 
+def qualified(symbol: str) -> str:
+    """A demangled symbol's qualified name: no parameters, no return type (a template
+    function's demangling starts with one: `void at::cuda::blas::gemm<float>(...)`), template
+    arguments kept."""
+    symbol = _OPERATOR.sub("operator@", symbol)  # operator<<, operator() hold < > ( )
+    depth, end = 0, len(symbol)
+    for i, ch in enumerate(symbol):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0:
+            end = i
+            break
+    head, depth, start = symbol[:end], 0, 0
+    for i, ch in enumerate(head):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == " " and depth == 0 and not head[i + 1 :].startswith(("const", "&", "*", "<")):
+            start = i + 1
+    return head[start:].lstrip("*&")
+
+
 def reason(symbol: str) -> str:
     """Why importing `symbol` (demangled) reaches compute that is not the extension's, or ''."""
+    symbol = qualified(symbol)
     ops = _OPS.match(symbol)
     if ops:
         return "" if ops.group(1) in data_ops() else "an aten op that computes"
@@ -130,7 +153,7 @@ def refusal(library: Path) -> str:
     bad = [(s, why) for s in found if (why := reason(s))]
     if not bad:
         return ""
-    named = "; ".join(f"{s.split('(')[0]} ({why})" for s, why in bad[:3])
+    named = "; ".join(f"{qualified(s)} ({why})" for s, why in bad[:3])
     more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
     return (
         f"{library.stem}'s C++ can compute with PyTorch or a vendor library instead of its "
