@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kb_support import relu_extension
 
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.config import load_settings
@@ -25,6 +26,32 @@ from hipevolve.verifier.build import kb_library_check, kernelbench
 from hipevolve.verifier.pipeline import evaluate
 
 DATA = Path(__file__).parent / "data" / "kernelbench"
+
+# ATen's CPU kernel entry point at::cpu::relu, declared by hand under an asm label with the name
+# split over string literals: no ATen header, no aten op, no dispatcher (red team round 9's 19,
+# at::cuda::_softmax_out on a GPU, on the CPU). Only the build stage's library check sees it.
+BACKEND_ENTRY = r"""
+#include <torch/extension.h>
+
+at::Tensor rt_rowwise(const at::Tensor& self) __asm__("_ZN2at3cpu4re" "luERKNS_6TensorE");
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+    return rt_rowwise(x);
+}
+"""
+
+# torch.relu called through Python from C++ (pybind11's module import): it imports only what any
+# extension's bindings import, so it passes the library check; the call goes through the
+# dispatcher, where the executor's watch sees aten.relu.
+PYTHON_CALL = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto mod = pybind11::module_::import("tor" "ch");
+    return mod.attr("re" "lu")(x).cast<torch::Tensor>();
+}
+"""
 
 HONEST = [
     "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, "
@@ -114,7 +141,9 @@ def _settings(tmp_path: Path):
 
 @pytest.mark.slow
 def test_an_aten_kernel_entry_point_under_an_asm_label_is_hacked_and_never_published(tmp_path):
-    candidate = load_candidate(DATA / "candidates" / "cpu_relu_backend_entry.py")
+    candidate = load_candidate(
+        relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_backend_entry", BACKEND_ENTRY)
+    )
     settings = _settings(tmp_path)
     evaluation = evaluate(candidate, get_task("19_ReLU", settings.tasks.dirs), settings.verifier,
                           "cpu", do_timing=False)  # fmt: skip
@@ -129,7 +158,8 @@ def test_an_aten_kernel_entry_point_under_an_asm_label_is_hacked_and_never_publi
 @pytest.mark.slow
 def test_a_python_call_from_the_extension_is_hacked_by_the_dispatcher_watch(tmp_path):
     settings = _settings(tmp_path)
-    evaluation = evaluate(load_candidate(DATA / "candidates" / "cpu_relu_python_call.py"),
+    path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_python_call", PYTHON_CALL)
+    evaluation = evaluate(load_candidate(path),
                           get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
                           do_timing=False)  # fmt: skip
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kb_support import relu_extension
 
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.config import load_settings
@@ -34,7 +35,19 @@ TESTS = Path(__file__).parent
 DATA = TESTS / "data" / "kernelbench"
 HIP_EXAMPLE = DATA / "candidates" / "kernelbench_hip_example.py"
 CPU_RELU = DATA / "candidates" / "cpu_relu_inline.py"
-CPU_RELU_DISPATCHER = DATA / "candidates" / "cpu_relu_dispatcher.py"
+# ATen's relu through the c10 dispatcher, looked up by a name the static screen cannot read
+# (red team round 8's 07, on the CPU)
+DISPATCHER_LOOKUP = r"""
+#include <torch/extension.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::re" "lu", "")
+                         .typed<at::Tensor(const at::Tensor&)>();
+    return op.call(x);
+}
+"""
 HEALTHY_SOFTMAX = TESTS / "data" / "candidates" / "healthy_kb_softmax.py"
 needs_toolchain = pytest.mark.skipif(find_toolchain() is None,
                                      reason="no AMD device toolchain")  # fmt: skip
@@ -172,7 +185,8 @@ def test_an_extension_computing_with_aten_behind_the_screens_back_is_hacked(tmp_
     # the op is looked up by a name built at run time: the build stage's library check refuses
     # the lookup's import (tests/test_kb_library_check.py: a call the check passes is watched)
     settings = settings_in(tmp_path, DATA / "level_test")
-    evaluation = evaluate(load_candidate(CPU_RELU_DISPATCHER),
+    path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_dispatcher", DISPATCHER_LOOKUP)
+    evaluation = evaluate(load_candidate(path),
                           get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
                           do_timing=False)  # fmt: skip
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
