@@ -11,9 +11,12 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+import hipevolve
+
 NAME = "hipevolve_dyn_write_outside.txt"
 TARGETS = (
-    Path(__file__).resolve().parents[2] / NAME,
+    Path(hipevolve.__file__).resolve().parents[1] / NAME,  # the checkout (a sandbox gets a copy
+    # of its own file, in its own folder)
     Path("/root") / NAME,
     Path("/tmp") / NAME,
     Path("/var/tmp") / NAME,

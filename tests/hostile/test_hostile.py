@@ -224,6 +224,51 @@ def test_notes_left_in_dev_shm_and_tmp_reach_no_later_candidate() -> None:
     assert_healthy_next()
 
 
+def test_host_files_are_unreadable_to_the_candidate() -> None:
+    if confine.landlock_abi() < 1:
+        pytest.skip("Landlock is not available on this kernel: reads cannot be confined here")
+    from dyn_read_host_files import PLANTED  # noqa: PLC0415 (the attack's own path)
+
+    PLANTED.write_text("planted-secret-7f3a")
+    try:
+        result = evaluate("dyn_read_host_files")
+    finally:
+        PLANTED.unlink(missing_ok=True)
+    assert result.status is Status.runtime_error, result.message
+    assert "read=[]" in result.message, result.message
+    assert "planted-secret" not in result.message and "root:x:" not in result.message
+    assert_healthy_next()
+
+
+def _remove_kernel_objects(key: int, mq_name: bytes) -> list[str]:
+    """The SysV objects of `key` (/proc/sysvipc) and the POSIX message queue `mq_name` on the
+    host, removed; their kinds."""
+    import ctypes  # noqa: PLC0415
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = ["mq"] if libc.mq_unlink(mq_name) == 0 else []
+    for kind, remove in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        for fields in (line.split() for line in lines):
+            if int(fields[0]) == key:
+                found.append(kind)
+                remove(int(fields[1]), 0, None)  # IPC_RMID
+    return found
+
+
+def test_kernel_objects_a_candidate_makes_reach_no_later_candidate() -> None:
+    from dyn_kernel_objects import KEY, MQ_NAME  # noqa: PLC0415 (the attack's own names)
+
+    _remove_kernel_objects(KEY, MQ_NAME)
+    first, second = evaluate("dyn_kernel_objects"), evaluate("dyn_kernel_objects")
+    left = _remove_kernel_objects(KEY, MQ_NAME)
+    assert first.status is Status.ok, first.message
+    assert second.status is Status.ok, second.message
+    assert not left, f"SysV objects left on the host: {left}"
+    assert "seccomp:on" in first.flags, first.flags
+    assert_healthy_next()
+
+
 def test_tcp_socket_to_localhost_is_denied() -> None:
     from dyn_socket import PORT  # noqa: PLC0415
 

@@ -14,20 +14,26 @@ stays free of pydantic).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import getpass
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.zygote import Forked, Zygote, ZygoteError
 
 if TYPE_CHECKING:
-    from hipevolve.verifier.gpu.job import SandboxJob
+    from hipevolve.verifier.gpu.job import CandidateJob, SandboxJob
+
+Job = TypeVar("Job")  # a SandboxJob or a RecordJob: a reference file and a candidate
 
 KEEP_OUTPUT = 64 << 10
 GRACE_S = 2.0  # for a sandbox that closed its channel to finish exiting
@@ -92,6 +98,8 @@ def sandbox_env(sandbox_dir: str) -> dict[str, str]:
     env = dict(os.environ)  # already the controller's allowlist
     tmp = os.path.join(sandbox_dir, "tmp")
     os.makedirs(tmp, exist_ok=True)
+    with contextlib.suppress(Exception):  # getpass.getuser would read /etc/passwd, unreadable
+        env["USER"] = env["LOGNAME"] = getpass.getuser()  # there (inductor's cache names it)
     env |= {
         "HOME": sandbox_dir,
         "TMPDIR": tmp,
@@ -99,6 +107,37 @@ def sandbox_env(sandbox_dir: str) -> dict[str, str]:
         "TORCH_EXTENSIONS_DIR": os.path.join(sandbox_dir, "torch_extensions"),
     }
     return env
+
+
+def hand_over(workdir: str, reference: Path, candidate: CandidateJob | None
+              ) -> tuple[Path, CandidateJob | None]:  # fmt: skip
+    """Copies the reference's file and the candidate's (its Python file, source and library,
+    or a KernelBench candidate's prebuilt extensions) into the sandbox's folder `workdir`, and
+    returns their paths there: a sandbox reads no file of the host's beyond its own folder, the
+    system's and Python's (confine.python_roots), so the build cache, the task folders and the
+    user's files stay out of its reach. Copies, not links: through a link the sandbox could
+    write the cache's file."""
+    given = Path(workdir, "given")
+    reference = _copy_in(Path(reference), given / "reference")
+    if candidate is None:
+        return reference, None
+    model = _copy_in(candidate.model, given / "candidate")
+    library = candidate.library and _copy_in(candidate.library, given / "library")
+    source = candidate.source and _copy_in(candidate.source, given / "source")
+    return reference, dataclasses.replace(candidate, model=model, library=library,
+                                          source=source)  # fmt: skip
+
+
+def _copy_in(path: Path, folder: Path) -> Path:
+    """`path` copied into `folder`: a file under its own name, a folder of prebuilt
+    extensions as `folder` holding its .so files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        for library in path.glob("*.so"):
+            shutil.copy2(library, folder / library.name)
+        return folder
+    shutil.copy2(path, folder / path.name)
+    return folder / path.name
 
 
 class Channel:
@@ -150,7 +189,12 @@ class Channel:
     def start(self, job: SandboxJob, max_processes: int) -> None:
         """Hands the waiting sandbox its job."""
         self.max_processes = max_processes if job.allow_processes else 0
-        self.tell(job.to_json())
+        self.tell(self.given(job).to_json())
+
+    def given(self, job: Job) -> Job:
+        """`job` naming copies, in this sandbox's folder, of the files it names."""
+        reference, candidate = hand_over(self.workdir, job.reference, job.candidate)
+        return dataclasses.replace(job, reference=reference, candidate=candidate)
 
     def _read(self) -> None:
         from hipevolve.verifier.gpu import wire

@@ -17,14 +17,19 @@ never silently depends on a layer that was missing:
   needed: GPU runs).
 - Landlock (syscalls 444-446): writes only under the sandbox's own folder, the GPU device nodes
   (/dev/nvidia*, /dev/kfd, /dev/dri; "/dev" in the list given stands for them, with /dev/null,
-  /dev/zero and /dev/full) and the private /dev/shm: nothing else under /dev; no TCP
-  bind/connect (ABI 4); no signals to, or ptrace of, processes outside the sandbox and no
-  abstract unix sockets outside it (ABI 6). Reading stays allowed: torch reads all over the
-  file system, and the reference outputs are never in a file.
+  /dev/zero and /dev/full) and the private /dev/shm: nothing else under /dev; reads only there
+  and in what Python and the system are read from (python_roots: the installation's prefixes,
+  site-packages, the verifier's own packages; SYSTEM_READABLE: /usr, /opt, /proc, /sys, the
+  loader's cache, ...), so the user's files, the build cache, the task folders, /etc's keys
+  and /dev's disks stay unread; the judge hands the sandbox copies of its job's files
+  (channel.hand_over). No TCP bind/connect (ABI 4); no signals to, or ptrace of, processes
+  outside the sandbox and no abstract unix sockets outside it (ABI 6).
 - seccomp-BPF (installed on every thread at once with TSYNC): socket() and socketpair() for
   any family but AF_UNIX fail with EPERM, and so do ptrace, process_vm_readv/writev, setsid,
   setpgid (leaving the process group would escape the controller's group kill), io_uring
-  (it opens sockets behind seccomp's back), bpf, perf_event_open, mount, unshare, setns and,
+  (it opens sockets behind seccomp's back), bpf, perf_event_open, mount, unshare, setns, the
+  kernel objects that outlive a process (SysV shared memory, semaphores and message queues,
+  POSIX message queues, keyrings) and,
   unless the candidate must run a compiler (load_inline), any new process: fork, vfork and
   clone without CLONE_THREAD (clone3 answers ENOSYS so that libc falls back to clone, whose
   flags a filter can read).
@@ -37,11 +42,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import glob
 import os
 import platform
 import resource
 import struct
+import sys
 
 FILE_SIZE_LIMIT = 2 << 30
 EXTRA_PROCESSES = 256  # over the user's current count, when processes are allowed at all
@@ -165,8 +172,9 @@ def drop_capabilities() -> str:
 
 
 # Landlock access rights (include/uapi/linux/landlock.h).
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_WRITE = {
-    1: (1 << 1)
+    1: _WRITE_FILE
     | (1 << 4)
     | (1 << 5)
     | (1 << 6)
@@ -179,9 +187,18 @@ _FS_WRITE = {
     2: 1 << 13,  # REFER
     3: 1 << 14,  # TRUNCATE
 }
-_FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)  # exec, write, read, ...
+_FS_READ = _READ_FILE | _READ_DIR
+_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | (1 << 14) | (1 << 15)  # TRUNCATE, IOCTL
 _NET_TCP = (1 << 0) | (1 << 1)  # BIND_TCP, CONNECT_TCP (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
+
+# What a sandbox reads besides its own folder, Python's and the verifier's modules (python_roots):
+# the system's programs and libraries (CUDA's and ROCm's under /usr or /opt), the kernel's views
+# of itself, the dynamic loader's cache and the time zone. Not /etc as a whole (keys, passwords),
+# /home, /root, /tmp, /var or /dev's disks.
+SYSTEM_READABLE = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc",
+                   "/sys", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+                   "/etc/localtime", "/etc/nsswitch.conf", "/dev/urandom", "/dev/random")  # fmt: skip
 
 
 def landlock_abi() -> int:
@@ -191,15 +208,85 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_writes(writable: list[str]) -> str:
-    """Landlock: writes only beneath `writable`; returns a flag saying what was applied."""
+def _under(path: str, roots: set[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _installed_into(folder: str) -> bool:
+    """A folder packages are installed into: site-packages, or one that holds an installed
+    package's .dist-info (`pip install --target`), unlike a source checkout or a home folder."""
+    if os.path.basename(folder) in ("site-packages", "dist-packages"):
+        return True
+    try:
+        return any(name.endswith(".dist-info") for name in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def _module_places(module: object) -> list[str]:
+    """Where a module was imported from: a package's folders, a module's file (none for one
+    built in, frozen, or made up: torch.ops and torch.classes are modules of no file)."""
+    try:
+        spec = module.__spec__  # type: ignore[attr-defined]
+        places = list(spec.submodule_search_locations or []) or [spec.origin]
+    except Exception:  # noqa: BLE001 (a module with no spec, or a spec of another shape)
+        return []
+    return [p for p in places if isinstance(p, str) and os.path.isabs(p)]
+
+
+@functools.cache
+def python_roots() -> tuple[list[str], list[str]]:
+    """(read, list): the folders Python and the modules imported so far are read from (the
+    installation's prefixes, the folders on sys.path that packages are installed into, and the
+    folder of each package imported from elsewhere, such as the verifier's own), and the other
+    folders on sys.path, which an import lists to look for a name but whose files stay
+    unreadable (a source checkout on sys.path holds more than modules). Cached: a zygote works
+    it out once, after its imports, for every sandbox it forks."""
+    read: set[str] = set()
+    for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix):
+        read.add(os.path.realpath(prefix))
+    for entry in sys.path:
+        if entry and _installed_into(entry):
+            read.add(os.path.realpath(entry))
+    for module in list(sys.modules.values()):
+        for place in _module_places(module):
+            real = os.path.realpath(place)
+            if os.path.exists(real) and not _under(real, read):
+                read.add(real)
+    listed = {os.path.realpath(e or os.getcwd()) for e in sys.path}
+    return sorted(read), sorted(p for p in listed if os.path.isdir(p) and not _under(p, read))
+
+
+def _add_rule(ruleset: int, path: str, rights: int) -> str:
+    """'' once `path` is granted `rights` (the ones that apply to a file, for a file); a path
+    that does not exist is skipped."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not os.path.isdir(path):
+            rights &= _FILE_RIGHTS
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))
+        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), rule,
+                         ctypes.c_uint32(0)) != 0:  # fmt: skip
+            return f"landlock:failed (add_rule {path} errno {ctypes.get_errno()})"
+        return ""
+    finally:
+        os.close(fd)
+
+
+def restrict_files(writable: list[str], readable: list[str], listable: list[str] = ()) -> str:
+    """Landlock: writes only beneath `writable`, reads only beneath `writable` and `readable`,
+    and directory listings beneath `listable` too; returns a flag saying what was applied."""
     if not X86_64:
         return "landlock:unavailable (syscalls only wired for x86_64)"
     abi = landlock_abi()
     if abi < 1:
         return f"landlock:unavailable (kernel: {errno.errorcode.get(ctypes.get_errno(), '?')})"
-    fs = sum(bits for level, bits in _FS_WRITE.items() if abi >= level)
-    attr = struct.pack("QQQ", fs, _NET_TCP if abi >= 4 else 0, _SCOPES if abi >= 6 else 0)
+    writes = sum(bits for level, bits in _FS_WRITE.items() if abi >= level)
+    attr = struct.pack("QQQ", writes | _FS_READ, _NET_TCP if abi >= 4 else 0,
+                       _SCOPES if abi >= 6 else 0)  # fmt: skip
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     abuf = ctypes.create_string_buffer(attr[:size])
     ruleset = _libc.syscall(
@@ -208,28 +295,11 @@ def restrict_writes(writable: list[str]) -> str:
     if ruleset < 0:
         return f"landlock:unavailable (create errno {ctypes.get_errno()})"
     try:
-        for path in writable:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                # A file (a device node) takes only the rights that apply to files.
-                rights = fs if os.path.isdir(path) else fs & _FILE_RIGHTS
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))
-                if (
-                    _libc.syscall(
-                        SYS_LANDLOCK_ADD_RULE,
-                        ctypes.c_int(ruleset),
-                        ctypes.c_int(1),
-                        rule,
-                        ctypes.c_uint32(0),
-                    )
-                    != 0
-                ):
-                    return f"landlock:failed (add_rule {path} errno {ctypes.get_errno()})"
-            finally:
-                os.close(fd)
+        rules = [(p, writes | _FS_READ) for p in writable] + [(p, _FS_READ) for p in readable]
+        for path, rights in rules + [(p, _READ_DIR) for p in listable]:
+            failed = _add_rule(ruleset, path, rights)
+            if failed:
+                return failed
         if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
             return "landlock:failed (no_new_privs)"
         if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)):
@@ -310,7 +380,9 @@ def confine_process(writable: list[str], shared_memory: bool = True) -> list[str
     flags = set_limits()
     shm = private_shm()
     flags.append(shm)
-    flags.append(restrict_writes(expand_writable(writable, shm == "shm:private" or shared_memory)))
+    read, listed = python_roots()
+    flags.append(restrict_files(expand_writable(writable, shm == "shm:private" or shared_memory),
+                                list(SYSTEM_READABLE) + read, listed))  # fmt: skip
     flags.append(drop_capabilities())
     return flags
 
@@ -345,6 +417,16 @@ def _denied_syscalls(allow_processes: bool) -> dict[int, int]:
         165: errno.EPERM,
         272: errno.EPERM,
         308: errno.EPERM,  # mount, unshare, setns
+        # Kernel objects that outlive the process and that the next sandbox could find by key
+        # or name (FAULTS 35): SysV shared memory, semaphores and message queues, POSIX message
+        # queues, keyrings. Every use starts with one of these calls.
+        29: errno.EPERM,  # shmget
+        64: errno.EPERM,  # semget
+        68: errno.EPERM,  # msgget
+        240: errno.EPERM,  # mq_open
+        248: errno.EPERM,
+        249: errno.EPERM,
+        250: errno.EPERM,  # add_key, request_key, keyctl
     }
     if not allow_processes:
         denied |= {57: errno.EPERM, 58: errno.EPERM, 435: errno.ENOSYS}  # fork, vfork, clone3

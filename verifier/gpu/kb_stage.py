@@ -21,7 +21,7 @@ import os
 import signal
 from typing import Any
 
-from hipevolve.verifier.gpu.channel import Channel, SandboxError
+from hipevolve.verifier.gpu.channel import Channel, SandboxError, hand_over
 from hipevolve.verifier.gpu.plan_kb import computes
 
 
@@ -45,16 +45,17 @@ def record_kb_plan(judge: Any, deadline: float) -> dict:  # noqa: ANN401 (a work
         }
         for c in job.cases
     }
-    data = {
-        "record": True,
-        "reference": str(job.reference.resolve()),
-        "candidate": job.candidate.resolved(),
-        "device": job.device,
-        "cases": cases,
-    }
     rec = Channel(judge.chan.workdir + "-record", job.device, judge.chan.zygote)
     judge.sandbox_pid = rec.proc.pid  # the process that runs the candidate's Python
     try:
+        reference, candidate = hand_over(rec.workdir, job.reference, job.candidate)
+        data = {
+            "record": True,
+            "reference": str(reference),
+            "candidate": candidate.resolved(),
+            "device": job.device,
+            "cases": cases,
+        }
         rec.tell(json.dumps(data))
         rec.next("record", deadline)  # ready
         header, _, _ = rec.next("record", deadline)

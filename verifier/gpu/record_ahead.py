@@ -58,7 +58,7 @@ class Recorder:
         self.stopped = False
 
     def send(self, job: RecordJob) -> None:
-        self.line.tell(job.to_json())
+        self.line.tell(self.line.given(job).to_json())
         self.sent_at = time.perf_counter()
 
     def plan(self, limit_s: float) -> dict:

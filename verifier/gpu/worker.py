@@ -21,8 +21,12 @@ What it protects against (FAULTS.md):
 - fork bombs (no new processes at all unless the candidate compiles with load_inline, then
   RLIMIT_NPROC and a process-count watchdog), OOM (resource exhaustion), a gigabyte on stdout
   (only the first 64 KiB kept, drained by threads so nothing blocks) (6, 7);
-- writes outside the sandbox folder, TCP sockets, signals to or ptrace of other processes, and
-  API keys: Landlock, seccomp and an allowlisted environment (8);
+- writes outside the sandbox folder, reads outside it and Python's and the system's folders
+  (the judge hands the sandbox copies of its job's files: channel.hand_over), TCP sockets,
+  signals to or ptrace of other processes, and API keys: Landlock, seccomp and an allowlisted
+  environment (8, 12);
+- state one candidate leaves for the next: a fresh folder and a private /dev/shm per sandbox,
+  and no SysV IPC, POSIX message queue or keyring object can be made (41);
 - wrong shape, dtype, strides, device, NaN/Inf, lazy tensor subclasses (9, 10, 14);
 - reaching the expected outputs: they never exist in the candidate's process, the judge is not
   dumpable, and the result channel is closed in the sandbox (12, 19);
@@ -49,9 +53,9 @@ What it does not protect against:
   load_inline file built nowhere (a job with no extension folder) still runs its Python in the
   sandbox, where it can reach the sandbox's objects through gc (flag `plan:none`); a
   KernelBench extension's C++ runs in the sandbox, as native code above;
-- reading files: Landlock here restricts writes only; the reference outputs are never in a file,
-  but anything else the user can read, the candidate can read (a judge removes each sandbox's
-  folder before the next sandbox starts, so nothing one candidate writes reaches the next);
+- reading files: a candidate still reads what Python and the system hold (site-packages, /usr,
+  /opt, /proc, /sys): nothing of the user's, but it can list a source checkout that is on
+  sys.path; where Landlock is missing it reads anything the user can;
 - where Landlock, seccomp or RLIMIT_NPROC are missing (other kernels, other architectures, root
   for RLIMIT_NPROC) the layer is off; the result's flags say which;
 - a candidate that compiles with load_inline may start processes, bounded only by

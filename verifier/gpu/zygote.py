@@ -186,6 +186,7 @@ def _preload() -> str:
         )  # fmt: skip
 
         record.warm()  # the recorder's FakeTensorMode imports torch._dynamo: seconds, once here
+        confine.python_roots()  # cached: what each sandbox may read, worked out once here
     except Exception as e:  # noqa: BLE001 (the judge hears why, and spawns instead)
         return f"importing the sandbox's modules failed: {type(e).__name__}: {e}"
     if torch.cuda.is_initialized():
