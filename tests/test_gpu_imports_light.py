@@ -28,6 +28,7 @@ GPU_SIDE = (
     "hipevolve.verifier.gpu.record_ahead",
     "hipevolve.verifier.gpu.references",
     "hipevolve.verifier.gpu.timing",
+    "hipevolve.verifier.gpu.wide_case",
     "hipevolve.verifier.gpu.wire",
     "hipevolve.core.reference",
     "hipevolve.runtime",

@@ -76,14 +76,36 @@ def build_model(module: ModuleType, init: dict[str, Any], device: torch.device |
     return model.to(device).eval()
 
 
+# A case's inputs key that get_inputs never sees: every floating-point element of the inputs
+# drawn is scaled by a factor of its own, log-uniform in [1/SPREAD, SPREAD] (the judge's wide
+# case of a pointwise reference: verifier/gpu/wide_case.py).
+SPREAD = "hipevolve_spread"
+
+
+def spread_out(values: list[Any], spread: float, seed: int) -> list[Any]:
+    """`values` with each floating-point tensor element scaled by spread**u, u uniform in
+    [-1, 1] and drawn on the CPU under `seed` (the same factors wherever the inputs are)."""
+    draws = torch.Generator().manual_seed(seed)
+    out = []
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            exponent = torch.empty(value.shape).uniform_(-1.0, 1.0, generator=draws)
+            factor = torch.pow(float(spread), exponent).to(value.device)
+            value = (value.float() * factor).to(value.dtype)
+        out.append(value)
+    return out
+
+
 def build_inputs(module: ModuleType, inputs: dict[str, Any], device: torch.device | str,
                  seed: int, draw_on_device: bool = False) -> list[Any]:
-    """get_inputs(**inputs) under `seed`.
+    """get_inputs(**inputs) under `seed` (spread out when `inputs` holds SPREAD).
 
     By default drawn on the CPU (the same values on any machine), then moved. With
     `draw_on_device`, factory functions default to `device` and its generator draws: much faster
     for large inputs (timing sets), and still deterministic for a seed on one kind of device.
     """
+    spread = inputs.get(SPREAD)
+    inputs = {k: v for k, v in inputs.items() if k != SPREAD}
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
@@ -94,7 +116,8 @@ def build_inputs(module: ModuleType, inputs: dict[str, Any], device: torch.devic
             values = list(module.get_inputs(**inputs))
     finally:
         torch.random.set_rng_state(generator_state)
-    return [to_device(v, device) for v in values]
+    values = [to_device(v, device) for v in values]
+    return spread_out(values, spread, seed) if spread else values
 
 
 def as_outputs(result: Any) -> list[torch.Tensor]:

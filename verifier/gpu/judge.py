@@ -32,8 +32,10 @@ class Judge:
         import torch
 
         from hipevolve.verifier.gpu import ipc, references
+        from hipevolve.verifier.gpu.wide_case import with_wide_case
 
         self.torch, self.ipc = torch, ipc
+        job = with_wide_case(job)  # a pointwise reference: a case of wide magnitudes too
         self.job = job
         self.device = job.device
         self.ref = References(job, kept if kept is not None else references.Kept())

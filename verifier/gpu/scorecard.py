@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu.channel import SandboxError
 from hipevolve.verifier.gpu.job import WorkerJob
+from hipevolve.verifier.gpu.wide_case import wide_note
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.references import Refs
@@ -117,7 +118,8 @@ class Scorecard:
                         "(behaviour changed in timed calls)"
                     )
                     return
-                self.fail(name, f"wrong values ({where})", f"case {name} {where}: {mismatch}")
+                wide = wide_note(name)
+                self.fail(name, f"wrong values{wide} ({where})", f"case {name} {where}: {mismatch}")
                 return
 
     def judge_timing(self, name: str, trials: Any, windows: Any, wall_us: float) -> None:
