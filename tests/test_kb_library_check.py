@@ -6,9 +6,13 @@
 - an aten op that computes, ATen's per-backend entry points (at::cuda::_softmax_out, red team
   round 9), the dispatcher's lookup by name, vendor libraries and run-time symbol lookup are
   refused, each with its reason;
+- Python run from the C++ (a module imported, source run, an object called: red team round 10)
+  is refused beyond what the same toolchain's minimal extension imports;
 - through the pipeline (CPU extensions, built here): the per-backend entry point reached under
-  an asm label is `hacked` at the build stage and nothing is published; a Python call from C++
-  passes the library check and is `hacked` by the executor's dispatcher watch.
+  an asm label is `hacked` at the build stage and nothing is published; torch.relu called
+  through pybind11's module import is refused at the build stage; called through builtins'
+  __import__ with the imports every binding has, it passes the library check and is `hacked`
+  by the executor's dispatcher watch.
 """
 
 from __future__ import annotations
@@ -53,6 +57,25 @@ torch::Tensor relu_forward(torch::Tensor x) {
 }
 """
 
+# torch.relu reached with only the Python C API every extension's bindings import (builtins,
+# a dict lookup, PyObject_CallFunctionObjArgs): the library check's Python rule cannot see it.
+PYTHON_CALL_BY_BUILTINS = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    namespace py = pybind11;
+    py::str import_name("__imp" "ort__"), module_name("tor" "ch");
+    PyObject* import = PyDict_GetItemWithError(PyEval_GetBuiltins(), import_name.ptr());
+    py::object module = py::reinterpret_steal<py::object>(
+        PyObject_CallFunctionObjArgs(import, module_name.ptr(), nullptr));
+    py::object relu = module.attr("re" "lu");
+    py::object arg = py::cast(x);
+    py::object out = py::reinterpret_steal<py::object>(
+        PyObject_CallFunctionObjArgs(relu.ptr(), arg.ptr(), nullptr));
+    return out.cast<torch::Tensor>();
+}
+"""
+
 HONEST = [
     "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, "
     "std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>, "
@@ -73,6 +96,14 @@ HONEST = [
     "PyEval_GetBuiltins",
     "memcpy",
 ]
+
+# The Python C API: what runs Python, and what every binding imports
+PYTHON_RUNS = ["PyImport_ImportModule", "PyRun_SimpleStringFlags", "PyObject_Vectorcall",
+               "PyObject_Call", "PyObject_CallObject", "_PyObject_MakeTpCall",
+               "Py_CompileString", "PyEval_EvalCode", "PySys_GetObject"]  # fmt: skip
+BINDINGS = ["PyObject_CallFunctionObjArgs", "PyEval_GetBuiltins", "PyEval_SaveThread",
+            "PyObject_GetAttrString", "PyDict_GetItemWithError", "_PyObject_GetDictPtr",
+            "PyGILState_Ensure"]  # fmt: skip
 
 REFUSED = {
     "at::cuda::_softmax_out(at::Tensor&, at::Tensor const&, long, bool)": "beside the dispatcher",
@@ -125,6 +156,10 @@ def test_a_demangled_symbol_is_read_without_its_return_type_and_parameters(symbo
     assert kb_library_check.qualified(symbol) == name
 
 
+def test_the_python_c_apis_ways_to_run_python_are_told_from_what_bindings_import() -> None:
+    assert kb_library_check.python_calls(PYTHON_RUNS + BINDINGS) == frozenset(PYTHON_RUNS)
+
+
 def test_every_data_op_of_the_screen_has_its_at_ops_names() -> None:
     ops = kb_library_check.data_ops()
     assert {"empty_like", "empty_memory_format", "to_dtype", "copy_", "view", "zero_"} <= ops
@@ -156,9 +191,22 @@ def test_an_aten_kernel_entry_point_under_an_asm_label_is_hacked_and_never_publi
 
 
 @pytest.mark.slow
-def test_a_python_call_from_the_extension_is_hacked_by_the_dispatcher_watch(tmp_path):
+def test_a_python_call_from_the_extension_is_refused_at_the_build_stage(tmp_path):
     settings = _settings(tmp_path)
+    assert kernelbench.python_baseline("cpu", tmp_path / "cache") is not None  # the rule is on
     path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_python_call", PYTHON_CALL)
+    evaluation = evaluate(load_candidate(path),
+                          get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
+                          do_timing=False)  # fmt: skip
+    assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
+    assert "PyImport_ImportModule (Python run from the C++" in evaluation.message
+
+
+@pytest.mark.slow
+def test_a_python_call_with_the_bindings_own_imports_is_hacked_by_the_dispatcher_watch(tmp_path):
+    settings = _settings(tmp_path)
+    path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_python_builtins",
+                          PYTHON_CALL_BY_BUILTINS)  # fmt: skip
     evaluation = evaluate(load_candidate(path),
                           get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
                           do_timing=False)  # fmt: skip

@@ -17,13 +17,20 @@ library's imports (readelf, demangled with c++filt) before it publishes the buil
 - vendor math and run-time compilation libraries (cuBLAS, cuDNN, cuFFT, hipBLAS, rocBLAS, MIOpen,
   NVRTC, hipRTC, ...) and loading code objects the source does not hold (cuModuleLoad...);
 - run-time symbol lookup (dlopen, dlsym, dl_iterate_phdr, _r_debug), which would reach any of
-  the above by a name built at run time.
+  the above by a name built at run time;
+- the Python C API's ways to run Python (import a module, run or compile source, call an
+  object: red team round 10 called numpy, and exec'd Python, through pybind11), beyond those
+  the same toolchain's minimal extension imports (kernelbench.python_baseline).
 
 A refusal is the verdict `hacked`, with the symbol. What it does not see: native code that finds
 a libtorch function without importing it or looking it up (an address computed from an allowed
-import's, or read from libtorch's tables in memory). A KernelBench extension runs in the
-sandbox's process beside the checks, and its verdict says it is less isolated than a native
-candidate (kernelbench.LESS_ISOLATED).
+import's, or read from libtorch's tables in memory: red team round 10 reached at::cpu's
+clamp_min_out from getauxval(AT_PHDR) through the loader's link map), and Python reached with the
+imports every extension's bindings have (builtins' __import__ called through
+PyObject_CallFunctionObjArgs): what that calls in torch dispatches aten ops, which the
+executor's watch sees; what it calls elsewhere (numpy) is seen by neither. A KernelBench
+extension runs in the sandbox's process beside the checks, and its verdict says it is less
+isolated than a native candidate (kernelbench.LESS_ISOLATED).
 
 Tools: binutils (readelf, c++filt) through subprocess. Imports the standard library, torch
 (the aten op registry) and hipevolve.verifier.gpu.plan_kb.
@@ -61,6 +68,19 @@ _VENDOR = re.compile(
 _OPERATOR = re.compile(r"operator(?:<=>|<<=?|>>=?|<=|>=|->\*?|<|>|\(\))")
 _LOOKUP = re.compile(r"^(?:dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dlinfo|dl_iterate_phdr|_r_debug|"
                      r"_dl_\w+)$")  # fmt: skip
+
+
+# The Python C API's ways to run Python: import a module, run or compile source, call an object.
+# An honest extension's bindings import none of them (pybind11 calls into Python only through
+# PyObject_CallFunctionObjArgs, which stays allowed); `refusal` refuses those the same
+# toolchain's minimal extension does not import (kernelbench.python_baseline).
+_PYTHON_CALLS = re.compile(
+    r"^(?:PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_Eval\w+|PyEval_Call\w+|"
+    r"PyObject_Call|PyObject_CallObject|PyObject_CallNoArgs|PyObject_CallOneArg|"
+    r"PyObject_CallMethod\w*|PyObject_CallFunction|PyObject_Vectorcall\w*|PyVectorcall_Call|"
+    r"_PyObject_(?:Call|Vectorcall|MakeTpCall|FastCall)\w*|PyCFunction_Call|PyMarshal_\w+|"
+    r"PySys_GetObject|PySys_SetObject|PyCode_\w+|PyFunction_New\w*)$"
+)
 
 
 class ToolError(Exception):
@@ -143,20 +163,30 @@ def reason(symbol: str) -> str:
     return ""
 
 
-def refusal(library: Path) -> str:
+def python_calls(found: list[str]) -> frozenset[str]:
+    """The imports among `found` that run Python (_PYTHON_CALLS)."""
+    return frozenset(s for s in found if _PYTHON_CALLS.match(s))
+
+
+def refusal(library: Path, python_baseline: frozenset[str] | None = None) -> str:
     """'' if the KernelBench extension `library` imports nothing that computes for it, else why
-    it is `hacked`."""
+    it is `hacked`. python_baseline: the Python-running imports the same toolchain's minimal
+    extension has (kernelbench.python_baseline); those beyond it are refused too. None: no
+    baseline could be built, and that rule is off."""
     try:
         found = imports(library)
     except ToolError as e:
         return f"the extension cannot be read as a shared object ({e})"
     bad = [(s, why) for s in found if (why := reason(s))]
+    if python_baseline is not None:
+        calls = sorted(python_calls(found) - python_baseline)
+        bad += [(s, "Python run from the C++, beside the checks") for s in calls]
     if not bad:
         return ""
     named = "; ".join(f"{qualified(s)} ({why})" for s, why in bad[:3])
     more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
     return (
-        f"{library.stem}'s C++ can compute with PyTorch or a vendor library instead of its "
-        f"own kernels: it imports {named}{more}; an extension may use libtorch for tensors, "
+        f"{library.stem}'s C++ can compute with PyTorch, a vendor library or Python instead of "
+        f"its own kernels: it imports {named}{more}; an extension may use libtorch for tensors, "
         "not for the work"
     )

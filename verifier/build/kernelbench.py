@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -215,10 +216,12 @@ def _arch_env(backend: str) -> dict[str, str]:
     return {"PYTORCH_ROCM_ARCH": backends._rocm_arch()}
 
 
-def build(candidate: Candidate, backend: str, cache_dir: Path,
-          timeout_s: float = 600.0) -> ExtensionsBuild:  # fmt: skip
+def build(candidate: Candidate, backend: str, cache_dir: Path, timeout_s: float = 600.0,
+          *, library_check: bool = True) -> ExtensionsBuild:  # fmt: skip
     """Every extension of the file built for `backend` (cuda, rocm, or cpu for plain C++),
-    cached; the folder holds `<name>.so` per extension."""
+    cached; the folder holds `<name>.so` per extension. library_check: each library's imports
+    are read (kb_library_check) and a refused one is never published; off only for the
+    trusted baseline (python_baseline)."""
     from hipevolve.verifier.build.compile import run_limited, trim_log
 
     try:
@@ -232,7 +235,7 @@ def build(candidate: Candidate, backend: str, cache_dir: Path,
     folder = cache_dir / "kernelbench" / key
     if all((folder / f"{e.name}.so").is_file() for e in exts):
         # checked again: a cache may hold what an older version of the check let through
-        hacked = _refusal(folder, exts)
+        hacked = _refusal(folder, exts, backend, cache_dir) if library_check else ""
         return ExtensionsBuild(ok=not hacked, folder=None if hacked else folder, cached=True,
                                hacked=hacked)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -254,7 +257,7 @@ def build(candidate: Candidate, backend: str, cache_dir: Path,
             shutil.copy2(built, staging / f"{ext.name}.so")
         for ext in exts:
             shutil.rmtree(staging / ext.name, ignore_errors=True)
-        hacked = _refusal(staging, exts)
+        hacked = _refusal(staging, exts, backend, cache_dir) if library_check else ""
         if hacked:  # never published: a later build refuses it again
             return ExtensionsBuild(ok=False, hacked=hacked)
         with contextlib.suppress(OSError):  # another thread built the same key first: keep it
@@ -264,16 +267,59 @@ def build(candidate: Candidate, backend: str, cache_dir: Path,
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _refusal(folder: Path, exts: list[InlineExtension]) -> str:
-    """Why one of the built extensions in `folder` is `hacked` (its C++ computes with PyTorch or
-    a vendor library beside the dispatcher), or ''."""
+def _refusal(folder: Path, exts: list[InlineExtension], backend: str, cache_dir: Path) -> str:
+    """Why one of the built extensions in `folder` is `hacked` (its C++ computes with PyTorch,
+    a vendor library or Python beside the dispatcher), or ''."""
     from hipevolve.verifier.build import kb_library_check
 
+    baseline = python_baseline(backend, cache_dir)
     for ext in exts:
-        hacked = kb_library_check.refusal(folder / f"{ext.name}.so")
+        hacked = kb_library_check.refusal(folder / f"{ext.name}.so", baseline)
         if hacked:
             return hacked
     return ""
+
+
+# The smallest extension a KernelBench file can have: its bindings' Python C API imports are
+# what any extension built by this toolchain imports (pybind11's and torch's own).
+BASELINE_SOURCE = '''import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor hipevolve_same(torch::Tensor x) { return x; }
+"""
+ext = load_inline(name="hipevolve_kb_baseline", cpp_sources=cpp_source,
+                  functions=["hipevolve_same"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.hipevolve_same(x)
+'''
+
+
+@functools.cache
+def python_baseline(backend: str, cache_dir: Path) -> frozenset[str] | None:
+    """The Python-running imports (kb_library_check.python_calls) of BASELINE_SOURCE's
+    extension built for `backend` like any candidate's (cached in `cache_dir`, in a folder of
+    its own), or None where it cannot be built: the library check's Python rule is then off."""
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.verifier.build import kb_library_check
+
+    own = cache_dir / "kernelbench_baseline"  # apart from the candidates' builds
+    source = own / "python_baseline.py"
+    try:
+        own.mkdir(parents=True, exist_ok=True)
+        source.write_text(BASELINE_SOURCE)
+        built = build(load_candidate(source), backend, own, library_check=False)
+        if not built.ok or built.folder is None:
+            return None
+        return kb_library_check.python_calls(
+            kb_library_check.imports(built.folder / "hipevolve_kb_baseline.so"))
+    except (OSError, kb_library_check.ToolError, KernelBenchBuildError):
+        return None
 
 
 def main() -> None:
