@@ -98,8 +98,10 @@ def sandbox_env(sandbox_dir: str) -> dict[str, str]:
     env = dict(os.environ)  # already the controller's allowlist
     tmp = os.path.join(sandbox_dir, "tmp")
     os.makedirs(tmp, exist_ok=True)
-    with contextlib.suppress(Exception):  # getpass.getuser would read /etc/passwd, unreadable
-        env["USER"] = env["LOGNAME"] = getpass.getuser()  # there (inductor's cache names it)
+    # The user's name, which inductor's cache folder takes: getpass.getuser() would look for it
+    # in /etc/passwd, which a sandbox cannot read.
+    with contextlib.suppress(Exception):
+        env["USER"] = env["LOGNAME"] = getpass.getuser()
     env |= {
         "HOME": sandbox_dir,
         "TMPDIR": tmp,

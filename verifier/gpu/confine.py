@@ -418,7 +418,7 @@ def _denied_syscalls(allow_processes: bool) -> dict[int, int]:
         272: errno.EPERM,
         308: errno.EPERM,  # mount, unshare, setns
         # Kernel objects that outlive the process and that the next sandbox could find by key
-        # or name (FAULTS 35): SysV shared memory, semaphores and message queues, POSIX message
+        # or name (FAULTS 41): SysV shared memory, semaphores and message queues, POSIX message
         # queues, keyrings. Every use starts with one of these calls.
         29: errno.EPERM,  # shmget
         64: errno.EPERM,  # semget
