@@ -20,14 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kb_support import relu_extension
+from kb_support import evaluate_on_relu, relu_extension
 
 from hipevolve.core.candidate import load_candidate
-from hipevolve.core.config import load_settings
 from hipevolve.core.evaluation import Status
-from hipevolve.problems import get_task
 from hipevolve.verifier.build import kb_library_check, kernelbench
-from hipevolve.verifier.pipeline import evaluate
 
 DATA = Path(__file__).parent / "data" / "kernelbench"
 
@@ -169,19 +166,12 @@ def test_every_data_op_of_the_screen_has_its_at_ops_names() -> None:
 # ------------------------------------------------------------------------ built here (CPU)
 
 
-def _settings(tmp_path: Path):
-    return load_settings({"tasks": {"dirs": [str(DATA / "level_test")]},
-                          "verifier": {"cache_dir": str(tmp_path / "cache")}})  # fmt: skip
-
-
 @pytest.mark.slow
 def test_an_aten_kernel_entry_point_under_an_asm_label_is_hacked_and_never_published(tmp_path):
     candidate = load_candidate(
         relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_backend_entry", BACKEND_ENTRY)
     )
-    settings = _settings(tmp_path)
-    evaluation = evaluate(candidate, get_task("19_ReLU", settings.tasks.dirs), settings.verifier,
-                          "cpu", do_timing=False)  # fmt: skip
+    evaluation = evaluate_on_relu(candidate, tmp_path)
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
     assert "at::cpu::relu" in evaluation.message and "with PyTorch" in evaluation.message
     assert kernelbench.LESS_ISOLATED in evaluation.flags
@@ -192,23 +182,17 @@ def test_an_aten_kernel_entry_point_under_an_asm_label_is_hacked_and_never_publi
 
 @pytest.mark.slow
 def test_a_python_call_from_the_extension_is_refused_at_the_build_stage(tmp_path):
-    settings = _settings(tmp_path)
     assert kernelbench.python_baseline("cpu", tmp_path / "cache") is not None  # the rule is on
     path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_python_call", PYTHON_CALL)
-    evaluation = evaluate(load_candidate(path),
-                          get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
-                          do_timing=False)  # fmt: skip
+    evaluation = evaluate_on_relu(load_candidate(path), tmp_path)
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
     assert "PyImport_ImportModule (Python run from the C++" in evaluation.message
 
 
 @pytest.mark.slow
 def test_a_python_call_with_the_bindings_own_imports_is_hacked_by_the_dispatcher_watch(tmp_path):
-    settings = _settings(tmp_path)
     path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_python_builtins",
                           PYTHON_CALL_BY_BUILTINS)  # fmt: skip
-    evaluation = evaluate(load_candidate(path),
-                          get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
-                          do_timing=False)  # fmt: skip
+    evaluation = evaluate_on_relu(load_candidate(path), tmp_path)
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
     assert "computes aten.relu with PyTorch inside the extension" in evaluation.message

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kb_support import relu_extension
+from kb_support import evaluate_on_relu, relu_extension
 
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.config import load_settings
@@ -172,9 +172,7 @@ def test_a_prebuilt_extension_loads_where_no_compiler_can_run(cpu_build, tmp_pat
 
 @pytest.mark.slow
 def test_a_load_inline_candidate_scores_ok_through_the_sandbox_with_no_processes(tmp_path):
-    settings = settings_in(tmp_path, DATA / "level_test")
-    evaluation = evaluate(load_candidate(CPU_RELU), get_task("19_ReLU", settings.tasks.dirs),
-                          settings.verifier, "cpu", do_timing=False)  # fmt: skip
+    evaluation = evaluate_on_relu(load_candidate(CPU_RELU), tmp_path)
     assert evaluation.status is Status.ok, (evaluation.message, evaluation.compile_log)
     assert kernelbench.LESS_ISOLATED in evaluation.flags
     assert "processes:denied" in evaluation.flags
@@ -184,11 +182,8 @@ def test_a_load_inline_candidate_scores_ok_through_the_sandbox_with_no_processes
 def test_an_extension_computing_with_aten_behind_the_screens_back_is_hacked(tmp_path):
     # the op is looked up by a name built at run time: the build stage's library check refuses
     # the lookup's import (tests/test_kb_library_check.py: a call the check passes is watched)
-    settings = settings_in(tmp_path, DATA / "level_test")
     path = relu_extension(tmp_path / "c", "hipevolve_test_cpu_relu_dispatcher", DISPATCHER_LOOKUP)
-    evaluation = evaluate(load_candidate(path),
-                          get_task("19_ReLU", settings.tasks.dirs), settings.verifier, "cpu",
-                          do_timing=False)  # fmt: skip
+    evaluation = evaluate_on_relu(load_candidate(path), tmp_path)
     assert evaluation.status is Status.hacked, (evaluation.status, evaluation.message)
     assert "c10::Dispatcher::findSchemaOrThrow (an op looked up by name)" in evaluation.message
 
