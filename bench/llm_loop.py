@@ -215,8 +215,14 @@ class Timed:
     def digests(self, candidates: list[Candidate]) -> list[str | None]:
         return self.inner.digests(candidates)
 
-    def baseline(self, trials: int):  # noqa: ANN201 (the evaluator protocol's)
-        return self.inner.baseline(trials)
+    def baseline(self, trials: int, target: float = 0.0):  # noqa: ANN201 (the protocol's)
+        return self.inner.baseline(trials, target)
+
+    def strong_baselines(self, trials: int, target: float = 0.0):  # noqa: ANN201
+        return self.inner.strong_baselines(trials, target)
+
+    def use_baseline(self, baseline, check_every: int) -> None:  # noqa: ANN001
+        self.inner.use_baseline(baseline, check_every)
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         start = time.monotonic()

@@ -13,6 +13,7 @@ from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.islands import Elite
 
 OFFLINE_MUTATOR = "offline-mutator"  # the agent label of a child no model wrote
+SEED = "seed"  # the agent label of a task's shipped seed kernels (app/run_job.first_candidates)
 
 
 class Proposal(Frozen):

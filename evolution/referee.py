@@ -1,8 +1,12 @@
 """A run's referee: the baseline every speedup is measured against, which child may displace an
 incumbent, the run's best, and the final word on it (DESIGN.md "Fitness").
 
-- Baseline (hipevolve/core/baseline.py): timed once when a run starts, stored as a `baseline`
-  event; a resumed run on the same device keeps it. Every evaluation the run records is rebased
+- Baseline (hipevolve/core/baseline.py): the reference timed once when a run starts (or read
+  from the verifier's cache of this card, task and toolchain: verifier/baseline_cache.py),
+  stored as a `baseline` event; a resumed run on the same device keeps it. The task's strong
+  baselines are timed after generation 0 lands, beside the next evaluations (`time_strong`),
+  and taken in once timed (`settle`); from then on they bound what is believable (a case past
+  the margin is suspect and re-checked: verifier/pipeline.recheck). Every evaluation the run records is rebased
   on it (Recorder.rebase), so fitness ranks candidates by their own times. An evaluator that times
   nothing (the static backend, stand-ins) leaves evaluations as they are.
 - Displacing. A child whose fitness beats its cell's elite or the run's best (the champion) by
@@ -27,7 +31,10 @@ their rounds are stored beside the candidates' scores, never replacing them.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from hipevolve.archive.store import Archive
 from hipevolve.core.baseline import RunBaseline
@@ -57,6 +64,8 @@ class Referee:
         self.budget = budget
         self.baseline: RunBaseline | None = None
         self.baseline_note = ""
+        self._strong: Future | None = None  # the pending strong baselines, timing (time_strong)
+        self.say: Callable[[str], None] = lambda status: None  # what the run is doing, one line
         self.champion: Elite | None = None
         self.seed: Elite | None = None
         self.known: dict[tuple[int, int], Duel] = {}
@@ -79,10 +88,17 @@ class Referee:
                 if baseline.device == (self.evaluate.device or ""):
                     self._use(baseline)
                     return
-        measured = self.evaluate.baseline(self.settings.baseline_trials)
+        if self.evaluate.device:
+            self.say(f"the run's baseline on {self.evaluate.device}: the reference's time on "
+                     "each case (read from the cache, or timed once for this card and cached)")
+        started = time.monotonic()
+        measured = self.evaluate.baseline(self.settings.baseline_trials,
+                                          self.settings.baseline_target)  # fmt: skip
         if isinstance(measured, RunBaseline):
             self.archive.log_event(self.run, BASELINE, measured.model_dump(mode="json"))
             self._use(measured)
+            self.say(f"baseline ready in {time.monotonic() - started:.0f} s; evaluating the "
+                     "seed kernels")  # fmt: skip
         elif isinstance(measured, str):
             self.baseline_note = (f"no run baseline ({measured}): speedups use the reference "
                                   "timed inside each evaluation")  # fmt: skip
@@ -115,6 +131,46 @@ class Referee:
         self.baseline = baseline
         drift = self.settings.check_drift
         self.recorder.rebase = lambda evaluation: baseline.rebase(evaluation, drift)
+        self.evaluate.use_baseline(baseline, self.settings.check_every)
+
+    def time_strong(self) -> None:
+        """Times the strong baselines still pending (FLA, FlashQLA, torch.compile: compiles
+        of a minute or more) on a thread of their own, queued on the slots behind the
+        evaluations in flight: a run's first evaluations do not wait for them (`settle`)."""
+        if self.baseline is None or not self.baseline.pending or self._strong is not None:
+            return
+        self.say(f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
+                 "this card (cached for later runs; their compiles can hold the GPU slot for "
+                 "minutes, between this run's evaluations)")
+        self._strong = Future()
+        trials, target = self.settings.baseline_trials, self.settings.baseline_target
+
+        def work(future: Future = self._strong) -> None:
+            try:
+                future.set_result(self.evaluate.strong_baselines(trials, target))
+            except BaseException as e:  # noqa: BLE001 (a line in the run, never its end)
+                future.set_result(f"{type(e).__name__}: {e}")
+
+        threading.Thread(target=work, name="strong-baselines", daemon=True).start()
+
+    def settle(self, wait: bool = False) -> None:
+        """Takes the strong baselines in once timed (`wait`: waits for them): the reference
+        stays the run's denominator (RunBaseline.with_strong), and later evaluations are
+        bounded by them (suspect past the margin)."""
+        if self._strong is None or self.baseline is None or not self.baseline.pending:
+            return
+        if not wait and not self._strong.done():
+            return
+        measured = self._strong.result()
+        if isinstance(measured, RunBaseline):
+            merged = self.baseline.with_strong(measured)
+        else:
+            why = measured or "not timed on this evaluator"
+            merged = self.baseline.model_copy(update={
+                "unavailable": {name: why[:300] for name in self.baseline.pending},
+                "pending": ()})  # fmt: skip
+        self.archive.log_event(self.run, BASELINE, merged.model_dump(mode="json"))
+        self._use(merged)
 
     # ---------------------------------------------------------------- displacing
 

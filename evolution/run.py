@@ -83,12 +83,14 @@ def run_evolution(
     policy: ProposalPolicy | None = None,
     fitness: FitnessSettings | None = None,
     pace: Pace | None = None,
+    on_status: Callable[[str], None] | None = None,
 ) -> RunSummary:
     """Runs (or, with run_id, resumes) a search of `task` until one of the stop conditions.
 
     `first`: generation 0's candidates (hipevolve.app.run_job.first_candidates: the task's seed
     kernels, or the offline lowering of its reference); empty: `policy` translates the reference
     instead. `policy` (the agents over a model) writes the children; None: the offline mutator.
+    `on_status`: told in one line what the run does before its first generation lands.
     `pace` (evolution/pace.py): graph runs in flight and, with a lag bound, each generation's
     lag, from measured latencies; None: Little's law for the graph runs, settings.lag fixed.
     """
@@ -99,6 +101,8 @@ def run_evolution(
     if policy is not None:
         policy.warm()  # its model client loads while the baseline and the seeds are timed
     generation, states = search.restore()
+    if on_status is not None:
+        search.referee.say = on_status
     search.referee.establish(search.resumed)  # the run's baseline, before any evaluation
     # Where this session's numbers come from (a resumed run may move to another machine).
     environment = {"toolchain": evaluate.toolchain}
@@ -169,6 +173,9 @@ def run_evolution(
         states[done] = search.insert(islands or empty_islands(settings), results,
                                      everywhere=done == 0, generation=done)  # fmt: skip
         search.checkpoint(done, states[done], moves)
+        if done == 0:
+            search.referee.time_strong()  # beside the next generations, not before the seeds
+        search.referee.settle()
         for old in [g for g in states if g < max(0, done - lag)]:
             del states[old]
         if on_progress is not None:
@@ -187,6 +194,7 @@ def run_evolution(
         ):
             reason = "stopped"  # the generations in flight are finished first
     assert reason is not None  # the loop ends only once a stop reason is set and nothing flies
+    search.referee.settle(wait=reason != "stopped")  # the final lines name the strong baselines
     return search.finish(reason, done + 1, states.get(done, empty_islands(settings)))
 
 

@@ -80,7 +80,7 @@ class NoisyDevice(BaseEvaluator):
                                   cases=tuple(cases)))  # fmt: skip
         return out
 
-    def baseline(self, trials: int) -> RunBaseline:
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline:
         cases = {}
         for case in CASES:
             median, ci = median_interval([REF_US * self.rng.uniform(1.0, 1.8) for _ in range(trials)])

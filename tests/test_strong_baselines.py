@@ -151,8 +151,8 @@ class WithStrongBaselines(NoisyDevice):
     """NoisyDevice whose run baseline also timed a vendor library twice as fast as the seed,
     and could not time FLA."""
 
-    def baseline(self, trials: int) -> RunBaseline:
-        base = super().baseline(trials)
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline:
+        base = super().baseline(trials, target)
         vendor = {c: CaseBaseline(case=c, time_us=50.0, ci=0.01, trials=trials) for c in CASES}
         return base.model_copy(update={"others": {"vendor": vendor},
                                        "unavailable": {"FLA": "FLA not installed"}})  # fmt: skip
@@ -173,6 +173,61 @@ def test_the_final_lines_give_the_best_kernels_speedup_over_each_strong_baseline
     vendor = float(line.split("x over vendor")[0].split()[-1])
     assert 0.45 < vendor < 0.55, line  # the seed's ~100 us against the vendor's 50 us
     assert line in _message(summary).splitlines()
+
+
+class StrongLater(NoisyDevice):
+    """NoisyDevice whose run baseline times the reference alone (the vendor pending), and the
+    vendor when asked for it (RunBaseline.pending, Evaluator.strong_baselines)."""
+
+    def __init__(self, table: dict, seed: int) -> None:
+        super().__init__(table, seed)
+        self.asked: list[str] = []
+        self.bounds: list[dict] = []
+
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline:
+        self.asked.append("reference")
+        return super().baseline(trials, target).model_copy(update={"pending": ("vendor",)})
+
+    def strong_baselines(self, trials: int, target: float = 0.0) -> RunBaseline:
+        self.asked.append("strong")
+        vendor = {c: CaseBaseline(case=c, time_us=50.0, ci=0.01, trials=trials) for c in CASES}
+        # its own reference timing, which must not replace the run's denominator
+        ref = {c: CaseBaseline(case=c, time_us=1e6, ci=0.01, trials=trials) for c in CASES}
+        return RunBaseline(task="noisy", device=self.device, toolchain=self.toolchain,
+                           cases=ref, others={"vendor": vendor})  # fmt: skip
+
+    def use_baseline(self, baseline: RunBaseline, check_every: int) -> None:
+        self.bounds.append(baseline.bounds(3.0, 10.0, frozenset()))
+
+
+def test_strong_baselines_are_timed_after_the_seeds_and_never_move_the_denominator(tmp_path):
+    task = make_task(tmp_path)
+    evaluator = StrongLater(SEED_IS_BEST, 0)
+    with Archive.open(tmp_path / "run.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2), evaluator,
+                                first=first_candidates(task), budget=24, seed=0)  # fmt: skip
+        stored = archive.events(summary.run, "baseline")
+    assert evaluator.asked == ["reference", "strong"]
+    first, last = (RunBaseline.model_validate(e.data) for e in (stored[0], stored[-1]))
+    assert first.pending == ("vendor",) and not first.others
+    assert last.pending == () and sorted(last.others) == ["vendor"]
+    assert last.cases == first.cases  # the reference the run started with stays its denominator
+    # the bounds the evaluator was given: the reference's until the vendor came, then the vendor's
+    assert all("the reference's" in why for _, why in evaluator.bounds[0].values())
+    assert all(why.startswith("3x vendor's 50.0 us") for _, why in evaluator.bounds[-1].values())
+    assert "x over vendor" in summary.against
+
+
+def test_a_cases_bound_is_its_strongest_baseline_over_the_margin_else_the_reference_without_roofline():
+    ref = {c: CaseBaseline(case=c, time_us=1000.0, ci=0.01, trials=10) for c in ("a", "b", "c")}
+    fast = {"a": CaseBaseline(case="a", time_us=90.0, ci=0.01, trials=10)}
+    slow = {"a": CaseBaseline(case="a", time_us=120.0, ci=0.01, trials=10)}
+    base = RunBaseline(task="t", device="d", toolchain="x", cases=ref,
+                       others={"FLA": slow, "FlashQLA": fast})  # fmt: skip
+    bounds = base.bounds(3.0, 10.0, roofline_cases=frozenset({"b"}))
+    assert bounds["a"] == (30.0, "3x FlashQLA's 90.0 us in this run")
+    assert "b" not in bounds  # the roofline decides there
+    assert bounds["c"][0] == 100.0 and "no roofline and no strong baseline" in bounds["c"][1]
 
 
 def test_an_export_carries_the_best_kernels_speedups_over_the_runs_baselines(tmp_path):

@@ -224,23 +224,38 @@ def test_a_late_window_alone_is_window_only_and_with_another_hack_it_is_not() ->
     assert _card().result("ok", "")["window_only"] is False
 
 
-def test_gdn_tasks_raise_the_suspect_limit_and_other_tasks_keep_the_setting() -> None:
-    from hipevolve.core.config import VerifierSettings
-    from hipevolve.problems import get_task
-    from hipevolve.verifier.pipeline import suspect_threshold
+def test_no_shipped_task_works_around_a_slow_reference_with_its_own_bound() -> None:
+    from hipevolve.problems import discover
 
-    settings = VerifierSettings()
-    # an evolved prefill as fast as FLA is ~18-35x the fp32 reference: it must stay crownable
-    assert suspect_threshold(get_task("gated_delta_net"), settings) == 200
-    assert suspect_threshold(get_task("gated_delta_net_decode"), settings) == 200
-    assert suspect_threshold(get_task("softmax"), settings) == settings.suspect_speedup == 10
+    # A case's physical bounds (roofline, the run's strong baselines) decide what is suspect;
+    # a bound raised only because the reference is slow refused the GDN seed at 203.8x.
+    assert [name for name, task in discover().items() if task.suspect_speedup] == []
+
+
+def test_a_speedup_over_a_slow_reference_is_not_suspect_on_a_case_with_a_roofline() -> None:
+    card = Scorecard(cpu_job(HEALTHY, cases=(CaseJob(name="c", roofline={"bytes": 1e3,
+                                                                         "flops": 0.0}),),
+                             trials=5, peak=PeakRates(bytes_per_s=1e12, flops_per_s=1e12)))  # fmt: skip
+    card.judge_timing("c", [100.0] * 5, [100.0] * 5, wall_us=1e4)
+    card.case_out["c"]["ref_trials"] = [95000.0] * 5  # 950x a 95 ms reference
+    assert card.verdict() == ("ok", "")
+
+
+def test_a_case_faster_than_its_run_bound_is_suspect_but_not_beyond_physics() -> None:
+    bound = CaseJob(name="c", fastest_us=50.0, fastest_why="3x FlashQLA's 150.0 us in this run")
+    card = Scorecard(cpu_job(HEALTHY, cases=(bound,), trials=5))
+    card.judge_timing("c", [20.0] * 5, [20.0] * 5, wall_us=1e4)
+    assert card.verdict() == ("suspect", "c: 20.0 us, faster than 3x FlashQLA's 150.0 us in "
+                                         "this run")  # fmt: skip
+    assert card.result("suspect", "")["beyond_roofline"] is False
 
 
 def test_speedup_above_the_limit_is_suspect() -> None:
     card = _card()
     card.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)
     card.case_out["c"]["ref_trials"] = [20.0] * 5
-    assert card.verdict() == ("suspect", "c: speedup 20.0x above 10x")
+    assert card.verdict() == (
+        "suspect", "c: speedup 20.0x above 10x (the case has no roofline and no strong baseline)")
 
 
 # --- the job, as the controller writes it and the judge reads it ------------------------------

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from hipevolve.core import cpu_share
 from hipevolve.core.base import canonical_json
-from hipevolve.core.baseline import RunBaseline
+from hipevolve.core.baseline import RunBaseline, RunBounds
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation
@@ -49,15 +49,28 @@ class Evaluator(Protocol):
         a KernelBench file, a stand-in): the run loop then evaluates it."""
         ...
 
-    def baseline(self, trials: int) -> RunBaseline | str | None:
-        """The task's reference timed alone with `trials` trials a case, on the device the
-        evaluations run on (hipevolve/core/baseline.py); a line saying why it could not be;
-        None where nothing is timed (the static backend, stand-ins without a reference)."""
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """The task's reference timed alone with at most `trials` trials a case (fewer once its
+        median is known to `target`), on the device the evaluations run on (hipevolve/core/
+        baseline.py), with the strong baselines where they come for free (a cache), the rest
+        `pending`; a line saying why it could not be; None where nothing is timed (the static
+        backend, stand-ins without a reference)."""
+        ...
+
+    def strong_baselines(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """The task's strong baselines timed as `baseline` times the reference (a run asks
+        for them beside its first evaluations: RunBaseline.with_strong); None: not timed here."""
         ...
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """a and b evaluated alternately, `rounds` times each, in the order a b b a a b ...,
         on one device one after the other: [a, b, b, a, ...] (evolution/duel.py decides)."""
+        ...
+
+    def use_baseline(self, baseline: RunBaseline, check_every: int) -> None:
+        """The run's baseline from now on: its strong baselines bound what is believable
+        (RunBaseline.bounds: faster is suspect), and the reference is timed inside only every
+        `check_every`-th evaluation, as a check of the machine's noise (0: never)."""
         ...
 
 
@@ -82,13 +95,20 @@ class BaseEvaluator(ABC):
         """Nothing is built: no digests, every candidate is evaluated."""
         return [None] * len(candidates)
 
-    def baseline(self, trials: int) -> RunBaseline | str | None:
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
         """No reference is timed: speedups are the evaluations' own."""
+        return None
+
+    def strong_baselines(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """Nothing is timed."""
         return None
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """One call per evaluation, in the duel's order."""
         return [self([c])[0] for c in duel_order(a, b, rounds)]
+
+    def use_baseline(self, baseline: RunBaseline, check_every: int) -> None:  # noqa: B027
+        """Nothing is timed here: a baseline changes nothing."""
 
 
 class PipelineEvaluator:
@@ -103,6 +123,27 @@ class PipelineEvaluator:
         self.device = device_name(backend)
         self._slots = None
         self._starting = threading.Lock()  # generations in flight call from several threads
+        self._bounds = RunBounds()  # until the run's baseline is in: the reference timed inside
+        self._check_every = 0
+        self._started_jobs = 0
+
+    def use_baseline(self, baseline: RunBaseline, check_every: int) -> None:
+        """The run's bounds from `baseline` (RunBaseline.bounds at the settings' margins), and
+        the reference timed inside every `check_every`-th evaluation only."""
+        roofline = frozenset(c.name for c in self.task.cases if c.roofline)
+        fastest = baseline.bounds(self.settings.suspect_margin, self.settings.suspect_speedup,
+                                  roofline)  # fmt: skip
+        with self._starting:
+            self._bounds = RunBounds(fastest=fastest, time_reference=False)
+            self._check_every = check_every
+
+    def bounds(self) -> RunBounds:
+        """The next evaluation's bounds: with its reference timed when its turn has come."""
+        with self._starting:
+            self._started_jobs += 1
+            due = self._check_every > 0 and self._started_jobs % self._check_every == 0
+            return self._bounds if not due else self._bounds.model_copy(
+                update={"time_reference": True})  # fmt: skip
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -122,7 +163,7 @@ class PipelineEvaluator:
         self._started()
         # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
         return evaluate_many(list(candidates), self.task, self.settings, self.backend,
-                             slots=self._slots)  # fmt: skip
+                             slots=self._slots, bounds=self.bounds)  # fmt: skip
 
     def digests(self, candidates: list[Candidate]) -> list[str | None]:
         """Built on the CPU stages' threads (the compile cache keeps each library for the
@@ -146,8 +187,40 @@ class PipelineEvaluator:
                 self._slots = Slots(self.backend, self.gpus)
         return self._slots
 
-    def baseline(self, trials: int) -> RunBaseline | str | None:
-        """The reference alone in a judge of the first free slot (pipeline.time_baseline)."""
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """The stored baseline of this card, task and toolchain (verifier/baseline_cache.py),
+        else the reference alone, timed in a judge of the first free slot
+        (pipeline.time_baseline), its strong baselines `pending`."""
+        from hipevolve.verifier import baseline_cache
+
+        stored = baseline_cache.load(self.settings, self._cache_key())
+        if stored is not None:
+            self._started()  # its judges start now, while the seeds compile
+            return stored
+        measured = self._time(trials, target, strong=False)
+        if isinstance(measured, RunBaseline):
+            baseline_cache.store(self.settings, self._cache_key(), measured)
+        return measured
+
+    def strong_baselines(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """The strong baselines timed in a judge of the first free slot, queued behind the
+        evaluations already there; stored with the cached reference (with_strong)."""
+        from hipevolve.verifier import baseline_cache
+
+        measured = self._time(trials, target, strong=True)
+        if isinstance(measured, RunBaseline):
+            stored = baseline_cache.load(self.settings, self._cache_key())
+            kept = stored.with_strong(measured) if stored is not None else measured
+            baseline_cache.store(self.settings, self._cache_key(), kept)
+        return measured
+
+    def _cache_key(self) -> str:
+        from hipevolve.verifier import baseline_cache
+
+        return baseline_cache.cache_key(self.task, self.settings, self.device or "",
+                                        self.toolchain)  # fmt: skip
+
+    def _time(self, trials: int, target: float, *, strong: bool) -> RunBaseline | str | None:
         from hipevolve.verifier.pipeline import time_baseline
 
         slots = self._started()
@@ -155,7 +228,8 @@ class PipelineEvaluator:
             return None
         return slots.submit(lambda slot: time_baseline(
             self.task, self.settings, self.backend, slot.judges, trials=trials,
-            device=self.device or "", toolchain=self.toolchain)).result()  # fmt: skip
+            device=self.device or "", toolchain=self.toolchain, strong=strong,
+            target=target)).result()  # fmt: skip
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one slot (one GPU), one after the other."""
@@ -169,9 +243,10 @@ class PipelineEvaluator:
                  for c in (a, b)}  # fmt: skip
 
         def duel(slot) -> list[Evaluation]:
+            bounds = self._bounds  # no noise checks inside a head-to-head
             return [ready[c.source_hash].done or run_prepared(
-                ready[c.source_hash], self.task, self.settings, self.backend, slot.judges)
-                for c in order]  # fmt: skip
+                ready[c.source_hash], self.task, self.settings, self.backend, slot.judges,
+                bounds=bounds) for c in order]  # fmt: skip
 
         return slots.submit(duel).result()
 

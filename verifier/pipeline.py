@@ -19,13 +19,14 @@ import random
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.core import cpu_share
-from hipevolve.core.baseline import RunBaseline
+from hipevolve.core.baseline import RunBaseline, RunBounds
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation, StaticFacts, Status
@@ -299,15 +300,17 @@ def _kernels_only(prepared: Prepared, backend: str) -> bool:
 
 def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings, backend: str,
                  judges, *, cases: tuple[Case, ...] | None = None,
-                 do_timing: bool = True) -> Evaluation:
+                 do_timing: bool = True, bounds: RunBounds | None = None) -> Evaluation:
     """The GPU stage: the candidate runs in a warm judge of `judges` (a StandbyPool), checked
     and timed; the judge goes back to the pool if it can serve again. A candidate found hacked
     on late timing windows alone (WorkerResult.window_only) runs once more, and that run is
-    the evaluation, flagged "run again"."""
+    the evaluation, flagged "run again". A suspect one whose times the card can reach (faster
+    than a baseline's margin, not than the roofline) is re-checked (`recheck`)."""
     from hipevolve.core.candidate import write_candidate
     from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
     from hipevolve.verifier.gpu.job import CandidateJob
 
+    bounds = bounds or RunBounds()
     workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
     try:
         written = write_candidate(prepared.candidate, workdir / "candidate")
@@ -324,40 +327,89 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
         job = job_for_task(
             task, job_candidate, settings, device=_device(backend), cases=cases,
             seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),
-            suspect_speedup=suspect_threshold(task, settings),
+            suspect_speedup=suspect_threshold(task, settings), fastest=bounds.fastest,
+            time_reference=bounds.time_reference,
             kernels_only=_kernels_only(prepared, backend))
         worker = run_worker(job, judges.take(), pool=judges)
+        flags: list[str] = []
         if worker.status is Status.hacked and worker.window_only:
             # Escaped work shows again in a fresh sandbox; a window some other process's
             # work on the GPU delayed does not. The second run is the evaluation.
             first = worker.message
             worker = run_worker(job, judges.take(), pool=judges)
-            worker.flags.append(f"run again: the first run was hacked: {first[:200]}")
+            flags.append(f"run again: the first run was hacked: {first[:200]}")
+        if worker.status is Status.suspect and not worker.beyond_roofline:
+            worker, note = recheck(job, worker, task, settings, judges)
+            flags.append(note)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Evaluation(
         status=worker.status, task=task.name, backend=backend, cases=worker.case_results(),
         static=prepared.static, message=worker.message, mismatch=worker.mismatch,
-        flags=(*prepared.flags, *worker.flags, *worker.hacks), seconds=worker.seconds)
+        flags=(*prepared.flags, *worker.flags, *flags, *worker.hacks), seconds=worker.seconds)
+
+
+RECHECKED = "suspect, re-checked:"  # the flag an admitted suspect carries
+
+
+def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
+    """A suspect evaluation's re-check: the same candidate on a fresh hidden seed and fresh
+    timing inputs, with the task's strong baselines timed right after it in the same judge
+    (side by side, same clock and inputs), and no margin gate: (the re-check's result, one
+    line for the evaluation's flags). It survives, and is admitted with that line, when it is
+    correct and its times stay within what the card can do (the roofline still applies); it
+    is not admitted when anything fails. Part of the evaluation it re-checks, as the window
+    re-run is: it spends no unit of a run's budget."""
+    from dataclasses import replace
+
+    from hipevolve.verifier.gpu.isolate import baseline_jobs, run_worker
+
+    again = replace(
+        job, seeds=check_seeds(task, settings), cases=tuple(
+            replace(c, fastest_us=None, fastest_why="") for c in job.cases),
+        timing_seed=random.SystemRandom().randrange(1 << 20, 1 << 31), time_reference=False,
+        side_by_side=bool(task.baselines), baselines=baseline_jobs(task))  # fmt: skip
+    worker = run_worker(again, judges.take(), pool=judges)
+    side = _side_by_side(worker)
+    if worker.status is Status.ok:
+        return worker, f"{RECHECKED} {first.message[:200]}; correct on a fresh hidden seed and " \
+                       f"fresh inputs{side}"  # fmt: skip
+    return worker, f"re-check of a suspect ({first.message[:200]}): {worker.status.value}{side}"
+
+
+def _side_by_side(worker) -> str:
+    """'; side by side: 1.3x FlashQLA (...)' for the strong baselines a re-check timed."""
+    from hipevolve.core.baseline import speedup_over
+
+    parts = []
+    for name, answer in worker.baselines.items():
+        found = speedup_over(name, answer.cases(), worker.case_results())
+        if found is not None:
+            parts.append(found.describe())
+        elif answer.unavailable:
+            parts.append(f"{name} not timed ({answer.unavailable[:80]})")
+    return f"; side by side: {', '.join(parts)}" if parts else ""
 
 
 def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judges, *,
-                  trials: int, device: str, toolchain: str) -> RunBaseline | str:
+                  trials: int, device: str, toolchain: str, strong: bool = True,
+                  target: float = 0.0) -> RunBaseline | str:
     """The run's baseline (hipevolve/core/baseline.py): the reference alone in a judge of
-    `judges`, `trials` trials on each timed case, then each strong baseline the task names,
-    timed the same way (those that could not be, with one line why); or one line saying why
-    the reference could not be timed."""
+    `judges`, at most `trials` trials on each timed case (fewer once its median is known to
+    `target`: WorkerJob.trial_target), then, with `strong`, each strong baseline the task
+    names, timed the same way (those that could not be, with one line why; without, they are
+    `pending`); or one line saying why the reference could not be timed."""
     from dataclasses import replace
 
     from hipevolve.verifier.gpu.isolate import baseline_jobs, job_for_task, run_worker
 
     cases = tuple(c for c in task.cases if not c.globals)
-    others = baseline_jobs(task)
+    others = baseline_jobs(task) if strong else ()
     job = job_for_task(task, None, settings, device=_device(backend), cases=cases,
                        seeds=check_seeds(task, settings)[:1], reference_only=True,
                        baselines=others)  # fmt: skip
     t = job.timeouts  # each baseline may import, compile (torch.compile, TileLang) and time
-    job = replace(job, trials=trials, reference_trials=0,
+    job = replace(job, trials=trials, reference_trials=0, trial_target=target,
                   deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))
     worker = run_worker(job, judges.take(), pool=judges)
     if worker.status is not Status.ok:
@@ -365,7 +417,7 @@ def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judg
     timed = {c.case: b for c in worker.cases if (b := c.reference_baseline()) is not None}
     if not timed:
         return "the task has no timed case"
-    strong, unavailable, notes = {}, {}, {}
+    strong_times, unavailable, notes = {}, {}, {}
     for b in others:
         answer = worker.baselines.get(b.name)
         if answer is None:
@@ -373,12 +425,13 @@ def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judg
         elif answer.unavailable or not answer.cases():
             unavailable[b.name] = answer.unavailable or "no timed case"
         else:
-            strong[b.name] = answer.cases()
+            strong_times[b.name] = answer.cases()
             if answer.flags:
                 notes[b.name] = "; ".join(answer.flags)[:300]
+    pending = () if strong else tuple(b.name for b in task.baselines)
     return RunBaseline(task=task.name, device=device, toolchain=toolchain, clocks=gpu_clocks(),
-                       cases=timed, others=strong, unavailable=unavailable,
-                       notes=notes)  # fmt: skip
+                       cases=timed, others=strong_times, unavailable=unavailable,
+                       notes=notes, pending=pending)  # fmt: skip
 
 
 def gpu_clocks() -> str:
@@ -403,13 +456,15 @@ def gpu_clocks() -> str:
 
 def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: VerifierSettings,
                   backend: str, *, cases: tuple[Case, ...] | None = None,
-                  do_timing: bool = True, slots=None) -> list[Evaluation]:
+                  do_timing: bool = True, slots=None,
+                  bounds: Callable[[], RunBounds] | None = None) -> list[Evaluation]:
     """Evaluations in the order of `candidates`.
 
     backend: cuda, rocm or static; cpu runs KernelBench-format Python candidates on the CPU (the
     verifier's own tests use it to exercise isolation and checks where no GPU exists).
     slots: the worker slots (verifier.slots.Slots) to run on; None: one slot per visible GPU,
     started for this call and closed after it.
+    bounds: each evaluation's RunBounds, asked as it starts (a run's evaluator); None: none.
     """
     from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, Slots, visible_gpus
 
@@ -436,7 +491,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
                 on_gpu[i] = slots.submit(
                     lambda slot, p=prepared: run_prepared(
                         p, task, settings, backend, slot.judges, cases=cases,
-                        do_timing=do_timing))  # fmt: skip
+                        do_timing=do_timing, bounds=bounds() if bounds else None))  # fmt: skip
         for i, running in on_gpu.items():
             results[i] = running.result()
     finally:

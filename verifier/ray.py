@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from hipevolve.core.baseline import RunBaseline
+from hipevolve.core.baseline import RunBaseline, RunBounds
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.errors import UserError
@@ -95,6 +95,7 @@ class Shipment(BaseModel):
 
     prepared: Any  # hipevolve.verifier.pipeline.Prepared
     library: bytes | None = None
+    bounds: RunBounds | None = None  # the run's, set as it is dispatched (use_baseline)
 
     @property
     def done(self) -> Evaluation | None:
@@ -131,17 +132,18 @@ class PipelineStages:
                 prepared = prepared.model_copy(update={"library": library})
             return slots.submit(
                 lambda slot: run_prepared(
-                    prepared, self.task, self.settings, self.backend, slot.judges
+                    prepared, self.task, self.settings, self.backend, slot.judges,
+                    bounds=shipment.bounds,
                 )
             ).result()
 
-    def baseline(self, slots, trials: int) -> RunBaseline | str:
+    def baseline(self, slots, trials: int, target: float = 0.0) -> RunBaseline | str:
         from hipevolve.verifier.pipeline import time_baseline
 
         info = self.describe()
         return slots.submit(lambda slot: time_baseline(
             self.task, self.settings, self.backend, slot.judges, trials=trials,
-            device=info["device"], toolchain=info["toolchain"])).result()  # fmt: skip
+            device=info["device"], toolchain=info["toolchain"], target=target)).result()  # fmt: skip
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.build.backends import device_name
@@ -168,10 +170,10 @@ class _Worker:
     def evaluate(self, prepared: Any) -> Evaluation:
         return self.stages.run(prepared, self.state)
 
-    def baseline(self, trials: int) -> RunBaseline | str | None:
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
         """None for stages that time no reference (a test's stand-ins)."""
         timer = getattr(self.stages, "baseline", None)
-        return timer(self.state, trials) if timer is not None else None
+        return timer(self.state, trials, target) if timer is not None else None
 
     def head_to_head(self, order: list[Any]) -> list[Evaluation]:
         """The duel's evaluations here, on this worker's GPU, one after the other."""
@@ -256,7 +258,8 @@ class RayEvaluator:
 
         self._joined = connect(address)
         self._ray = ray
-        self.task, self.backend = task, backend
+        self.task, self.backend, self.settings = task, backend, settings
+        self._bounds: RunBounds | None = None  # the run's (use_baseline)
         gpu = backend in ("cuda", "rocm")
         if gpu:
             gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -316,9 +319,22 @@ class RayEvaluator:
         with self._lock:
             return self._free[0][0] if self._free else next(iter(self._busy.values()))[3]
 
-    def baseline(self, trials: int) -> RunBaseline | str | None:
-        """The reference alone on one worker's GPU (pipeline.time_baseline)."""
-        return self._ray.get(self._one_worker().baseline.remote(trials))
+    def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """The reference and the strong baselines on one worker's GPU (pipeline.time_baseline):
+        nothing pending, nothing cached (the workers are other machines)."""
+        return self._ray.get(self._one_worker().baseline.remote(trials, target))
+
+    def strong_baselines(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
+        """None: `baseline` timed them already."""
+        return None
+
+    def use_baseline(self, baseline: RunBaseline, check_every: int) -> None:
+        """The run's suspect bounds travel with each shipment from now on (RunBaseline.bounds);
+        on Ray the reference is not timed inside evaluations (no periodic noise check)."""
+        roofline = frozenset(c.name for c in self.task.cases if c.roofline)
+        self._bounds = RunBounds(fastest=baseline.bounds(
+            self.settings.suspect_margin, self.settings.suspect_speedup, roofline),
+            time_reference=False)  # fmt: skip
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one worker's GPU, one after the other."""
@@ -393,6 +409,8 @@ class RayEvaluator:
                     if batch.answer.done():  # it failed: the rest of it need not run
                         continue
                     actor, info = self._free.popleft()
+                    if isinstance(prepared, Shipment):
+                        prepared = prepared.model_copy(update={"bounds": self._bounds})
                     self._busy[actor.evaluate.remote(prepared)] = (batch, i, prepared, actor, info)
                 pending = [*preparing, *self._busy, *self._starting]
                 done, _ = ray.wait(pending, num_returns=1, timeout=WAKE_S)

@@ -150,6 +150,18 @@ class RunDisplay:
         if self.live is not None:
             self.live.stop()
 
+    def say(self, status: str) -> None:
+        """What the run is doing before its first generation lands (the baseline, the seeds):
+        the panel's first line on a terminal, a plain line elsewhere."""
+        if self.latest is not None and self.live is not None:
+            return  # the generations' own line says how it goes from here
+        if self.live is not None:
+            self.intro = f"{self.task}: {status}"
+            self.live.update(_panel(self.task, self.intro, None, self.is_stopping), refresh=True)
+        else:
+            self.console.print(f"{self.task}: {status}", soft_wrap=True, highlight=False,
+                               markup=False)  # fmt: skip
+
     def update(self, p: Progress) -> None:
         """Called by the run loop after each generation."""
         self.latest = p

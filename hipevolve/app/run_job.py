@@ -48,7 +48,7 @@ from hipevolve.core.config import EvolutionSettings, Settings, load_settings
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import check_budget
-from hipevolve.evolution.child import Child
+from hipevolve.evolution.child import SEED, Child
 from hipevolve.evolution.pace import EVENT as PACE
 from hipevolve.evolution.pace import MOST_LAG, Pace
 from hipevolve.evolution.resume import check_resume
@@ -134,7 +134,7 @@ def first_candidates(task: TaskSpec, *, translates: bool = False) -> list[Child]
         for path in task.seeds:
             candidate = load_candidate(path)
             seeds.setdefault(candidate.source_hash, candidate)
-        return [Child(candidate=c, island=0, agent="seed") for c in seeds.values()]
+        return [Child(candidate=c, island=0, agent=SEED) for c in seeds.values()]
     if translates:
         return []
     from hipevolve.agents.roles.translator import ROLE, lowered  # torch.fx, only when needed
@@ -237,6 +237,7 @@ def _drive(
                 summary = run_evolution(
                     task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
                     seed=plan.seed, run_id=plan.run, on_progress=display.update,
+                    on_status=display.say,
                     should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run, evaluate),
                     fitness=settings.fitness, pace=_pace(settings, archive, plan, evaluate),
                 )  # fmt: skip

@@ -56,6 +56,15 @@ class RunBaseline(Frozen):
     notes: dict[str, str] = Field(
         default_factory=dict, description="how a strong baseline was timed, where it differs "
         "from the task's timing (a forward CUDA graphs could not capture)")  # fmt: skip
+    pending: tuple[str, ...] = Field(
+        default=(), description="strong baselines the task names that are still to be timed: "
+        "a run's start times the reference alone, and these beside its first evaluations")
+
+    def with_strong(self, other: RunBaseline) -> RunBaseline:
+        """This baseline (its reference stays the run's denominator) with the strong
+        baselines `other` timed, and nothing pending."""
+        return self.model_copy(update={"others": other.others, "unavailable": other.unavailable,
+                                       "notes": other.notes, "pending": ()})  # fmt: skip
 
     def rebase(self, evaluation: Evaluation, drift: float = 1.5) -> Evaluation:
         """The evaluation measured against this baseline (see the module docstring). Idempotent:
@@ -88,9 +97,37 @@ class RunBaseline(Frozen):
         missing = "; ".join(f"{name} not timed ({why})" for name, why in self.unavailable.items())
         return "; ".join(p for p in (", ".join(parts), missing) if p)
 
+    def bounds(self, margin: float, suspect_speedup: float,
+               roofline_cases: frozenset[str]) -> dict[str, tuple[float, str]]:  # fmt: skip
+        """Each case's fastest believable time (us) in this run, with what it comes from: the
+        strongest baseline timed on the case over `margin`; on a case no strong baseline timed
+        and with no roofline, the reference over `suspect_speedup` (nothing physical is known
+        there). A case with a roofline and no strong baseline has none: the roofline decides."""
+        found: dict[str, tuple[float, str]] = {}
+        for case, reference in self.cases.items():
+            timed = [(b[case].time_us, name) for name, b in self.others.items() if case in b]
+            if timed:
+                us, name = min(timed)
+                found[case] = (us / margin, f"{margin:g}x {name}'s {us:.1f} us in this run")
+            elif case not in roofline_cases:
+                found[case] = (reference.time_us / suspect_speedup,
+                               f"{suspect_speedup:g}x the reference's {reference.time_us:.1f} us "
+                               "in this run (the case has no roofline and no strong baseline)")  # fmt: skip
+        return found
+
     def uncertainty(self) -> float:
         """Relative uncertainty its cases add to a geometric-mean speedup."""
         return geomean_uncertainty([c.ci for c in self.cases.values()])
+
+
+class RunBounds(Frozen):
+    """What a run tells each of its evaluations beyond the task (PipelineEvaluator.use_baseline):
+    each case's fastest believable time (RunBaseline.bounds) and whether the reference is timed
+    inside the evaluation (only as a periodic check of the machine's noise: the run's stored
+    baseline is the denominator)."""
+
+    fastest: dict[str, tuple[float, str]] = Field(default_factory=dict)
+    time_reference: bool = True
 
 
 REFERENCE = "reference"

@@ -18,7 +18,8 @@ the keys it names.
       load_timeout_s, check_timeout_s, timing_timeout_s    the judge's time limits
       check_seeds, trials, warmup                           correctness seeds and timing trials
       reference_trials     the reference's trials inside an evaluation (0: as many)
-      suspect_speedup      speedups above this are suspect
+      suspect_margin       faster than a run's strongest baseline by more than this: suspect
+      suspect_speedup      over the reference, suspect where a case has no physical bound
       quiet_judge, cpu_work_nice, judge_cores_per_slot
                            CPU work niced and kept off the judges' cores (hipevolve/core/cpu_share.py)
       ray                  a Ray cluster's address, or auto (--ray); unset: this machine's GPUs
@@ -47,7 +48,9 @@ the keys it names.
       baseline_trials      trials of the reference timed once at the run's start
       noise_floor          what evaluations in fresh judges cannot tell apart
       duel_rounds, confirm_rounds, min_gain    head-to-heads of close calls and the final best
-      check_drift, check_trials   the reference inside each evaluation: a check of the noise
+      baseline_target      the baseline's trials stop once each case's median is this tight
+      check_drift, check_trials, check_every   the reference inside every Nth evaluation: a
+                           check of the machine's noise, never the fitness
     [run]         defaults of the main job, `evolve --task T --budget N`
       archive              the SQLite archive runs are written to (--archive)
       seed                 the random seed of a new run (--seed)
@@ -125,7 +128,13 @@ class VerifierSettings(Section):
     check_seeds: int = Field(default=0, ge=0, description="0 = the task's own number of seeds")
     trials: int = Field(default=30, ge=5, description="timed trials per case (median reported)")
     warmup: int = Field(default=5, ge=1, description="untimed calls before the trials")
-    suspect_speedup: float = Field(default=10.0, gt=1, description="speedups above this: suspect")
+    suspect_margin: float = Field(
+        default=3.0, gt=1, description="a case this many times faster than the strongest "
+        "baseline a run timed on it (FlashQLA, FLA, torch.compile, torch.matmul) is suspect and "
+        "re-checked (a fresh hidden seed, fresh inputs, the baseline timed side by side)")
+    suspect_speedup: float = Field(
+        default=10.0, gt=1, description="speedups over the reference above this are suspect, "
+        "only on a case with no roofline and no strong baseline (nothing physical is known)")
     reference_trials: int = Field(
         default=0, ge=0, description="trials of the reference inside each evaluation; 0: as "
         "many as the candidate's (a run sets fitness.check_trials: there it is only a check)")
@@ -313,7 +322,12 @@ class FitnessSettings(Section):
     """How a run turns timings into a fitness it can trust (DESIGN.md "Fitness")."""
 
     baseline_trials: int = Field(
-        default=100, ge=10, description="trials of the run's baseline timing of the reference")
+        default=100, ge=10, description="most trials of the run's baseline timing of the "
+        "reference (and of each strong baseline) on a case")
+    baseline_target: float = Field(
+        default=0.02, ge=0, lt=1, description="the baseline's trials stop once a case's median "
+        "is known to this relative ~95% half-width (at least 10 trials, rounds of 10, at most "
+        "3 s of rounds a case); 0: baseline_trials exactly")
     noise_floor: float = Field(
         default=0.03, ge=0, lt=1, description="relative difference two evaluations in fresh "
         "judges cannot tell apart; closer calls go head to head")
@@ -329,9 +343,12 @@ class FitnessSettings(Section):
         default=1.5, gt=1, description="a reference timed inside an evaluation this many times "
         "off the run's baseline is flagged as machine noise")
     check_trials: int = Field(
-        default=5, ge=0, description="trials of that check in each evaluation of a run (the "
-        "GDN reference's 30 took 5 of a 12 s evaluation on an H100); 0: as many as the "
-        "candidate's")
+        default=5, ge=0, description="trials of that check in the evaluations that make it; "
+        "0: as many as the candidate's")
+    check_every: int = Field(
+        default=10, ge=0, description="the reference is timed inside every this-many-th "
+        "evaluation of a run, as that check (GDN's took 3.2 s of a 12 s evaluation on an "
+        "H200, and it is never the fitness); 0: never")
 
 
 class RunSettings(Section):

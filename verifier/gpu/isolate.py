@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,11 +84,14 @@ def timeouts_of(settings: VerifierSettings) -> Timeouts:
                     timing=settings.timing_timeout_s)  # fmt: skip
 
 
-def case_job(case: Case) -> CaseJob:
+def case_job(case: Case, fastest: tuple[float, str] | None = None) -> CaseJob:
+    """The case as a job carries it; `fastest`: its fastest believable time in this run and
+    what it comes from (RunBaseline.bounds)."""
     roof = case.roofline.model_dump() if case.roofline else None
+    us, why = fastest if fastest else (None, "")
     return CaseJob(
         name=case.name, init=dict(case.init), inputs=dict(case.inputs), timed=case.timed,
-        roofline=roof,
+        roofline=roof, fastest_us=us, fastest_why=why,
     )  # fmt: skip
 
 
@@ -99,14 +103,16 @@ def job_for_task(
     device: str = "cuda",
     cases: tuple[Case, ...] | None = None,
     seeds: tuple[int, ...] | None = None,
+    fastest: Mapping[str, tuple[float, str]] | None = None,
     **fields: Any,
 ) -> WorkerJob:
     """The job for `candidate` on `task` (None: a reference-only job): trials, warm-up and stage
-    timeouts from `settings`."""
+    timeouts from `settings`; `fastest`: the run's suspect bounds by case (RunBaseline.bounds)."""
+    fastest = fastest or {}
     return WorkerJob(
         task=task.name,
         reference=task.reference,
-        cases=tuple(case_job(c) for c in (cases or task.cases)),
+        cases=tuple(case_job(c, fastest.get(c.name)) for c in (cases or task.cases)),
         tolerance=task.tolerance.model_dump(),
         candidate=candidate,
         device=device,
@@ -187,6 +193,9 @@ class WorkerResult(BaseModel):
         description="every hack is a late timing window, which other work on the device can "
         "also cause: the pipeline runs such a candidate once more before calling it hacked",
     )
+    beyond_roofline: bool = Field(
+        default=False, description="a suspect reason is a time the card's peaks cannot reach "
+        "(physics), not a margin over a baseline: a re-check cannot clear it")
     mismatch: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
     judge_pid: int | None = None
@@ -194,8 +203,8 @@ class WorkerResult(BaseModel):
     killed_pids: list[int] = Field(default_factory=list, description="killed at the deadline")
     reusable: bool = Field(default=False, description="the judge waits for another job")
     baselines: dict[str, BaselineAnswer] = Field(
-        default_factory=dict, description="a reference-only job's strong baselines, by name"
-    )
+        default_factory=dict, description="a reference-only or side-by-side job's strong "
+        "baselines, by name")  # fmt: skip
 
     def case_results(self) -> tuple[CaseResult, ...]:
         return tuple(c.to_case_result() for c in self.cases)

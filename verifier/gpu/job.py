@@ -56,6 +56,11 @@ class CaseJob:
     inputs: dict[str, Any] = field(default_factory=dict)
     timed: bool = True
     roofline: dict[str, float] | None = None  # {bytes, flops}
+    # The fastest time (us) this case is believed to take on this card: the strongest baseline
+    # timed in this run over the run's margin (pipeline.Bounds). Faster is suspect; None: the
+    # roofline alone, or where there is none, the reference bound (WorkerJob.suspect_speedup).
+    fastest_us: float | None = None
+    fastest_why: str = ""  # what fastest_us comes from, for the verdict's one line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,6 +167,8 @@ class WorkerJob:
     warmup: int = 5
     workdir: Path | None = None  # set by run_worker: the judge's folder
     peak: PeakRates | None = None  # roofline gate; None: no gate
+    # Speedups over the reference timed in this job above this are suspect, only on a case
+    # with no physical bound (no roofline and no fastest_us): a slow reference is no evidence.
     suspect_speedup: float = 10.0
     flush_bytes: int = 512 << 20  # L2 + Infinity Cache flush
     timing_budget_bytes: int = 1 << 30  # memory for timing inputs
@@ -172,6 +179,15 @@ class WorkerJob:
     allow_processes: bool = False  # set by run_worker: CandidateJob.may_start_processes
     reference_only: bool = False  # time the reference alone (a run's baseline); no candidate
     reference_trials: int = 0  # the reference's trials; 0: `trials` (a run's check: a few)
+    # False: the reference is not timed (a run's evaluation between its periodic noise checks:
+    # the run's stored baseline is the denominator). Reference-only jobs always time it.
+    time_reference: bool = True
+    # A run's baseline: each case (reference and strong baselines) is timed in rounds until its
+    # median's relative ~95% interval is this tight or `trials` are spent (0: `trials` exactly).
+    trial_target: float = 0.0
+    # A re-check of a suspect candidate: the job's strong baselines are timed after the
+    # candidate in this judge, side by side, on the same inputs and clock.
+    side_by_side: bool = False
     timing: str = "eager"  # one of TIMINGS: the task's (TaskSpec.timing)
     baselines: tuple[BaselineJob, ...] = ()  # reference-only jobs: timed after the reference
     # Device memory the judge plans this evaluation for (memplan.py); None: what the device has
@@ -201,8 +217,8 @@ class WorkerJob:
         _require(self.suspect_speedup > 1, "suspect_speedup must be above 1")
         _require((self.candidate is None) == self.reference_only,
                  "a job has a candidate unless it is reference-only")
-        _require(self.reference_only or not self.baselines,
-                 "only a reference-only job times strong baselines")
+        _require(self.reference_only or self.side_by_side or not self.baselines,
+                 "only a reference-only or side-by-side job times strong baselines")
         _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
         _require(self.device_memory_bytes is None or self.device_memory_bytes > 0,
                  "device_memory_bytes must be positive")  # fmt: skip

@@ -102,7 +102,7 @@ class Judge:
             if bad:
                 return self.result("runtime_error", bad)
             self.start_recording()
-            if self.job.do_timing:
+            if self.job.do_timing and (self.job.time_reference or self.job.reference_only):
                 t = time.monotonic()
                 self.card.reference_trials(self.ref.time())
                 self.card.flags += self.ref.flags
@@ -120,6 +120,14 @@ class Judge:
                 self.trim_cache()
                 self.between_phases()
             status, message = self.run_candidate()
+            if self.job.side_by_side and self.job.baselines and status in ("ok", "suspect"):
+                # A re-check: the strong baselines timed right after the candidate, on the
+                # same inputs and clock (strong.py), for its verdict's side-by-side line.
+                from hipevolve.verifier.gpu.strong import time_baselines
+
+                t = time.monotonic()
+                self.baselines = time_baselines(self.ref)
+                self.seconds["baselines"] = round(time.monotonic() - t, 3)
         finally:
             t = time.monotonic()
             killed = kill_group_except_self(self.chan.spared())

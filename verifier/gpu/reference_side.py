@@ -2,12 +2,13 @@
 exists): the reference's inputs and outputs for every case and seed, the job's device-memory
 plan (memplan.py), what the judge derives per case (job.CaseSizes) and the reference's timing.
 
-Imports the standard library and hipevolve.{core.reference, verifier.gpu.{job, memplan,
-references, timing}} only (no pydantic).
+Imports the standard library and hipevolve.{core.{noise, reference}, verifier.gpu.{job,
+memplan, references, timing}} only (no pydantic).
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu.job import CaseSizes
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from hipevolve.verifier.gpu.references import Kept, Refs
 
 PLAN_AFTER = 64  # input sets under 1/PLAN_AFTER of free memory: planned once the reference ran
+ADAPTIVE_ROUND = 10  # trials a round of an adaptive timing (job.trial_target) takes
+ADAPTIVE_S = 3.0  # and the seconds after which it takes no further round
 
 
 def host_available() -> int | None:
@@ -148,7 +151,10 @@ class References:
 
     def trials(self, clock: Any, case: Any, model: Any) -> tuple[list[float], str]:  # noqa: ANN401
         """(trials in us, why it was timed eagerly under the job's timing "graph", or '') of
-        `model` on `case`: the reference's timing input sets, clock and trial counts."""
+        `model` on `case`: the reference's timing input sets, clock and trial counts. A job
+        with a `trial_target` (a run's baseline) takes rounds of ADAPTIVE_ROUND trials until its
+        median's interval is that tight, `trials` are taken, or ADAPTIVE_S have passed: a 95 ms
+        GDN reference timed 100 times on 8 cases took minutes the run's start waited for."""
         job = self.job
         # A run's evaluations take job.reference_trials (only a check there), one warm-up.
         trials = job.reference_trials or job.trials
@@ -159,7 +165,23 @@ class References:
             )
             for i in range(self.sizes[case.name].timing_sets)
         ]
-        if job.timing == "graph":
+        if not job.trial_target:
+            return self.timed(clock, model, sets, trials, warmup)
+        from hipevolve.core.noise import median_interval
+
+        started, got, eager = time.monotonic(), [], ""
+        while len(got) < trials:
+            more, eager = self.timed(clock, model, sets, min(ADAPTIVE_ROUND, trials - len(got)),
+                                     warmup if not got else 1)  # fmt: skip
+            got += more
+            enough = len(got) >= ADAPTIVE_ROUND and median_interval(got)[1] <= job.trial_target
+            if enough or time.monotonic() - started > ADAPTIVE_S:
+                break
+        return got, eager
+
+    def timed(self, clock: Any, model: Any, sets: list, trials: int,  # noqa: ANN401
+              warmup: int) -> tuple[list[float], str]:  # fmt: skip
+        if self.job.timing == "graph":
             got = self.timing.time_graph_trials(
                 clock, lambda a, m=model: m(*a), sets, trials, warmup
             )

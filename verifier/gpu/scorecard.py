@@ -37,6 +37,7 @@ class Scorecard:
         self.hacks: list[str] = []
         self.window_hacks = 0  # of those, late timing windows (see judge_timing)
         self.mismatch = ""
+        self.beyond_roofline = False  # a suspect reason is physics, not a margin (gates)
         self.case_out = {c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases}
 
     def reference_trials(self, times: dict[str, list[float]]) -> None:
@@ -163,7 +164,11 @@ class Scorecard:
         out["wall_us"] = wall_us
 
     def gates(self) -> list[str]:
-        """Suspect reasons: faster than the roofline, or faster than suspect_speedup allows."""
+        """Suspect reasons, each a physical claim about the card: faster than the roofline (the
+        card's own peaks), or faster than the case's `fastest_us` (the strongest baseline timed
+        in this run, over the run's margin). Only a case with neither bound falls back on a
+        speedup over the reference timed in this job above `suspect_speedup`: a slow reference
+        is evidence of nothing (a GDN seed was refused at 203.8x a 95 ms fp32 reference)."""
         reasons = []
         peak = self.job.peak
         for name, out in self.case_out.items():
@@ -173,20 +178,26 @@ class Scorecard:
             t = out.get("time_us")
             if not t:
                 continue
-            if out.get("ref_time_us"):
-                speedup = out["ref_time_us"] / t
-                if speedup > self.job.suspect_speedup:
-                    reasons.append(
-                        f"{name}: speedup {speedup:.1f}x above {self.job.suspect_speedup:g}x"
-                    )
-            roof = self.job.case(name).roofline
-            if peak and roof:
+            case = self.job.case(name)
+            roof = case.roofline if peak else None
+            if roof:
                 mem_us = roof["bytes"] / peak.bytes_per_s * 1e6
                 flop_us = roof["flops"] / peak.flops_per_s * 1e6
                 out["roofline_fraction"] = mem_us / t
                 if t < max(mem_us, flop_us):
+                    self.beyond_roofline = True
                     reasons.append(
                         f"{name}: {t:.2f} us beats the roofline bound {max(mem_us, flop_us):.2f} us"
+                    )
+            if case.fastest_us is not None:
+                if t < case.fastest_us:
+                    reasons.append(f"{name}: {t:.1f} us, faster than {case.fastest_why}")
+            elif not roof and out.get("ref_time_us"):
+                speedup = out["ref_time_us"] / t
+                if speedup > self.job.suspect_speedup:
+                    reasons.append(
+                        f"{name}: speedup {speedup:.1f}x above {self.job.suspect_speedup:g}x "
+                        "(the case has no roofline and no strong baseline)"
                     )
         return reasons
 
@@ -217,5 +228,6 @@ class Scorecard:
             "flags": self.flags,
             "hacks": self.hacks[:10],
             "window_only": bool(self.hacks) and self.window_hacks == len(self.hacks),
+            "beyond_roofline": self.beyond_roofline,
             "mismatch": self.mismatch,
         }

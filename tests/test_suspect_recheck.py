@@ -1,0 +1,116 @@
+"""What `suspect` means (issue 47): a time past a physical bound, re-checked before it is refused,
+and never a reason to refuse a task's own seed kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hipevolve.app.run_job import first_candidates
+from hipevolve.archive.store import Archive
+from hipevolve.core.baseline import RunBounds
+from hipevolve.core.candidate import Candidate, load_candidate
+from hipevolve.core.config import VerifierSettings
+from hipevolve.core.evaluation import CaseResult, Evaluation, Status
+from hipevolve.core.taskspec import Case
+from hipevolve.evolution.generations import SEED_ADMITTED, admitted_seed
+from hipevolve.evolution.islands import EvolutionSettings
+from hipevolve.evolution.run import run_evolution
+from hipevolve.problems import get_task
+from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.pipeline import RECHECKED, Prepared, run_prepared
+from tests.standin import make_task
+from tests.test_fitness import SEED_IS_BEST, NoisyDevice
+
+HEALTHY = Path(__file__).parent / "data" / "candidates" / "softmax_ok.py"
+
+
+def _suspect(cases: tuple[CaseResult, ...]) -> Evaluation:
+    return Evaluation(status=Status.suspect, task="t", backend="cuda", cases=cases,
+                      message="c: 1.0 us beats the roofline bound 2.0 us")  # fmt: skip
+
+
+def test_a_correct_seed_is_admitted_with_its_suspect_reason_as_a_flag() -> None:
+    admitted = admitted_seed(_suspect((CaseResult(case="c", correct=True, time_us=1.0),)))
+    assert admitted.status is Status.ok and admitted.message == ""
+    assert admitted.flags == (f"{SEED_ADMITTED} c: 1.0 us beats the roofline bound 2.0 us",)
+
+
+def test_a_seed_with_a_wrong_case_is_not_admitted() -> None:
+    evaluation = _suspect((CaseResult(case="c", correct=False, time_us=1.0),))
+    assert admitted_seed(evaluation) is evaluation
+
+
+class SuspectSeed(NoisyDevice):
+    """NoisyDevice that calls its first evaluation (the seed) suspect, as the GDN seed was."""
+
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        out = super().__call__(candidates)
+        if not getattr(self, "_seen_seed", False):
+            self._seen_seed = True
+            out[0] = out[0].model_copy(
+                update={"status": Status.suspect, "message": "qwen: speedup 203.8x above 200x"}
+            )
+        return out
+
+
+def test_a_run_whose_seed_is_suspect_still_evolves_from_it(tmp_path: Path) -> None:
+    task = make_task(tmp_path)
+    with Archive.open(tmp_path / "run.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=2),
+                                SuspectSeed(SEED_IS_BEST, 0), first=first_candidates(task),
+                                budget=12, seed=0)  # fmt: skip
+        seed = archive.evaluation_of(1)
+    assert summary.reason != "no_seed", summary.message
+    assert seed is not None and seed.ok
+    assert any(f.startswith(SEED_ADMITTED) for f in seed.flags)
+
+
+def test_a_suspect_past_a_run_bound_is_rechecked_and_admitted_with_its_flag(tmp_path: Path):
+    """The whole GPU stage on the CPU: a bound no real call can meet makes the first run
+    suspect; the re-check (fresh hidden seed and inputs, no margin) admits it, flagged."""
+    task = get_task("softmax")
+    case = Case(name="small", inputs={"rows": 64, "cols": 1024, "dtype": "float32"})
+    settings = VerifierSettings(cache_dir=tmp_path / "cache", trials=5, warmup=1)
+    prepared = Prepared(candidate=load_candidate(HEALTHY))
+    bounds = RunBounds(fastest={"small": (1e9, "a bound no call meets")}, time_reference=False)
+    with StandbyPool(size=1, device="cpu") as pool:
+        evaluation = run_prepared(prepared, task, settings, "cpu", pool, cases=(case,),
+                                  bounds=bounds)  # fmt: skip
+    assert evaluation.status is Status.ok, evaluation.message
+    flag = next(f for f in evaluation.flags if f.startswith(RECHECKED))
+    assert "faster than a bound no call meets" in flag and "fresh hidden seed" in flag
+    assert evaluation.cases[0].ref_time_us is None  # the reference was not timed inside
+
+
+# ------------------------------------------------------------------ the run's baseline, cached
+
+
+def test_a_stored_baseline_starts_the_next_run_without_timing_anything(tmp_path: Path) -> None:
+    from hipevolve.core.baseline import CaseBaseline, RunBaseline
+    from hipevolve.verifier import baseline_cache
+    from hipevolve.verifier.evaluators import PipelineEvaluator
+
+    task = get_task("softmax")
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    evaluator = PipelineEvaluator(task, settings, "cpu")
+    key = baseline_cache.cache_key(task, settings, evaluator.device or "", evaluator.toolchain)
+    stored = RunBaseline(task="softmax", device="d", toolchain="t", cases={
+        "c": CaseBaseline(case="c", time_us=10.0, ci=0.01, trials=10)})  # fmt: skip
+    baseline_cache.store(settings, key, stored)
+    assert evaluator.baseline(100, 0.02) == stored  # read, not timed (no reference runs here)
+    evaluator.close()
+
+
+def test_the_cache_key_follows_the_reference_the_card_and_the_toolchain(tmp_path: Path) -> None:
+    from hipevolve.verifier.baseline_cache import cache_key
+
+    task = make_task(tmp_path)
+    settings = VerifierSettings(cache_dir=tmp_path / "cache")
+    key = cache_key(task, settings, "NVIDIA H200", "nvcc 13")
+    assert key == cache_key(task, settings, "NVIDIA H200", "nvcc 13")
+    assert key != cache_key(task, settings, "NVIDIA H100", "nvcc 13")
+    assert key != cache_key(task, settings, "NVIDIA H200", "nvcc 12")
+    edited = tmp_path / "edited_reference.py"
+    edited.write_text(task.reference.read_text() + "\n# edited\n")
+    task = task.model_copy(update={"reference": edited})
+    assert key != cache_key(task, settings, "NVIDIA H200", "nvcc 13")
