@@ -2,11 +2,16 @@
 
 A cell is a tuple of five labelled strings, one per axis of AXES, for example
 ("occ:5-8", "lds:<16K", "vec:128", "mfma:no", "tile:33-64"). The labels read on their own in a
-report and a prompt. Every axis has a "?" bin, so a candidate with no static facts (no AMD
-toolchain on this machine) or no tile-like tunable still gets a cell.
+report and a prompt. Every axis has a "?" bin, so a candidate with no static facts or no
+tile-like tunable still gets a cell.
+
+Where the facts come from: the AMD static compile (gfx targets) where its toolchain exists, else
+the CUDA build that runs (verifier/build/cuda_static.py, target sm_XX): registers, shared memory,
+occupancy (warps per SM sub-partition, CUDA's waves per SIMD), PTX load widths and tensor-core
+instructions fill the same bins. `axes_source` says which, for the run's report.
 
 Bins, per axis:
-- occ  (waves per SIMD the compiler reports): "1-2", "3-4", "5-8", "9+"; "?" if no kernel reports
+- occ  (waves per SIMD the compiler reports; on CUDA, resident warps per SM sub-partition): "1-2", "3-4", "5-8", "9+"; "?" if no kernel reports
   one. With several kernels the lowest occupancy counts: the most constrained kernel is the one a
   register or LDS change would move.
 - lds  (static LDS bytes, largest kernel): "none" (0), "<16K", "<48K", "48K+" (48 KB and more;
@@ -123,7 +128,10 @@ def tile_bin(tunables: Mapping[str, object]) -> str:
 
 
 def cell_of(facts: Sequence[StaticFacts], tunables: Mapping[str, object] | None = None) -> Cell:
-    """The MAP-Elites cell of a candidate from its static facts and declared tunable values."""
+    """The MAP-Elites cell of a candidate from its static facts and declared tunable values
+    (AMD facts first: CUDA facts count only where there are none)."""
+    amd = [f for f in facts if f.platform == "amd"]
+    facts = amd or list(facts)
     values = (
         occupancy_bin(facts),
         lds_bin(facts),
@@ -132,6 +140,16 @@ def cell_of(facts: Sequence[StaticFacts], tunables: Mapping[str, object] | None 
         tile_bin(tunables or {}),
     )
     return tuple(_label(axis, v) for axis, v in zip(AXES, values, strict=True))
+
+
+def axes_source(facts: Sequence[StaticFacts]) -> str:
+    """Where a cell's fact axes (occ, lds, vec, mfma) come from: "AMD static compile (gfx942)",
+    "CUDA build (sm_90)", or "" without facts."""
+    amd = sorted({f.target for f in facts if f.platform == "amd"})
+    if amd:
+        return f"AMD static compile ({', '.join(amd)})"
+    cuda = sorted({f.target for f in facts if f.platform == "cuda"})
+    return f"CUDA build ({', '.join(cuda)})" if cuda else ""
 
 
 def cell_key(cell: Cell) -> str:

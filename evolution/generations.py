@@ -30,13 +30,14 @@ from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.budget import Admission, Budget, check_budget
 from hipevolve.evolution.child import SEED, Child, Proposal
-from hipevolve.evolution.descriptors import cell_key, cell_of
+from hipevolve.evolution.descriptors import axes_source, cell_key, cell_of
 from hipevolve.evolution.islands import (
     Elite,
     EvolutionSettings,
     Island,
     best,
     insert,
+    own_elites,
 )
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
@@ -131,6 +132,8 @@ class RunSummary(Frozen):
     baseline: str = Field(default="", description="what the speedups are measured against")
     against: str = Field(default="", description="the run's best over the reference and each "
                          "strong baseline, with their uncertainty")  # fmt: skip
+    islands: str = Field(default="", description="how distinct the islands ended (elites each, "
+                         "and those no other island holds) and where the grid's axes came from")
 
 
 class Search:
@@ -474,6 +477,7 @@ class Search:
             confirmation=confirmation,
             baseline=self.referee.describe(),
             against=self.referee.against(),
+            islands=islands_line(self.archive, islands),
         )
 
 
@@ -490,6 +494,21 @@ def admitted_seed(evaluation: Evaluation) -> Evaluation:
     note = f"{SEED_ADMITTED} {evaluation.message}"[:300]
     return evaluation.model_copy(update={"status": Status.ok, "message": "",
                                          "flags": (*evaluation.flags, note)})  # fmt: skip
+
+
+def islands_line(archive: Archive, islands: Sequence[Island]) -> str:
+    """One line: each island's elites, those no other island holds, and the source of the
+    grid's fact axes (the AMD static compile, the CUDA build, or none); "" without elites."""
+    if not any(island.grid for island in islands):
+        return ""
+    sizes = "/".join(str(len(island.grid)) for island in islands)
+    own = "/".join(map(str, own_elites(islands)))
+    elites = sorted({e.candidate_id for island in islands for e in island.elites})
+    source = next((axes_source(ev.static) for cid in elites
+                   if (ev := archive.evaluation_of(cid)) is not None and ev.static), "")  # fmt: skip
+    axes = (f"occ, lds, vec and mfma from the {source}" if source else
+            "no static facts: the occ, lds, vec and mfma axes read ?")  # fmt: skip
+    return f"islands: {sizes} elites, {own} of them on no other island; {axes}"
 
 
 def _configuration(candidate: Candidate) -> dict[str, str]:

@@ -13,6 +13,8 @@ applies before inserting, not a term here. The policy settings, EvolutionSetting
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import (
@@ -26,8 +28,8 @@ from hipevolve.core.base import Frozen
 from hipevolve.core.config import EvolutionSettings
 from hipevolve.evolution.descriptors import Cell
 
-__all__ = ["Elite", "EvolutionSettings", "Frozen", "Island", "best", "best_fitness", "insert",
-           "ranked"]  # fmt: skip
+__all__ = ["Elite", "EvolutionSettings", "Frozen", "Island", "best", "best_fitness", "holders",
+           "insert", "own_elites", "ranked"]  # fmt: skip
 
 
 class Elite(Frozen):
@@ -108,3 +110,15 @@ def best(island: Island) -> Elite | None:
 def best_fitness(island: Island) -> float:
     top = best(island)
     return top.fitness if top else -math.inf
+
+
+def holders(islands: Sequence[Island]) -> Counter[str]:
+    """source_hash -> how many of the islands hold that code."""
+    return Counter(h for island in islands for h in {e.source_hash for e in island.elites})
+
+
+def own_elites(islands: Sequence[Island]) -> tuple[int, ...]:
+    """Per island, its elites that no other island holds (by source_hash): how distinct the
+    islands are. Equal to the grid sizes when no code is shared; 0 for an island that is a copy."""
+    held = holders(islands)
+    return tuple(sum(held[e.source_hash] == 1 for e in island.elites) for island in islands)

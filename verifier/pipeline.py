@@ -62,23 +62,51 @@ def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
     return (*range(n - 1), random.SystemRandom().randrange(1 << 20, 1 << 31))
 
 
-def static_analysis(source: str, settings: VerifierSettings,
-                    cached_only: bool = False) -> StaticResult | None:  # fmt: skip
-    """gfx facts for every configured target, cached by source, target and toolchain.
+def static_analysis(source: str, settings: VerifierSettings, cached_only: bool = False,
+                    compiler: Compiler | None = None) -> StaticResult | None:  # fmt: skip
+    """Static facts, cached by source, target and toolchain: gfx facts for every configured
+    target where the AMD toolchain compiles one, else, for the cuda backend's `compiler`, the
+    facts of its CUDA build (verifier/build/cuda_static.py; their target is the sm_XX), so
+    the grid keeps its axes on an NVIDIA machine. None of either: no facts.
     cached_only: None unless every target's facts are in the cache (nothing is compiled)."""
-    from hipevolve.verifier.build.amd_static import AmdCompileError, analyze, find_toolchain
+    from hipevolve.verifier.build.amd_static import find_toolchain
 
     tc = find_toolchain()
-    if tc is None:
-        return StaticResult()
+    if tc is not None and any(t in tc.targets for t in settings.amd_targets):
+        return _amd_analysis(source, settings, cached_only, tc)
+    if compiler is not None and compiler.name == "cuda":
+        return _cuda_analysis(source, settings, cached_only, compiler)
+    return StaticResult()
+
+
+def _cached_facts(path: Path) -> list[StaticFacts] | None:
+    if not path.exists():
+        return None
+    return [StaticFacts.model_validate(f) for f in json.loads(path.read_text())]
+
+
+def _store_facts(path: Path, facts: list[StaticFacts]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a temp name of its own: two threads may analyse the same source at once
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps([fact.model_dump() for fact in facts]))
+    os.replace(tmp, path)
+
+
+def _amd_analysis(source: str, settings: VerifierSettings, cached_only: bool,
+                  tc) -> StaticResult | None:  # noqa: ANN001  # fmt: skip
+    from hipevolve.verifier.build.amd_static import AmdCompileError, analyze
+
     facts: list[StaticFacts] = []
     for target in settings.amd_targets:
         if target not in tc.targets:
             continue
         key = cache_key(source, (target,), tc.version)
         cached = settings.cache_dir / "static" / f"{key}.json"
-        if cached.exists():
-            facts += [StaticFacts.model_validate(f) for f in json.loads(cached.read_text())]
+        found = _cached_facts(cached)
+        if found is not None:
+            facts += found
             continue
         if cached_only:
             return None
@@ -92,14 +120,36 @@ def static_analysis(source: str, settings: VerifierSettings,
             return StaticResult(facts=tuple(facts), note=f"static analysis incomplete: {e}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        # a temp name of its own: two threads may analyse the same source at once
-        fd, tmp = tempfile.mkstemp(dir=cached.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps([fact.model_dump() for fact in found]))
-        os.replace(tmp, cached)
+        _store_facts(cached, found)
         facts += found
     return StaticResult(facts=tuple(facts))
+
+
+def _cuda_analysis(source: str, settings: VerifierSettings, cached_only: bool,
+                   compiler: Compiler) -> StaticResult | None:  # fmt: skip
+    """The CUDA build's facts. A failed facts compile is a note, never a verdict: the library's
+    own build says whether the candidate compiles."""
+    from hipevolve.verifier.build.cuda_static import CudaAnalysisError, analyze, facts_command
+
+    try:
+        argv = facts_command(compiler.argv)
+    except ValueError as e:
+        return StaticResult(note=f"no CUDA facts: {e}")
+    cached = settings.cache_dir / "static" / f"{cache_key(source, argv, compiler.toolchain)}.json"
+    found = _cached_facts(cached)
+    if found is not None:
+        return StaticResult(facts=tuple(found))
+    if cached_only:
+        return None
+    workdir = Path(tempfile.mkdtemp(prefix="cuda-facts-"))
+    try:
+        found = analyze(source, compiler.argv, workdir, timeout_s=settings.compile_timeout_s)
+    except CudaAnalysisError as e:
+        return StaticResult(note=f"no CUDA facts: {e}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    _store_facts(cached, found)
+    return StaticResult(facts=tuple(found))
 
 
 def _device(backend: str) -> str:
@@ -174,7 +224,8 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
             compiler = compiler_for(backend)
             built = cached_build(candidate.hip_source, compiler, settings.cache_dir)
         if native:
-            static = static_analysis(candidate.hip_source, settings, cached_only=True)
+            static = static_analysis(candidate.hip_source, settings, cached_only=True,
+                                     compiler=compiler)
     flags = (*checked.flags, *dropped)
     finished = lambda status, message, **more: Prepared(  # noqa: E731
         candidate=candidate, flags=flags,
@@ -207,8 +258,9 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
             candidate.hip_source, compiler, settings.cache_dir,
             timeout_s=settings.compile_timeout_s,
             max_object_bytes=settings.max_object_bytes)  # fmt: skip
-    if static is None:
-        static = static_analysis(candidate.hip_source, settings)
+    if static is None:  # the CUDA facts only of a source that builds: no second failed compile
+        static = static_analysis(candidate.hip_source, settings, compiler=compiler
+                                 if built is None or built.ok else None)  # fmt: skip
     if built is not None and built.hacked:
         return finished(Status.hacked, f"library refused: {built.hacked}", static=static.facts)
     if built is not None and not built.ok:

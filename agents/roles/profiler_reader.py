@@ -31,9 +31,11 @@ class Diagnosis(BaseModel):
 
 
 def facts_text(facts: tuple[StaticFacts, ...]) -> str:
-    """One line per kernel: the static AMD facts a prompt quotes."""
+    """One line per kernel: the static facts a prompt quotes (AMD's, else the CUDA build's)."""
     if not facts:
         return "(no static AMD analysis on this machine)"
+    if all(f.platform == "cuda" for f in facts):
+        return _cuda_facts_text(facts)
     lines = []
     for f in facts:
         loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
@@ -43,6 +45,19 @@ def facts_text(facts: tuple[StaticFacts, ...]) -> str:
             f"LDS {f.lds_bytes} B, scratch {f.scratch_bytes} B, occupancy {f.occupancy} "
             f"waves/SIMD, spills {f.spills}, MFMA {f.mfma}, global loads {loads}, "
             f"buffer loads {buffers}"
+        )
+    return "\n".join(lines)
+
+
+def _cuda_facts_text(facts: tuple[StaticFacts, ...]) -> str:
+    lines = [f"(no AMD toolchain on this machine: the facts of the CUDA build for "
+             f"{', '.join(sorted({f.target for f in facts}))}, in CUDA's terms)"]  # fmt: skip
+    for f in facts:
+        loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
+        lines.append(
+            f"- {f.kernel} ({f.target}): {f.vgprs} registers/thread, shared {f.lds_bytes} B, "
+            f"stack {f.scratch_bytes} B, occupancy {f.occupancy} warps/scheduler, spill stores "
+            f"{4 * f.spills_vgpr} B, tensor-core ops {f.mfma}, global loads {loads}"
         )
     return "\n".join(lines)
 
@@ -71,14 +86,14 @@ def offline(evaluation: Evaluation | None) -> Diagnosis:
         return Diagnosis(
             bottleneck="registers",
             summary=f"{worst.kernel} spills {worst.spills} registers to scratch "
-            f"({worst.vgprs} VGPRs): cut live values or split the kernel.",
+            f"({worst.vgprs} {_registers(worst)}): cut live values or split the kernel.",
         )
     if any(0 < f.occupancy <= 2 for f in facts):
         low = min((f for f in facts if f.occupancy), key=lambda f: f.occupancy)
         return Diagnosis(
             bottleneck="latency",
-            summary=f"{low.kernel} runs {low.occupancy} waves per SIMD ({low.vgprs} VGPRs, "
-            f"LDS {low.lds_bytes} B): too few to hide memory latency.",
+            summary=f"{low.kernel} runs {low.occupancy} {_residents(low)} ({low.vgprs} "
+            f"{_registers(low)}, LDS {low.lds_bytes} B): too few to hide memory latency.",
         )
     narrow = [f for f in facts if f.global_loads and max(map(_bits, f.global_loads)) < 128]
     if narrow:
@@ -96,6 +111,14 @@ def offline(evaluation: Evaluation | None) -> Diagnosis:
             "roofline: fewer passes over memory and more bytes in flight per wave.",
         )
     return Diagnosis(bottleneck="unknown", summary="no static facts or roofline to read.")
+
+
+def _registers(fact: StaticFacts) -> str:
+    return "registers/thread" if fact.platform == "cuda" else "VGPRs"
+
+
+def _residents(fact: StaticFacts) -> str:
+    return "warps per scheduler" if fact.platform == "cuda" else "waves per SIMD"
 
 
 def _bits(width: str) -> int:

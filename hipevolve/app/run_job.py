@@ -339,7 +339,7 @@ def _message(summary: RunSummary) -> str:
     message = summary.message
     if summary.resume:
         message = message.removesuffix(f"; {summary.resume}")
-    lines = (message, summary.baseline, summary.against, summary.confirmation)
+    lines = (message, summary.baseline, summary.against, summary.confirmation, summary.islands)
     return "\n".join(line for line in lines if line)
 
 

@@ -97,9 +97,15 @@ def short_kernel_name(name: str) -> str:
 
 def static_table(facts) -> Table:
     targets = sorted({f.target for f in facts})
-    table = Table(title=f"static AMD facts ({', '.join(targets)})",
-                  caption="regs: VGPR/AGPR/SGPR; occ: waves per SIMD; spill: scratch bytes/spills; "
-                  "loads: bits x count; ds: LDS instructions")
+    if all(f.platform == "cuda" for f in facts):  # no AMD toolchain here: the CUDA build's
+        table = Table(title=f"static facts of the CUDA build ({', '.join(targets)})",
+                      caption="regs: per thread/0/0; occ: warps per scheduler; spill: stack "
+                      "bytes/spilled registers; loads: PTX bits x count; MFMA: tensor-core ops; "
+                      "ds: shared-memory instructions")  # fmt: skip
+    else:
+        table = Table(title=f"static AMD facts ({', '.join(targets)})",
+                      caption="regs: VGPR/AGPR/SGPR; occ: waves per SIMD; spill: scratch "
+                      "bytes/spills; loads: bits x count; ds: LDS instructions")  # fmt: skip
     table.add_column("kernel", overflow="fold", min_width=24)
     for column in ("regs", "occ", "LDS", "spill", "MFMA", "loads", "ds"):
         table.add_column(column, no_wrap=True)

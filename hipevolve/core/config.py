@@ -184,7 +184,8 @@ class EvolutionSettings(Section):
         description="generations between resets of the weaker half of the islands; 0 = never",
     )
     reseed_from: Literal["elites", "best"] = Field(
-        default="elites", description="a reset island copies the best island's grid, or its best"
+        default="elites", description="a reset island takes the best island's best elite and a "
+        "share of its other elites, dealt in turn among the reset islands; or its best alone"
     )
     elite_fraction: float = Field(
         default=0.5, ge=0, le=1, description="parents drawn uniformly from the top-k elites"

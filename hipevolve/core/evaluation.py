@@ -24,19 +24,27 @@ class Status(StrEnum):
 
 
 class StaticFacts(Frozen):
-    """AMD resource usage and ISA facts of one kernel, from the static gfx compile."""
+    """Resource usage and ISA facts of one kernel, from a static compile: the AMD device compile
+    for a gfx target (verifier/build/amd_static.py), or, where that toolchain is absent, the
+    CUDA build that runs (verifier/build/cuda_static.py; target sm_XX, `platform` "cuda"). The
+    AMD names stand for their CUDA counterparts there, as each field says."""
 
     kernel: str
-    target: str = Field(description="gfx942, gfx90a, ...")
-    vgprs: int = 0
+    target: str = Field(description="gfx942, gfx90a, ... (AMD); sm_90, ... (the CUDA build)")
+    vgprs: int = Field(default=0, description="VGPRs; on CUDA, registers per thread")
     agprs: int = 0
     sgprs: int = 0
-    lds_bytes: int = 0
-    scratch_bytes: int = 0
-    occupancy: int = Field(default=0, description="waves per SIMD the compiler reports")
-    spills_vgpr: int = 0
+    lds_bytes: int = Field(default=0, description="static LDS (on CUDA: shared memory) a block")
+    scratch_bytes: int = Field(
+        default=0, description="private memory a lane; on CUDA, the stack frame a thread")
+    occupancy: int = Field(
+        default=0, description="waves per SIMD the compiler reports; on CUDA, resident warps per "
+        "SM sub-partition from registers, shared memory and the launch bound (else 256 threads)")
+    spills_vgpr: int = Field(default=0, description="on CUDA, spill-store bytes / 4")
     spills_sgpr: int = 0
-    mfma: int = Field(default=0, description="MFMA instructions in the ISA")
+    mfma: int = Field(
+        default=0, description="MFMA instructions in the ISA; on CUDA, tensor-core instructions "
+        "(mma, wgmma) in the PTX")
     global_loads: dict[str, int] = Field(default_factory=dict, description="width -> count")
     buffer_loads: dict[str, int] = Field(default_factory=dict, description="width -> count")
     lds_ops: int = 0
@@ -44,6 +52,11 @@ class StaticFacts(Frozen):
     @property
     def spills(self) -> int:
         return self.spills_vgpr + self.spills_sgpr
+
+    @property
+    def platform(self) -> str:
+        """"cuda" for facts of an NVIDIA build (target sm_XX), else "amd"."""
+        return "cuda" if self.target.startswith("sm_") else "amd"
 
 
 class CaseResult(Frozen):

@@ -103,7 +103,10 @@ class DatasetRecord(Frozen):
     compile_log: str = Field(description="trimmed compiler output, in kernel.hip's line numbers")
     mismatch: str = Field(description="trimmed summary of the first wrong outputs")
     cases: list[CaseRecord] = Field(description="per-case results, the task's case order")
-    static: list[StaticFacts] = Field(description="AMD resource and ISA facts per kernel")
+    static: list[StaticFacts] = Field(
+        description="resource and ISA facts per kernel, from the AMD static compile (target "
+        "gfx...) or, without that toolchain, the CUDA build (target sm_...): never mix the two"
+    )
     baselines: list[Speedup] = Field(
         default_factory=list, description="speedups over the run's baselines (the reference and "
         "each strong baseline the task names, timed once at the run's start), with their "

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.archive.lineage import ancestors_of_best, lineage_graph
 from hipevolve.archive.store import Archive, Outcome, RunInfo
 from hipevolve.evolution.descriptors import AXES, BINS, cell_from_key
+from hipevolve.evolution.generations import CHECKPOINT, islands_line
+from hipevolve.evolution.islands import Island
 from hipevolve.export.folders import check_writable, render
 from hipevolve.export.runs import find_run, open_archive, run_environment
 
@@ -299,6 +301,18 @@ def elite_grids(archive: Archive, run: int) -> str:
     return "".join(out)
 
 
+def islands_note(archive: Archive, run: int) -> str:
+    """How distinct the islands of the run's last generation are, and where the grid's axes
+    came from (the line the run ends with)."""
+    checkpoints = archive.events(run, CHECKPOINT)
+    if not checkpoints:
+        return ""
+    islands = [Island.model_validate(i) for i in checkpoints[-1].data.get("islands", [])]
+    line = islands_line(archive, islands)
+    return f'<p class="legend">After generation {checkpoints[-1].data.get("generation")}: ' \
+           f"{e(line)}.</p>" if line else ""
+
+
 def speedup_tables(archive: Archive, run: int) -> str:
     top = archive.top(run, 8)
     if not top:
@@ -424,7 +438,7 @@ def build_report(archive: Archive, run: int) -> str:
                         "(its fittest parent at each step); hover a node for details.</p>")  # fmt: skip
     else:
         sections.append('<p class="note">No correct candidate, so no best.</p>')
-    sections += ["<h2>MAP-Elites grids</h2>", elite_grids(archive, run),
+    sections += ["<h2>MAP-Elites grids</h2>", islands_note(archive, run), elite_grids(archive, run),
                  "<h2>Speedups per case</h2>", speedup_tables(archive, run)]  # fmt: skip
     if path:
         sections += ["<h2>The best kernel</h2>", source_section(archive, path)]

@@ -37,7 +37,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import StaticFacts
-from hipevolve.verifier.build.compile import SOURCE_NAME, CommandResult, run_limited
+from hipevolve.verifier.build.compile import (
+    SOURCE_NAME,
+    AnalysisCompileError,
+    CommandResult,
+    demangle_with,
+    run_limited,
+)
 from hipevolve.verifier.build.includes import check_includes, tile_include_dir
 
 HIPEVOLVE_PREFIX = Path("/opt/hipevolve-amd")
@@ -65,14 +71,10 @@ class AmdToolchain(BaseModel):
     origin: str = Field(description="rocm or hipevolve-amd")
 
 
-class AmdCompileError(Exception):
+class AmdCompileError(AnalysisCompileError):
     """The source did not compile for the target; `log` is the compiler's output (capped)."""
 
-    def __init__(self, log: str, timed_out: bool = False) -> None:
-        first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
-        super().__init__(first.strip() or "AMD device compile failed")
-        self.log = log
-        self.timed_out = timed_out
+    failed = "AMD device compile failed"
 
 
 # --- finding the toolchain -------------------------------------------------------------------
@@ -360,22 +362,7 @@ def isa_facts(disassembly: str) -> dict[str, dict]:
 
 def demangle(tc: AmdToolchain, names: list[str]) -> dict[str, str]:
     """Mangled -> readable names (extern "C" names pass through); unchanged without cxxfilt."""
-    if not names or tc.cxxfilt is None:
-        return {n: n for n in names}
-    try:
-        out = subprocess.run(
-            [str(tc.cxxfilt), *names],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {n: n for n in names}
-    lines = out.stdout.splitlines()
-    if out.returncode != 0 or len(lines) != len(names):
-        return {n: n for n in names}
-    return dict(zip(names, lines, strict=True))
+    return demangle_with(tc.cxxfilt, names)
 
 
 # --- the whole stage -------------------------------------------------------------------------

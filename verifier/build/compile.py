@@ -80,6 +80,35 @@ class BuildResult(BaseModel):
     hacked: str = ""  # why the library's host code is refused (library_check), if it is
 
 
+class AnalysisCompileError(Exception):
+    """A compile for static facts failed (verifier/build/amd_static.py, cuda_static.py); `log` is
+    the compiler's output (capped), and the message its first error line."""
+
+    failed = "device compile failed"
+
+    def __init__(self, log: str, timed_out: bool = False) -> None:
+        first = next((ln for ln in log.splitlines() if "error" in ln), log[:200])
+        super().__init__(first.strip() or self.failed)
+        self.log = log
+        self.timed_out = timed_out
+
+
+def demangle_with(tool: Path | str | None, names: list[str]) -> dict[str, str]:
+    """Mangled -> readable names through a c++filt (binutils' or LLVM's); unchanged without one
+    or when it fails (extern "C" names pass through either way)."""
+    if not names or tool is None:
+        return {n: n for n in names}
+    try:
+        out = subprocess.run([str(tool), *names], capture_output=True, text=True, timeout=30,
+                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {n: n for n in names}
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) != len(names):
+        return {n: n for n in names}
+    return dict(zip(names, lines, strict=True))
+
+
 class CommandResult(BaseModel):
     returncode: int | None  # None: killed at the time limit
     output: str

@@ -183,7 +183,9 @@ def _fact_id(fact: StaticFacts) -> str:
 
 
 def gate(source: str, facts: tuple[StaticFacts, ...] | list[StaticFacts]) -> GateVerdict:
-    """Reasons the candidate cannot run as written on its AMD targets; empty when it can."""
+    """Reasons the candidate cannot run as written on its AMD targets; empty when it can.
+    Facts of a CUDA build (verifier/build/cuda_static.py) say nothing about AMD limits."""
+    facts = [f for f in facts if f.platform == "amd"]
     reasons: list[str] = []
     notes: list[str] = []
     by_target: dict[str, list[StaticFacts]] = {}
