@@ -328,6 +328,59 @@ def test_one_malformed_task_file_is_a_warning_and_the_others_still_load(tmp_path
     assert "\n" not in warning and "no_get_inputs.py" in warning and "missing get_inputs" in warning
 
 
+BROKEN = "class Model(:\n"  # a syntax error on line 1
+
+
+def _one_warning_naming_the_broken_file(stderr: str) -> None:
+    warnings = [ln for ln in stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1, stderr
+    assert "broken.py" in warnings[0] and "not valid Python (line 1" in warnings[0]
+    assert "Traceback" not in stderr
+
+
+def test_a_file_with_a_syntax_error_stops_no_command_on_the_folder_s_other_tasks(tmp_path):
+    """translate, verify and the search load a tasks folder as `tasks list` does: the broken
+    file is one warning line, and the folder's other tasks (and the built-ins) still work."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    shutil.copy(DATA / "kernelbench" / "level_test" / "19_ReLU.py", kb)
+    (kb / "broken.py").write_text(BROKEN)
+    translated = evolve("translate", "19_ReLU", "--tasks-dir", kb, "--out", tmp_path / "relu")
+    assert translated.returncode == 0, translated.stderr
+    _one_warning_naming_the_broken_file(translated.stderr)
+    verified = evolve("verify", HEALTHY, "--task", "softmax", "--tasks-dir", kb, "--backend",
+                      "static")  # fmt: skip
+    assert "compiled on softmax" in verified.stdout, verified.stdout + verified.stderr
+    _one_warning_naming_the_broken_file(verified.stderr)
+    from golden_runs import CHILD
+    from standin import TASK_NAME, write_task_folder
+
+    tasks = write_task_folder(tmp_path)
+    (tasks / "broken.py").write_text(BROKEN)
+    searched = subprocess.run([sys.executable, "-c", CHILD, str(TESTS), str(tmp_path / "log"),
+                               "--task", TASK_NAME, "--tasks-dir", str(tasks), "--archive",
+                               str(tmp_path / "runs.db"), "--budget", "2"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert searched.returncode == 0, searched.stdout + searched.stderr
+    _one_warning_naming_the_broken_file(searched.stderr)
+
+
+@pytest.mark.parametrize("command", [("translate", "broken", "--out", "{tmp}/out"),
+                                     ("verify", str(HEALTHY), "--task", "broken"),
+                                     ("tasks", "show", "broken"),
+                                     ("--task", "broken", "--budget", "1")])  # fmt: skip
+def test_asking_for_the_broken_task_itself_is_one_line_naming_its_file_and_problem(
+    tmp_path, command
+):
+    (tmp_path / "broken.py").write_text(BROKEN)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    line = one_line_error(evolve(*argv, "--tasks-dir", tmp_path, "--archive", tmp_path / "a.db")
+                          if argv[0] == "--task" else evolve(*argv, "--tasks-dir", tmp_path),
+                          "broken.py: not valid Python (line 1")  # fmt: skip
+    assert "unknown task" not in line
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_folder_of_folders_finds_its_tasks_recursively(tmp_path):
     kb = DATA / "kernelbench" / "level_test"
     for level, name in (("level1", "19_ReLU.py"), ("level2", "40_Conv_Scale_Add.py")):

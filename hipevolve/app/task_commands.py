@@ -164,7 +164,7 @@ def tasks_generate(
     )
     check_models(models)  # one line before anything is written
     dirs = settings.tasks.dirs
-    sources = [get_task(name, dirs) for name in from_tasks or ()]
+    sources = [get_task(name, dirs, warn) for name in from_tasks or ()]
 
     def show(item) -> None:
         kept = hasattr(item, "folder")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -66,11 +67,17 @@ def translate(task: TaskSpec, out: Path) -> Translated:
     return Translated(task=task.name, folder=folder, reason=problem, builds=not problem)
 
 
-def translate_task(name: str, out: Path, tasks_dirs) -> Translated:  # noqa: ANN001
-    """The command's work: the task by name (with the settings' task folders), into `out`."""
+def translate_task(
+    name: str,
+    out: Path,
+    tasks_dirs: Iterable[Path],
+    warn: Callable[[str], None] | None = None,
+) -> Translated:
+    """The command's work: the task by name (with the settings' task folders, a malformed task
+    there said through `warn`), into `out`."""
     from hipevolve.problems import get_task
 
-    return translate(get_task(name, tasks_dirs), out)
+    return translate(get_task(name, tasks_dirs, warn), out)
 
 
 def print_translated(console, result: Translated) -> int:  # noqa: ANN001 (a rich Console)
