@@ -76,7 +76,8 @@ def translate(
     from hipevolve.app.translate import print_translated, translate_task
 
     dirs = settings_with(tasks_dir).tasks.dirs
-    raise typer.Exit(print_translated(err_console, translate_task(task, out, dirs, warn=warn)))
+    result = translate_task(task, out, dirs, warn=warn)
+    raise typer.Exit(print_translated(err_console, result, tasks_dir or ()))
 
 
 def _run_prompt(role: str, spec, target, path: Path, run: int):  # noqa: ANN001 (TaskSpec, Target)
