@@ -1,8 +1,9 @@
 """The offline translator on KernelBench files (agents/lowering/, app/translate.py): the lowered
 model.py is whole (no leftover `super(Model, self)`, the module constants __init__ reads come
 along) and its ModelNew builds on the CPU; lowering never raises (every failure is a one-line
-reason); recurrent modules are refused before tracing; `evolve translate` writes the candidate
-and prints a verify command that runs as printed."""
+reason); recurrent modules are refused before tracing; `evolve translate` writes the candidate,
+prints a verify command that runs as printed, and never replaces files already in --out without
+--force."""
 
 from __future__ import annotations
 
@@ -137,3 +138,20 @@ def test_the_printed_verify_command_runs_as_printed_with_its_tasks_dir(tmp_path)
     assert scored.returncode == 0, scored.stdout + scored.stderr
     assert re.match(r"(ok|compiled) on 19_ReLU", scored.stdout), scored.stdout
 
+
+def test_translate_refuses_to_replace_a_hand_edited_kernel_and_force_replaces_it(tmp_path):
+    out = tmp_path / "lowered"
+    first = _translate("7_Scaled_Bias", "--tasks-dir", SCALED_BIAS.parent, "--out", out)
+    assert first.returncode == 0, first.stderr
+    edited = (out / "kernel.hip").read_text() + "// my hand edit\n"
+    (out / "kernel.hip").write_text(edited)
+    again = _translate("7_Scaled_Bias", "--tasks-dir", SCALED_BIAS.parent, "--out", out)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    line = again.stderr.strip()
+    assert "\n" not in line and "--force" in line
+    assert "already holds kernel.hip and model.py" in line
+    assert (out / "kernel.hip").read_text() == edited  # nothing lost
+    forced = _translate("7_Scaled_Bias", "--tasks-dir", SCALED_BIAS.parent, "--out", out,
+                        "--force")  # fmt: skip
+    assert forced.returncode == 0, forced.stderr
+    assert "my hand edit" not in (out / "kernel.hip").read_text()

@@ -71,12 +71,15 @@ def translate(
     task: Annotated[str, typer.Argument(help="Task to translate.")],
     out: Annotated[Path, typer.Option(help="Folder for kernel.hip and model.py.")],
     tasks_dir: TasksDir = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a kernel.hip or model.py already in --out.")
+    ] = False,
 ) -> None:
     """Lower a task's PyTorch reference to a native HIP candidate (the offline translator)."""
     from hipevolve.app.translate import print_translated, translate_task
 
     dirs = settings_with(tasks_dir).tasks.dirs
-    result = translate_task(task, out, dirs, warn=warn)
+    result = translate_task(task, out, dirs, force, warn)
     raise typer.Exit(print_translated(err_console, result, tasks_dir or ()))
 
 

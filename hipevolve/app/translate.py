@@ -5,7 +5,8 @@ kernel.hip and model.py into DIR, and checks that the written ModelNew builds on
 task's small case: a KernelBench file's reduced one), so what it writes is a candidate
 `evolve verify DIR --task TASK` can score; the command it prints for that carries the
 --tasks-dir folders the task was found with, shell-quoted, so it runs as printed. A task that
-does not lower is one line saying why.
+does not lower is one line saying why. A folder that already holds a candidate is never
+overwritten without --force (it may hold hand edits).
 """
 
 from __future__ import annotations
@@ -56,8 +57,20 @@ def model_builds_on_cpu(candidate: Candidate, task: TaskSpec, folder: Path) -> s
     return ""
 
 
-def translate(task: TaskSpec, out: Path) -> Translated:
-    """Lowers `task` and writes the candidate into `out` (created; files there are replaced)."""
+def refuse_to_overwrite(out: Path) -> None:
+    """A UserError when `out` already holds a candidate's files: they may be hand-edited, and
+    a translation would replace them."""
+    taken = [name for name in (KERNEL_FILE, MODEL_FILE) if (out / name).exists()]
+    if taken:
+        raise UserError(f"--out {out} already holds {' and '.join(taken)}, which translating "
+                        "would replace", "pass another --out, or --force to replace them")  # fmt: skip
+
+
+def translate(task: TaskSpec, out: Path, force: bool = False) -> Translated:
+    """Lowers `task` and writes the candidate into `out` (created). A candidate already there is
+    refused (a UserError) unless `force`."""
+    if not force:
+        refuse_to_overwrite(out)
     found = lower(task)
     if isinstance(found, Unlowered):
         return Translated(task=task.name, reason=found.reason)
@@ -83,13 +96,14 @@ def translate_task(
     name: str,
     out: Path,
     tasks_dirs: Iterable[Path],
+    force: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> Translated:
     """The command's work: the task by name (with the settings' task folders, a malformed task
     there said through `warn`), into `out`."""
     from hipevolve.problems import get_task
 
-    return translate(get_task(name, tasks_dirs, warn), out)
+    return translate(get_task(name, tasks_dirs, warn), out, force)
 
 
 def print_translated(console, result: Translated, tasks_dirs: Iterable[Path] = ()) -> int:  # noqa: ANN001 (a rich Console)
