@@ -104,10 +104,10 @@ def test_tasks_show_keeps_every_reference_line_whole_in_a_pipe_and_on_a_terminal
     reference = Path(json.loads(evolve("tasks", "show", "softmax", "--json").stdout)["reference"])
     long_lines = [ln for ln in reference.read_text().splitlines() if len(ln) > 70]
     assert long_lines, "the softmax reference has no long line to check"
-    piped = evolve("tasks", "show", "softmax").stdout.splitlines()
+    piped = evolve("tasks", "show", "softmax", "--full").stdout.splitlines()
     for line in long_lines:
         assert line in piped
-    screen = on_a_terminal("tasks", "show", "softmax")
+    screen = on_a_terminal("tasks", "show", "softmax", "--full")
     flat = " ".join(screen.split())  # wrapped lines joined: every word is still there
     for line in long_lines:
         assert " ".join(line.split()) in flat or all(w in flat for w in line.split())
