@@ -185,6 +185,59 @@ def test_setup_sh_refuses_an_unknown_option_in_one_line_before_installing_anythi
     assert out.stderr.strip() == "setup.sh: unknown option --isolate (use --dev, --isolated)"
 
 
+def _apt_get_under_a_held_lock(tmp_path: Path, hold_s: float, wait_s: int):
+    """scripts/apt_get.sh running `apt-get update` on a private apt state (no sources: nothing
+    is fetched) whose package lists' lock this process holds (apt's fcntl lock) for hold_s."""
+    import fcntl
+    import threading
+    import time
+
+    if shutil.which("apt-get") is None:
+        pytest.skip("no apt-get here")
+    for sub in ("lists/partial", "cache/archives/partial", "parts"):
+        (tmp_path / sub).mkdir(parents=True)
+    lock = os.open(tmp_path / "lists" / "lock", os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    if hold_s < float("inf"):
+        threading.Timer(hold_s, os.close, [lock]).start()
+    root = Path(__file__).resolve().parent.parent
+    argv = ["bash", str(root / "scripts" / "apt_get.sh"), "-o", f"Dir::State::Lists={tmp_path}/lists",
+            "-o", f"Dir::Cache={tmp_path}/cache", "-o", "Dir::Etc::SourceList=/dev/null",
+            "-o", f"Dir::Etc::SourceParts={tmp_path}/parts", "update", "-qq"]  # fmt: skip
+    start = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "APT_LOCK_WAIT_S": str(wait_s)})  # fmt: skip
+    finally:
+        if hold_s == float("inf"):
+            os.close(lock)
+    return done, time.monotonic() - start
+
+
+def test_setup_s_apt_get_waits_for_another_apt_to_release_its_lock(tmp_path):
+    done, took = _apt_get_under_a_held_lock(tmp_path, hold_s=3.0, wait_s=60)
+    assert done.returncode == 0, done.stderr
+    assert took >= 3.0
+    said = done.stderr.strip()
+    assert "\n" not in said and "Could not get lock" in said and "waiting up to 60 s" in said
+
+
+def test_setup_s_apt_get_gives_up_with_apt_s_own_error_after_its_wait(tmp_path):
+    done, took = _apt_get_under_a_held_lock(tmp_path, hold_s=float("inf"), wait_s=3)
+    assert done.returncode != 0 and 3.0 <= took < 60
+    assert "waiting up to 3 s" in done.stderr and "E: Unable to lock directory" in done.stderr
+
+
+def test_setup_runs_every_apt_get_through_the_waiting_wrapper():
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    for script in ("setup.sh", "install_amd_toolchain.sh"):
+        text = (root / "scripts" / script).read_text()
+        assert re.search(r"(\$sudo_cmd|as_root) bash (scripts/apt_get\.sh|\"\$APT_GET\")", text)
+        assert not re.search(r"(\$sudo_cmd|as_root) apt-get\b", text), script
+
+
 # ----------------------------------------------------------------------------- one-line errors
 
 
