@@ -238,6 +238,15 @@ def test_setup_runs_every_apt_get_through_the_waiting_wrapper():
         assert not re.search(r"(\$sudo_cmd|as_root) apt-get\b", text), script
 
 
+def test_ci_runs_the_readme_s_test_command_and_it_shows_progress():
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    command = next(ln.split("&& ", 1)[1] for ln in readme.splitlines()
+                   if ln.strip().startswith("bash scripts/setup.sh --dev &&"))  # fmt: skip
+    assert "console_output_style=count" in command
+    assert f"{command} || status=$?" in (root / ".ci" / "run").read_text()
+
+
 # ----------------------------------------------------------------------------- one-line errors
 
 
