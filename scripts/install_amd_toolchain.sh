@@ -41,6 +41,8 @@
 set -euo pipefail
 
 PREFIX=${1:-/opt/hipevolve-amd}
+# apt-get, waiting for another apt or dpkg to release its lock instead of failing at once
+APT_GET=$(cd "$(dirname "$0")" && pwd)/apt_get.sh
 LLVM=19
 TRIXIE_LINE='deb http://deb.debian.org/debian trixie main'
 
@@ -76,7 +78,7 @@ esac
 say "system: $PRETTY_NAME"
 
 export DEBIAN_FRONTEND=noninteractive
-as_root apt-get update -qq || miss "apt-get update of this system's archive failed"
+as_root bash "$APT_GET" update -qq || miss "apt-get update of this system's archive failed"
 
 # Pick what this archive has; one MISSING line per absent package.
 has_pkg() { [[ -n $(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}' | grep -v '(none)') ]]; }
@@ -100,7 +102,7 @@ for p in "${want[@]}"; do
   if has_pkg "$p"; then install+=("$p"); else miss "package $p is not in this system's apt archive (on Ubuntu, enable 'universe')"; fi
 done
 finish_if_missing
-as_root apt-get install -y -qq --no-install-recommends "${install[@]}" >/dev/null \
+as_root bash "$APT_GET" install -y -qq --no-install-recommends "${install[@]}" >/dev/null \
   || { miss "apt-get install ${install[*]} failed"; finish_if_missing; }
 
 for tool in clang llvm-objdump llvm-cxxfilt llvm-as ld.lld clang-offload-bundler; do
@@ -125,15 +127,15 @@ if [[ $DISTRO == debian12 ]]; then
     -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$APT_DIR/prefs"
     -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache"
     -o "Dir::State::status=/dev/null" -o "APT::Sandbox::User=root")
-  as_root apt-get "${APT_OPTS[@]}" update -qq \
+  as_root bash "$APT_GET" "${APT_OPTS[@]}" update -qq \
     || miss "trixie package index ($TRIXIE_LINE): apt-get update through a private apt state failed (network, or trixie's archive key: upgrade debian-archive-keyring)"
   finish_if_missing
-  (cd "$WORK" && as_root apt-get "${APT_OPTS[@]}" download -qq libamdhip64-dev) \
+  (cd "$WORK" && as_root bash "$APT_GET" "${APT_OPTS[@]}" download -qq libamdhip64-dev) \
     || miss "libamdhip64-dev from trixie (apt-get download through the private apt state failed)"
 else
   has_pkg libamdhip64-dev || miss "package libamdhip64-dev is not in this system's apt archive (on Ubuntu, enable 'universe')"
   finish_if_missing
-  (cd "$WORK" && as_root apt-get download -qq libamdhip64-dev) || miss "apt-get download libamdhip64-dev failed"
+  (cd "$WORK" && as_root bash "$APT_GET" download -qq libamdhip64-dev) || miss "apt-get download libamdhip64-dev failed"
 fi
 finish_if_missing
 DEB=$(ls "$WORK"/libamdhip64-dev_*.deb)

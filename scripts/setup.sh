@@ -29,8 +29,8 @@ need=()
 command -v g++ >/dev/null || need+=(build-essential)
 python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
-  $sudo_cmd apt-get update -q
-  $sudo_cmd apt-get install -y -q "${need[@]}"
+  $sudo_cmd bash scripts/apt_get.sh update -q
+  $sudo_cmd bash scripts/apt_get.sh install -y -q "${need[@]}"
 fi
 
 bash scripts/install_amd_toolchain.sh
@@ -53,8 +53,8 @@ $py -m pip install -q -e ".${extras}"
 # itself, saying why, when no Chromium is found.
 if [ "$dev" = 1 ] && ! command -v chromium >/dev/null; then
   if . /etc/os-release && [ "${ID:-}" = "debian" ]; then
-    $sudo_cmd apt-get update -q
-    $sudo_cmd apt-get install -y -q chromium
+    $sudo_cmd bash scripts/apt_get.sh update -q
+    $sudo_cmd bash scripts/apt_get.sh install -y -q chromium
   else
     $py -m playwright install --with-deps chromium
   fi

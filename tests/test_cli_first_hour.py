@@ -104,10 +104,10 @@ def test_tasks_show_keeps_every_reference_line_whole_in_a_pipe_and_on_a_terminal
     reference = Path(json.loads(evolve("tasks", "show", "softmax", "--json").stdout)["reference"])
     long_lines = [ln for ln in reference.read_text().splitlines() if len(ln) > 70]
     assert long_lines, "the softmax reference has no long line to check"
-    piped = evolve("tasks", "show", "softmax").stdout.splitlines()
+    piped = evolve("tasks", "show", "softmax", "--full").stdout.splitlines()
     for line in long_lines:
         assert line in piped
-    screen = on_a_terminal("tasks", "show", "softmax")
+    screen = on_a_terminal("tasks", "show", "softmax", "--full")
     flat = " ".join(screen.split())  # wrapped lines joined: every word is still there
     for line in long_lines:
         assert " ".join(line.split()) in flat or all(w in flat for w in line.split())
@@ -183,6 +183,68 @@ def test_setup_sh_refuses_an_unknown_option_in_one_line_before_installing_anythi
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == "setup.sh: unknown option --isolate (use --dev, --isolated)"
+
+
+def _apt_get_under_a_held_lock(tmp_path: Path, hold_s: float, wait_s: int):
+    """scripts/apt_get.sh running `apt-get update` on a private apt state (no sources: nothing
+    is fetched) whose package lists' lock this process holds (apt's fcntl lock) for hold_s."""
+    import fcntl
+    import threading
+    import time
+
+    if shutil.which("apt-get") is None:
+        pytest.skip("no apt-get here")
+    for sub in ("lists/partial", "cache/archives/partial", "parts"):
+        (tmp_path / sub).mkdir(parents=True)
+    lock = os.open(tmp_path / "lists" / "lock", os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    if hold_s < float("inf"):
+        threading.Timer(hold_s, os.close, [lock]).start()
+    root = Path(__file__).resolve().parent.parent
+    argv = ["bash", str(root / "scripts" / "apt_get.sh"), "-o", f"Dir::State::Lists={tmp_path}/lists",
+            "-o", f"Dir::Cache={tmp_path}/cache", "-o", "Dir::Etc::SourceList=/dev/null",
+            "-o", f"Dir::Etc::SourceParts={tmp_path}/parts", "update", "-qq"]  # fmt: skip
+    start = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "APT_LOCK_WAIT_S": str(wait_s)})  # fmt: skip
+    finally:
+        if hold_s == float("inf"):
+            os.close(lock)
+    return done, time.monotonic() - start
+
+
+def test_setup_s_apt_get_waits_for_another_apt_to_release_its_lock(tmp_path):
+    done, took = _apt_get_under_a_held_lock(tmp_path, hold_s=3.0, wait_s=60)
+    assert done.returncode == 0, done.stderr
+    assert took >= 3.0
+    said = done.stderr.strip()
+    assert "\n" not in said and "Could not get lock" in said and "waiting up to 60 s" in said
+
+
+def test_setup_s_apt_get_gives_up_with_apt_s_own_error_after_its_wait(tmp_path):
+    done, took = _apt_get_under_a_held_lock(tmp_path, hold_s=float("inf"), wait_s=3)
+    assert done.returncode != 0 and 3.0 <= took < 60
+    assert "waiting up to 3 s" in done.stderr and "E: Unable to lock directory" in done.stderr
+
+
+def test_setup_runs_every_apt_get_through_the_waiting_wrapper():
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    for script in ("setup.sh", "install_amd_toolchain.sh"):
+        text = (root / "scripts" / script).read_text()
+        assert re.search(r"(\$sudo_cmd|as_root) bash (scripts/apt_get\.sh|\"\$APT_GET\")", text)
+        assert not re.search(r"(\$sudo_cmd|as_root) apt-get\b", text), script
+
+
+def test_ci_runs_the_readme_s_test_command_and_it_shows_progress():
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    command = next(ln.split("&& ", 1)[1] for ln in readme.splitlines()
+                   if ln.strip().startswith("bash scripts/setup.sh --dev &&"))  # fmt: skip
+    assert "console_output_style=count" in command
+    assert f"{command} || status=$?" in (root / ".ci" / "run").read_text()
 
 
 # ----------------------------------------------------------------------------- one-line errors
@@ -326,6 +388,59 @@ def test_one_malformed_task_file_is_a_warning_and_the_others_still_load(tmp_path
     assert "19_ReLU" in out.stdout
     warning = out.stderr.strip()
     assert "\n" not in warning and "no_get_inputs.py" in warning and "missing get_inputs" in warning
+
+
+BROKEN = "class Model(:\n"  # a syntax error on line 1
+
+
+def _one_warning_naming_the_broken_file(stderr: str) -> None:
+    warnings = [ln for ln in stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1, stderr
+    assert "broken.py" in warnings[0] and "not valid Python (line 1" in warnings[0]
+    assert "Traceback" not in stderr
+
+
+def test_a_file_with_a_syntax_error_stops_no_command_on_the_folder_s_other_tasks(tmp_path):
+    """translate, verify and the search load a tasks folder as `tasks list` does: the broken
+    file is one warning line, and the folder's other tasks (and the built-ins) still work."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    shutil.copy(DATA / "kernelbench" / "level_test" / "19_ReLU.py", kb)
+    (kb / "broken.py").write_text(BROKEN)
+    translated = evolve("translate", "19_ReLU", "--tasks-dir", kb, "--out", tmp_path / "relu")
+    assert translated.returncode == 0, translated.stderr
+    _one_warning_naming_the_broken_file(translated.stderr)
+    verified = evolve("verify", HEALTHY, "--task", "softmax", "--tasks-dir", kb, "--backend",
+                      "static")  # fmt: skip
+    assert "compiled on softmax" in verified.stdout, verified.stdout + verified.stderr
+    _one_warning_naming_the_broken_file(verified.stderr)
+    from golden_runs import CHILD
+    from standin import TASK_NAME, write_task_folder
+
+    tasks = write_task_folder(tmp_path)
+    (tasks / "broken.py").write_text(BROKEN)
+    searched = subprocess.run([sys.executable, "-c", CHILD, str(TESTS), str(tmp_path / "log"),
+                               "--task", TASK_NAME, "--tasks-dir", str(tasks), "--archive",
+                               str(tmp_path / "runs.db"), "--budget", "2"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert searched.returncode == 0, searched.stdout + searched.stderr
+    _one_warning_naming_the_broken_file(searched.stderr)
+
+
+@pytest.mark.parametrize("command", [("translate", "broken", "--out", "{tmp}/out"),
+                                     ("verify", str(HEALTHY), "--task", "broken"),
+                                     ("tasks", "show", "broken"),
+                                     ("--task", "broken", "--budget", "1")])  # fmt: skip
+def test_asking_for_the_broken_task_itself_is_one_line_naming_its_file_and_problem(
+    tmp_path, command
+):
+    (tmp_path / "broken.py").write_text(BROKEN)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    line = one_line_error(evolve(*argv, "--tasks-dir", tmp_path, "--archive", tmp_path / "a.db")
+                          if argv[0] == "--task" else evolve(*argv, "--tasks-dir", tmp_path),
+                          "broken.py: not valid Python (line 1")  # fmt: skip
+    assert "unknown task" not in line
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_folder_of_folders_finds_its_tasks_recursively(tmp_path):

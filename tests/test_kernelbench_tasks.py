@@ -128,3 +128,10 @@ def test_every_occurrence_of_a_size_counts_toward_the_budget():
     assert sizes == [16, 8, 16, 16], reduced  # one shift for all: ratios kept, equal stay equal
     assert 16 * 8 * 16 * 16 <= SIZE_BUDGET < 128 * 64 * 128 * 128
     assert "kernel_size" not in reduced
+
+
+def test_a_level_3_mamba2_reference_that_imports_einops_runs_on_its_reduced_case():
+    """KernelBench's 48_Mamba2ReturnY imports einops: setup installs it (pyproject.toml)."""
+    task = load_kernelbench_file(DATA / "einops" / "48_Mamba2ReturnY.py")
+    runs = [run_reference(task, case) for case in cases_to_check(task)]
+    assert runs and all(r.ok for r in runs), [r.error for r in runs]

@@ -1,10 +1,17 @@
 """The offline translator on KernelBench files (agents/lowering/, app/translate.py): the lowered
 model.py is whole (no leftover `super(Model, self)`, the module constants __init__ reads come
 along) and its ModelNew builds on the CPU; lowering never raises (every failure is a one-line
-reason); recurrent modules are refused before tracing; `evolve translate` writes the candidate."""
+reason); recurrent modules are refused before tracing; `evolve translate` writes the candidate,
+prints a verify command that runs as printed, and never replaces files already in --out without
+--force."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +111,47 @@ def test_parameters_of_a_sequential_are_indexed_in_the_lowered_model(tmp_path):
     model = (result.folder / "model.py").read_text()
     assert "self.network[0].weight" in model and "self.network.0" not in model
     assert result.builds, result.reason
+
+
+def _translate(*args: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hipevolve", "translate", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_the_printed_verify_command_runs_as_printed_with_its_tasks_dir(tmp_path):
+    """`evolve translate 19_ReLU --tasks-dir DIR` prints an `evolve verify` command carrying the
+    same --tasks-dir, its paths quoted (here they hold spaces); run by a shell as printed it
+    scores the candidate instead of answering "unknown task"."""
+    level = tmp_path / "Kernel Bench" / "level1"
+    level.mkdir(parents=True)
+    shutil.copy(DATA / "level_test" / "19_ReLU.py", level)
+    out = tmp_path / "my relu"
+    done = _translate("19_ReLU", "--tasks-dir", level, "--out", out)
+    assert done.returncode == 0, done.stderr
+    command = re.search(r"score it with `([^`]+)`", done.stderr).group(1)
+    assert "--tasks-dir" in command and f"'{level}'" in command and f"'{out}'" in command
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    scored = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                            timeout=300, env=env, cwd=tmp_path)  # fmt: skip
+    assert "unknown task" not in scored.stderr, scored.stderr
+    # ok on a GPU, compiled (the static backend) without one
+    assert scored.returncode == 0, scored.stdout + scored.stderr
+    assert re.match(r"(ok|compiled) on 19_ReLU", scored.stdout), scored.stdout
+
+
+def test_translate_refuses_to_replace_a_hand_edited_kernel_and_force_replaces_it(tmp_path):
+    out = tmp_path / "lowered"
+    first = _translate("7_Scaled_Bias", "--tasks-dir", SCALED_BIAS.parent, "--out", out)
+    assert first.returncode == 0, first.stderr
+    edited = (out / "kernel.hip").read_text() + "// my hand edit\n"
+    (out / "kernel.hip").write_text(edited)
+    again = _translate("7_Scaled_Bias", "--tasks-dir", SCALED_BIAS.parent, "--out", out)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    line = again.stderr.strip()
+    assert "\n" not in line and "--force" in line
+    assert "already holds kernel.hip and model.py" in line
+    assert (out / "kernel.hip").read_text() == edited  # nothing lost
+    forced = _translate("7_Scaled_Bias", "--tasks-dir", SCALED_BIAS.parent, "--out", out,
+                        "--force")  # fmt: skip
+    assert forced.returncode == 0, forced.stderr
+    assert "my hand edit" not in (out / "kernel.hip").read_text()

@@ -1,5 +1,6 @@
 """`evolve tasks ...` and `evolve doctor` as a user runs them: real processes, no tracebacks."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +28,29 @@ def test_unknown_task_is_one_line_naming_the_closest_matches():
 
 
 def test_tasks_show_prints_cases_roofline_bounds_and_reference():
-    out = evolve("tasks", "show", "softmax")
+    out = evolve("tasks", "show", "softmax", "--full")
     assert out.returncode == 0, out.stderr
     for text in ("attn_scores_4k", "lm_head_vocab", "H200", "MI300X", "class Model"):
         assert text in out.stdout
+
+
+def test_tasks_show_prints_a_description_s_square_brackets_as_written():
+    out = evolve("tasks", "show", "gated_delta_net")
+    assert out.returncode == 0, out.stderr
+    flat = " ".join(out.stdout.split())
+    assert "cu_seqlens[i] to cu_seqlens[i+1]-1" in flat  # not read as rich markup
+
+
+def test_tasks_show_is_a_screenful_or_two_and_full_adds_anchor_figures_and_the_source():
+    short = evolve("tasks", "show", "gated_delta_net").stdout
+    full = evolve("tasks", "show", "gated_delta_net", "--full").stdout
+    shown = json.loads(evolve("tasks", "show", "gated_delta_net", "--json").stdout)
+    reference = Path(shown["reference"]).read_text()
+    assert len(short.splitlines()) <= 120 < len(full.splitlines())
+    flat = " ".join(short.split())
+    assert "class Model" not in short and "gated_delta_net --full` prints it" in flat
+    assert "anchor: FlashQLA (CUDA graph, published) (NVIDIA H200): 6 figures, us" in flat
+    assert all(line in full.splitlines() for line in reference.splitlines() if line.strip())
 
 
 def test_kernelbench_folder_lists_as_tasks():

@@ -8,16 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from hipevolve.app.cli_options import TasksDir, err_console, settings_with, warn
 from hipevolve.core.errors import UserError
-
-err_console = Console(stderr=True, soft_wrap=True, highlight=False)
-TasksDir = Annotated[
-    list[Path] | None,
-    typer.Option("--tasks-dir", help="Extra task folder or KernelBench file (repeatable).",
-                 show_default=False),
-]
 
 
 def prompts_show(
@@ -55,7 +48,7 @@ def prompts_show(
     if chosen not in ("rocm", "cuda", "static"):
         raise UserError(f"unknown backend {chosen!r}", "pass --backend rocm, cuda or static")
     target = Target(chosen, device_name(chosen) if chosen == here else "")
-    spec = get_task(task, _settings(tasks_dir).tasks.dirs)
+    spec = get_task(task, settings_with(tasks_dir).tasks.dirs, warn)
     if (archive is None) != (run is None):
         raise UserError("--archive and --run go together", "pass both, or neither for a new run")
     if archive is None or run is None:
@@ -78,12 +71,16 @@ def translate(
     task: Annotated[str, typer.Argument(help="Task to translate.")],
     out: Annotated[Path, typer.Option(help="Folder for kernel.hip and model.py.")],
     tasks_dir: TasksDir = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a kernel.hip or model.py already in --out.")
+    ] = False,
 ) -> None:
     """Lower a task's PyTorch reference to a native HIP candidate (the offline translator)."""
     from hipevolve.app.translate import print_translated, translate_task
 
-    dirs = _settings(tasks_dir).tasks.dirs
-    raise typer.Exit(print_translated(err_console, translate_task(task, out, dirs)))
+    dirs = settings_with(tasks_dir).tasks.dirs
+    result = translate_task(task, out, dirs, force, warn)
+    raise typer.Exit(print_translated(err_console, result, tasks_dir or ()))
 
 
 def _run_prompt(role: str, spec, target, path: Path, run: int):  # noqa: ANN001 (TaskSpec, Target)
@@ -97,12 +94,6 @@ def _run_prompt(role: str, spec, target, path: Path, run: int):  # noqa: ANN001 
             raise UserError(f"run {run} searched task {info.task}, not {spec.name}",
                             f"pass --task {info.task}, or another run")  # fmt: skip
         return seed_prompt(role, spec, target, RunView(opened, run))
-
-
-def _settings(tasks_dir: list[Path] | None):
-    from hipevolve.core.config import load_settings
-
-    return load_settings({"tasks": {"dirs": tasks_dir or None}})
 
 
 def register(app: typer.Typer) -> None:

@@ -34,6 +34,7 @@ from hipevolve.app.cli_options import (
     err_console,
     print_json,
     settings_with,
+    warn,
 )
 from hipevolve.app.export_commands import register as register_export_commands
 from hipevolve.app.progress import working
@@ -264,7 +265,7 @@ def verify(
     from hipevolve.problems import get_task
 
     settings = settings_with(tasks_dir, verifier={"backend": backend})
-    spec = get_task(task, settings.tasks.dirs)
+    spec = get_task(task, settings.tasks.dirs, warn)
     loaded = _cuda_translated(candidate) or load_candidate(candidate)
     with working(err_console, "verify: loading the verifier") as step:
         from hipevolve.verifier.build.backends import resolve_backend

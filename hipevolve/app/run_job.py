@@ -31,6 +31,7 @@ from contextlib import contextmanager
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 from hipevolve.app.display import (
     BestKernel,
@@ -103,7 +104,11 @@ def run_job(
     from hipevolve.problems import get_task
 
     check_models(settings.models)  # one line before anything is written
-    task = get_task(options.task, settings.tasks.dirs)
+    task = get_task(
+        options.task,
+        settings.tasks.dirs,
+        lambda line: err_console.print(f"[yellow]warning:[/yellow] {escape(line)}"),
+    )
     translates = bool(settings.models.role_models().get("translator"))
     first = first_candidates(task, translates=translates)  # with a model, the translator writes them
     # In a run the reference timed inside each evaluation is only a check of the machine's

@@ -54,8 +54,11 @@ def tasks_show(
     task: Annotated[str, typer.Argument(help="Task name.")],
     tasks_dir: TasksDir = None,
     as_json: AsJson = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Also each anchor's figures and the reference's source.")
+    ] = False,
 ) -> None:
-    """Show a task's cases, tolerance, roofline bounds, anchors and reference source."""
+    """Show a task's description, cases, tolerance, roofline bounds and anchors (--full: with their figures and the reference source)."""
     from hipevolve.app.views import print_task, task_detail
     from hipevolve.problems import get_task
 
@@ -63,7 +66,7 @@ def tasks_show(
     if as_json:
         print_json(task_detail(spec))
         return
-    print_task(console, spec)
+    print_task(console, spec, full)
 
 
 @tasks_app.command("check")
@@ -164,7 +167,7 @@ def tasks_generate(
     )
     check_models(models)  # one line before anything is written
     dirs = settings.tasks.dirs
-    sources = [get_task(name, dirs) for name in from_tasks or ()]
+    sources = [get_task(name, dirs, warn) for name in from_tasks or ()]
 
     def show(item) -> None:
         kept = hasattr(item, "folder")

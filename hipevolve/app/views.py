@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from hipevolve.core.hardware import ROOFLINE_GPUS
 from hipevolve.core.taskspec import TaskSpec
@@ -61,7 +62,7 @@ def case_table(task: TaskSpec) -> Table:
     table.add_column("timed")
     for c in task.cases:
         args = ", ".join(f"{k}={v}" for k, v in {**c.init, **c.inputs}.items())
-        table.add_row(c.name, args, ", ".join(c.dtypes), "yes" if c.timed else "no")
+        table.add_row(escape(c.name), escape(args), ", ".join(c.dtypes), "yes" if c.timed else "no")
     return table
 
 
@@ -162,29 +163,46 @@ def print_evaluation(console: Console, ev) -> None:
         console.print(f"flag: {flag}", markup=False, highlight=False, soft_wrap=True)
 
 
-def print_task(console: Console, task: TaskSpec) -> None:
-    console.print(f"[bold]{task.name}[/bold] ({task.family}, {task.origin}): {task.description}",
-                  soft_wrap=not console.is_terminal)
-    console.print(f"reference: {task.reference}")
-    console.print(f"tolerance: {task.tolerance.describe()}; checked on {task.check_seeds} seeds")
+def _plain(console: Console, text: str, **options: object) -> None:
+    """Text as it is: a task's own words are never read as rich markup ([i] stays [i])."""
+    console.print(text, markup=False, highlight=False, **options)
+
+
+def print_task(console: Console, task: TaskSpec, full: bool = False) -> None:
+    """`evolve tasks show`: the task's description, tolerance, notes, cases and roofline, and a
+    line per anchor; with `full`, each anchor's figures and the reference's source too (the
+    Gated DeltaNet reference alone is 273 lines)."""
+    name = Text(task.name, style="bold")
+    console.print(Text.assemble(name, f" ({task.family}, {task.origin}): {task.description}"),
+                  soft_wrap=not console.is_terminal, highlight=False)  # fmt: skip
+    _plain(console, f"reference: {task.reference}")
+    _plain(console, f"tolerance: {task.tolerance.describe()}; checked on {task.check_seeds} seeds")
     if task.seeds:
-        console.print("seed kernels: " + ", ".join(str(s) for s in task.seeds))
+        _plain(console, "seed kernels: " + ", ".join(str(s) for s in task.seeds))
     if task.notes:
-        console.print(task.notes.strip())
+        _plain(console, task.notes.strip())
     console.print(case_table(task))
     console.print(roofline_table(task))
     for anchor in task.anchors:
-        table = Table(title=f"anchor: {anchor.name} ({anchor.hardware})", caption=anchor.source)
+        if not full:
+            _plain(console, f"anchor: {anchor.name} ({anchor.hardware}): {len(anchor.figures)} "
+                   f"figures, {anchor.unit}")  # fmt: skip
+            continue
+        table = Table(title=escape(f"anchor: {anchor.name} ({anchor.hardware})"),
+                      caption=escape(anchor.source))  # fmt: skip
         table.add_column("case")
-        table.add_column(anchor.unit, justify="right")
+        table.add_column(escape(anchor.unit), justify="right")
         for case, value in anchor.figures.items():
-            table.add_row(case, f"{value:g}")
+            table.add_row(escape(case), f"{value:g}")
         console.print(table)
     source = task.reference.read_text()
-    if console.is_terminal:  # long lines wrap; nothing is cut at the terminal's edge
+    if not full:
+        _plain(console, f"reference source: {len(source.splitlines())} lines "
+               f"(`evolve tasks show {task.name} --full` prints it, and the anchors' figures)")  # fmt: skip
+    elif console.is_terminal:  # long lines wrap; nothing is cut at the terminal's edge
         console.print(Syntax(source, "python", line_numbers=False, word_wrap=True))
     else:  # a pipe or a file: the source as it is, line for line
-        console.print(source.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+        _plain(console, source.rstrip("\n"), soft_wrap=True)
 
 
 def task_detail(task: TaskSpec) -> dict:
