@@ -17,6 +17,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as Pending
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from hipevolve.agents.briefing import Target
 from hipevolve.agents.llm.client import LLMCall, Message, prompt_hash, record_call
 from hipevolve.agents.llm.ensemble import Ensemble
@@ -45,16 +47,22 @@ class AgentContext:
     def uses_model(self, role: str) -> bool:
         return self.ensemble is not None and self.ensemble.has(role)
 
-    def ask(self, role: str, prompt: str, history: Sequence[Message] = ()) -> LLMCall:
+    def ask(
+        self,
+        role: str,
+        prompt: str,
+        history: Sequence[Message] = (),
+        schema: type[BaseModel] | None = None,
+    ) -> LLMCall:
         """One model call for `role` (system prompt, the earlier turns of this conversation,
-        this prompt), recorded in the archive."""
+        this prompt), recorded in the archive; `schema`: the JSON object the reply must be."""
         assert self.ensemble is not None
         messages = [
             {"role": "system", "content": system_prompt()},
             *history,
             {"role": "user", "content": prompt},
         ]
-        call = self._complete(role, messages)
+        call = self._complete(role, messages, schema)
         if call.error_class != "cancelled":
             self.workshop.pace.called(call.latency_s)  # what the run's pace rests on
         record_call(self.workshop.archive, self.workshop.run, call)
@@ -65,11 +73,13 @@ class AgentContext:
         assert self.ensemble is not None
         return next(iter(self.ensemble.settings.role_models().get(role, ())), "")
 
-    def _complete(self, role: str, messages: list[Message]) -> LLMCall:
+    def _complete(
+        self, role: str, messages: list[Message], schema: type[BaseModel] | None
+    ) -> LLMCall:
         """The ensemble's call; for a writing role, cancelled once the budget is spent."""
         assert self.ensemble is not None
         if role not in WRITING_ROLES:
-            return self.ensemble.complete(role, messages)
+            return self.ensemble.complete(role, messages, schema)
         start = time.monotonic()
         if self.workshop.room() == 0:
             return cancelled(role, self._model(role), messages, 0.0)
@@ -77,7 +87,7 @@ class AgentContext:
 
         def call() -> None:
             try:
-                reply.set_result(self.ensemble.complete(role, messages))  # type: ignore[union-attr]
+                reply.set_result(self.ensemble.complete(role, messages, schema))  # type: ignore[union-attr]
             except BaseException as e:  # noqa: BLE001 (re-raised below by reply.result())
                 reply.set_exception(e)
 

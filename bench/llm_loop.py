@@ -301,6 +301,7 @@ def one_run(args, setup: Setup) -> dict:
         copies = len(archive.events(summary.run, "machine_copy"))
         errors = [e.data.get("error_class") for e in archive.events(summary.run, "llm_error")]
         replies = len(archive.events(summary.run, "reply_error"))
+        fallbacks = len(archive.events(summary.run, "reply_fallback"))  # JSON roles' offline rule
     sampler.done()
     httpd.shutdown()
     evaluate.close()
@@ -315,6 +316,7 @@ def one_run(args, setup: Setup) -> dict:
         "ceiling": ceiling(pace, cpu / proposals if proposals else 0.0, evaluate.parallelism),
         "slots": evaluate.parallelism, "load": os.getloadavg()[0],
         "outcomes": outcomes, "copies": copies, "replies_refused": replies,
+        "json_fallbacks": fallbacks,
         "call_errors": {c: errors.count(c) for c in sorted(set(errors), key=str)},
         "runs_written": pace.counts()[0], "holds": pace.counts()[1],
     } | shares(busy, sampler.samples, seeds, started, ended, evaluate.parallelism)  # fmt: skip

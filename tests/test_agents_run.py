@@ -69,9 +69,10 @@ def test_replayed_run_records_every_call_a_repair_and_a_parse_error(tmp_path, ca
         ).fetchall()
         failed = [r for r in rows if r[3] == "compile_error"]
         llm_errors = archive.events(run, "llm_error")
+        fallbacks = archive.events(run, "reply_fallback")
     assert summary.reason == "budget", summary.message
-    assert requests == len(transcript()) == 20
-    assert len(calls) == 20 and not llm_errors  # every call recorded, none out of step
+    assert requests == len(transcript()) == 21
+    assert len(calls) == 21 and not llm_errors  # every call recorded, none out of step
     assert [c[0] for c in calls] == [s["role"] for s in transcript()]
     assert all(c[1] == "openai/test-model" and (c[2], c[3]) == (900, 300) for c in calls)
     # The malformed reply: recorded with its class and raw text; the repairer went on from it.
@@ -79,6 +80,8 @@ def test_replayed_run_records_every_call_a_repair_and_a_parse_error(tmp_path, ca
     event = parse_errors[0].data
     assert event["role"] == "mutator" and event["error_class"] == "no_code_block"
     assert event["reply"].startswith("I would widen")
+    # The profiler_reader's reply that is not JSON: one repair turn, then its offline rule, counted.
+    assert [f.data["role"] for f in fallbacks] == ["profiler_reader"]
     # The broken build: a compile_error, then a repaired child descending from it.
     assert len(failed) == 1 and len(repaired) == 2
     assert edges == [(failed[0][0],)]
@@ -144,7 +147,7 @@ def test_replayed_run_evolves_softmax_on_the_gpu_with_every_call_in_the_archive(
             events = archive.events(run)
     finally:
         evaluate.close()  # its judges hold device memory: the GPU tests after this one need it
-    assert sent == calls == 20, [e.kind for e in events]
+    assert sent == calls == 21, [e.kind for e in events]
     assert len(parse_errors) == 1
     assert statuses.count(Status.compile_error) == 1, statuses
     assert statuses.count(Status.ok) == BUDGET - 1, statuses

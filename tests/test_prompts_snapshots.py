@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.structured_call import repair_prompt
 from hipevolve.agents.roles import (
     auditor,
     mutator,
@@ -71,6 +72,9 @@ def prompts() -> dict[str, str]:
                                          "cut off at the token limit (finish_reason 'length')"))),
         "translator": translator.prompt(ctx),
         "auditor": auditor.prompt(ctx, state(candidate=PARENT, evaluation=EVALUATION)),
+        "json_repair": repair_prompt("profiler_reader", "field bottleneck: Input should be "
+                                     "'memory', 'latency', 'registers', 'lds', 'launch', "
+                                     "'compute' or 'unknown'", profiler_reader.Diagnosis),
         "task_generator": render("task_generator", task_name="softmax",
                                  task_description=ctx.task.description,
                                  reference=ctx.reference_source(),
@@ -101,6 +105,7 @@ def test_system_prompt_carries_cdna_facts_and_a_valid_example():
 
 def test_every_role_prompt_names_its_role_for_the_replay_server():
     for name, text in prompts().items():
-        role = {"repairer_turn": "repairer"}.get(name, name)  # a follow-up turn of its role
+        # a follow-up turn of its role
+        role = {"repairer_turn": "repairer", "json_repair": "profiler_reader"}.get(name, name)
         if name != "system":
             assert text.startswith(f"# Role: {role}\n"), name

@@ -17,10 +17,10 @@ another reason.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+from reply_corpus_support import load_case
 
 from hipevolve.agents.llm.replies import parse_reply
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
@@ -37,13 +37,6 @@ PINNED = {
     "gated_delta_net": {KERNEL_FILE: DATA / "reply_gdn_kernel.hip",
                         MODEL_FILE: DATA / "reply_gdn_model.txt"},
 }  # fmt: skip
-
-
-def load_case(path: Path) -> tuple[dict, str]:
-    text = path.read_text()
-    assert text.startswith("+++\n"), f"{path.name}: no +++ header"
-    head, reply = text[4:].split("\n+++\n", 1)
-    return tomllib.loads(head), reply
 
 
 def parent_of(task: str) -> Candidate:

@@ -186,8 +186,11 @@ class LLMClient:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        schema: type[BaseModel] | None = None,
     ) -> LLMCall:
-        """Asks the model; always returns an LLMCall (status error on failure or refusal)."""
+        """Asks the model; always returns an LLMCall (status error on failure or refusal).
+        `schema`: the reply is that JSON object, asked of the provider as structured output
+        where litellm says the model supports it (response_format)."""
         phash = prompt_hash(messages)
         base = {"role": role, "model": self.model, "prompt_hash": phash}
         refusal = self.budget_left()
@@ -219,6 +222,9 @@ class LLMClient:
             kwargs["temperature"] = temperature
         if self.stream:
             kwargs |= {"stream": True, "stream_options": {"include_usage": True}}
+        structured = response_format(litellm, self.model, schema) if schema else None
+        if structured is not None:
+            kwargs["response_format"] = structured
 
         attempts = 0
 
@@ -327,6 +333,27 @@ class LLMClient:
             cost_known=cost_known, latency_s=latency, attempts=attempts, status="ok",
             finish_reason=finish, tokens_estimated=estimated,
         )  # fmt: skip
+
+
+def response_format(
+    litellm: ModuleType, model: str, schema: type[BaseModel]
+) -> dict[str, Any] | None:
+    """The provider's structured output for `schema`, as far as litellm knows the model: its JSON
+    schema where litellm says the model takes one, JSON mode where it takes a response_format,
+    None for a model litellm does not know (a self-hosted server may reject the parameter; the
+    tolerant reader and the repair turn still stand behind every reply)."""
+    try:
+        if litellm.supports_response_schema(model=model):
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            }
+        known = model in litellm.model_cost or model.split("/", 1)[-1] in litellm.model_cost
+        if known and "response_format" in (litellm.get_supported_openai_params(model=model) or []):
+            return {"type": "json_object"}
+    except Exception:  # litellm cannot place the model: ask for nothing special
+        return None
+    return None
 
 
 def estimate_tokens(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from pydantic import BaseModel
+
 from hipevolve.agents.llm import bandit
 from hipevolve.agents.llm.client import LLMCall, LLMClient, Message, Usage
 from hipevolve.core.config import ModelSettings
@@ -81,8 +83,11 @@ class Ensemble:
         with self._lock:
             return bandit.choose(self._arms[role], self.settings.exploration)
 
-    def complete(self, role: str, messages: Sequence[Message]) -> LLMCall:
-        """One call of the model the bandit picks for `role`; a budget refusal stops the run."""
+    def complete(
+        self, role: str, messages: Sequence[Message], schema: type[BaseModel] | None = None
+    ) -> LLMCall:
+        """One call of the model the bandit picks for `role` (`schema`: the JSON object the reply
+        must be, LLMClient.complete); a budget refusal stops the run."""
         model = self.choose(role)
         client = self._clients[model]
         refusal = self.budget_left()
@@ -96,7 +101,7 @@ class Ensemble:
             )  # fmt: skip
         call = client.complete(
             role, messages, max_tokens=self.settings.max_reply_tokens,
-            temperature=self.settings.temperature,
+            temperature=self.settings.temperature, schema=schema,
         )  # fmt: skip
         with self._lock:
             self._arms[role] = bandit.update(self._arms[role], model, 0.0, call.cost_usd)

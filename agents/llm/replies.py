@@ -18,6 +18,11 @@ Then the reply carries the candidate in one of three forms:
   file the reply leaves out is the parent's;
 - whole files as JSON (above).
 
+Whatever the form, a file that comes out marking code as left out ("// ... unchanged ...", "#
+rest of the code", a line of "...") where the parent has no such line is refused (elided_code,
+reply_elision.py): it would compile as a different kernel. Several different whole files, or a
+whole file followed by the original quoted for comparison, are read as reply_blocks.py says.
+
 A reply that fits none becomes ok=False with a named error_class (FAULTS 27), a message the
 repairer can quote, and the search goes on. Nothing in a reply is interpreted beyond locating
 code: instructions in comments ("ignore the grader") pass through untouched to a verifier that
@@ -42,6 +47,7 @@ from hipevolve.agents.llm.reply_edits import (
     search_replace_edits,
     unified_diff_edits,
 )
+from hipevolve.agents.llm.reply_elision import elided
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 
 MAX_REPLY_BYTES = 256 * 1024
@@ -53,6 +59,7 @@ ParseErrorClass = Literal[
     "truncated",  # cut off by the provider, or ends inside a block
     "no_code_block",
     "not_whole_file",  # a fragment of a file where the whole file was needed
+    "elided_code",  # a file (or an edit's new text) marks code as left out: "// ... unchanged"
     "several_ambiguous_blocks",
     "unterminated_fence",
     "nested_fence",
@@ -124,17 +131,34 @@ def _parse_answer(lines: list[str], parent: Candidate | None, depth: int) -> Par
         return _edited(unified_diff_edits(lines), parent, "unified_diff")
     if isinstance(blocks, BlockError):
         return _fail(blocks.error_class, blocks.message)  # type: ignore[arg-type]
-    files = whole_files(blocks)
+    native = parent is not None and parent.format == "native"
+    files = whole_files(blocks, _parent_files(parent) if native else None)
     if isinstance(files, BlockError):
         return _fail(files.error_class, files.message)  # type: ignore[arg-type]
     return _from_files(files, parent, "blocks")
+
+
+def _parent_files(parent: Candidate | None) -> dict[str, str]:
+    return {KERNEL_FILE: parent.hip_source or "", MODEL_FILE: parent.python_source or ""}
 
 
 def _fail(error_class: ParseErrorClass, message: str) -> ParsedReply:
     return ParsedReply(ok=False, error_class=error_class, message=message)
 
 
-def _build(hip: str, python: str, form: Form) -> ParsedReply:
+def _build(hip: str, python: str, form: Form, parent: Candidate | None) -> ParsedReply:
+    native = parent is not None and parent.format == "native"
+    before = _parent_files(parent) if native else {}
+    for name, text, code in ((KERNEL_FILE, hip, "hip"), (MODEL_FILE, python, "python")):
+        marker = elided(text, before.get(name), code)
+        if marker is not None:
+            line, what = marker
+            return _fail(
+                "elided_code",
+                f"{name} line {line} leaves code out ({what[:80]!r}): every line of a whole "
+                "file must be written out; give the whole file, or SEARCH/REPLACE edits of only "
+                "the lines that change",
+            )
     digest = hashlib.sha256(f"{hip}\0{python}".encode()).hexdigest()[:12]
     candidate = Candidate(
         format="native", hip_source=hip, python_source=python, name=f"reply-{digest}"
@@ -157,7 +181,7 @@ def _from_files(files: dict[str, str], parent: Candidate | None, form: Form) -> 
             "missing_file",
             f"the reply has no {missing} and there is no native parent to take it from",
         )
-    return _build(hip, python, form)
+    return _build(hip, python, form, parent)
 
 
 def _edited(edits: list | EditError, parent: Candidate | None, form: Form) -> ParsedReply:
@@ -173,7 +197,7 @@ def _edited(edits: list | EditError, parent: Candidate | None, form: Form) -> Pa
     files = apply_edits({KERNEL_FILE: parent.hip_source, MODEL_FILE: parent.python_source}, edits)
     if isinstance(files, EditError):
         return _fail(files.error_class, files.message)  # type: ignore[arg-type]
-    return _build(files[KERNEL_FILE], files[MODEL_FILE], form)
+    return _build(files[KERNEL_FILE], files[MODEL_FILE], form, parent)
 
 
 # ----------------------------------------------------------------------------- thinking

@@ -15,9 +15,13 @@ Unified diffs, git style or not, a/ b/ prefixes or none, inside a ```diff fence 
     -removed
     +added
 A hunk's line numbers are only a hint (models get them wrong): its old lines are looked up like
-a SEARCH block. Which file an edit is for: the file the line before it (or its fence tag, or the
-diff header) names; with none named, kernel.hip, or model.py when the old text matches only there.
-A label naming some other file (notes.txt) is refused. Places are found by reply_match.
+a SEARCH block. Which file an edit is for: the file its block names, in its fence's info string
+(```cpp title=kernel.hip), on a label line of its own before it (`kernel.hip`, **model.py**,
+"File: kernel.hip", "// kernel.hip"), or in the diff header; a sentence of prose that mentions a
+file names nothing ("model.py stays as it is; the kernel change:"). With none named, the file
+whose text the old lines match: kernel.hip, or model.py when they match only there (both:
+refused as ambiguous). A label naming some other file (notes.txt) is refused. Places are found
+by reply_match.
 """
 
 from __future__ import annotations
@@ -67,8 +71,33 @@ def named_file(text: str) -> str | None:
     return None
 
 
-def _label_target(label: str) -> str | None | EditError:
-    """The file a label line names; an EditError when it names a file that is neither."""
+# A line that is only a file's name, decorated: `kernel.hip`, **model.py**, ### File: kernel.hip,
+# // kernel.hip, "Edit kernel.hip:", "1. In `model.py`:".
+_LABEL_LINE = re.compile(
+    r"^(?:(?:file(?:name)?|path|in|edits?|changes?|patch|update|modify|for)(?: (?:to|in|for|of))?"
+    r"\s*:?\s+)?(?P<path>[\w./-]+\.[A-Za-z]{1,4})(?:\s*\([^()]*\))?\s*:?$",
+    re.IGNORECASE,
+)
+
+
+def label_file(label: str) -> str | None:
+    """The file a label line names when the line is a label (the file's name, decorated); None
+    for prose, which names nothing."""
+    bare = re.sub(r"^\s*(?:[-*+>]|\d+[.)]|//|#+|/\*)\s*", "", label).strip()
+    bare = re.sub(r"\*/\s*$", "", bare)
+    bare = re.sub(r"[`*_\"]", "", bare).strip()
+    m = _LABEL_LINE.match(bare)
+    return m["path"] if m else None
+
+
+def _label_target(label: str, prose: bool = False) -> str | None | EditError:
+    """The file a label line names; an EditError when it names a file that is neither. With
+    `prose`, only a line that is a label (label_file) names a file."""
+    if prose:
+        path = label_file(label)
+        if path is None:
+            return None
+        label = path
     named = named_file(label)
     if named is not None:
         return named
@@ -99,7 +128,7 @@ def search_replace_edits(lines: list[str]) -> list[Edit] | EditError:
             i += 1
             continue
         start = i + 1
-        target = _label_target(label) or _label_target(fence_info)
+        target = _label_target(fence_info) or _label_target(label, prose=True)
         if isinstance(target, EditError):
             return EditError(target.error_class, f"the SEARCH block at line {start}: "
                              + target.message)  # fmt: skip
@@ -232,6 +261,8 @@ def apply_edits(files: dict[str, str], edits: list[Edit]) -> dict[str, str] | Ed
                 f"{edit.what} at line {edit.line} is empty; copy the lines to replace",
             )
         name = edit.file or _default_file(files, edit)
+        if isinstance(name, EditError):
+            return name
         code = "hip" if name == KERNEL_FILE else "python"
         result = replace_once(files[name], edit.old, edit.new, code=code, hint=edit.hint)
         if isinstance(result, NoMatch):
@@ -240,16 +271,22 @@ def apply_edits(files: dict[str, str], edits: list[Edit]) -> dict[str, str] | Ed
     return files
 
 
-def _default_file(files: dict[str, str], edit: Edit) -> str:
-    """kernel.hip, unless the old text is found in model.py and not in kernel.hip."""
+def _default_file(files: dict[str, str], edit: Edit) -> str | EditError:
+    """kernel.hip, unless the old text is found in model.py and not in kernel.hip; an
+    EditError when it is found in both."""
 
     def found(name: str) -> bool:
         result = replace_once(files[name], edit.old, edit.new, code="hip", hint=edit.hint)
         return not isinstance(result, NoMatch) or result.count > 1
 
-    if not found(KERNEL_FILE) and found(MODEL_FILE):
-        return MODEL_FILE
-    return KERNEL_FILE
+    in_kernel, in_model = found(KERNEL_FILE), found(MODEL_FILE)
+    if in_kernel and in_model:
+        return EditError(
+            "ambiguous_edit",
+            f"{edit.what} at line {edit.line} matches both kernel.hip and model.py and names "
+            "neither; put the file's name on the line before it",
+        )
+    return MODEL_FILE if in_model else KERNEL_FILE
 
 
 def _no_match(edit: Edit, name: str, result: NoMatch) -> EditError:

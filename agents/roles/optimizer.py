@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from hipevolve.agents import briefing, scratchpad
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.structured import parse_json_reply
+from hipevolve.agents.llm.structured import JsonReply
+from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.state import ProposalState
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
@@ -25,13 +26,21 @@ PREFERRED = {
 }
 
 
-class Idea(BaseModel):
+class Idea(JsonReply):
     """One optimisation idea for the parent, concrete enough to implement as an edit."""
 
     idea: str = Field(description="what to change and why it should be faster, in two sentences")
     transform: str | None = Field(
         default=None, description="name of a known source transform that implements it, or null"
     )
+
+    key_synonyms = {
+        "optimization": "idea", "optimisation": "idea", "description": "idea",
+        "suggestion": "idea", "proposal": "idea", "change": "idea", "plan": "idea",
+        "next idea": "idea", "optimization idea": "idea", "optimisation idea": "idea",
+        "transformation": "transform", "transform name": "transform",
+        "source transform": "transform", "known transform": "transform",
+    }  # fmt: skip
 
 
 def offline(diagnosis: str) -> Idea:
@@ -84,14 +93,10 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             return {"idea": fallback.idea, "transform": fallback.transform}
         text = inspirations_text(state.get("parent"), inspirations_of(ctx, state))
-        call = ctx.ask(ROLE, prompt(ctx, state, text))
-        if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {"idea": fallback.idea, "transform": fallback.transform, "stopped": stopped}
-        parsed = parse_json_reply(call.text, Idea)
-        if isinstance(parsed, str):
-            ctx.log("reply_error", {"role": ROLE, "error": parsed, "reply": call.text[:2000]})
-            return {"idea": fallback.idea, "transform": fallback.transform}
-        return {"idea": parsed.idea, "transform": parsed.transform}
+        answer = ask_json(ctx, ROLE, prompt(ctx, state, text), Idea)
+        if answer.value is None:
+            stop = {"stopped": answer.stopped} if answer.call_failed else {}
+            return {"idea": fallback.idea, "transform": fallback.transform, **stop}
+        return {"idea": answer.value.idea, "transform": answer.value.transform}
 
     return optimizer

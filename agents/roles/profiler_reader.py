@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from hipevolve.agents import briefing
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.structured import parse_json_reply
+from hipevolve.agents.llm.structured import JsonReply
+from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.state import ProposalState
 from hipevolve.core.evaluation import Evaluation, StaticFacts
 from hipevolve.prompts.render import render, schema_text
@@ -18,13 +19,35 @@ ROLE = "profiler_reader"
 Bottleneck = Literal["memory", "latency", "registers", "lds", "launch", "compute", "unknown"]
 
 
-class Diagnosis(BaseModel):
+class Diagnosis(JsonReply):
     """The kernel's main bottleneck, named, with the numbers that show it."""
 
     bottleneck: Bottleneck = Field(
         description="memory, latency, registers, lds, launch, compute or unknown"
     )
     summary: str = Field(description="two or three sentences quoting the facts")
+
+    key_synonyms = {
+        "bottleneck type": "bottleneck", "main bottleneck": "bottleneck", "limiter": "bottleneck",
+        "bound": "bottleneck", "category": "bottleneck", "diagnosis": "summary",
+        "explanation": "summary", "evidence": "summary", "reason": "summary",
+        "reasoning": "summary", "details": "summary", "analysis": "summary",
+    }  # fmt: skip
+    # What the prompt's own words and a model's usual ones for each bottleneck mean.
+    value_synonyms = {"bottleneck": {
+        "memory bandwidth": "memory", "bandwidth": "memory", "hbm": "memory", "dram": "memory",
+        "global memory": "memory", "memory throughput": "memory", "roofline": "memory",
+        "occupancy": "latency", "low occupancy": "latency", "too few waves": "latency",
+        "latency hiding": "latency", "memory latency": "latency", "stalls": "latency",
+        "register": "registers", "register pressure": "registers", "vgpr": "registers",
+        "vgprs": "registers", "spills": "registers", "spill": "registers",
+        "register spills": "registers", "scratch": "registers",
+        "shared memory": "lds", "local data share": "lds", "lds bank conflicts": "lds",
+        "bank conflicts": "lds", "launch overhead": "launch", "kernel launch": "launch",
+        "launches": "launch", "alu": "compute", "math": "compute", "flops": "compute",
+        "mfma": "compute", "arithmetic": "compute", "tensor cores": "compute",
+        "none": "unknown", "unclear": "unknown",
+    }}  # fmt: skip
 
     def text(self) -> str:
         return f"{self.bottleneck}: {self.summary}"
@@ -145,13 +168,10 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         fallback = offline(state.get("parent_evaluation"))
         if not ctx.uses_model(ROLE):
             return {"diagnosis": fallback.text()}
-        call = ctx.ask(ROLE, prompt(ctx, state))
-        if not call.ok:
-            return {"diagnosis": fallback.text(), "stopped": ctx.ensemble.stop_reason()}
-        parsed = parse_json_reply(call.text, Diagnosis)
-        if isinstance(parsed, str):
-            ctx.log("reply_error", {"role": ROLE, "error": parsed, "reply": call.text[:2000]})
-            return {"diagnosis": fallback.text()}
-        return {"diagnosis": parsed.text()}
+        answer = ask_json(ctx, ROLE, prompt(ctx, state), Diagnosis)
+        if answer.value is None:
+            stop = {"stopped": answer.stopped} if answer.call_failed else {}
+            return {"diagnosis": fallback.text(), **stop}
+        return {"diagnosis": answer.value.text()}
 
     return profiler_reader

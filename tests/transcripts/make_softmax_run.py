@@ -6,8 +6,10 @@ Every candidate in it is the softmax seed kernel (problems/softmax/seeds/tunable
 every tunable setting) with other tunable values, given as a whole ```hip block, so the replies
 apply to whichever parent the selection draws; one reply breaks the build on purpose (an
 undeclared identifier) and the repairer's reply fixes it; one mutator reply carries no code
-(a parse error) and the repairer's reply after it is a real candidate. Each step names the role
-whose prompt it answers; the scripted server refuses a request for another role.
+(a parse error) and the repairer's reply after it is a real candidate; one profiler_reader reply
+is not JSON, nor is its reply to the repair turn, so that role falls back to its offline rule.
+Each step names the role whose prompt it answers; the scripted server refuses a request for
+another role.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ BROKEN = variant(UNROLL=2).replace("const float inv = ", "const float inv = unde
 def steps() -> list[dict[str, str]]:
     s: list[dict[str, str]] = []
 
-    def proposal(diag: str, thought: str, reply: str) -> None:
-        s.append({"role": "profiler_reader", "reply": diag})
+    def proposal(diag: str | tuple[str, ...], thought: str, reply: str) -> None:
+        for text in (diag,) if isinstance(diag, str) else diag:  # a reply, then the repair turn's
+            s.append({"role": "profiler_reader", "reply": text})
         s.append({"role": "optimizer", "reply": idea(thought)})
         s.append({"role": "mutator", "reply": reply})
 
@@ -74,7 +77,7 @@ def steps() -> list[dict[str, str]]:
         }
     )
     proposal(
-        "not json at all",
+        ("not json at all", "still not json"),
         "Two rows per block for the short rows.",
         hip_reply(variant(ROWS=2), "ROWS 2."),
     )
