@@ -38,7 +38,9 @@ What it protects against (FAULTS.md):
   trials must fit inside the wall time the judge measured itself (17); threads left running
   are `hacked`; work on another stream is inside the window because timing synchronises the
   whole device (18);
-- speedups beyond the roofline or above `suspect_speedup` are `suspect`, not crowned (21).
+- times beyond the roofline, or past a case's `fastest_us` (the run's strongest baseline over
+  its margin), are `suspect`, not crowned; a speedup over the reference above `suspect_speedup`
+  only on a case with neither bound (21).
 
 What it does not protect against:
 - the task's own code: the reference and, in a run's reference-only job, the strong baselines
