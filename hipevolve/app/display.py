@@ -3,6 +3,8 @@
 On a terminal: a rich Live panel redrawn after each generation (evaluations of the budget, valid
 rate, best speedup with its per-case table, evaluations per minute, time left). Elsewhere (a pipe,
 a log file, CI): one plain line per generation, so logs stay greppable and free of escape codes.
+The evaluations of the budget and the units left are the run's one budget's
+(evolution/budget.py).
 """
 
 from __future__ import annotations
@@ -61,13 +63,12 @@ def _minutes(seconds: float) -> str:
 
 
 def time_left(p: Progress) -> str:
-    """Estimated time to spend the rest of the budget at this session's rate."""
-    remaining = max(p.budget - p.evaluations, 0)
-    if remaining == 0:
-        return "0m00s"
+    """Estimated time to spend the budget's units left at this session's rate."""
+    if p.left <= 0:
+        return "0m00s left"
     if p.evaluations_per_minute <= 0:
         return "unknown"
-    return _minutes(60 * remaining / p.evaluations_per_minute)
+    return f"about {_minutes(60 * p.left / p.evaluations_per_minute)} left"
 
 
 def progress_line(p: Progress) -> str:
@@ -78,9 +79,8 @@ def progress_line(p: Progress) -> str:
         else "best none yet"
     )
     return (
-        f"run {p.run} generation {p.generation}: {p.evaluations}/{p.budget} evaluations, "
-        f"valid {p.valid_rate:.0%}, {best}, {p.evaluations_per_minute:.1f}/min, "
-        f"{time_left(p)} left"
+        f"run {p.run} generation {p.generation}: {p.spent}/{p.budget} evaluations, "
+        f"valid {p.valid_rate:.0%}, {best}, {p.evaluations_per_minute:.1f}/min, {time_left(p)}"
     )
 
 
@@ -104,9 +104,9 @@ def _panel(task: str, intro: str, p: Progress | None, stopping: bool) -> Group:
         )
         parts = [
             Text(
-                f"{task} run {p.run}, generation {p.generation}: {p.evaluations}/{p.budget} "
+                f"{task} run {p.run}, generation {p.generation}: {p.spent}/{p.budget} "
                 f"evaluations, valid {p.valid_rate:.0%}, {p.evaluations_per_minute:.1f} "
-                f"evaluations/min, about {time_left(p)} left"
+                f"evaluations/min, {time_left(p)}"
             ),
             Text(best, style="bold"),
         ]
