@@ -1,6 +1,6 @@
 """One budget (evolution/budget.py RunBudget): one object counts admissions, machine-code copies,
-hidden-seed re-checks and head-to-heads with one formula, and the run's final line and the
-archive give the same count.
+hidden-seed re-checks and head-to-heads with one formula, and the run's final line, the archive
+and `evolve report` give the same count.
 
 The run tests use tests/standin.py's InertVec: the stand-in on a target where VEC builds to the
 same machine code whatever its value, so a third of the kernel's configurations are copies of
@@ -9,6 +9,7 @@ the rest (20 machine codes among 60 configurations), as AMD-only tunables are on
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ from hipevolve.archive.store import Archive
 from hipevolve.evolution.budget import Admission, RunBudget
 from hipevolve.evolution.recorder import copy_of
 from hipevolve.evolution.run import run_evolution
+from hipevolve.export.report import write_report
+from hipevolve.export.runs import describe_runs
 
 # ------------------------------------------------------------------------------ the ledger
 
@@ -128,6 +131,21 @@ def test_a_machine_code_copy_costs_no_unit_and_the_budget_buys_distinct_machine_
     assert summary.message.startswith(
         f"budget spent: 14 of 14 evaluations ({len(copies)} machine-code copies answered "
         "without a GPU run, at no cost)")  # fmt: skip
+
+
+def test_report_counts_the_same_units_as_the_run(tmp_path):
+    summary, path, _ = _inert_run(tmp_path, budget=14)
+    said = int(re.search(r"(\d+) of 14 evaluations", summary.message).group(1))
+    done = write_report(path, 1, tmp_path / "report.html")
+    with Archive.open(path, create=False, read_only=True) as archive:
+        ledger = RunBudget.from_archive(archive, 1)
+        runs = describe_runs(archive)
+    assert said == summary.progress.spent == ledger.spent == done.evaluations == 14
+    assert ledger.limit == 14 and ledger.copies == len(_copies(path))
+    assert f"{said} evaluations" in runs
+    page = done.out.read_text()
+    assert f"<b>{said}</b><span>evaluations</span>" in page
+    assert f"evaluations: {said} of the budget of 14" in page
 
 
 def _copy_in_flight(db: Path) -> bool:
