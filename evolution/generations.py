@@ -110,6 +110,12 @@ class Progress(Frozen):
     best_candidate: int | None
     best_speedups: dict[str, float] = Field(default_factory=dict, description="case -> speedup")
     evaluations_per_minute: float = Field(description="this session's evaluations per minute")
+    seconds_per_evaluation: float | None = Field(
+        default=None,
+        description="wall seconds an evaluation holds a slot, measured as evaluations "
+        "complete (evolution/clock.py); None before the first",
+    )
+    slots: int = Field(default=1, description="evaluations the evaluator runs at once")
 
 
 class Staged(BaseModel):
@@ -313,7 +319,8 @@ class Search:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
         if not staged.candidates:
             return staged, []
-        results = self.evaluate(staged.candidates)
+        with self.recorder.clock.timing(len(staged.candidates)):
+            results = self.evaluate(staged.candidates)
         if len(results) != len(staged.candidates):
             raise RuntimeError(
                 f"evaluator returned {len(results)} results for {len(staged.candidates)}"
@@ -429,6 +436,8 @@ class Search:
             best_candidate=top.candidate_id if top else None,
             best_speedups=speedups,
             evaluations_per_minute=self.recorder.evaluated_here / minutes,
+            seconds_per_evaluation=self.recorder.clock.seconds_per_evaluation(),
+            slots=self.recorder.clock.slots,
         )
 
     def finish(

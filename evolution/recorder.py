@@ -31,6 +31,7 @@ from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.budget import COPY
 from hipevolve.evolution.child import Child
+from hipevolve.evolution.clock import EvaluationClock
 from hipevolve.evolution.pace import Pace
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -63,11 +64,12 @@ class Recorder:
         self.copied = {int(e.data["candidate"]) for e in archive.events(run, COPY)}
         self.pace = pace or Pace(evaluate.parallelism)
         self.slots = threading.BoundedSemaphore(self.pace.slots)  # shared by every generation
+        self.clock = EvaluationClock(self.pace.slots)  # slot-seconds an evaluation takes
 
     def on_slot(self, candidate: Candidate) -> Evaluation:
         """One evaluation holding one of the run's slots (a policy's child or re-check), timed
         for the pace."""
-        with self.pace.on_slot(self.slots):
+        with self.pace.on_slot(self.slots), self.clock.timing(1):
             (evaluation,) = self.evaluate([candidate])
         return evaluation
 

@@ -175,7 +175,9 @@ class Referee:
         if rounds < 1 or not self.budget.duel(cost, generation, reserved=reserved):
             return None
         a, b = self.recorder.source(child), self.recorder.source(incumbent)
-        evaluations = [self.recorder.rebase(e) for e in self.evaluate.head_to_head(a, b, rounds)]
+        with self.recorder.clock.timing(cost, width=1):  # its rounds run on one slot
+            played = self.evaluate.head_to_head(a, b, rounds)
+        evaluations = [self.recorder.rebase(e) for e in played]
         order = ["child" if c is a else "incumbent" for c in duel_order(a, b, rounds)]
         number = len(self.known) + 1
         for i, (who, evaluation) in enumerate(zip(order, evaluations, strict=True)):

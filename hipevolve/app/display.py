@@ -4,7 +4,8 @@ On a terminal: a rich Live panel redrawn after each generation (evaluations of t
 rate, best speedup with its per-case table, evaluations per minute, time left). Elsewhere (a pipe,
 a log file, CI): one plain line per generation, so logs stay greppable and free of escape codes.
 The evaluations of the budget and the units left are the run's one budget's
-(evolution/budget.py).
+(evolution/budget.py); the time left comes from how long evaluations take on a slot as they
+complete (evolution/clock.py), never from the rate since the start, which counts start-up.
 """
 
 from __future__ import annotations
@@ -62,13 +63,18 @@ def _minutes(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+NO_ETA = "ETA after the first evaluation"
+
+
 def time_left(p: Progress) -> str:
-    """Estimated time to spend the budget's units left at this session's rate."""
+    """The time the budget's units left take: each holds a slot for the wall seconds measured
+    per evaluation, and the evaluator's slots run side by side. Before an evaluation has
+    completed nothing is measured, and it says so."""
     if p.left <= 0:
         return "0m00s left"
-    if p.evaluations_per_minute <= 0:
-        return "unknown"
-    return f"about {_minutes(60 * p.left / p.evaluations_per_minute)} left"
+    if p.seconds_per_evaluation is None:
+        return NO_ETA
+    return f"about {_minutes(p.left * p.seconds_per_evaluation / max(p.slots, 1))} left"
 
 
 def progress_line(p: Progress) -> str:
@@ -95,7 +101,7 @@ def speedup_table(speedups: dict[str, float], title: str | None = None) -> Table
 
 def _panel(task: str, intro: str, p: Progress | None, stopping: bool) -> Group:
     if p is None:
-        parts: list = [Text(intro)]
+        parts: list = [Text(intro), Text(NO_ETA)]
     else:
         best = (
             f"best {p.best_fitness:.3f}x geometric mean (candidate {p.best_candidate})"
