@@ -96,6 +96,15 @@ class Elite(Record):
     fitness: float
 
 
+class Stored(Record):
+    """A candidate of a run as its budget counts it (evolution/budget.py): its code and the
+    generation that first stored it."""
+
+    candidate_id: int
+    source_hash: str
+    generation: int
+
+
 class EvaluationCounts(Record):
     evaluated: int  # candidates of the run with an evaluation (cache hits included)
     ok: int  # of those, the ones whose evaluation has status ok

@@ -57,6 +57,7 @@ from hipevolve.archive.records import (
     RunInfo,
     RunStatus,
     Scored,
+    Stored,
     evaluation_key,
     now_iso,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "RunInfo",
     "RunStatus",
     "Scored",
+    "Stored",
     "canonical_json",
     "evaluation_key",
     "now_iso",

@@ -27,6 +27,7 @@ from hipevolve.archive.records import (
     Note,
     QueueState,
     Scored,
+    Stored,
     evaluation_key,
     now_iso,
 )
@@ -171,6 +172,16 @@ class Tables:
             [run, generation],
         )
         return frozenset(r[0] for r in rows)
+
+    def stored(self, run: int) -> list[Stored]:
+        """Every candidate of the run with its source hash and generation, by id: what its
+        budget admitted (evolution/budget.py RunBudget.from_archive)."""
+        rows = self._rows(
+            "SELECT id, source_hash, coalesce(generation, 0) FROM candidates WHERE run = ?"
+            " ORDER BY id",
+            [run],
+        )
+        return [Stored(candidate_id=r[0], source_hash=r[1], generation=r[2]) for r in rows]
 
     # ------------------------------------------------------------------------ queue
 

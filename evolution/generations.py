@@ -28,7 +28,7 @@ from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import FitnessSettings
 from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import Admission, Budget, check_budget
+from hipevolve.evolution.budget import Admission, Allowance, RunBudget, check_budget
 from hipevolve.evolution.child import SEED, Child, Proposal
 from hipevolve.evolution.descriptors import axes_source, cell_key, cell_of
 from hipevolve.evolution.islands import (
@@ -44,7 +44,7 @@ from hipevolve.evolution.offline.tunables import TunableError, current_configura
 from hipevolve.evolution.pace import EVENT as PACE
 from hipevolve.evolution.pace import Pace
 from hipevolve.evolution.recorder import Recorder, copy_of
-from hipevolve.evolution.referee import Referee
+from hipevolve.evolution.referee import Referee, confirmation_rounds
 from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.sweep import Sweep, seed_configurations
 from hipevolve.evolution.workshop import Workshop
@@ -95,8 +95,14 @@ class Progress(Frozen):
     generation: int = Field(description="generations completed, seeding (generation 0) included")
     evaluations: int = Field(description="candidates of this run with an evaluation")
     head_to_head: int = Field(
-        default=0, description="evaluations spent on head-to-heads (evolution/referee.py); "
-        "with `evaluations`, what the budget counts")
+        default=0, description="evaluations spent on head-to-heads (evolution/referee.py)"
+    )
+    spent: int = Field(
+        default=0,
+        description="budget units spent (evolution/budget.py): new code less machine-code "
+        "copies, plus re-checks and head-to-heads",
+    )
+    left: int = Field(default=0, description="budget units left, the confirmation's included")
     budget: int
     valid_rate: float = Field(description="fraction of evaluations with status ok")
     best_fitness: float = Field(
@@ -105,6 +111,12 @@ class Progress(Frozen):
     best_candidate: int | None
     best_speedups: dict[str, float] = Field(default_factory=dict, description="case -> speedup")
     evaluations_per_minute: float = Field(description="this session's evaluations per minute")
+    seconds_per_evaluation: float | None = Field(
+        default=None,
+        description="wall seconds an evaluation holds a slot, measured as evaluations "
+        "complete (evolution/clock.py); None before the first",
+    )
+    slots: int = Field(default=1, description="evaluations the evaluator runs at once")
 
 
 class Staged(BaseModel):
@@ -153,7 +165,7 @@ class Search:
     ) -> None:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
-        self.evaluate, self.budget, self.seed = evaluate, budget, seed
+        self.evaluate, self.seed = evaluate, seed
         self.started = time.monotonic()
         self.run = run_id if run_id is not None else archive.start_run(task, settings, seed, budget)
         self.recorder = Recorder(archive, self.run, evaluate, pace)  # stores, caches, records
@@ -164,10 +176,12 @@ class Search:
         self.policy: ProposalPolicy | None = None
         self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
         self._sweeping = threading.Lock()
-        self._shared: Budget | None = None  # the run's one budget while a policy writes
-        self.referee = Referee(archive, self.run, evaluate, self.recorder,
-                               fitness or FitnessSettings(), budget)  # fmt: skip
-        self.referee.used = lambda: len(self.archive.source_hashes_before(self.run, 1 << 30))
+        fitness = fitness or FitnessSettings()
+        # The run's one budget (evolution/budget.py), what its archive already spent counted in,
+        # with the final head-to-head against the seed kept back.
+        rounds = confirmation_rounds(fitness, budget, exact=evaluate.device is None)
+        self.budget = RunBudget.from_archive(archive, self.run, budget, reserve=2 * rounds)
+        self.referee = Referee(archive, self.run, evaluate, self.recorder, fitness, self.budget)
 
     # -------------------------------------------------------------------- resume
 
@@ -179,7 +193,7 @@ class Search:
         check_resume(self.archive.run(self.run), self.task.name, self.seed, self.settings)
         resumed = self.archive.resume(self.run)
         self.archive.log_event(
-            self.run, "resume", {"budget": self.budget, "requeued": list(resumed.requeued)}
+            self.run, "resume", {"budget": self.budget.limit, "requeued": list(resumed.requeued)}
         )
         self.written = {(e.island, e.cell): e.candidate_id for e in self.archive.elites(self.run)}
         self.pace.restore(e.data for e in self.archive.events(self.run, PACE))
@@ -197,28 +211,17 @@ class Search:
         """Source hashes of this run's candidates from generations before `generation`."""
         return self.archive.source_hashes_before(self.run, generation)
 
-    def admission(self, seen: frozenset[str]) -> Budget:
-        """What a generation admits against. The offline mutator: its own Budget over the
-        archive's hashes from earlier generations (a pure function of the archive, so a resumed
-        run replays it). A policy: one Budget for the whole run, since its generations are
-        written side by side, with the hidden-seed re-checks already spent counted in."""
-        limit = self.budget - self.referee.reserve  # kept for the final head-to-head
-        if self.policy is None:
-            return Budget(limit, seen, rechecks=self.referee.spent)
-        if self._shared is None:
-            rechecks = [e for e in self.archive.events(self.run, "audit_recheck")
-                        if e.data.get("status") != "skipped"]  # fmt: skip
-            self._shared = Budget(limit, seen, rechecks=len(rechecks) + self.referee.spent)
-            shared = self._shared
-            self.referee.charge = lambda n: [shared.charge() for _ in range(n)] and None
-        else:
-            self._shared.include(seen)
-        return self._shared
+    def allowance(self, generation: int, base: int) -> Allowance:
+        """What `generation`, planned from the islands after `base`, admits against. The offline
+        mutator: the run's budget as of that generation (a pure function of the archive, so a
+        resumed run replays it: evolution/budget.py). A policy: everything spent so far, since
+        its generations are written side by side."""
+        return self.budget.as_of(generation, None if self.policy is not None else base)
 
     # -------------------------------------------------------------------- proposing
 
     def first_children(
-        self, first: Sequence[Child], rng: random.Random, admitted: Budget
+        self, first: Sequence[Child], rng: random.Random, admitted: Allowance
     ) -> list[Child]:
         """Generation 0: the first candidates the caller passed (the task's seed kernels, or the
         offline lowering of its reference); none: the policy's translations of the reference,
@@ -227,7 +230,7 @@ class Search:
         if first or self.policy is None:
             return list(first)
         proposals = [Proposal(island=i, parent=None) for i in range(self.settings.islands)]
-        workshop = Workshop(self.task, self.recorder, 0, admitted)
+        workshop = Workshop(self.task, self.recorder, 0, self.budget)
         return list(self.policy.children(proposals, workshop, rng))
 
     def children(
@@ -237,13 +240,13 @@ class Search:
         rng: random.Random,
         seen: frozenset[str],
         generation: int,
-        admitted: Budget,
+        admitted: Allowance,
     ) -> list[Child]:
         """One unseen child per proposal where possible; a rescue child when none is."""
         for elite in (e for island in islands for e in island.elites):
             self.recorder.source(elite.candidate_id)
         if self.policy is not None:
-            workshop = Workshop(self.task, self.recorder, generation, admitted)
+            workshop = Workshop(self.task, self.recorder, generation, self.budget)
             swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
             found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
@@ -276,8 +279,12 @@ class Search:
         with self._sweeping:  # generations in flight are written on threads of their own
             if self.sweep is None:
                 configurations = self.policy.sweep_configurations()
-                self.sweep = Sweep(self.archive, self.recorder, configurations,
-                                   seed_configurations(configurations, self.budget))
+                self.sweep = Sweep(
+                    self.archive,
+                    self.recorder,
+                    configurations,
+                    seed_configurations(configurations, self.budget.limit),
+                )
         if not self.sweep.configurations:
             return []
         rng = random.Random(f"hipevolve:sweep:{self.seed}:{generation}")
@@ -290,20 +297,23 @@ class Search:
 
     # -------------------------------------------------------------------- evaluating
 
-    def stage(self, generation: int, children: Sequence[Child], budget: Budget) -> Staged:
+    def stage(self, generation: int, children: Sequence[Child], allowance: Allowance) -> Staged:
         """Stores and admits the children, and queues those not yet evaluated (here, or by
-        another run with the same evaluation key) for the evaluator."""
+        another run with the same evaluation key) for the evaluator; a machine-code copy of an
+        evaluated one hands its unit back."""
         ids: list[tuple[int, int]] = []
         for child in children:
-            admission = budget.admit(child.candidate.source_hash)
+            admission = allowance.admit(child.candidate.source_hash)
             if admission is Admission.exhausted:
                 break
             ids.append((self.recorder.store(child, generation), child.island))
-        ids += self._orphans({cid for cid, _ in ids}, budget, generation)
+        ids += self._orphans({cid for cid, _ in ids}, allowance, generation)
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
         pending = self.recorder.from_cache([cid for cid, _ in ids if done[cid] is None], done)
         pending, copies = self.recorder.copies(pending, ordered=self.policy is None)
+        for cid in copies:
+            allowance.copied(self.recorder.sources[cid].source_hash)
         self.recorder.dispatch(pending)
         return Staged(generation=generation, ids=ids, done=done, pending=pending, copies=copies,
                        candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
@@ -312,7 +322,8 @@ class Search:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
         if not staged.candidates:
             return staged, []
-        results = self.evaluate(staged.candidates)
+        with self.recorder.clock.timing(len(staged.candidates)):
+            results = self.evaluate(staged.candidates)
         if len(results) != len(staged.candidates):
             raise RuntimeError(
                 f"evaluator returned {len(results)} results for {len(staged.candidates)}"
@@ -340,7 +351,8 @@ class Search:
         self.recorder.add_evaluated(len(staged.pending))
         return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
 
-    def _orphans(self, planned: set[int], budget: Budget, generation: int) -> list[tuple[int, int]]:
+    def _orphans(self, planned: set[int], allowance: Allowance,
+                 generation: int) -> list[tuple[int, int]]:  # fmt: skip
         """Queued candidates of `generation` the replay did not propose again (a run written by
         another version of the policy): evaluated all the same, since the budget counted them."""
         found = []
@@ -349,7 +361,7 @@ class Search:
                 record = self.archive.candidate(cid)
                 if record.generation != generation:
                     continue  # another generation in flight when the run stopped: its own turn
-                budget.admit(record.source_hash)
+                allowance.admit(record.source_hash)
                 self.recorder.remember(cid, record.candidate)
                 found.append((cid, record.island))
         return found
@@ -420,13 +432,17 @@ class Search:
             run=self.run,
             generation=generation,
             evaluations=total,
-            head_to_head=self.referee.spent,
-            budget=self.budget,
+            head_to_head=self.budget.duels,
+            spent=self.budget.spent,
+            left=self.budget.left,
+            budget=self.budget.limit,
             valid_rate=ok / total if total else 0.0,
             best_fitness=top.fitness if top else 0.0,
             best_candidate=top.candidate_id if top else None,
             best_speedups=speedups,
             evaluations_per_minute=self.recorder.evaluated_here / minutes,
+            seconds_per_evaluation=self.recorder.clock.seconds_per_evaluation(),
+            slots=self.recorder.clock.slots,
         )
 
     def finish(
@@ -438,12 +454,16 @@ class Search:
                 self.referee.contenders([e for i in islands for e in i.elites], generation)
             confirmation = self.referee.confirm(generation)
         progress = self.progress(generation, islands)
-        duels, kept = self.referee.spent, self.referee.unspent_reserve()
-        notes = [f"{duels} in head-to-heads"] if duels else []
+        budget, kept = self.budget, self.referee.unspent_reserve()
+        notes = [f"{budget.duels} in head-to-heads"] if budget.duels else []
+        notes += [f"{budget.rechecks} in hidden-seed re-checks"] if budget.rechecks else []
         notes += [f"{kept} kept for a confirmation that was not needed"] if kept else []
-        copies = len(self.archive.events(self.run, "machine_copy"))
-        notes += [f"{copies} machine-code copies answered without a GPU run"] if copies else []
-        done = f"{progress.evaluations + duels} of {self.budget} evaluations" + (
+        notes += (
+            [f"{budget.copies} machine-code copies answered without a GPU run, at no cost"]
+            if budget.copies
+            else []
+        )
+        done = f"{budget.spent} of {budget.limit} evaluations" + (
             f" ({'; '.join(notes)})" if notes else "")
         messages = {
             "budget": f"budget spent: {done}",

@@ -13,12 +13,12 @@ run's Pace (evolution/pace.py), which decides how many graph runs keep the slots
 Machine-code copies (issue 33). Code that differs from an evaluated candidate's only where the
 target's compiler does not look (an AMD-only `#define` on NVIDIA) builds to the same machine
 code: the evaluator's `digests` says so from the build stage, and such a candidate is answered
-from the first one's evaluation, marked as a copy (COPY_FLAG), with no GPU evaluation. Copies
-still spend the budget: the budget stays a count of distinct sources the verifier answered (a
-pure function of the archive, which a resumed run replays), and a policy that keeps rewriting
-inert knobs stays bounded by it; what a copy saves is the GPU time, and the noise of a second
-timing that could crown a copy over its original. The digest of each candidate sent to the
-evaluator is logged (event `machine_code`), so a resumed run knows them too.
+from the first one's evaluation, marked as a copy (COPY_FLAG), with no GPU evaluation. A copy
+costs no budget unit (evolution/budget.py: the caller hands it back), and saves the GPU time and
+the noise of a second timing that could crown a copy over its original. The digest of each
+candidate sent to the evaluator is logged when it is sent (event `machine_code`), and each copy
+when it is found (event `machine_copy`, before its result is recorded), so a resumed run knows
+both, and its budget counts the copies of generations still in flight as the run did.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from collections.abc import Callable, Sequence
 from hipevolve.archive.store import Archive, evaluation_key
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
+from hipevolve.evolution.budget import COPY
 from hipevolve.evolution.child import Child
+from hipevolve.evolution.clock import EvaluationClock
 from hipevolve.evolution.pace import Pace
 from hipevolve.verifier.evaluators import Evaluator
 
@@ -58,13 +60,16 @@ class Recorder:
         self.twins: dict[str, int] = {
             e.data["digest"]: int(e.data["candidate"])
             for e in reversed(archive.events(run, "machine_code"))}  # fmt: skip
+        # candidates already found to be copies (a resumed run's too): each is logged once
+        self.copied = {int(e.data["candidate"]) for e in archive.events(run, COPY)}
         self.pace = pace or Pace(evaluate.parallelism)
         self.slots = threading.BoundedSemaphore(self.pace.slots)  # shared by every generation
+        self.clock = EvaluationClock(self.pace.slots)  # slot-seconds an evaluation takes
 
     def on_slot(self, candidate: Candidate) -> Evaluation:
         """One evaluation holding one of the run's slots (a policy's child or re-check), timed
         for the pace."""
-        with self.pace.on_slot(self.slots):
+        with self.pace.on_slot(self.slots), self.clock.timing(1):
             (evaluation,) = self.evaluate([candidate])
         return evaluation
 
@@ -130,6 +135,9 @@ class Recorder:
                 ordered or original in run or self.archive.evaluation_of(original) is not None)
             if usable and original != cid:
                 copies[cid] = original  # type: ignore[assignment]
+                if cid not in self.copied:  # found now: the budget counts it from here on
+                    self.copied.add(cid)
+                    self.archive.log_event(self.run, COPY, {"candidate": cid, "original": original})
                 continue
             if digest is not None and original is None:
                 self.twins[digest] = cid
@@ -145,7 +153,6 @@ class Recorder:
             raise RuntimeError(f"candidate {original} has no evaluation to copy for {cid}")
         note = (f"{COPY_FLAG}{original} (the same machine code on this target and the same "
                 "model.py): not run, its result reused")  # fmt: skip
-        self.archive.log_event(self.run, "machine_copy", {"candidate": cid, "original": original})
         return self.record(cid, found.model_copy(update={"flags": (*found.flags, note)}))
 
     def dispatch(self, ids: Sequence[int]) -> None:

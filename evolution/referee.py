@@ -25,8 +25,9 @@ incumbent, the run's best, and the final word on it (DESIGN.md "Fitness").
   contenders within the noise of the champion; then the champion meets the seed it started from
   over FitnessSettings.confirm_rounds rounds (reserved from the budget at the start), and the last
   line says "confirmed N% faster than the seed (+-M%)" or that no improvement was confirmed.
-Head-to-heads spend budget (`spent`, restored from the archive's `duel` events on resume) and
-their rounds are stored beside the candidates' scores, never replacing them.
+Head-to-heads spend the run's budget (evolution/budget.py RunBudget, which keeps the reserve for
+the final one and restores what they spent from the archive's `duel` events on resume) and their
+rounds are stored beside the candidates' scores, never replacing them.
 """
 
 from __future__ import annotations
@@ -40,28 +41,32 @@ from hipevolve.archive.store import Archive
 from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.config import FitnessSettings
 from hipevolve.core.evaluation import Evaluation
+from hipevolve.evolution.budget import DUEL, RunBudget
 from hipevolve.evolution.duel import Duel, compare, decide
 from hipevolve.evolution.islands import Elite
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.verifier.evaluators import Evaluator, duel_order
 
 BASELINE = "baseline"  # event: the run's baseline (RunBaseline JSON)
-DUEL = "duel"  # event: one head-to-head (Duel JSON, generation, evaluations spent)
 SMALLEST_CONFIRMED = 20  # budgets below this keep nothing back for the final head-to-head
+
+
+def confirmation_rounds(settings: FitnessSettings, budget: int, *, exact: bool) -> int:
+    """Rounds of the final head-to-head against the seed, whose evaluations (two a round) the
+    run's budget keeps back from the start. Numbers from no device (a test's stand-in) carry no
+    timing noise: every difference is real, and nothing is kept back for a confirmation."""
+    return settings.confirm_rounds if budget >= SMALLEST_CONFIRMED and not exact else 0
 
 
 class Referee:
     def __init__(self, archive: Archive, run: int, evaluate: Evaluator, recorder: Recorder,
-                 settings: FitnessSettings, budget: int) -> None:  # fmt: skip
+                 settings: FitnessSettings, budget: RunBudget) -> None:  # fmt: skip
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.recorder, self.settings = recorder, settings
-        # Numbers from no device (a test's stand-in) carry no timing noise: every difference is
-        # real, nothing goes head to head and nothing is kept back for it.
+        # Numbers from no device carry no timing noise: nothing goes head to head.
         self.exact = evaluate.device is None
-        rounds = settings.confirm_rounds if budget >= SMALLEST_CONFIRMED and not self.exact else 0
-        self.reserve = 2 * rounds  # kept for the final head-to-head against the seed
-        self.confirm_rounds = rounds
-        self.budget = budget
+        self.budget = budget  # the run's one budget: head-to-heads ask it, its reserve is theirs
+        self.confirm_rounds = budget.reserve // 2  # two evaluations a round
         self.baseline: RunBaseline | None = None
         self.baseline_note = ""
         self._strong: Future | None = None  # the pending strong baselines, timing (time_strong)
@@ -69,9 +74,6 @@ class Referee:
         self.champion: Elite | None = None
         self.seed: Elite | None = None
         self.known: dict[tuple[int, int], Duel] = {}
-        self.spent = 0
-        self.charge: Callable[[int], None] = lambda n: None  # a policy's shared Budget
-        self.used: Callable[[], int] = lambda: 0  # evaluations admitted so far
 
     # ---------------------------------------------------------------- the baseline
 
@@ -81,7 +83,6 @@ class Referee:
             for event in self.archive.events(self.run, DUEL):
                 self.known[(event.data["duel"]["child"], event.data["duel"]["incumbent"])] = \
                     Duel.model_validate(event.data["duel"])
-                self.spent += int(event.data["evaluations"])
             stored = self.archive.events(self.run, BASELINE)
             if stored:
                 baseline = RunBaseline.model_validate(stored[-1].data)
@@ -229,19 +230,18 @@ class Referee:
         if (child, incumbent) in self.known:
             return self.known[(child, incumbent)]
         cost = 2 * rounds
-        room = self.budget - self.used() - self.spent - (0 if reserved else self.reserve)
-        if rounds < 1 or cost > room:
+        if rounds < 1 or not self.budget.duel(cost, generation, reserved=reserved):
             return None
         a, b = self.recorder.source(child), self.recorder.source(incumbent)
-        evaluations = [self.recorder.rebase(e) for e in self.evaluate.head_to_head(a, b, rounds)]
+        with self.recorder.clock.timing(cost, width=1):  # its rounds run on one slot
+            played = self.evaluate.head_to_head(a, b, rounds)
+        evaluations = [self.recorder.rebase(e) for e in played]
         order = ["child" if c is a else "incumbent" for c in duel_order(a, b, rounds)]
         number = len(self.known) + 1
         for i, (who, evaluation) in enumerate(zip(order, evaluations, strict=True)):
             cid = child if who == "child" else incumbent
             self.recorder.record(cid, evaluation, suffix=f"duel{number}:{i}", scores=False)
         self.recorder.add_evaluated(cost)
-        self.spent += cost
-        self.charge(cost)
         outcome = decide(child, incumbent, order, evaluations, self.settings.min_gain)
         self.known[(child, incumbent)] = outcome
         self.archive.log_event(self.run, DUEL, {"duel": outcome.model_dump(mode="json"),
@@ -273,7 +273,7 @@ class Referee:
         """Evaluations kept back for the final head-to-head and not spent on it."""
         spent = self.known.get((self.champion.candidate_id, self.seed.candidate_id)) \
             if self.champion and self.seed else None
-        return 0 if spent is not None else self.reserve
+        return 0 if spent is not None else self.budget.reserve
 
     def confirm(self, generation: int) -> str:
         """The final head-to-head of the champion against the seed, as the run's last line."""

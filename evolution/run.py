@@ -35,8 +35,9 @@ event holding the islands. Resuming reopens the run, restores the islands of the
 checkpoints and replays the unfinished generations: the same children come out, those the
 archive already holds keep their ids, those already evaluated are not evaluated again, and the
 ones that were in flight (re-queued by Archive.resume) are evaluated first, counting toward the
-budget. A resumed run therefore evaluates exactly what an uninterrupted run with the same seed
-would have.
+budget, which admits each generation as of that generation (evolution/budget.py), machine-code
+copies and head-to-heads included. A resumed run therefore evaluates exactly what an
+uninterrupted run with the same seed would have.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def run_evolution(
             if generation > 0 and base > done:
                 break  # its islands are not in yet
             seen = search.seen_before(generation)
-            admitted = search.admission(seen)
-            if len(seen) >= budget or admitted.exhausted:
+            admitted = search.allowance(generation, base)
+            if admitted.exhausted:
                 reason = "budget"
                 break
             if policy is not None and policy.stop_reason() is not None:
@@ -185,13 +186,8 @@ def run_evolution(
             # the agents wrote nothing this generation, and no offline child was left either
             # (a generation of repeats goes on until the stall stop)
             reason = ("llm_budget" if policy.stop_reason() else
-                      "budget" if search.admission(frozenset()).exhausted else "exhausted")  # fmt: skip
-        if (
-            reason is None
-            and should_stop is not None
-            and should_stop()
-            and len(search.seen_before(generation)) < budget
-        ):
+                      "budget" if search.budget.exhausted else "exhausted")  # fmt: skip
+        if reason is None and should_stop is not None and should_stop() and search.budget.left:
             reason = "stopped"  # the generations in flight are finished first
     assert reason is not None  # the loop ends only once a stop reason is set and nothing flies
     search.referee.settle(wait=reason != "stopped")  # the final lines name the strong baselines

@@ -10,7 +10,7 @@ from hipevolve.archive.records import Tried
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import Admission, Budget
+from hipevolve.evolution.budget import Admission, RunBudget
 from hipevolve.evolution.child import Child
 from hipevolve.evolution.recorder import Recorder
 
@@ -18,8 +18,9 @@ from hipevolve.evolution.recorder import Recorder
 class Workshop:
     """What a proposal policy may ask of the run while it writes one generation; thread-safe.
 
-    Children are admitted against the run's evaluation budget (the same Budget the loop then
-    stages the generation with), stored with their lineage and evaluated on every slot the
+    Children are admitted against the run's one budget (evolution/budget.py: everything spent so
+    far, since a policy's generations are written side by side; the loop stages the generation
+    against it too), stored with their lineage and evaluated on every slot the
     evaluator has at once (its `parallelism`: one per GPU; the slots are the run's, shared with
     the other generations in flight), so agents waiting on a model overlap with the evaluations
     in progress. Two callers holding the same new code share one
@@ -29,7 +30,8 @@ class Workshop:
 
     RECHECK = "audit-recheck"  # settings-key suffix of a failed hidden-seed re-check
 
-    def __init__(self, task: TaskSpec, recorder: Recorder, generation: int, budget: Budget) -> None:
+    def __init__(self, task: TaskSpec, recorder: Recorder, generation: int,
+                 budget: RunBudget) -> None:  # fmt: skip
         self._recorder, self.generation, self._budget = recorder, generation, budget
         self.task, self.archive, self.run = task, recorder.archive, recorder.run
         self._lock = threading.Lock()  # admission, the sources map, the in-flight table
@@ -65,7 +67,8 @@ class Workshop:
     def evaluate(self, child: Child) -> tuple[int, Evaluation] | None:
         """Stores and evaluates a child; (candidate id, evaluation), or None: budget spent."""
         with self._lock:
-            if self._budget.admit(child.candidate.source_hash) is Admission.exhausted:
+            admission = self._budget.admit(child.candidate.source_hash, self.generation)
+            if admission is Admission.exhausted:
                 return None
             cid = self._recorder.store(child, self.generation)
             running = self._inflight.get(cid)
@@ -90,6 +93,7 @@ class Workshop:
         with self._lock:  # a machine-code copy of an evaluated candidate: its result, no GPU
             _, copies = self._recorder.copies([cid], ordered=False, digests=digests)
         if copies:
+            self._budget.copied(candidate.source_hash)  # and no unit of the budget
             return self._recorder.record_copy(cid, copies[cid])
         self._recorder.dispatch([cid])
         evaluation = self._recorder.on_slot(candidate)
@@ -104,7 +108,7 @@ class Workshop:
         the budget (None: none is left). A failed re-check becomes the candidate's standing
         evaluation, so it is never crowned."""
         with self._lock:
-            if not self._budget.charge():
+            if not self._budget.recheck():
                 return None
         evaluation = self._recorder.on_slot(self.source(candidate_id))
         with self._lock:

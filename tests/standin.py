@@ -121,6 +121,20 @@ class StandIn(BaseEvaluator):
         return self.log.with_suffix(".duels")
 
 
+class InertVec(StandIn):
+    """The stand-in on a target where VEC builds to the same machine code whatever its value (as
+    AMD-only tunables do on NVIDIA): its build-stage digests leave VEC out, so the run loop
+    answers a candidate that differs from an evaluated one in VEC alone as a machine-code copy."""
+
+    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+        out: list[str | None] = []
+        for candidate in candidates:
+            config = current_configuration(parse_tunables(candidate.hip_source or ""))
+            config.pop("VEC", None)
+            out.append(canonical_json(config))
+        return out
+
+
 def score(candidate: Candidate) -> Evaluation:
     config = current_configuration(parse_tunables(candidate.hip_source or ""))
     if config.get("BLOCK") == "512" and config.get("UNROLL") == "8":

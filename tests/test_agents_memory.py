@@ -9,7 +9,7 @@ from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.records import Attempt
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import CaseResult, Evaluation, Status
-from hipevolve.evolution.budget import Budget
+from hipevolve.evolution.budget import RunBudget
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
@@ -48,7 +48,7 @@ def test_attempts_are_stored_shown_near_their_parent_and_exported(tmp_path):
         recorder = Recorder(archive, run, Fixed())
         seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
         recorder.record(seed_id, Fixed()([SEED])[0])
-        workshop = Workshop(TASK, recorder, 1, Budget(10))
+        workshop = Workshop(TASK, recorder, 1, RunBudget(10))
         for block, idea in ((512, "wider blocks hide latency"), (1024, "even wider blocks")):
             workshop.evaluate(Child(candidate=variant(block), island=0, parents=(seed_id,),
                                     agent="mutator", model="openai/x", attempt=Attempt(

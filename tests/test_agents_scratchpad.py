@@ -27,7 +27,7 @@ from hipevolve.archive.records import Attempt
 from hipevolve.archive.store import Archive
 from hipevolve.core.config import ModelSettings
 from hipevolve.core.evaluation import CaseResult, Evaluation, Status
-from hipevolve.evolution.budget import Budget
+from hipevolve.evolution.budget import RunBudget
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
@@ -77,12 +77,12 @@ def run_with_children(archive: Archive, generation: int = 5) -> tuple[Workshop, 
     recorder = Recorder(archive, run, ByBlock())
     seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
     recorder.record(seed_id, ByBlock()([SEED])[0])
-    workshop = Workshop(TASK, recorder, 1, Budget(10))
+    workshop = Workshop(TASK, recorder, 1, RunBudget(10))
     for block, idea in IDEAS.items():
         workshop.evaluate(Child(candidate=variant(block), island=0, parents=(seed_id,),
                                 agent="mutator", model="openai/x",
                                 attempt=Attempt(idea=idea)))  # fmt: skip
-    return Workshop(TASK, recorder, generation, Budget(10)), seed_id
+    return Workshop(TASK, recorder, generation, RunBudget(10)), seed_id
 
 
 def context(workshop: Workshop | None, ensemble: Ensemble | None = None, **limits) -> AgentContext:
@@ -113,7 +113,7 @@ def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path)
         recorder = Recorder(archive, run, ByBlock())
         seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
         recorder.record(seed_id, ByBlock()([SEED])[0])
-        Workshop(TASK, recorder, 1, Budget(10)).evaluate(
+        Workshop(TASK, recorder, 1, RunBudget(10)).evaluate(
             Child(candidate=variant(512), island=0, parents=(seed_id,), agent="offline-mutator"))
         note = scratchpad.build_note(archive, run, 5, max_tokens=400)
     assert "(generation 1, offline-mutator): tunables BLOCK 256->512 -> fitness 1.667" in note
@@ -149,7 +149,7 @@ def test_the_note_stays_within_its_token_bound_keeping_the_gains_first(tmp_path)
         recorder = Recorder(archive, run, ByBlock())
         seed_id = recorder.store(Child(candidate=SEED, island=0, agent="seed"), 0)
         recorder.record(seed_id, ByBlock()([SEED])[0])
-        workshop = Workshop(TASK, recorder, 1, Budget(200))
+        workshop = Workshop(TASK, recorder, 1, RunBudget(200))
         for i in range(40):  # 40 distinct children, each with a long idea
             block = (512, 128, 1024)[i % 3]
             child = variant(block).model_copy(update={"hip_source": variant(block).hip_source
@@ -174,7 +174,7 @@ def test_a_model_condenses_the_note_when_asked_and_the_archives_note_stands_when
         workshop, _ = run_with_children(archive, generation=5)
         written = scratchpad.write_note(context(workshop, ensemble, scratchpad_writer="model"))
         by_model = archive.latest_note(workshop.run)
-        later = Workshop(TASK, workshop._recorder, 10, Budget(10))
+        later = Workshop(TASK, workshop._recorder, 10, RunBudget(10))
         fallback = scratchpad.write_note(context(later, ensemble, scratchpad_writer="model"))
         stored = archive.latest_note(workshop.run)
         facts = server.requests[0].body["messages"][-1]["content"]

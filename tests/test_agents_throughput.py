@@ -20,7 +20,7 @@ from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import CaseResult, Evaluation, Status
-from hipevolve.evolution.budget import Admission, Budget
+from hipevolve.evolution.budget import Admission, RunBudget
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
@@ -65,7 +65,7 @@ def test_a_generation_evaluates_on_every_slot_at_once_and_shares_a_duplicate(tmp
     evaluate = Slots(parallelism=2)
     with Archive.open(tmp_path / "a.db") as archive:
         run = archive.start_run(TASK, EvolutionSettings(), 0, 10)
-        workshop = Workshop(TASK, Recorder(archive, run, evaluate), 1, Budget(10))
+        workshop = Workshop(TASK, Recorder(archive, run, evaluate), 1, RunBudget(10))
         children = [variant(b) for b in (64, 128, 512, 512)]  # the last two are the same code
         threads = [threading.Thread(target=workshop.evaluate, args=(Child(candidate=c, island=0),))
                    for c in children]  # fmt: skip
@@ -78,9 +78,10 @@ def test_a_generation_evaluates_on_every_slot_at_once_and_shares_a_duplicate(tmp
 
 
 def test_a_recheck_spends_the_budget_and_is_refused_once_it_is_spent():
-    budget = Budget(2, ["a"])
-    assert budget.charge() and budget.spent == 2 and budget.exhausted
-    assert not budget.charge() and budget.spent == 2
+    budget = RunBudget(2)
+    budget.restore(admitted=[("a", 0)])
+    assert budget.recheck() and budget.spent == 2 and budget.exhausted
+    assert not budget.recheck() and budget.spent == 2
     assert budget.admit("b") is Admission.exhausted
 
 
@@ -151,7 +152,7 @@ def test_a_spent_budget_cancels_a_writing_call_in_flight_and_keeps_its_prompt_to
     with ScriptedLLMServer([slow, slow]) as server, Archive.open(tmp_path / "a.db") as archive:
         models = ModelSettings.for_model(MODEL, api_base=server.api_base, max_retries=0, timeout_s=60)
         run = archive.start_run(TASK, EvolutionSettings(), 0, 2)
-        budget = Budget(2)
+        budget = RunBudget(2)
         workshop = Workshop(TASK, Recorder(archive, run, Slots(1)), 1, budget)
         ctx = AgentContext(task=TASK, workshop=workshop, limits=AgentLimits(),
                            ensemble=Ensemble(models), rng=random.Random(0))  # fmt: skip

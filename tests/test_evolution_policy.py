@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hipevolve.core.evaluation import StaticFacts
-from hipevolve.evolution.budget import Admission, Budget
+from hipevolve.evolution.budget import Admission, RunBudget
 from hipevolve.evolution.descriptors import (
     AXES,
     BINS,
@@ -385,7 +385,8 @@ def test_exchange_runs_on_schedule():
     st.lists(st.integers(0, 50).map(lambda i: f"h{i}"), max_size=10),
 )
 def test_evaluations_never_exceed_the_budget_whatever_the_proposal_stream(limit, stream, resumed):
-    budget = Budget(limit, evaluated=resumed)
+    budget = RunBudget(limit)
+    budget.restore(admitted=[(h, 0) for h in resumed])
     admitted = [h for h in stream if budget.admit(h) is Admission.evaluate]
     assert len(set(resumed)) + len(admitted) <= max(limit, len(set(resumed)))
     assert len(admitted) == len(set(admitted))
@@ -395,7 +396,7 @@ def test_evaluations_never_exceed_the_budget_whatever_the_proposal_stream(limit,
 
 
 def test_duplicates_cost_nothing_even_after_the_budget_is_spent():
-    budget = Budget(2)
+    budget = RunBudget(2)
     assert [budget.admit(h) for h in ("a", "a", "b", "a", "c", "b")] == [
         Admission.evaluate,
         Admission.duplicate,
@@ -406,4 +407,4 @@ def test_duplicates_cost_nothing_even_after_the_budget_is_spent():
     ]
     assert (budget.spent, budget.remaining, budget.exhausted) == (2, 0, True)
     with pytest.raises(ValueError):
-        Budget(-1)
+        RunBudget(-1)

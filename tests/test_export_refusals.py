@@ -60,7 +60,7 @@ def test_unknown_run_is_refused_with_the_list_of_runs(tmp_path):
     result = cli("export", "--task", TASK_NAME, "--run", "7", "--out", tmp_path / "o",
                  "--archive", db)  # fmt: skip
     assert isinstance(result.exception, UserError)
-    assert f"no run 7 in {db}; runs: 1 ({TASK_NAME}, finished, 4 evaluated" in (
+    assert f"no run 7 in {db}; runs: 1 ({TASK_NAME}, finished, 4 evaluations" in (
         result.exception.line()
     )
     assert not (tmp_path / "o").exists()

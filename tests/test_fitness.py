@@ -131,6 +131,22 @@ def test_the_budget_counts_head_to_heads_and_keeps_the_confirmation_back(tmp_pat
     assert summary.progress.head_to_head > 0
 
 
+def test_report_counts_the_head_to_heads_the_run_spent(tmp_path):
+    """Issue 47: `evolve report` said 174 evaluations where the run said 200 of 200 (it counted
+    scored candidates, not the head-to-heads' evaluations)."""
+    from hipevolve.evolution.budget import RunBudget
+    from hipevolve.export.report import write_report
+
+    summary, *_ = noisy_run(tmp_path, ONE_BETTER, seed=3, budget=80)
+    said = int(summary.message.split(" of 80 evaluations")[0].split()[-1])
+    report = write_report(tmp_path / "run3.db", summary.run, tmp_path / "report.html")
+    with Archive.open(tmp_path / "run3.db", create=False, read_only=True) as archive:
+        ledger = RunBudget.from_archive(archive, summary.run)
+    assert summary.progress.head_to_head > 0 and said > summary.progress.evaluations
+    assert said == summary.progress.spent == ledger.spent == report.evaluations
+    assert ledger.duels == summary.progress.head_to_head
+
+
 # ------------------------------------------------------------------------------ the pieces
 
 
@@ -236,4 +252,4 @@ def test_a_gpu_run_measures_every_speedup_against_its_baseline_and_ends_with_a_v
         assert case.ref_check_us and case.ci is not None
     assert summary.baseline.startswith("speedups over the reference timed once")
     assert summary.confirmation, summary.message
-    assert summary.progress.evaluations + summary.progress.head_to_head <= 24
+    assert summary.progress.spent <= 24

@@ -205,19 +205,29 @@ CHILD = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from standin import StandIn, make_task
+import standin
+from standin import make_task
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.app.run_job import first_candidates
 from hipevolve.evolution.run import run_evolution
 
 root = Path(sys.argv[2])
+evaluator = getattr(standin, sys.argv[4])(root / "child.log", delay_s=0.1)
 with Archive.open(root / "run.db") as archive:
     task = make_task(root)
-    run_evolution(task, archive, EvolutionSettings(lag=1),
-                  StandIn(root / "child.log", delay_s=0.1), first=first_candidates(task),
-                  budget=int(sys.argv[3]), seed=11)
+    run_evolution(task, archive, EvolutionSettings(lag=1), evaluator,
+                  first=first_candidates(task), budget=int(sys.argv[3]), seed=11)
 """
+
+
+def lagged_child(root: Path, budget: int, evaluator: str = "StandIn") -> subprocess.Popen:
+    """A lagged search (seed 11) in a child process writing root/run.db, for a test to kill;
+    `evaluator`: a stand-in of tests/standin.py, 0.1 s a candidate."""
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(TESTS), str(root), str(budget), evaluator],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
 
 
 def in_flight_generations(path: Path) -> set[int]:
@@ -237,10 +247,7 @@ def in_flight_generations(path: Path) -> set[int]:
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_sigkill_with_generations_in_flight_then_resume_makes_the_uninterrupted_run(tmp_path):
     budget = 24
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(TESTS), str(tmp_path), str(budget)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = lagged_child(tmp_path, budget)
     db = tmp_path / "run.db"
     # One seed, then generations of 4; generations 1 and 2 are both planned from generation 0's
     # islands and evaluate side by side. Kill once later generations are recorded and two are

@@ -134,7 +134,7 @@ def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator
 
 def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_evaluator(tmp_path):
     from hipevolve.core.candidate import load_candidate
-    from hipevolve.evolution.budget import Budget
+    from hipevolve.evolution.budget import RunBudget
     from hipevolve.evolution.child import Child
     from hipevolve.evolution.recorder import Recorder
     from hipevolve.evolution.workshop import Workshop
@@ -147,7 +147,7 @@ def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_ev
     evaluator = BuildingStandIn(log, tmp_path / "cache")
     with Archive.open(tmp_path / "run.db") as archive:
         run = archive.start_run(task, EvolutionSettings(), 0, 10)
-        budget = Budget(10)
+        budget = RunBudget(10)
         workshop = Workshop(task, Recorder(archive, run, evaluator), 1, budget)
         first, original = workshop.evaluate(Child(candidate=seed, island=0))
         second, copied = workshop.evaluate(Child(candidate=inert, island=0, parents=(first,)))
@@ -156,7 +156,8 @@ def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_ev
     assert second != first and copy_of(copied) == first and copy_of(original) is None
     assert copied.fitness == original.fitness
     assert logged(log) == [seed.source_hash]
-    assert workshop.evaluations == 1 and budget.spent == 2  # the copy spent budget, no GPU
+    # the copy ran on no GPU and spent no unit of the budget
+    assert workshop.evaluations == 1 and budget.spent == 1 and budget.copies == 1
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ from hipevolve.agents.context import AgentContext
 from hipevolve.agents.roles.repairer import failure_of
 from hipevolve.agents.state import ProposalState
 from hipevolve.archive.records import Attempt
+from hipevolve.evolution.budget import RECHECK
 from hipevolve.evolution.child import Child
 
 
@@ -60,10 +61,10 @@ def recheck(ctx: AgentContext, state: ProposalState) -> dict:
     assert cid is not None and before is not None
     again = ctx.workshop.recheck(cid)
     if again is None:  # the budget is spent: the winner stands unconfirmed, and says so
-        ctx.log("audit_recheck", {"candidate": cid, "fitness_before": before.fitness,
-                                  "status": "skipped", "message": "evaluation budget spent"})  # fmt: skip
+        ctx.log(RECHECK, {"candidate": cid, "fitness_before": before.fitness,
+                          "status": "skipped", "message": "evaluation budget spent"})  # fmt: skip
         return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}
-    ctx.log("audit_recheck", {
+    ctx.log(RECHECK, {
         "candidate": cid, "fitness_before": before.fitness, "status": again.status.value,
         "fitness_after": again.fitness, "message": again.message,
     })  # fmt: skip

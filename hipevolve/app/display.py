@@ -3,6 +3,9 @@
 On a terminal: a rich Live panel redrawn after each generation (evaluations of the budget, valid
 rate, best speedup with its per-case table, evaluations per minute, time left). Elsewhere (a pipe,
 a log file, CI): one plain line per generation, so logs stay greppable and free of escape codes.
+The evaluations of the budget and the units left are the run's one budget's
+(evolution/budget.py); the time left comes from how long evaluations take on a slot as they
+complete (evolution/clock.py), never from the rate since the start, which counts start-up.
 """
 
 from __future__ import annotations
@@ -60,14 +63,18 @@ def _minutes(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+NO_ETA = "ETA after the first evaluation"
+
+
 def time_left(p: Progress) -> str:
-    """Estimated time to spend the rest of the budget at this session's rate."""
-    remaining = max(p.budget - p.evaluations, 0)
-    if remaining == 0:
-        return "0m00s"
-    if p.evaluations_per_minute <= 0:
-        return "unknown"
-    return _minutes(60 * remaining / p.evaluations_per_minute)
+    """The time the budget's units left take: each holds a slot for the wall seconds measured
+    per evaluation, and the evaluator's slots run side by side. Before an evaluation has
+    completed nothing is measured, and it says so."""
+    if p.left <= 0:
+        return "0m00s left"
+    if p.seconds_per_evaluation is None:
+        return NO_ETA
+    return f"about {_minutes(p.left * p.seconds_per_evaluation / max(p.slots, 1))} left"
 
 
 def progress_line(p: Progress) -> str:
@@ -78,9 +85,8 @@ def progress_line(p: Progress) -> str:
         else "best none yet"
     )
     return (
-        f"run {p.run} generation {p.generation}: {p.evaluations}/{p.budget} evaluations, "
-        f"valid {p.valid_rate:.0%}, {best}, {p.evaluations_per_minute:.1f}/min, "
-        f"{time_left(p)} left"
+        f"run {p.run} generation {p.generation}: {p.spent}/{p.budget} evaluations, "
+        f"valid {p.valid_rate:.0%}, {best}, {p.evaluations_per_minute:.1f}/min, {time_left(p)}"
     )
 
 
@@ -95,7 +101,7 @@ def speedup_table(speedups: dict[str, float], title: str | None = None) -> Table
 
 def _panel(task: str, intro: str, p: Progress | None, stopping: bool) -> Group:
     if p is None:
-        parts: list = [Text(intro)]
+        parts: list = [Text(intro), Text(NO_ETA)]
     else:
         best = (
             f"best {p.best_fitness:.3f}x geometric mean (candidate {p.best_candidate})"
@@ -104,9 +110,9 @@ def _panel(task: str, intro: str, p: Progress | None, stopping: bool) -> Group:
         )
         parts = [
             Text(
-                f"{task} run {p.run}, generation {p.generation}: {p.evaluations}/{p.budget} "
+                f"{task} run {p.run}, generation {p.generation}: {p.spent}/{p.budget} "
                 f"evaluations, valid {p.valid_rate:.0%}, {p.evaluations_per_minute:.1f} "
-                f"evaluations/min, about {time_left(p)} left"
+                f"evaluations/min, {time_left(p)}"
             ),
             Text(best, style="bold"),
         ]

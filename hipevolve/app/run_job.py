@@ -48,7 +48,7 @@ from hipevolve.core.candidate import Candidate, load_candidate, write_candidate
 from hipevolve.core.config import EvolutionSettings, Settings, load_settings
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import check_budget
+from hipevolve.evolution.budget import RunBudget, check_budget, recorded_limit
 from hipevolve.evolution.child import SEED, Child
 from hipevolve.evolution.pace import EVENT as PACE
 from hipevolve.evolution.pace import MOST_LAG, Pace
@@ -176,9 +176,8 @@ def _plan(
         asked = recorded.model_copy(update={"islands": options.islands})
     evolution = check_resume(info, task.name, options.seed, asked)
     # A run resumed with a larger --budget keeps it: the loop logs it in its resume events.
-    resumes = archive.events(info.id, "resume")
-    budget = options.budget or (resumes[-1].data.get("budget") if resumes else None) or info.budget
-    if budget is None:
+    budget = options.budget or recorded_limit(archive, info.id)
+    if not budget:
         raise UserError(f"run {info.id} recorded no budget", "pass --budget N")
     return _Plan(run=info.id, budget=budget, seed=info.seed, settings=evolution)
 
@@ -190,14 +189,15 @@ def _resumed_run(options: JobOptions, archive: Archive) -> RunInfo:
     info = next((r for r in runs if r.id == options.resume), None)
     if info is None:
         listed = "; ".join(
-            f"run {r.id}: {r.task}, {r.status}, {archive.count_evaluations(r.id)} evaluations"
+            f"run {r.id}: {r.task}, {r.status}, {RunBudget.from_archive(archive, r.id).spent} "
+            "evaluations"
             for r in runs
         )
         raise UserError(
             f"no run {options.resume} in {archive.path}",
             f"runs there: {listed}" if runs else "it holds no runs yet; start one with --budget",
         )
-    spent = archive.count_evaluations(info.id)
+    spent = RunBudget.from_archive(archive, info.id).spent
     if options.budget is not None and options.budget < spent:
         raise UserError(
             f"--budget {options.budget} is below the {spent} evaluations run {info.id} already "

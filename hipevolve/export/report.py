@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hipevolve.archive.lineage import ancestors_of_best, lineage_graph
 from hipevolve.archive.store import Archive, Outcome, RunInfo
+from hipevolve.evolution.budget import RunBudget
 from hipevolve.evolution.descriptors import AXES, BINS, cell_from_key
 from hipevolve.evolution.generations import CHECKPOINT, islands_line
 from hipevolve.evolution.islands import Island
@@ -391,12 +392,25 @@ def llm_section(archive: Archive, run: int) -> str:
 # ---------------------------------------------------------------------------- the page
 
 
+def _spending(budget: RunBudget, scored: Sequence[Outcome]) -> str:
+    """What the budget's units went on, as the run's final line counts them."""
+    parts = [f"{len(scored)} candidates scored"]
+    parts += [f"{budget.copies} of them machine-code copies, at no cost"] if budget.copies else []
+    parts += [f"{budget.duels} evaluations in head-to-heads"] if budget.duels else []
+    parts += [f"{budget.rechecks} hidden-seed re-checks"] if budget.rechecks else []
+    return (
+        f'<p class="legend">evaluations: {budget.spent} of the budget of {budget.limit} '
+        f"({'; '.join(parts)})</p>"
+    )
+
+
 def _headline(info: RunInfo, scored: Sequence[Outcome], archive: Archive) -> str:
     ok = sum(s.status == "ok" for s in scored)
     best = max((s.fitness for s in scored), default=0.0)
     env = run_environment(archive, info.id)
+    budget = RunBudget.from_archive(archive, info.id)  # the run's own count of its units
     facts = [
-        (f"{best:.3f}x", "best fitness"), (str(len(scored)), "evaluations"),
+        (f"{best:.3f}x", "best fitness"), (str(budget.spent), "evaluations"),
         (f"{ok / len(scored):.0%}" if scored else "-", "valid rate"),
         (str(len({s.island for s in scored})), "islands"),
         (str(len({s.generation for s in scored})), "generations"),
@@ -409,7 +423,7 @@ def _headline(info: RunInfo, scored: Sequence[Outcome], archive: Archive) -> str
     return (f"<h1>Run {info.id}: {e(info.task)}</h1>"
             f'<p class="sub">{e(info.status)}; seed {info.seed}; budget {info.budget}; started '
             f"{e(info.started)}{'; finished ' + e(info.finished) if info.finished else ''}; "
-            f"{e(where)}</p><div class=\"facts\">{cards}</div>"
+            f"{e(where)}</p><div class=\"facts\">{cards}</div>{_spending(budget, scored)}"
             f'<p class="legend">statuses:{legend}</p>')  # fmt: skip
 
 
@@ -460,6 +474,7 @@ def write_report(archive_path: Path, run: int, out: Path | None = None) -> Repor
     with open_archive(archive_path) as archive:
         page = build_report(archive, run)
         scored = archive.outcomes(run)
+        spent = RunBudget.from_archive(archive, run).spent
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:
@@ -470,5 +485,5 @@ def write_report(archive_path: Path, run: int, out: Path | None = None) -> Repor
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return ReportResult(out=out, run=run, evaluations=len(scored),
+    return ReportResult(out=out, run=run, evaluations=spent,
                         best_fitness=max((s.fitness for s in scored), default=0.0))  # fmt: skip

@@ -13,6 +13,7 @@ from hipevolve.archive.store import Archive, RunInfo, Scored
 from hipevolve.core.baseline import RunBaseline
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
+from hipevolve.evolution.budget import RunBudget
 
 
 def open_archive(path: Path) -> Archive:
@@ -22,13 +23,14 @@ def open_archive(path: Path) -> Archive:
 
 
 def describe_runs(archive: Archive) -> str:
-    """One line listing the archive's runs: id, task, status, scored candidates, best fitness."""
+    """One line listing the archive's runs: id, task, status, evaluations (the budget's units, as
+    the run's final line counts them), best fitness."""
     parts = []
     for info in archive.runs():
         best = archive.best(info.id)
         fitness = f"best {best.fitness:.3g}x" if best else "no correct candidate"
-        scored = archive.count_scored(info.id)
-        parts.append(f"{info.id} ({info.task}, {info.status}, {scored} evaluated, {fitness})")
+        spent = RunBudget.from_archive(archive, info.id).spent
+        parts.append(f"{info.id} ({info.task}, {info.status}, {spent} evaluations, {fitness})")
     return "; ".join(parts) if parts else "none"
 
 

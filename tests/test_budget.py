@@ -1,0 +1,187 @@
+"""One budget (evolution/budget.py RunBudget): one object counts admissions, machine-code copies,
+hidden-seed re-checks and head-to-heads with one formula, and the run's final line, the archive
+and `evolve report` give the same count.
+
+The run tests use tests/standin.py's InertVec: the stand-in on a target where VEC builds to the
+same machine code whatever its value, so a third of the kernel's configurations are copies of
+the rest (20 machine codes among 60 configurations), as AMD-only tunables are on NVIDIA.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from standin import InertVec, evaluated_hashes, logged, make_task, sigkill_when
+from test_generation_lag import LAGGED, in_flight_generations, lagged_child, shape
+
+from hipevolve.app.run_job import first_candidates
+from hipevolve.archive.store import Archive
+from hipevolve.evolution.budget import Admission, RunBudget
+from hipevolve.evolution.recorder import copy_of
+from hipevolve.evolution.run import run_evolution
+from hipevolve.export.report import write_report
+from hipevolve.export.runs import describe_runs
+
+# ------------------------------------------------------------------------------ the ledger
+
+
+def test_spent_is_new_code_less_copies_plus_rechecks_and_head_to_heads():
+    budget = RunBudget(10, reserve=2)
+    assert [budget.admit(h) for h in ("a", "b", "c", "a")] == [Admission.evaluate] * 3 + [
+        Admission.duplicate]  # fmt: skip
+    budget.copied("b")
+    assert budget.recheck()
+    assert budget.duel(2, generation=1)
+    assert (budget.spent, budget.copies, budget.rechecks, budget.duels) == (3 - 1 + 1 + 2, 1, 1, 2)
+    assert (budget.left, budget.remaining) == (5, 3)  # the reserve is left, not for the search
+
+
+def test_the_reserve_is_only_for_the_final_head_to_head():
+    budget = RunBudget(6, reserve=4)
+    assert budget.admit("a") is Admission.evaluate and budget.admit("b") is Admission.evaluate
+    assert budget.exhausted and budget.admit("c") is Admission.exhausted
+    assert not budget.duel(2, generation=1)  # a search's head-to-head may not touch it
+    assert not budget.recheck()
+    assert budget.duel(4, generation=1, reserved=True) and budget.left == 0
+    assert not budget.duel(2, generation=1, reserved=True)  # nothing left: nothing spent
+    assert budget.spent == 6
+
+
+def test_a_copy_gives_its_unit_back_once_and_only_for_admitted_code():
+    budget = RunBudget(3)
+    budget.admit("a"), budget.admit("b")
+    budget.copied("b"), budget.copied("b"), budget.copied("never admitted")
+    assert (budget.spent, budget.copies, budget.remaining) == (1, 1, 2)
+    assert budget.admit("b") is Admission.duplicate  # a copy is still code the run has seen
+
+
+def _admit(allowance, hashes: list[str]) -> list[Admission]:
+    return [allowance.admit(h) for h in hashes]
+
+
+def test_a_replayed_generation_admits_what_it_admitted_before_whatever_the_archive_holds_after_it():
+    """Generation 1 and 2 are planned from generation 0's islands (lag 1): copies found in a
+    generation give their unit back from the next one on, head-to-heads of generation 1 land
+    after generation 2 is admitted. A resumed run whose ledger already holds all of it (the
+    archive of a run killed with generations 1 and 2 in flight) admits the same children."""
+    children = {0: ["a", "b"], 1: ["c", "d", "x"], 2: ["e", "f", "g", "h"]}
+
+    def uninterrupted() -> tuple[dict[int, list[Admission]], RunBudget]:
+        budget, made = RunBudget(8), {}
+        made[0] = _admit(budget.as_of(0, 0), children[0])
+        budget.copied("b")  # found when generation 0 was staged
+        assert budget.duel(2, generation=0)  # generation 0 landed: a head-to-head
+        made[1] = _admit(budget.as_of(1, 0), children[1])
+        budget.copied("d")
+        made[2] = _admit(budget.as_of(2, 0), children[2])
+        budget.copied("f")
+        assert budget.duel(1, generation=1)  # generation 1 landed after 2 was admitted
+        return made, budget
+
+    made, whole = uninterrupted()
+    # the ledger the archive gives after a kill with generations 1 and 2 staged
+    resumed = RunBudget(8)
+    resumed.restore(admitted=[(h, g) for g, hs in made.items() for h, a in zip(children[g], hs,
+                                                                              strict=True)
+                              if a is Admission.evaluate],
+                    copies=["b", "d", "f"], duels=[(0, 2), (1, 1)])  # fmt: skip
+    replayed = {g: _admit(resumed.as_of(g, 0), children[g]) for g in (1, 2)}
+    admitted = {g: [h for h, a in zip(children[g], made[g], strict=True) if a is Admission.evaluate]
+                for g in (1, 2)}  # fmt: skip
+    again = {g: [h for h, a in zip(children[g], replayed[g], strict=True) if a is not Admission.exhausted]
+             for g in (1, 2)}  # fmt: skip
+    assert again == admitted
+    assert made[2][-1] is Admission.exhausted  # the test reaches the edge of the budget
+    assert resumed.spent == whole.spent
+
+
+# ------------------------------------------------------------------------------ whole runs
+
+
+def _inert_run(root: Path, budget: int, seed: int = 11, evaluator=None):
+    path = root / "run.db"
+    evaluator = evaluator or InertVec(root / "sent.log")
+    with Archive.open(path) as archive:
+        task = make_task(root)
+        summary = run_evolution(task, archive, LAGGED, evaluator, first=first_candidates(task),
+                                budget=budget, seed=seed)  # fmt: skip
+    return summary, path, evaluator
+
+
+def _copies(path: Path) -> dict[int, int]:
+    with Archive.open(path, create=False, read_only=True) as archive:
+        found = {cid: copy_of(archive.evaluation_of(cid)) for cid in archive.candidate_ids(1)}
+    return {cid: original for cid, original in found.items() if original is not None}
+
+
+def test_a_machine_code_copy_costs_no_unit_and_the_budget_buys_distinct_machine_code(tmp_path):
+    summary, path, evaluator = _inert_run(tmp_path, budget=14)
+    sent = logged(evaluator.log)
+    copies = _copies(path)
+    assert summary.reason == "budget"
+    assert len(sent) == len(set(sent)) == 14  # 14 units: 14 machine codes on the GPU
+    assert copies, "the test needs copies"
+    with Archive.open(path, create=False, read_only=True) as archive:
+        assert len(archive.candidate_ids(1)) == 14 + len(copies)
+    assert summary.progress.spent == 14 and summary.progress.left == 0
+    assert summary.message.startswith(
+        f"budget spent: 14 of 14 evaluations ({len(copies)} machine-code copies answered "
+        "without a GPU run, at no cost)")  # fmt: skip
+
+
+def test_report_counts_the_same_units_as_the_run(tmp_path):
+    summary, path, _ = _inert_run(tmp_path, budget=14)
+    said = int(re.search(r"(\d+) of 14 evaluations", summary.message).group(1))
+    done = write_report(path, 1, tmp_path / "report.html")
+    with Archive.open(path, create=False, read_only=True) as archive:
+        ledger = RunBudget.from_archive(archive, 1)
+        runs = describe_runs(archive)
+    assert said == summary.progress.spent == ledger.spent == done.evaluations == 14
+    assert ledger.limit == 14 and ledger.copies == len(_copies(path))
+    assert f"{said} evaluations" in runs
+    page = done.out.read_text()
+    assert f"<b>{said}</b><span>evaluations</span>" in page
+    assert f"evaluations: {said} of the budget of 14" in page
+
+
+def _copy_in_flight(db: Path) -> bool:
+    """Two generations in flight and a copy found among them (its event logged) whose result is
+    not recorded yet: the resumed run replays them with that copy in the archive's ledger."""
+    if len(in_flight_generations(db)) != 2:
+        return False
+    with sqlite3.connect(db) as conn:
+        (pending,) = conn.execute(
+            "SELECT count(*) FROM events v JOIN candidates c"
+            " ON c.id = json_extract(v.data, '$.candidate')"
+            " WHERE v.kind = 'machine_copy' AND c.evaluation_id IS NULL"
+        ).fetchone()
+    return pending > 0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_resumed_run_counts_copies_exactly_as_the_uninterrupted_run(tmp_path):
+    budget = 14
+    proc = lagged_child(tmp_path, budget, "InertVec")
+    db = tmp_path / "run.db"
+    sigkill_when(proc, lambda: db.exists() and _copy_in_flight(db), within_s=60)
+    recorded = set(evaluated_hashes(db))
+
+    log = tmp_path / "resume.log"
+    with Archive.open(db) as archive:
+        task = make_task(tmp_path)
+        resumed = run_evolution(task, archive, LAGGED, InertVec(log), first=first_candidates(task),
+                                budget=budget, seed=11, run_id=1)  # fmt: skip
+    assert not recorded & set(logged(log)), "an evaluation completed before the kill was redone"
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    uninterrupted, whole_db, _ = _inert_run(whole, budget=budget)
+    assert shape(db) == shape(whole_db)
+    assert evaluated_hashes(db) == evaluated_hashes(whole_db)
+    assert _copies(db) == _copies(whole_db)
+    assert resumed.progress.spent == uninterrupted.progress.spent == budget
+    with Archive.open(db, create=False, read_only=True) as archive:
+        assert len(archive.events(1, "machine_copy")) == len(_copies(db))  # each found once
