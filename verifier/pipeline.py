@@ -416,11 +416,14 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
 
     from hipevolve.verifier.gpu.isolate import baseline_jobs, run_worker
 
+    others = baseline_jobs(task)
+    t = job.timeouts  # each baseline may import, compile (FLA's Triton kernels) and time
     again = replace(
         job, seeds=check_seeds(task, settings), cases=tuple(
             replace(c, fastest_us=None, fastest_why="") for c in job.cases),
         timing_seed=random.SystemRandom().randrange(1 << 20, 1 << 31), time_reference=False,
-        side_by_side=bool(task.baselines), baselines=baseline_jobs(task))  # fmt: skip
+        side_by_side=bool(others), baselines=others,
+        deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))  # fmt: skip
     worker = run_worker(again, judges.take(), pool=judges)
     side = _side_by_side(worker)
     if worker.status is Status.ok:
