@@ -1,0 +1,98 @@
+"""The main job as a user runs it, timed from the outside: `evolve --task T --budget N` in a fresh
+folder, then what its archive says about the run (issue 47's must-show figures).
+
+    python bench/main_job.py --task gated_delta_net --budget 200 --fresh-cache   # an empty cache
+    python bench/main_job.py --task gated_delta_net --budget 200                 # the warm cache
+    python bench/main_job.py --task softmax --budget 8 --fresh-cache             # a smoke run
+
+Prints: seconds from the command's start to its first recorded evaluation, the whole run's wall
+time, units spent and distinct machine codes evaluated, evaluations a minute after the first,
+the median seconds of each judge stage, how the run's baseline was timed (trials a case, the
+strong baselines timed or not), and the command's final lines. --fresh-cache points the
+verifier's cache (compiled libraries, the run's cached baseline) at an empty folder through a
+hipevolve.toml in the run's folder; without it the user's cache is used as a user's run uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+
+def _utc(stamp: str) -> datetime.datetime:
+    when = datetime.datetime.fromisoformat(stamp)
+    return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
+
+
+def summary(archive: Path, started: datetime.datetime) -> list[str]:
+    """The run's figures from its archive; `started`: when the command was started (UTC)."""
+    db = sqlite3.connect(archive)
+    rows = db.execute("SELECT created, status, evaluation FROM evaluations ORDER BY id").fetchall()
+    if not rows:
+        return ["no evaluation was recorded"]
+    times = [(_utc(r[0]) - started).total_seconds() for r in rows]
+    copies = {json.loads(d)["candidate"] for (d,) in
+              db.execute("SELECT data FROM events WHERE kind = 'machine_copy'")}  # fmt: skip
+    lines = [
+        f"first evaluation {times[0]:.1f} s after the start; last {times[-1]:.1f} s",
+        f"evaluations recorded {len(rows)} ({dict(Counter(r[1] for r in rows))}); "
+        f"machine-code copies {len(copies)} (answered without a GPU run)",
+    ]
+    if len(times) > 1 and times[-1] > times[0]:
+        lines.append(f"{(len(times) - 1) / (times[-1] - times[0]) * 60:.1f} evaluations a minute "
+                     "after the first")  # fmt: skip
+    stages: dict[str, list[float]] = {}
+    for _, _, evaluation in rows:
+        for stage, seconds in json.loads(evaluation).get("seconds", {}).items():
+            stages.setdefault(stage, []).append(seconds)
+    lines += [f"  stage {name}: median {statistics.median(v):.2f} s over {len(v)}"
+              for name, v in sorted(stages.items())]  # fmt: skip
+    for (data,) in db.execute("SELECT data FROM events WHERE kind = 'baseline' ORDER BY id"):
+        base = json.loads(data)
+        trials = {case: c["trials"] for case, c in base["cases"].items()}
+        lines.append(f"baseline: trials {trials}; strong timed {sorted(base.get('others', {}))}; "
+                     f"pending {base.get('pending', [])}; not timed {base.get('unavailable', {})}")  # fmt: skip
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="gated_delta_net")
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--fresh-cache", action="store_true",
+                        help="an empty verifier cache (a new machine's first run)")  # fmt: skip
+    parser.add_argument("--folder", type=Path, default=None,
+                        help="where the run's archive and files go (default: a new temp folder)")  # fmt: skip
+    args = parser.parse_args()
+    folder = args.folder or Path(tempfile.mkdtemp(prefix="main-job-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    if args.fresh_cache:
+        (folder / "hipevolve.toml").write_text(f'[verifier]\ncache_dir = "{folder / "cache"}"\n')
+    archive = folder / "run.db"
+    started = datetime.datetime.now(datetime.UTC)
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "hipevolve", "--task", args.task, "--budget",
+                           str(args.budget), "--archive", str(archive)],
+                          cwd=folder, capture_output=True, text=True, check=False)  # fmt: skip
+    wall = time.monotonic() - t0
+    print(f"{args.task}, budget {args.budget}, {'fresh' if args.fresh_cache else 'warm'} cache: "
+          f"exit {done.returncode}, {wall:.0f} s wall")  # fmt: skip
+    for line in summary(archive, started) if archive.exists() else ["no archive was written"]:
+        print(line)
+    print("final lines:")
+    print("\n".join(done.stdout.strip().splitlines()[-14:]))
+    if done.returncode:
+        print(done.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    main()
