@@ -227,7 +227,7 @@ def test_fitness_settings_refuse_nonsense():
 @pytest.mark.gpu
 def test_a_gpu_run_measures_every_speedup_against_its_baseline_and_ends_with_a_verdict(tmp_path):
     """softmax on the GPU: the baseline is timed once and stored, every evaluation's speedups
-    use it (the reference timed inside kept as a check), and the run ends with the head-to-head
+    use it (the reference timed inside every tenth, as a check), and the run ends with the head-to-head
     against the seed or a line saying why there was none."""
     from hipevolve.problems import get_task
     from hipevolve.verifier.evaluators import pipeline_evaluator
@@ -242,14 +242,20 @@ def test_a_gpu_run_measures_every_speedup_against_its_baseline_and_ends_with_a_v
             evaluations = [archive.evaluation_of(c) for c in archive.candidate_ids(summary.run)]
     finally:
         evaluator.close()
-    assert len(stored) == 1, "the baseline is timed once"
-    baseline = RunBaseline.model_validate(stored[0].data)
+    # The reference at the start, then the same reference with the strong baselines (torch.compile)
+    # timed after the seeds' generation: the denominator never moves.
+    first, last = (RunBaseline.model_validate(e.data) for e in (stored[0], stored[-1]))
+    assert len(stored) <= 2 and first.cases == last.cases and not last.pending
+    baseline = first
     assert baseline.device == evaluator.device and baseline.cases
     timed = [c for e in evaluations if e is not None and e.ok for c in e.cases if c.time_us]
     assert timed
     for case in timed:
         assert case.ref_time_us == baseline.cases[case.case].time_us
-        assert case.ref_check_us and case.ci is not None
+        assert case.ci is not None
+    # the reference is timed inside every fitness.check_every-th evaluation only, as a check
+    checked = [c for c in timed if c.ref_check_us]
+    assert checked and len(checked) < len(timed)
     assert summary.baseline.startswith("speedups over the reference timed once")
     assert summary.confirmation, summary.message
     assert summary.progress.spent <= 24
