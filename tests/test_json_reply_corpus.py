@@ -33,7 +33,7 @@ from hipevolve.agents.roles.optimizer import Idea
 from hipevolve.agents.roles.profiler_reader import Diagnosis
 from hipevolve.agents.state import AgentLimits
 from hipevolve.archive.store import Archive
-from hipevolve.evolution.budget import Budget
+from hipevolve.evolution.budget import RunBudget
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.workshop import Workshop
@@ -103,7 +103,7 @@ def context(archive: Archive, api_base: str) -> tuple[AgentContext, int]:
     models = ModelSettings.for_model(MODEL, api_base=api_base, max_retries=0, timeout_s=30)
     run = archive.start_run(task, EvolutionSettings(), 0, 2)
     no_gpu = SimpleNamespace(parallelism=1)  # the calls evaluate nothing
-    workshop = Workshop(task, Recorder(archive, run, no_gpu), 1, Budget(100))  # type: ignore[arg-type]
+    workshop = Workshop(task, Recorder(archive, run, no_gpu), 1, RunBudget(100))  # type: ignore[arg-type]
     ctx = AgentContext(task=task, workshop=workshop, limits=AgentLimits(),
                        ensemble=Ensemble(models), rng=random.Random(0))  # fmt: skip
     return ctx, run
