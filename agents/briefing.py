@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hipevolve.core.candidate import Candidate
-from hipevolve.core.evaluation import Evaluation
+from hipevolve.core.evaluation import Evaluation, StaticFacts
 from hipevolve.core.hardware import H200, MI300X, Gpu
 from hipevolve.core.taskspec import TaskSpec
 
@@ -29,7 +29,9 @@ WHOLE_FILE_LINES = 300
 MFMA_EXAMPLE = "mfma_gfx942.hip"  # in prompts/: compiled for gfx942 by tests/test_briefing.py
 # Branches shorter than this stay shown: a marker would save little and hide the contrast.
 MIN_FOLD_LINES = 12
-_MARKER = "// [hipevolve: fold {n}: {lines} lines compiled only for {other}, not shown; kept as they are]"
+_MARKER = (
+    "// [hipevolve: fold {n}: {lines} lines compiled only for {other}, not shown; kept as they are]"
+)
 _MARKER_RE = re.compile(r"^[ \t]*// \[hipevolve: fold (\d+): .*\]$", re.M)
 
 
@@ -80,14 +82,17 @@ def tolerance_text(task: TaskSpec) -> str:
 
 
 def case_table(task: TaskSpec, evaluation: Evaluation | None, target: Target) -> str:
-    """One row per case: the parent's time, the reference's, the speedup, and the share of the
-    memory and compute bounds on the target's peaks that the parent reaches."""
+    """One row per case: its inputs (those every case shares said once, above the table), the
+    parent's time, its speedup over the reference, and the share of the memory and compute
+    bounds on the target's peaks that the parent reaches."""
     results = {c.case: c for c in evaluation.cases} if evaluation else {}
     g = target.gpu
-    rows = [f"| case | inputs | parent us | reference us | speedup | % of {g.name} memory bound "
-            f"| % of {g.name} compute bound |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    shared = _shared_inputs(task)
+    rows = [f"Every case: {', '.join(f'{k}={v}' for k, v in shared.items())}."] if shared else []
+    rows += [f"| case | inputs | parent us | speedup | % of {g.name} memory bound "
+             f"| % of {g.name} compute bound |", "|---|---|---|---|---|---|"]  # fmt: skip
     for case in task.cases:
-        inputs = ", ".join(f"{k}={v}" for k, v in case.inputs.items())
+        inputs = ", ".join(f"{k}={v}" for k, v in case.inputs.items() if k not in shared)
         if not case.timed:
             inputs += " (checked, not timed)"
         r = results.get(case.name)
@@ -99,14 +104,22 @@ def case_table(task: TaskSpec, evaluation: Evaluation | None, target: Target) ->
             mem_us = case.roofline.bytes / g.hbm_bytes_per_s * 1e6
             comp_us = case.roofline.flops / g.bf16_flops_per_s * 1e6
             mem, comp = f"{100 * mem_us / t:.1f}%", f"{100 * comp_us / t:.1f}%"
-        rows.append(f"| {case.name} | {inputs} | {_us(t)} | {_us(ref)} | {speedup} | {mem} "
-                    f"| {comp} |")  # fmt: skip
+        rows.append(f"| {case.name} | {inputs} | {_us(t)} | {speedup} | {mem} | {comp} |")
     if evaluation is None:
         rows.append("(the parent has no evaluation yet)")
     elif not any(r.time_us for r in evaluation.cases):
         rows.append(f"(the parent was not timed: {evaluation.status.value}, backend "
                     f"{evaluation.backend or 'unknown'})")  # fmt: skip
     return "\n".join(rows)
+
+
+def _shared_inputs(task: TaskSpec) -> dict[str, object]:
+    """The inputs every case of a task of several cases sets to the same value."""
+    if len(task.cases) < 2:
+        return {}
+    first = task.cases[0].inputs
+    return {k: v for k, v in first.items()
+            if all(k in c.inputs and c.inputs[k] == v for c in task.cases[1:])}  # fmt: skip
 
 
 def _us(value: float | None) -> str:
@@ -191,6 +204,7 @@ def platform_view(source: str, platform: Platform) -> View:
 
 def restore(text: str, view: View) -> str:
     """A file written back against `view`: every marker line replaced by the text it folded."""
+
     def put_back(m: re.Match) -> str:
         n = int(m.group(1))
         return view.folds[n - 1].rstrip("\n") if 0 < n <= len(view.folds) else m.group(0)
@@ -242,8 +256,11 @@ class _Parser:
         while self._peek() == "||":
             self._take()
             right = self._and()
-            value = True if value is True or right is True else (
-                False if value is False and right is False else None)
+            value = (
+                True
+                if value is True or right is True
+                else (False if value is False and right is False else None)
+            )
         return value
 
     def _and(self) -> bool | None:
@@ -251,8 +268,11 @@ class _Parser:
         while self._peek() == "&&":
             self._take()
             right = self._not()
-            value = False if value is False or right is False else (
-                True if value is True and right is True else None)
+            value = (
+                False
+                if value is False or right is False
+                else (True if value is True and right is True else None)
+            )
         return value
 
     def _not(self) -> bool | None:
@@ -282,6 +302,41 @@ class _Parser:
         while self._peek() not in (None, "||", "&&", ")"):
             self._take()
         return None
+
+
+# ---- static facts ---------------------------------------------------------------------------
+
+
+def facts_text(facts: tuple[StaticFacts, ...]) -> str:
+    """One line per kernel: the static facts a prompt quotes (AMD's, else the CUDA build's)."""
+    if not facts:
+        return "(no static AMD analysis on this machine)"
+    if all(f.platform == "cuda" for f in facts):
+        return _cuda_facts_text(facts)
+    lines = []
+    for f in facts:
+        loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
+        buffers = ", ".join(f"{w}:{n}" for w, n in sorted(f.buffer_loads.items())) or "none"
+        lines.append(
+            f"- {f.kernel} ({f.target}): {f.vgprs} VGPRs, {f.agprs} AGPRs, {f.sgprs} SGPRs, "
+            f"LDS {f.lds_bytes} B, scratch {f.scratch_bytes} B, occupancy {f.occupancy} "
+            f"waves/SIMD, spills {f.spills}, MFMA {f.mfma}, global loads {loads}, "
+            f"buffer loads {buffers}"
+        )
+    return "\n".join(lines)
+
+
+def _cuda_facts_text(facts: tuple[StaticFacts, ...]) -> str:
+    lines = [f"(no AMD toolchain on this machine: the facts of the CUDA build for "
+             f"{', '.join(sorted({f.target for f in facts}))}, in CUDA's terms)"]  # fmt: skip
+    for f in facts:
+        loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
+        lines.append(
+            f"- {f.kernel} ({f.target}): {f.vgprs} registers/thread, shared {f.lds_bytes} B, "
+            f"stack {f.scratch_bytes} B, occupancy {f.occupancy} warps/scheduler, spill stores "
+            f"{4 * f.spills_vgpr} B, tensor-core ops {f.mfma}, global loads {loads}"
+        )
+    return "\n".join(lines)
 
 
 # ---- compile errors and inspirations ---------------------------------------------------------
@@ -333,7 +388,9 @@ def outcome_line(evaluation: Evaluation | None) -> str:
     return f"{evaluation.status.value}: {first[0] if first else ''}"[:200]
 
 
-def inspiration_text(parent: Candidate | None, items: list[tuple[int, Candidate, Evaluation | None]]) -> str:
+def inspiration_text(
+    parent: Candidate | None, items: list[tuple[int, Candidate, Evaluation | None]]
+) -> str:
     """Each inspiration as a diff against the parent with its measured outcome."""
     if not items:
         return "(none)"
@@ -360,24 +417,87 @@ def tried_text(workshop, proposal) -> str:  # noqa: ANN001 (a Workshop and a Pro
         whence = "child of the parent" if t.from_parent else f"island {t.island}"
         idea = t.idea or f"(written by {t.agent or 'the offline mutator'}, no idea recorded)"
         lines.append(f"- candidate {t.candidate_id} (generation {t.generation}, {whence}): "
-                     f"{idea[:300]} -> {outcome}")  # fmt: skip
+                     f"{_cut(idea, 200)} -> {outcome}")  # fmt: skip
     return "\n".join(lines) or "(none yet)"
 
 
+def _cut(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[: chars - 3] + "..."
+
+
 def briefing(task: TaskSpec, target: Target) -> str:
-    """The stable head of the optimizer's and mutator's prompts: task, target, tolerance and
-    reference (the same for every proposal of a run, so providers can cache it)."""
+    """The stable head of a proposal's prompts: task, target, tolerance and the reference (the
+    same for every proposal of a run, so providers cache it)."""
     from hipevolve.prompts.render import block, render
 
-    reference = task.reference.read_text() if task.reference.exists() else "(not available)"
-    return render("briefing", task_name=task.name, task_description=task.description,
+    source = task.reference.read_text() if task.reference.exists() else ""
+    reference, note = reference_text(source)
+    text = render("briefing", task_name=task.name, task_description=task.description,
                   target=target.sentence(), peaks=target.peaks(), tolerance=tolerance_text(task),
-                  reference=block(reference)).rstrip("\n")  # fmt: skip
+                  reference_note=note, reference=block(reference or "(not available)"))  # fmt: skip
+    return text.rstrip("\n")
 
 
-def mfma_text(target: Target) -> str:
-    """The worked MFMA example where the AMD path counts, else nothing."""
+# A reference up to this many tokens is shown whole to a role that reads a parent; a longer one
+# as its contract (its docstring, constants and Model class), since the parent computes it and
+# the case table gives the inputs.
+REFERENCE_TOKENS = 1200
+
+
+def reference_text(source: str) -> tuple[str, str]:
+    """(the reference as a proposal's roles see it, a note saying what was left out)."""
+    from hipevolve.agents.llm.tokens import count_tokens
+
+    if count_tokens(source) <= REFERENCE_TOKENS:
+        return source, ""
+    contract = reference_contract(source)
+    if contract is None:
+        return source, ""
+    text, left_out = contract
+    note = (f"The reference's contract (its docstring, constants and Model class; the cases "
+            f"below give the inputs). Left out, since the parent computes them: {left_out}.\n")  # fmt: skip
+    return text, note
+
+
+def reference_contract(source: str) -> tuple[str, str] | None:
+    """The reference's module docstring, module constants and `Model` as written, and the names
+    of the definitions left out; None where it does not parse or has no Model."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    lines = source.splitlines(keepends=True)
+    keep, left = [], []
+    for node in tree.body:
+        doc = isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        if doc and node is tree.body[0]:
+            keep.append(node)
+        elif isinstance(node, ast.ClassDef | ast.FunctionDef):
+            (keep if node.name == "Model" else left).append(node)
+        elif isinstance(node, ast.Assign):
+            keep.append(node)
+    if not any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in keep):
+        return None
+    parts = []
+    for node in keep:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        parts.append("".join(lines[first - 1 : node.end_lineno]))
+    names = ", ".join(f"{n.name}()" if isinstance(n, ast.FunctionDef) else n.name for n in left)
+    return "\n\n".join(p.rstrip("\n") for p in parts) + "\n", names or "nothing"
+
+
+def mfma_text(target: Target, parent: Candidate | None = None,
+              evaluation: Evaluation | None = None) -> str:  # fmt: skip
+    """The worked MFMA example where the AMD path counts and the parent uses no matrix cores
+    yet (its static facts count no MFMA, its source names none), else nothing."""
     if target.platform != "amd":
+        return ""
+    if evaluation is not None and any(f.mfma for f in evaluation.static):
+        return ""
+    if parent is not None and "mfma" in (parent.hip_source or "").lower():
         return ""
     from hipevolve.prompts.render import HERE, block, render
 
@@ -395,13 +515,24 @@ def parent_fields(parent: Candidate | None, target: Target) -> tuple[View, dict[
     folded = (f"; {view.folded_lines} lines compiled only for {other} folded into marker lines"
               if view.folds else "")  # fmt: skip
     lines = source.count("\n")
+    return view, {"kernel": block(view.text), "kernel_lines": str(lines),
+                  "kernel_folded": folded, "edit_rule": edit_rule(parent)}  # fmt: skip
+
+
+def edit_rule(base: Candidate | None) -> str:
+    """How a reply may change `base`: edits only for a kernel.hip too long to rewrite, else
+    edits or whole files; with the edit format, so no prompt says two things."""
+    from hipevolve.prompts.render import render
+
+    lines = (base.hip_source or "").count("\n") if base else 0
     if lines > WHOLE_FILE_LINES:
         rule = (f"kernel.hip has {lines} lines: answer with SEARCH/REPLACE edits against the "
-                "lines shown; do not rewrite the file, and leave the marker lines as they are.")  # fmt: skip
+                "lines shown; do not rewrite the file, and leave any marker lines as they are.")  # fmt: skip
     else:
-        rule = "Answer with SEARCH/REPLACE edits against the files shown, or whole files."
-    return view, {"kernel": block(view.text), "kernel_lines": str(lines),
-                  "kernel_folded": folded, "edit_rule": rule}  # fmt: skip
+        rule = ("Answer with SEARCH/REPLACE edits against the files shown, or with whole files "
+                "(one ```hip block for kernel.hip, one ```python block for model.py; a file you "
+                "leave out is kept as it is).")  # fmt: skip
+    return render("edits", rule=rule).rstrip("\n")
 
 
 def restored(candidate: Candidate, view: View) -> Candidate:

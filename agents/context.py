@@ -20,8 +20,16 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from hipevolve.agents.briefing import Target
-from hipevolve.agents.llm.client import LLMCall, Message, prompt_hash, record_call
+from hipevolve.agents.llm.client import LLMCall, Message, priced, prompt_hash, record_call
 from hipevolve.agents.llm.ensemble import Ensemble
+from hipevolve.agents.llm.messages import (
+    Prompt,
+    as_prompt,
+    marked,
+    system_message,
+    text_of,
+    within_marker_limit,
+)
 from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.agents.state import AgentLimits
 from hipevolve.core.taskspec import TaskSpec
@@ -50,18 +58,19 @@ class AgentContext:
     def ask(
         self,
         role: str,
-        prompt: str,
+        prompt: str | Prompt,
         history: Sequence[Message] = (),
         schema: type[BaseModel] | None = None,
     ) -> LLMCall:
-        """One model call for `role` (system prompt, the earlier turns of this conversation,
-        this prompt), recorded in the archive; `schema`: the JSON object the reply must be."""
+        """One model call for `role` (its system prompt, the earlier turns of this conversation,
+        this prompt), recorded in the archive; `schema`: the JSON object the reply must be.
+        Cache markers end the system prompt, each stable part of a prompt and the conversation
+        so far (agents/llm/messages.py)."""
         assert self.ensemble is not None
-        messages = [
-            {"role": "system", "content": system_prompt()},
-            *history,
-            {"role": "user", "content": prompt},
-        ]
+        earlier = [*history[:-1], marked(history[-1])] if history else []
+        messages = within_marker_limit([
+            system_message(system_prompt(role)), *earlier, as_prompt(prompt).message(),
+        ])  # fmt: skip
         call = self._complete(role, messages, schema)
         if call.error_class != "cancelled":
             self.workshop.pace.called(call.latency_s)  # what the run's pace rests on
@@ -107,12 +116,14 @@ class AgentContext:
 
 
 def cancelled(role: str, model: str, messages: list[Message], latency_s: float) -> LLMCall:
-    """A writing call the spent budget cancelled: its prompt's tokens estimated, no reply."""
+    """A writing call the spent budget cancelled: its prompt's tokens estimated, no reply. One
+    that was sent (latency above 0) is billed for them at the model's input price, as a
+    provider bills a request whose answer nobody waited for; one never sent costs nothing."""
+    tokens_in = sum(count_tokens(text_of(m)) for m in messages)
+    cost, known = priced(model, tokens_in, 0) if latency_s > 0.0 else (0.0, True)
     return LLMCall(
         role=role, model=model, prompt_hash=prompt_hash(messages), text="",
-        tokens_in=sum(count_tokens(m["content"]) for m in messages
-                      if isinstance(m.get("content"), str)),
-        tokens_out=0, cost_usd=0.0, cost_known=False, latency_s=latency_s,
+        tokens_in=tokens_in, tokens_out=0, cost_usd=cost, cost_known=known, latency_s=latency_s,
         attempts=0 if latency_s == 0.0 else 1, status="error", error_class="cancelled",
         error="the run's budget was spent while this reply was being written: no child it "
         "leads to could be evaluated", tokens_estimated=True,

@@ -41,6 +41,7 @@ class ProposalState(TypedDict, total=False):
     diagnosis: str
     idea: str
     transform: str | None
+    shared: tuple[str, str]  # the parent and the run's memory, as the proposal's calls share them
     # the candidate in hand, who wrote it and from what
     candidate: Candidate | None
     base: Candidate | None  # what a reply's edits apply to (the parent, or the failed child)

@@ -25,6 +25,13 @@ and the share of slot time spent on second evaluations of the same code (re-chec
     python bench/llm_loop.py                       # stand-in evaluator, 2 slots, budget 64, x0.3
     python bench/llm_loop.py --runs after --budget 24  # a quick look at the defaults
     python bench/llm_loop.py --gpu --scale 1       # the verifier on this machine's GPUs
+    python bench/llm_loop.py --runs after --budget 200 --scale 0.02   # a GDN run's cost
+
+What a run costs: the server caches prompts as a provider that caches on request does
+(bench/llm_loop_server.py) and reports it in `usage`; litellm prices every call at Sonnet-class
+list prices (PRICES: $3/M input, $15/M output, cache reads 0.1x, cache writes 1.25x), and the
+archive's llm_calls add up to the run's dollars, printed per 200 evaluations with the input
+tokens of one proposal (profiler_reader, optimizer, mutator) not read from the cache.
 """
 
 from __future__ import annotations
@@ -183,8 +190,12 @@ class SlotStandIn(BaseEvaluator):
         config = current_configuration(parse_tunables(candidate.hip_source or ""))
         digest = hashlib.sha256(repr(sorted(config.items())).encode()).digest()
         fitness = 1.0 + int.from_bytes(digest[:2], "big") % 1000 / 1000
-        return Evaluation(status=Status.ok, task=self.task, backend="stand-in", cases=(
-            CaseResult(case="c", correct=True, time_us=100 / fitness, ref_time_us=100.0),))
+        return Evaluation(
+            status=Status.ok,
+            task=self.task,
+            backend="stand-in",
+            cases=(CaseResult(case="c", correct=True, time_us=100 / fitness, ref_time_us=100.0),),
+        )
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """On one slot, one after the other, as the verifier's head-to-heads run."""
@@ -257,6 +268,20 @@ SETUPS = {
 }
 
 
+MODEL = "openai/bench"
+# Sonnet-class list prices, per token, as litellm's price map spells them.
+PRICES = {"input_cost_per_token": 3e-6, "output_cost_per_token": 15e-6,
+          "cache_read_input_token_cost": 0.3e-6, "cache_creation_input_token_cost": 3.75e-6,
+          "litellm_provider": "openai", "mode": "chat"}  # fmt: skip
+
+
+def priced_like_sonnet() -> None:
+    """litellm prices the bench's model at PRICES (and its cache reads and writes)."""
+    from hipevolve.agents.llm.client import load_litellm
+
+    load_litellm().register_model({MODEL: PRICES})
+
+
 def one_run(args, setup: Setup) -> dict:
     task = get_task(args.task)
     server = Server(scale=args.scale, repeat_parent=setup.repeat_parent)
@@ -269,7 +294,8 @@ def one_run(args, setup: Setup) -> dict:
         evaluate = Timed(pipeline_evaluator(task, load_settings({}).verifier, "auto"), busy)
     else:
         evaluate = SlotStandIn(task.name, args.slots, args.eval_s * args.scale, busy)
-    models = ModelSettings.for_model("openai/bench", api_base=f"http://127.0.0.1:{httpd.server_port}/v1",
+    priced_like_sonnet()
+    models = ModelSettings.for_model(MODEL, api_base=f"http://127.0.0.1:{httpd.server_port}/v1",
                                      max_retries=0, timeout_s=600)  # fmt: skip
     if setup.lag is None:  # what `evolve --model` does (hipevolve/app/run_job.py _pace)
         pace = CountingPace(evaluate.parallelism, lag_bound=MOST_LAG)
@@ -285,7 +311,11 @@ def one_run(args, setup: Setup) -> dict:
     sampler = Sampler(pace, server, busy)
     started, cpu = time.monotonic(), time.process_time()
     holds = slot_holds(busy) if args.gpu else nullcontext()
-    with holds, tempfile.TemporaryDirectory() as folder, Archive.open(Path(folder) / "a.db") as archive:
+    with (
+        holds,
+        tempfile.TemporaryDirectory() as folder,
+        Archive.open(Path(folder) / "a.db") as archive,
+    ):
         summary = run_evolution(task, archive, settings, evaluate, first=first_candidates(task),
                                 budget=args.budget, seed=0, policy=policy, pace=pace)  # fmt: skip
         ended, cpu = time.monotonic(), time.process_time() - cpu
@@ -299,6 +329,8 @@ def one_run(args, setup: Setup) -> dict:
             "ON e.id = c.evaluation_id WHERE c.run = ? GROUP BY c.agent, e.status "
             "ORDER BY c.agent, e.status", [summary.run])]  # fmt: skip
         copies = len(archive.events(summary.run, "machine_copy"))
+        dollars = archive.db.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls "
+                                     "WHERE run = ?", [summary.run]).fetchone()[0]  # fmt: skip
         errors = [e.data.get("error_class") for e in archive.events(summary.run, "llm_error")]
         replies = len(archive.events(summary.run, "reply_error"))
         fallbacks = len(archive.events(summary.run, "reply_fallback"))  # JSON roles' offline rule
@@ -306,7 +338,13 @@ def one_run(args, setup: Setup) -> dict:
     httpd.shutdown()
     evaluate.close()
     tokens = sum(i + o for _, i, o in server.tokens)
+    fresh = sum(i for _, i, _ in server.tokens) - sum(r for _, r, _ in server.caching)
+    evaluations = summary.progress.evaluations
     return {
+        "cost_usd": dollars, "cost_per_200": 200 * dollars / evaluations if evaluations else 0.0,
+        "fresh_per_proposal": fresh / proposals if proposals else 0.0,
+        "cache_read": sum(r for _, r, _ in server.caching),
+        "cache_written": sum(w for _, _, w in server.caching),
         "run": setup.label, "reason": summary.reason, "message": summary.message,
         "evaluations": summary.progress.evaluations, "generations": summary.progress.generation,
         "seconds": round(ended - started, 1), "calls": len(server.tokens), "calls_recorded": calls,
@@ -355,12 +393,14 @@ def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: fl
     held = busy.held(begin, end)
     starved = [x for x in window if busy.running(x[0]) < slots and x[3] == 0]
     return out | {
-        "steady": held / (slots * (end - begin)), "steady_s": end - begin,
+        "steady": held / (slots * (end - begin)),
+        "steady_s": end - begin,
         "steady_share": (end - begin) / (ended - started),
         "graph_runs": sum(x[1] for x in window) / len(window),
         "model_calls": sum(x[2] for x in window) / len(window),
         "waiting": sum(x[3] for x in window) / len(window),
-        "starved": len(starved) / len(window), "again": again / held if held else 0.0,
+        "starved": len(starved) / len(window),
+        "again": again / held if held else 0.0,
         "duels": duels / held if held else 0.0,
     }
 
@@ -368,15 +408,27 @@ def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="gated_delta_net")
-    parser.add_argument("--budget", type=int, default=64,
-                        help="evaluations a run; 64 makes start-up and drain a small share")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=64,
+        help="evaluations a run; 64 makes start-up and drain a small share",
+    )
     parser.add_argument("--slots", type=int, default=2)
-    parser.add_argument("--eval-s", type=float, default=8.0, help="seconds a stand-in evaluation holds a slot")
-    parser.add_argument("--scale", type=float, default=0.3,
-                        help="multiplies every latency (the controller's CPU is not scaled: at 0.1 "
-                        "a 2-core machine's CPU, not the models or slots, sets the pace)")
+    parser.add_argument(
+        "--eval-s", type=float, default=8.0, help="seconds a stand-in evaluation holds a slot"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=0.3,
+        help="multiplies every latency (the controller's CPU is not scaled: at 0.1 "
+        "a 2-core machine's CPU, not the models or slots, sets the pace)",
+    )
     parser.add_argument("--gpu", action="store_true", help="the verifier on this machine's GPUs")
-    parser.add_argument("--runs", default=",".join(SETUPS), help=f"rows to run, of {', '.join(SETUPS)}")
+    parser.add_argument(
+        "--runs", default=",".join(SETUPS), help=f"rows to run, of {', '.join(SETUPS)}"
+    )
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     rows = [one_run(args, SETUPS[name]) for name in args.runs.split(",")]
@@ -415,6 +467,11 @@ def main() -> None:
               f"{'; '.join(r['outcomes'])}; {r['copies']} machine-code copies; "
               f"{r['runs_written']} graph runs, {r['holds']} slot holds; replies refused "
               f"{r['replies_refused']}; failed calls {r['call_errors'] or 'none'}")  # fmt: skip
+        print(f"  {'':15} cost at Sonnet-class prices (litellm, cache reads 0.1x, writes "
+              f"1.25x): ${r['cost_usd']:.2f} for {r['evaluations']} evaluations, "
+              f"${r['cost_per_200']:.2f} per 200; input tokens a proposal not read from the "
+              f"cache {r['fresh_per_proposal']:.0f}; cache read {r['cache_read']}, written "
+              f"{r['cache_written']} tokens")  # fmt: skip
         print("  " + " " * 15 + " model calls as the client saw them (the server's latency): " + ", ".join(
             f"{role} {n} x {mean:.2f} s ({LATENCY_S.get(role, 5.0) * args.scale:g})"
             for role, (n, mean) in sorted(r["latency"].items())))  # fmt: skip

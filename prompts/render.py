@@ -36,14 +36,28 @@ def block(text: str | None) -> str:
     return (text or "").rstrip("\n") + "\n"
 
 
+# Roles that write a candidate with no parent to read one from: they get the worked example.
+EXAMPLE_ROLES = frozenset({"translator"})
+
+
 @cache
-def system_prompt() -> str:
-    """The shared system prompt, with the worked softmax candidate as its few-shot example."""
+def system_prompt(role: str = "") -> str:
+    """The system prompt of `role`: the same text for every role that reads a parent (the
+    proposal's three calls share it byte for byte, so a provider caches it once), with the
+    worked softmax candidate added for a role that writes one from nothing (the translator).
+    No reply format here: each role's prompt ends with its own."""
+    text = template("system").template
+    if role not in EXAMPLE_ROLES:
+        return text
     example = load_candidate(EXAMPLE)
-    return render(
-        "system",
-        example_kernel=block(example.hip_source),
-        example_model=block(example.python_source),
+    return (
+        text
+        + "\n"
+        + render(
+            "system_example",
+            example_kernel=block(example.hip_source),
+            example_model=block(example.python_source),
+        )
     )
 
 

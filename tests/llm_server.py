@@ -254,7 +254,14 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
 
 def _last_message(body: dict[str, Any]) -> str:
     messages = body.get("messages") or [{}]
-    content = messages[-1].get("content", "")
+    return message_text(messages[-1])
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A request message's text: its content, or its text blocks joined (cache-marked parts)."""
+    content = message.get("content", "")
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
     return content if isinstance(content, str) else json.dumps(content)
 
 

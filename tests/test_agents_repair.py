@@ -19,7 +19,7 @@ from agents_support import (
     replayed_run,
     transcript,
 )
-from llm_server import ScriptedLLMServer
+from llm_server import ScriptedLLMServer, message_text
 
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import Status
@@ -37,7 +37,9 @@ def same_but_float_noise(text: str, pinned: str, rel: float = 1e-4) -> bool:
     if DECIMAL.split(text) != DECIMAL.split(pinned):
         return False
     ours, theirs = DECIMAL.findall(text), DECIMAL.findall(pinned)
-    return all(math.isclose(float(a), float(b), rel_tol=rel) for a, b in zip(ours, theirs, strict=True))
+    return all(
+        math.isclose(float(a), float(b), rel_tol=rel) for a, b in zip(ours, theirs, strict=True)
+    )
 
 
 def test_the_snapshot_comparison_forgives_a_last_digit_and_nothing_more():
@@ -81,8 +83,13 @@ def test_repairer_is_shown_the_mismatch_summary_and_its_fix_descends_from_the_wr
     mutator_turn = requests[2].body["messages"]
     reply = transcript(REPLIES)[2]["reply"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[:2] == mutator_turn and messages[2]["content"] == reply
-    prompt = messages[-1]["content"]
+    # the same text, its stable parts still marked for the provider's cache (at most 4 markers)
+    assert [message_text(m) for m in messages[:2]] == [message_text(m) for m in mutator_turn]
+    assert message_text(messages[2]) == reply
+    markers = [b for m in messages if isinstance(m["content"], list) for b in m["content"]
+               if "cache_control" in b]  # fmt: skip
+    assert len(markers) == 4 and "cache_control" in messages[2]["content"][-1]
+    prompt = message_text(messages[-1])
     assert prompt.startswith("# Role: repairer\n")
     assert "gave wrong results (incorrect)" in prompt and mismatch in prompt
     added = [line for line in prompt.splitlines() if line.startswith("+") and WRONG_MARK in line]
@@ -91,7 +98,9 @@ def test_repairer_is_shown_the_mismatch_summary_and_its_fix_descends_from_the_wr
     assert "the candidate that failed" not in prompt
     if os.environ.get("HIPEVOLVE_UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text(prompt)
-    assert same_but_float_noise(prompt, SNAPSHOT.read_text()), f"repairer prompt differs from {SNAPSHOT}"
+    assert same_but_float_noise(prompt, SNAPSHOT.read_text()), (
+        f"repairer prompt differs from {SNAPSHOT}"
+    )
     # The fix descends from the wrong kernel, not from the seed it was mutated from.
     assert repaired.agent == "repairer" and edges == [(ids[1],)]
     assert WRONG_MARK not in repaired.candidate.hip_source

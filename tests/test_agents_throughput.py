@@ -9,6 +9,7 @@ import random
 import threading
 import time
 
+import pytest
 from agents_support import MODEL
 from llm_server import ScriptedLLMServer, Step
 
@@ -90,8 +91,11 @@ def test_only_a_suspect_speedup_or_a_new_island_best_is_rechecked():
         task, limits = TASK, AgentLimits(surprising_speedup=10.0)
 
     def state(fitness: float, island_best: float, rechecks: int = 0) -> dict:
-        ev = Evaluation(status=Status.ok, task=TASK.name, cases=(
-            CaseResult(case="c", correct=True, time_us=100 / fitness, ref_time_us=100.0),))
+        ev = Evaluation(
+            status=Status.ok,
+            task=TASK.name,
+            cases=(CaseResult(case="c", correct=True, time_us=100 / fitness, ref_time_us=100.0),),
+        )
         parent = Elite(candidate_id=1, fitness=1.0, source_hash="h", cell=())
         return {"evaluation": ev, "rechecks": rechecks,
                 "proposal": Proposal(island=0, parent=parent, island_best=island_best)}  # fmt: skip
@@ -118,7 +122,9 @@ def test_a_model_that_only_repeats_the_parent_stops_the_run_and_says_why(tmp_pat
             Step.ok(no_op, expect="identical to candidate 1"),
         ]  # fmt: skip
     with ScriptedLLMServer(steps) as server, Archive.open(tmp_path / "a.db") as archive:
-        models = ModelSettings.for_model(MODEL, api_base=server.api_base, max_retries=0, timeout_s=30)
+        models = ModelSettings.for_model(
+            MODEL, api_base=server.api_base, max_retries=0, timeout_s=30
+        )
         policy = AgentPolicy(Ensemble(models), AgentLimits(
             concurrency=1, stall_generations=2, proposals_per_generation=1,
             sweep_configurations=0))  # only the model writes: no seed sweep  # fmt: skip
@@ -136,7 +142,9 @@ def test_a_run_with_a_priced_model_says_its_cost_floor_and_cap_before_it_starts(
     from hipevolve.agents.briefing import Target
     from hipevolve.app.cost_estimate import estimate
 
-    found = estimate("anthropic/claude-sonnet-4-5", get_task("gated_delta_net"), Target("static"), 200)
+    found = estimate(
+        "anthropic/claude-sonnet-4-5", get_task("gated_delta_net"), Target("static"), 200
+    )
     assert 20_000 < found.tokens_in < 80_000  # three prompts, each with the system prompt
     assert found.usd is not None and found.usd == found.usd_per_proposal * 200 > 5
     line = found.line(25.0)
@@ -150,14 +158,20 @@ def test_a_spent_budget_cancels_a_writing_call_in_flight_and_keeps_its_prompt_to
 
     slow = Step.ok(json.dumps({"bottleneck": "latency", "summary": "few waves"}), delay_s=30.0)
     with ScriptedLLMServer([slow, slow]) as server, Archive.open(tmp_path / "a.db") as archive:
-        models = ModelSettings.for_model(MODEL, api_base=server.api_base, max_retries=0, timeout_s=60)
+        models = ModelSettings.for_model(
+            MODEL, api_base=server.api_base, max_retries=0, timeout_s=60
+        )
         run = archive.start_run(TASK, EvolutionSettings(), 0, 2)
         budget = RunBudget(2)
         workshop = Workshop(TASK, Recorder(archive, run, Slots(1)), 1, budget)
         ctx = AgentContext(task=TASK, workshop=workshop, limits=AgentLimits(),
                            ensemble=Ensemble(models), rng=random.Random(0))  # fmt: skip
         replies: list = []
-        asking = threading.Thread(target=lambda: replies.append(ctx.ask("profiler_reader", "# Role: profiler_reader\nread")))
+        asking = threading.Thread(
+            target=lambda: replies.append(
+                ctx.ask("profiler_reader", "# Role: profiler_reader\nread")
+            )
+        )
         asking.start()
         while server.count == 0:  # the request is on the wire
             time.sleep(0.02)
@@ -175,6 +189,38 @@ def test_a_spent_budget_cancels_a_writing_call_in_flight_and_keeps_its_prompt_to
     assert errors and errors[0]["error_class"] == "cancelled"
     assert again.error_class == "cancelled" and sent == 1  # the second call never left
     assert len(archive_rows(tmp_path)) == 1  # and is not in the accounting
+
+
+def test_a_cancelled_call_that_was_sent_is_billed_for_the_tokens_it_sent(tmp_path):
+    from hipevolve.agents.context import AgentContext
+    from hipevolve.agents.llm.client import load_litellm
+
+    priced = "openai/priced-test-model"  # $3 a million input tokens, as litellm prices it
+    load_litellm().register_model({priced: {"input_cost_per_token": 3e-6,
+                                            "output_cost_per_token": 15e-6,
+                                            "litellm_provider": "openai", "mode": "chat"}})  # fmt: skip
+    slow = Step.ok(json.dumps({"bottleneck": "latency", "summary": "few waves"}), delay_s=30.0)
+    with ScriptedLLMServer([slow]) as server, Archive.open(tmp_path / "a.db") as archive:
+        models = ModelSettings.for_model(priced, api_base=server.api_base, max_retries=0,
+                                         timeout_s=60)  # fmt: skip
+        run = archive.start_run(TASK, EvolutionSettings(), 0, 1)
+        budget = RunBudget(1)
+        workshop = Workshop(TASK, Recorder(archive, run, Slots(1)), 1, budget)
+        ctx = AgentContext(task=TASK, workshop=workshop, limits=AgentLimits(),
+                           ensemble=Ensemble(models), rng=random.Random(0))  # fmt: skip
+        replies: list = []
+        asking = threading.Thread(target=lambda: replies.append(
+            ctx.ask("profiler_reader", "# Role: profiler_reader\nread")))  # fmt: skip
+        asking.start()
+        while server.count == 0:  # the request is on the wire
+            time.sleep(0.02)
+        budget.admit("a")  # the run's last evaluation is admitted: the reply is of no use
+        asking.join(timeout=10)
+        rows = archive.db.execute("SELECT tokens_in, cost_usd FROM llm_calls").fetchall()
+    (call,) = replies
+    assert call.error_class == "cancelled" and call.tokens_estimated and call.cost_known
+    assert rows == [(call.tokens_in, call.cost_usd)]
+    assert call.cost_usd == pytest.approx(call.tokens_in * 3e-6) and call.cost_usd > 0
 
 
 def archive_rows(tmp_path) -> list:

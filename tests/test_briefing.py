@@ -51,10 +51,10 @@ def test_the_nvidia_tensor_core_path_is_folded_for_an_amd_target_and_shown_for_n
 def test_only_branches_decided_by_the_platform_are_folded():
     body = "".join(f"  int x{i} = {i};\n" for i in range(20))
     source = (
-        f"#if defined(__HIP_PLATFORM_NVIDIA__) && TILE\n{body}#endif\n"   # decided on AMD
-        f"#if TILE > 2\n{body}#else\n{body}#endif\n"                      # never decided
-        f"#ifdef __HIP_PLATFORM_AMD__\nint amd;\n#else\n{body}#endif\n"   # else folded on AMD
-        f"#if !defined(__HIP_PLATFORM_AMD__) || FAST\n{body}#endif\n"     # unknown on AMD
+        f"#if defined(__HIP_PLATFORM_NVIDIA__) && TILE\n{body}#endif\n"  # decided on AMD
+        f"#if TILE > 2\n{body}#else\n{body}#endif\n"  # never decided
+        f"#ifdef __HIP_PLATFORM_AMD__\nint amd;\n#else\n{body}#endif\n"  # else folded on AMD
+        f"#if !defined(__HIP_PLATFORM_AMD__) || FAST\n{body}#endif\n"  # unknown on AMD
     )
     amd = platform_view(source, "amd")
     assert len(amd.folds) == 2 and amd.folded_lines == 40
@@ -107,7 +107,7 @@ def test_a_whole_file_carrying_the_markers_gets_the_folded_text_back():
     assert back.replace("  // same", "") == GDN.hip_source
 
 
-def test_the_case_table_gives_speedups_and_shares_of_the_targets_bounds():
+def test_the_case_table_gives_speedups_shares_of_the_bounds_and_shared_inputs_once():
     task = get_task("gated_delta_net")
     case = task.case("qwen_tp1_short")
     ev = Evaluation(status=Status.ok, task=task.name, backend="cuda",
@@ -117,10 +117,11 @@ def test_the_case_table_gives_speedups_and_shares_of_the_targets_bounds():
     row = next(r for r in table.splitlines() if r.startswith("| qwen_tp1_short"))
     mem = case.roofline.bytes / 4.8e12 * 1e6 / 250.0 * 100
     comp = case.roofline.flops / 990e12 * 1e6 / 250.0 * 100
-    assert "| 250.0 | 10000.0 | 40.00x |" in row
+    assert "| 250.0 | 40.00x |" in row and "K=128" not in row
+    assert table.startswith("Every case: K=128, V=128, dtype=bfloat16.\n")
     assert f"{mem:.1f}%" in row and f"{comp:.1f}%" in row
     assert "H200 memory bound" in table
-    assert "| - | - | - |" in next(r for r in table.splitlines() if r.startswith("| mha_16"))
+    assert "| - | - | - | - |" in next(r for r in table.splitlines() if r.startswith("| mha_16"))
 
 
 def test_compile_errors_are_shown_with_the_compilers_line_numbers():
@@ -144,15 +145,19 @@ def test_prompts_show_prints_the_mutators_gdn_prompt_within_25k_tokens():
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout)
     assert shown["tokens"]["total"] <= 25_000, shown["tokens"]
-    user = shown["messages"][1]["content"]
-    assert user.startswith("# Role: mutator\n")
+    blocks = shown["messages"][1]["content"]
+    user = "".join(b["text"] for b in blocks)
+    assert blocks[-1]["text"].startswith("# Role: mutator\n")  # its own part, after the cached
+    assert [("cache_control" in b) for b in blocks] == [True, True, True, False]
     for part in ("| qwen_tp1_short |", "relative RMS error <= 0.005", "static backend",
-                 "MI300X (gfx942) peaks", "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k",
+                 "MI300X (gfx942) peaks", "#define AMD_MFMA 1",
                  "@tunable", "do not rewrite the file", "class Model"):  # fmt: skip
         assert part in user, part
+    assert "or whole files" not in user  # the file is too long to rewrite: edits only
+    assert "a worked example" not in user  # the parent has matrix cores: no MFMA example
 
 
-def test_prompts_show_refuses_a_role_without_a_seed_prompt_in_one_line():
+def test_prompts_show_refuses_a_role_that_needs_a_run_without_one_in_one_line():
     out = evolve("prompts", "show", "repairer", "--task", "softmax")
     assert out.returncode == 2 and "Traceback" not in out.stderr  # a usage error
     assert out.stderr.strip().count("\n") == 0 and "repairer" in out.stderr

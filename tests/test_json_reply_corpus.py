@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 from agents_support import MODEL
-from llm_server import ScriptedLLMServer, Step
+from llm_server import ScriptedLLMServer, Step, message_text
 from reply_corpus_support import load_case
 
 from hipevolve.agents.context import AgentContext
@@ -144,7 +144,7 @@ def test_a_reply_unread_twice_falls_back_counted_with_both_errors(tmp_path):
             Archive.open(tmp_path / "a.db") as archive:  # fmt: skip
         ctx, run = context(archive, server.api_base)
         answer = ask_json(ctx, "profiler_reader", "# Role: profiler_reader\nread", Diagnosis)
-        repair_prompt = server.requests[1].body["messages"][-1]["content"]
+        repair_prompt = message_text(server.requests[1].body["messages"][-1])
         history = [m["role"] for m in server.requests[1].body["messages"]]
         fallbacks = [e.data for e in archive.events(run, "reply_fallback")]
     assert answer.value is None and not answer.call_failed

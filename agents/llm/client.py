@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
+from hipevolve.agents.llm.messages import text_of
+
 if TYPE_CHECKING:
     from hipevolve.archive.store import Archive
 
@@ -205,9 +207,6 @@ class LLMClient:
             "model": self.model,
             "messages": list(messages),
             "timeout": self.timeout_s,
-            # Providers that cache prompts on request (Anthropic) cache the shared system prompt;
-            # litellm drops the directive for the others (OpenAI caches long prefixes itself).
-            "cache_control_injection_points": [{"location": "message", "role": "system"}],
             "num_retries": 0,  # litellm's retry layer: off, ours is the only one
             "max_retries": 0,  # the OpenAI SDK's retry layer: off too
         }
@@ -356,6 +355,19 @@ def response_format(
     return None
 
 
+def priced(model: str, tokens_in: int, tokens_out: int) -> tuple[float, bool]:
+    """(dollars, known) for these tokens at litellm's list price of `model`, uncached; (0, False)
+    where litellm has no price for it."""
+    litellm = load_litellm()
+    try:
+        prompt_usd, reply_usd = litellm.cost_per_token(
+            model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out
+        )
+    except Exception:  # no price for this model (a local server, a new model)
+        return 0.0, False
+    return float(prompt_usd + reply_usd), True
+
+
 def estimate_tokens(
     litellm: ModuleType, model: str, messages: Sequence[Message], text: str
 ) -> tuple[int, int]:
@@ -366,7 +378,7 @@ def estimate_tokens(
             int(litellm.token_counter(model=model, text=text)) if text else 0,
         )
     except Exception:  # no tokenizer for this model here: the usual rule of thumb
-        chars = sum(len(str(m.get("content", ""))) for m in messages)
+        chars = sum(len(text_of(m)) for m in messages)
         return max(1, chars // 4), len(text) // 4
 
 

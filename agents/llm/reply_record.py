@@ -11,15 +11,19 @@ from __future__ import annotations
 
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.client import LLMCall
+from hipevolve.agents.llm.messages import Prompt, as_prompt
 from hipevolve.agents.llm.replies import parse_reply
 from hipevolve.agents.state import Failure
 from hipevolve.core.candidate import Candidate
 
 
-def exchange(prompt: str, call: LLMCall, history: tuple[dict, ...] = ()) -> tuple[dict, ...]:
-    """The conversation so far: the earlier turns, this prompt and the model's reply to it (what
-    a repair turn follows up on)."""
-    return (*history, {"role": "user", "content": prompt},
+def exchange(
+    prompt: str | Prompt, call: LLMCall, history: tuple[dict, ...] = ()
+) -> tuple[dict, ...]:
+    """The conversation so far: the earlier turns, this prompt as it was sent (its cache
+    markers kept, so a repair turn reads the same prefix from the provider's cache) and the
+    model's reply to it (what a repair turn follows up on)."""
+    return (*history, as_prompt(prompt).message(),
             {"role": "assistant", "content": call.text})  # fmt: skip
 
 

@@ -6,25 +6,24 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from hipevolve.agents import briefing, scratchpad
+from hipevolve.agents import briefing
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.llm.reply_record import candidate_from, exchange
-from hipevolve.agents.roles.optimizer import inspirations_of, inspirations_text
+from hipevolve.agents.proposal import parent_text, proposal_prompt
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.offline.mutate import transformed
 from hipevolve.evolution.offline.policy import propose
 from hipevolve.evolution.offline.transforms import CATALOGUE
-from hipevolve.prompts.render import block, render, schema_text
+from hipevolve.prompts.render import render, schema_text
 
 ROLE = "mutator"
 
 
 class CandidateReply(BaseModel):
-    """The new candidate: SEARCH/REPLACE edits against the files shown (the line before each
-    `<<<<<<< SEARCH` names the file: kernel.hip or model.py), or whole files as one ```hip block
-    (kernel.hip) and one ```python block (model.py); a file you leave out is kept as it is.
-    Write nothing else that looks like code."""
+    """The new candidate, as the rule below says (kernel.hip or model.py named before each
+    edit). Write nothing else that looks like code."""
 
 
 def cases_text(ctx: AgentContext) -> str:
@@ -35,23 +34,20 @@ def cases_text(ctx: AgentContext) -> str:
     )
 
 
-def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
+def prompt(ctx: AgentContext, state: ProposalState, inspirations: str | None = None) -> Prompt:
     parent = state.get("parent")
-    _, shown = briefing.parent_fields(parent, ctx.target)
-    return render(
+    own = render(
         "mutator",
-        briefing=briefing.briefing(ctx.task, ctx.target),
-        model=block(parent.python_source if parent else ""),
-        mfma=briefing.mfma_text(ctx.target),
-        case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         idea=state.get("idea") or "(none)",
         diagnosis=state.get("diagnosis") or "(none)",
-        tried=briefing.tried_text(ctx.workshop, state["proposal"]),
-        notes=scratchpad.notes(ctx),
-        inspirations=inspirations,
-        schema=schema_text(CandidateReply, json_reply=False),
-        **shown,
+        schema=reply_text(parent),
     )
+    return proposal_prompt(ctx, state, own, inspirations)
+
+
+def reply_text(base: Candidate | None) -> str:
+    """The reply section of a code-writing turn: the schema's words and the edit rule."""
+    return schema_text(CandidateReply, json_reply=False) + "\n" + briefing.edit_rule(base) + "\n"
 
 
 def offline(ctx: AgentContext, state: ProposalState) -> Candidate | None:
@@ -79,7 +75,9 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             child = offline(ctx, state)
             return {**lineage, "candidate": child, "model": "", "prompt_hash": "",
                     "failure": None if child else Failure(kind="nothing", message="no child")}  # fmt: skip
-        text = prompt(ctx, state, inspirations_text(parent, inspirations_of(ctx, state)))
+        shared = {"shared": parent_text(ctx, state)}
+        lineage |= shared
+        text = prompt(ctx, {**state, **shared})
         call = ctx.ask(ROLE, text)
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None

@@ -6,13 +6,12 @@ from collections.abc import Callable
 
 from pydantic import Field
 
-from hipevolve.agents import briefing, scratchpad
+from hipevolve.agents import proposal
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.llm.structured import JsonReply
 from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.state import ProposalState
-from hipevolve.core.candidate import Candidate
-from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.prompts.render import render, schema_text
 
@@ -53,37 +52,13 @@ def offline(diagnosis: str) -> Idea:
     return Idea(idea="mutate the declared tunable parameters", transform=None)
 
 
-def inspirations_text(parent: Candidate | None, items: list[Inspiration]) -> str:
-    """Each inspiration as a diff against the parent, with its measured outcome."""
-    return briefing.inspiration_text(parent, items)
-
-
-def prompt(ctx: AgentContext, state: ProposalState, inspirations: str) -> str:
-    parent = state.get("parent")
-    _, shown = briefing.parent_fields(parent, ctx.target)
-    return render(
+def prompt(ctx: AgentContext, state: ProposalState, inspirations: str | None = None) -> Prompt:
+    own = render(
         "optimizer",
-        briefing=briefing.briefing(ctx.task, ctx.target),
-        kernel=shown["kernel"],
-        kernel_lines=shown["kernel_lines"],
-        kernel_folded=shown["kernel_folded"],
-        mfma=briefing.mfma_text(ctx.target),
-        case_table=briefing.case_table(ctx.task, state.get("parent_evaluation"), ctx.target),
         diagnosis=state.get("diagnosis") or "(none)",
-        tried=briefing.tried_text(ctx.workshop, state["proposal"]),
-        notes=scratchpad.notes(ctx),
-        inspirations=inspirations,
         schema=schema_text(Idea, json_reply=True),
     )
-
-
-Inspiration = tuple[int, Candidate, "Evaluation | None"]
-
-
-def inspirations_of(ctx: AgentContext, state: ProposalState) -> list[Inspiration]:
-    proposal = state["proposal"]
-    return [(e.candidate_id, ctx.workshop.source(e.candidate_id),
-             ctx.workshop.evaluation_of(e.candidate_id)) for e in proposal.inspirations]  # fmt: skip
+    return proposal.proposal_prompt(ctx, state, own, inspirations)
 
 
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
@@ -92,11 +67,11 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         fallback = offline(state.get("diagnosis") or "")
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             return {"idea": fallback.idea, "transform": fallback.transform}
-        text = inspirations_text(state.get("parent"), inspirations_of(ctx, state))
-        answer = ask_json(ctx, ROLE, prompt(ctx, state, text), Idea)
+        shared = {"shared": proposal.parent_text(ctx, state)}
+        answer = ask_json(ctx, ROLE, prompt(ctx, {**state, **shared}), Idea)
         if answer.value is None:
             stop = {"stopped": answer.stopped} if answer.call_failed else {}
-            return {"idea": fallback.idea, "transform": fallback.transform, **stop}
-        return {"idea": answer.value.idea, "transform": answer.value.transform}
+            return {"idea": fallback.idea, "transform": fallback.transform, **shared, **stop}
+        return {"idea": answer.value.idea, "transform": answer.value.transform, **shared}
 
     return optimizer

@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from hipevolve.agents import briefing
+from hipevolve.agents import proposal
 from hipevolve.agents.context import AgentContext
+from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.llm.structured import JsonReply
 from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.state import ProposalState
@@ -51,38 +52,6 @@ class Diagnosis(JsonReply):
 
     def text(self) -> str:
         return f"{self.bottleneck}: {self.summary}"
-
-
-def facts_text(facts: tuple[StaticFacts, ...]) -> str:
-    """One line per kernel: the static facts a prompt quotes (AMD's, else the CUDA build's)."""
-    if not facts:
-        return "(no static AMD analysis on this machine)"
-    if all(f.platform == "cuda" for f in facts):
-        return _cuda_facts_text(facts)
-    lines = []
-    for f in facts:
-        loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
-        buffers = ", ".join(f"{w}:{n}" for w, n in sorted(f.buffer_loads.items())) or "none"
-        lines.append(
-            f"- {f.kernel} ({f.target}): {f.vgprs} VGPRs, {f.agprs} AGPRs, {f.sgprs} SGPRs, "
-            f"LDS {f.lds_bytes} B, scratch {f.scratch_bytes} B, occupancy {f.occupancy} "
-            f"waves/SIMD, spills {f.spills}, MFMA {f.mfma}, global loads {loads}, "
-            f"buffer loads {buffers}"
-        )
-    return "\n".join(lines)
-
-
-def _cuda_facts_text(facts: tuple[StaticFacts, ...]) -> str:
-    lines = [f"(no AMD toolchain on this machine: the facts of the CUDA build for "
-             f"{', '.join(sorted({f.target for f in facts}))}, in CUDA's terms)"]  # fmt: skip
-    for f in facts:
-        loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
-        lines.append(
-            f"- {f.kernel} ({f.target}): {f.vgprs} registers/thread, shared {f.lds_bytes} B, "
-            f"stack {f.scratch_bytes} B, occupancy {f.occupancy} warps/scheduler, spill stores "
-            f"{4 * f.spills_vgpr} B, tensor-core ops {f.mfma}, global loads {loads}"
-        )
-    return "\n".join(lines)
 
 
 def measurements_text(evaluation: Evaluation | None) -> str:
@@ -149,17 +118,11 @@ def _bits(width: str) -> int:
     return int(digits) if digits else 0
 
 
-def prompt(ctx: AgentContext, state: ProposalState) -> str:
-    parent, evaluation = state.get("parent"), state.get("parent_evaluation")
-    return render(
-        "profiler_reader",
-        task_name=ctx.task.name,
-        task_description=ctx.task.description,
-        measurements=measurements_text(evaluation),
-        static_facts=facts_text(evaluation.static if evaluation else ()),
-        kernel=briefing.parent_fields(parent, ctx.target)[1]["kernel"],
-        schema=schema_text(Diagnosis, json_reply=True),
-    )
+def prompt(ctx: AgentContext, state: ProposalState, inspirations: str | None = None) -> Prompt:
+    """The proposal's shared head (the briefing gives the device, its bounds and the
+    tolerance; the parent part its results per case and static facts), then the reading asked."""
+    own = render("profiler_reader", schema=schema_text(Diagnosis, json_reply=True))
+    return proposal.proposal_prompt(ctx, state, own, inspirations)
 
 
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
@@ -168,10 +131,11 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         fallback = offline(state.get("parent_evaluation"))
         if not ctx.uses_model(ROLE):
             return {"diagnosis": fallback.text()}
-        answer = ask_json(ctx, ROLE, prompt(ctx, state), Diagnosis)
+        shared = {"shared": proposal.parent_text(ctx, state)}
+        answer = ask_json(ctx, ROLE, prompt(ctx, {**state, **shared}), Diagnosis)
         if answer.value is None:
             stop = {"stopped": answer.stopped} if answer.call_failed else {}
-            return {"diagnosis": fallback.text(), **stop}
-        return {"diagnosis": answer.value.text()}
+            return {"diagnosis": fallback.text(), **shared, **stop}
+        return {"diagnosis": answer.value.text(), **shared}
 
     return profiler_reader

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from hipevolve.agents.briefing import error_lines, numbered
+from hipevolve.agents.briefing import edit_rule, error_lines, numbered
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
@@ -25,15 +25,27 @@ from hipevolve.prompts.render import block, render, schema_text
 
 ROLE = "repairer"
 REPAIRABLE = frozenset(
-    {"parse_error", "rejected", "duplicate", "compile_error", "incorrect", "runtime_error",
-     "timeout"}
+    {
+        "parse_error",
+        "rejected",
+        "duplicate",
+        "compile_error",
+        "incorrect",
+        "runtime_error",
+        "timeout",
+    }
 )
 
 
 class RepairReply(BaseModel):
-    """The repaired candidate: SEARCH/REPLACE edits against the files shown (the line before
-    each `<<<<<<< SEARCH` names the file), or whole files as one ```hip block and one ```python
-    block. Change only what the failure needs."""
+    """The repaired candidate, as the rule below says (kernel.hip or model.py named before each
+    edit). Change only what the failure needs, and say in one line before your edits what you
+    fixed."""
+
+
+def reply_text(base: Candidate | None) -> str:
+    """The reply section of a repair turn: the schema's words and the edit rule for `base`."""
+    return schema_text(RepairReply, json_reply=False) + "\n" + edit_rule(base) + "\n"
 
 
 def failure_of(evaluation: Evaluation) -> Failure:
@@ -53,7 +65,9 @@ def problem_text(failure: Failure, shown: Candidate | None = None) -> str:
         text += f"\n```\n{block(failure.detail)}```"
     lines = error_lines(failure.detail) if failure.kind == "compile_error" else []
     if lines and shown is not None and shown.hip_source:
-        text += f"\nkernel.hip around those lines:\n```\n{block(numbered(shown.hip_source, lines))}```"
+        text += (
+            f"\nkernel.hip around those lines:\n```\n{block(numbered(shown.hip_source, lines))}```"
+        )
     return text
 
 
@@ -71,7 +85,7 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
         problem=problem_text(failure, shown),
         kernel=block(shown.hip_source if shown else ""),
         model=block(shown.python_source if shown else ""),
-        schema=schema_text(RepairReply, json_reply=False),
+        schema=reply_text(shown),
     )
 
 
@@ -134,7 +148,7 @@ def follow_up(ctx: AgentContext, state: ProposalState) -> str:
         problem=problem_text(failure, state.get("candidate") or state.get("base")),
         changes=changes,
         applies_to=applies_to,
-        schema=schema_text(RepairReply, json_reply=False),
+        schema=reply_text(state.get("candidate") or state.get("base")),
     )
 
 

@@ -14,19 +14,31 @@ from hipevolve.core.errors import UserError
 
 
 def prompts_show(
-    role: Annotated[str, typer.Argument(help="optimizer, mutator, profiler_reader or translator.")],
-    task: Annotated[str, typer.Option(help="Task whose first seed is the parent.")],
+    role: Annotated[
+        str,
+        typer.Argument(
+            help="profiler_reader, optimizer, mutator, translator; repairer and auditor with --run."
+        ),
+    ],
+    task: Annotated[
+        str, typer.Option(help="Task whose first seed (or a run's best) is the parent.")
+    ],
     backend: Annotated[
         str | None,
-        typer.Option(help="rocm, cuda or static: whose code paths and peaks the prompt shows.",
-                     show_default="the GPU here, else static"),
+        typer.Option(
+            help="rocm, cuda or static: whose code paths and peaks the prompt shows.",
+            show_default="the GPU here, else static",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the messages as JSON.")] = False,
     tasks_dir: TasksDir = None,
     archive: Annotated[
         Path | None,
-        typer.Option(help="An archive whose run's attempts and notes the prompt shows (with --run).",
-                     show_default=False),
+        typer.Option(
+            help="An archive whose run's best, with its evaluation, attempts and notes, "
+            "the prompt shows (with --run).",
+            show_default=False,
+        ),
     ] = None,
     run: Annotated[
         int | None,
@@ -35,7 +47,8 @@ def prompts_show(
 ) -> None:
     """Print the exact messages ROLE would send for the task's seed, with their token counts.
 
-    With --archive and --run, as that run would send them now (its attempts and notes)."""
+    With --archive and --run, as that run would send them now (its best as the parent, with its
+    evaluation, attempts and notes)."""
     import json
 
     from hipevolve.agents.briefing import Target
@@ -60,11 +73,14 @@ def prompts_show(
         print(json.dumps({"role": role, "task": shown.task, "backend": chosen, "tokens": tokens,
                           "messages": shown.messages()}, indent=2))  # fmt: skip
         return
+    from hipevolve.agents.llm.messages import text_of
+
     for message in shown.messages():
         print(f"===== {message['role']} ({tokens[message['role']]} tokens) =====")
-        print(message["content"])
+        print(text_of(message))
     err_console.print(f"{role} on {shown.task} ({chosen}): {tokens['total']} tokens "
-                      f"({tokens['system']} system + {tokens['user']} user, cl100k_base)")  # fmt: skip
+                      f"({tokens['system']} system + {tokens['user']} user, cl100k_base); "
+                      f"{tokens['own']} after the cached prefix")  # fmt: skip
 
 
 def translate(
