@@ -48,8 +48,8 @@ from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.problems import get_task
 from hipevolve.verifier.build.compile import Compiler, build
-from hipevolve.verifier.gpu.slots import Slots, visible_gpus
 from hipevolve.verifier.pipeline import Prepared, prepare, run_prepared
+from hipevolve.verifier.slots import Slots, visible_gpus
 
 # The cases that swung in issue 33, and a large softmax whose time is all GPU.
 DEFAULT_CASES = {"gated_delta_net": ("qwen_tp1_short",), "softmax": ("lm_head_vocab",)}

@@ -30,7 +30,7 @@ from hipevolve.evolution.offline.tunables import current_configuration, parse_tu
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import load_task_folder
 from hipevolve.verifier.evaluators import BaseEvaluator, duel_order
-from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 from hipevolve.verifier.pipeline import time_baseline
 from tests.standin import TASK_NAME, make_task, write_task_folder
 

@@ -12,23 +12,23 @@ import pytest
 # What a judge process imports, at module level and inside its functions; a sandbox and the
 # zygote import a subset of it.
 GPU_SIDE = (
-    "hipevolve.verifier.gpu.worker",
-    "hipevolve.verifier.gpu.sandbox",
-    "hipevolve.verifier.gpu.sandbox_process",
-    "hipevolve.verifier.gpu.zygote",
-    "hipevolve.verifier.gpu.channel",
-    "hipevolve.verifier.gpu.compare",
+    "hipevolve.verifier.gpu.judge.worker",
+    "hipevolve.verifier.gpu.sandbox.sandbox",
+    "hipevolve.verifier.gpu.sandbox.sandbox_process",
+    "hipevolve.verifier.gpu.sandbox.zygote",
+    "hipevolve.verifier.gpu.judge.channel",
+    "hipevolve.verifier.gpu.judge.compare",
     "hipevolve.verifier.gpu.confine",
-    "hipevolve.verifier.gpu.input_pool",
+    "hipevolve.verifier.gpu.sandbox.input_pool",
     "hipevolve.verifier.gpu.ipc",
     "hipevolve.verifier.gpu.job",
-    "hipevolve.verifier.gpu.judge",
+    "hipevolve.verifier.gpu.judge.judge",
     "hipevolve.verifier.gpu.memplan",
-    "hipevolve.verifier.gpu.prebuilt",
-    "hipevolve.verifier.gpu.record_ahead",
-    "hipevolve.verifier.gpu.references",
+    "hipevolve.verifier.gpu.sandbox.prebuilt",
+    "hipevolve.verifier.gpu.judge.record_ahead",
+    "hipevolve.verifier.gpu.judge.references",
     "hipevolve.verifier.gpu.timing",
-    "hipevolve.verifier.gpu.wide_case",
+    "hipevolve.verifier.gpu.judge.wide_case",
     "hipevolve.verifier.gpu.wire",
     "hipevolve.core.reference",
     "hipevolve.runtime",
@@ -55,7 +55,7 @@ def test_the_judge_sandbox_and_zygote_import_no_pydantic() -> None:
     assert _loaded_after_importing(GPU_SIDE) == []
 
 
-@pytest.mark.parametrize("heavy", ["hipevolve.core.config", "hipevolve.verifier.gpu.isolate"])
+@pytest.mark.parametrize("heavy", ["hipevolve.core.config", "hipevolve.verifier.isolate"])
 def test_the_check_catches_a_module_that_imports_pydantic(heavy: str) -> None:
     # The controller's side (settings, isolate) does import it: the check above would see it.
     assert _loaded_after_importing((*GPU_SIDE, heavy)) == ["pydantic"]

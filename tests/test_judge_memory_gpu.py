@@ -18,9 +18,9 @@ import pytest
 
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import memplan
-from hipevolve.verifier.gpu.isolate import run_worker
 from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.reference_side import host_available
+from hipevolve.verifier.gpu.judge.reference_side import host_available
+from hipevolve.verifier.isolate import run_worker
 
 pytestmark = pytest.mark.gpu
 

@@ -1,5 +1,5 @@
 """KernelBench-format candidates through the verifier (verifier/build/kernelbench.py,
-verifier/gpu/prebuilt.py, verifier/pipeline.py):
+verifier/gpu/sandbox/prebuilt.py, verifier/pipeline.py):
 
 - KernelBench's own HIP example (it sets os.environ["CXX"]) passes the screen; nothing else
   that reads or writes the environment does;
@@ -155,7 +155,7 @@ def test_a_prebuilt_extension_loads_where_no_compiler_can_run(cpu_build, tmp_pat
     _, built = cpu_build
     code = (
         "import json, sys, torch\n"
-        "from hipevolve.verifier.gpu.prebuilt import use_prebuilt\n"
+        "from hipevolve.verifier.gpu.sandbox.prebuilt import use_prebuilt\n"
         "use_prebuilt(sys.argv[1])\n"
         "import importlib.util\n"
         "spec = importlib.util.spec_from_file_location('cand', sys.argv[2])\n"

@@ -71,7 +71,7 @@ def test_the_shim_makes_a_judge_started_outside_any_tree_run_the_named_trees_cod
     shim = trees.shim(trees.check_tree(archived_tree), tmp_path / "shim")
     # As the pipeline starts a judge: `python -m`, in a folder of its own.
     code = (
-        "import pathlib, hipevolve.verifier.gpu.worker as w, hipevolve.problems as p\n"
+        "import pathlib, hipevolve.verifier.gpu.judge.worker as w, hipevolve.problems as p\n"
         "print(pathlib.Path(w.__file__).resolve())\n"
         "print(pathlib.Path(p.get_task('softmax').reference).resolve())\n"
     )

@@ -4,7 +4,7 @@
 
 `prepare` runs the CPU stages of one candidate and `run_prepared` its GPU stage in a warm judge.
 `evaluate_many` compiles and analyses the candidates on all CPU cores and hands each to a free
-worker slot (verifier/gpu/slots.py: one per visible GPU) as soon as it is compiled, so compiles
+worker slot (verifier/slots.py: one per visible GPU) as soon as it is compiled, so compiles
 overlap evaluations, and warm standby judges make a fresh judge's start-up overlap the
 evaluations before it. The Ray evaluator (verifier/ray.py) runs the same two stages
 as Ray tasks and actors.
@@ -359,8 +359,8 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
     the evaluation, flagged "run again". A suspect one whose times the card can reach (faster
     than a baseline's margin, not than the roofline) is re-checked (`recheck`)."""
     from hipevolve.core.candidate import write_candidate
-    from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
     from hipevolve.verifier.gpu.job import CandidateJob
+    from hipevolve.verifier.isolate import job_for_task, run_worker
 
     bounds = bounds or RunBounds()
     workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
@@ -414,7 +414,7 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
     re-run is: it spends no unit of a run's budget."""
     from dataclasses import replace
 
-    from hipevolve.verifier.gpu.isolate import baseline_jobs, run_worker
+    from hipevolve.verifier.isolate import baseline_jobs, run_worker
 
     again = replace(
         job, seeds=check_seeds(task, settings), cases=tuple(
@@ -453,7 +453,7 @@ def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judg
     `pending`); or one line saying why the reference could not be timed."""
     from dataclasses import replace
 
-    from hipevolve.verifier.gpu.isolate import baseline_jobs, job_for_task, run_worker
+    from hipevolve.verifier.isolate import baseline_jobs, job_for_task, run_worker
 
     cases = tuple(c for c in task.cases if not c.globals)
     others = baseline_jobs(task) if strong else ()
@@ -518,7 +518,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
     started for this call and closed after it.
     bounds: each evaluation's RunBounds, asked as it starts (a run's evaluator); None: none.
     """
-    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, Slots, visible_gpus
+    from hipevolve.verifier.slots import STANDBY_JUDGES, Slots, visible_gpus
 
     remove_stale_builds(settings.cache_dir)
     cpu_share.install(settings.cpu_policy())  # before the slots: they split the cores by it

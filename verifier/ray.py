@@ -116,7 +116,7 @@ class PipelineStages:
         return Shipment(prepared=prepared, library=library)
 
     def open(self) -> WorkerState:
-        from hipevolve.verifier.gpu.slots import Slots
+        from hipevolve.verifier.slots import Slots
 
         # One slot: Ray has already pinned this process to its GPU.
         return Slots(self.backend, ())
@@ -147,7 +147,7 @@ class PipelineStages:
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.build.backends import device_name
-        from hipevolve.verifier.gpu.slots import visibility_variable
+        from hipevolve.verifier.slots import visibility_variable
 
         return {
             "backend": self.backend,

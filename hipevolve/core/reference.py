@@ -78,7 +78,7 @@ def build_model(module: ModuleType, init: dict[str, Any], device: torch.device |
 
 # A case's inputs key that get_inputs never sees: every floating-point element of the inputs
 # drawn is scaled by a factor of its own, log-uniform in [1/SPREAD, SPREAD] (the judge's wide
-# case of a pointwise reference: verifier/gpu/wide_case.py).
+# case of a pointwise reference: verifier/gpu/judge/wide_case.py).
 SPREAD = "hipevolve_spread"
 
 

@@ -143,7 +143,7 @@ def export_package(
     """Writes the best correct kernel of `task` (of `run`, else of every run) to `out`."""
     from hipevolve.verifier.build.includes import tile_include_dir
     from hipevolve.verifier.build.nvidia import include_dir
-    from hipevolve.verifier.gpu import compare as compare_module
+    from hipevolve.verifier.gpu.judge import compare as compare_module
 
     out = Path(out)
     check_output(out, force)

@@ -2,8 +2,8 @@
 torch's load_inline).
 
 A KernelBench candidate's Python is arbitrary: it runs only in a recorder, and the sandbox replays
-the aten ops and extension calls it made (verifier/gpu/record_kb.py, replay_kb.py). The compile
-moves out of the sandbox too. So:
+the aten ops and extension calls it made (verifier/gpu/sandbox/record_kb.py, replay_kb.py). The
+compile moves out of the sandbox too. So:
 
 - `extensions` reads every load_inline call of the file statically (ast, never imported): its
   name, sources, functions and flags must be literals or names bound once to literals (the
@@ -12,16 +12,16 @@ moves out of the sandbox too. So:
   cache folder keyed by the extension, the backend, torch and the compiler; load_inline writes
   the sources and runs ninja there, and its final import is skipped, so no candidate code runs
   in the build process. The sandbox then only loads the built libraries
-  (verifier/gpu/prebuilt.py: its load_inline returns the prebuilt module and compiles nothing,
-  so the sandbox starts no processes). Before a build is published, and again when it is found
-  in the cache, each library's imports are read (kb_library_check.py): one whose C++ can compute
-  with PyTorch or a vendor library beside its own kernels is `hacked` and never published.
+  (verifier/gpu/sandbox/prebuilt.py: its load_inline returns the prebuilt module and compiles
+  nothing, so the sandbox starts no processes). Before a build is published, and again when it is
+  found in the cache, each library's imports are read (kb_library_check.py): one whose C++ can
+  compute with PyTorch or a vendor library beside its own kernels is `hacked` and never published.
 - `static_facts` is the static backend's answer for such a candidate: the device code of its
   sources (host functions that use torch dropped, CUDA hipified, templates with one type
   parameter instantiated for float) compiled for gfx942; or a clear "nothing compiled".
 
 Less isolated than native candidates, and said so in every verdict: the candidate's Python runs
-only in a recorder process and is replayed from a plan (verifier/gpu/record_kb.py,
+only in a recorder process and is replayed from a plan (verifier/gpu/sandbox/record_kb.py,
 replay_kb.py), but its C++ is a PyTorch extension that may call any of libtorch, and it runs in
 the sandbox beside the checks and the timer.
 

@@ -67,7 +67,7 @@ class CaseJob:
 class CandidateJob:
     """The candidate's files: model.py (native) or the KernelBench .py file, and for a native
     candidate its compiled .so and kernel.hip; for a KernelBench one, `library` is the folder
-    of its prebuilt load_inline extensions (verifier/gpu/prebuilt.py), when built."""
+    of its prebuilt load_inline extensions (verifier/gpu/sandbox/prebuilt.py), when built."""
 
     format: str  # one of FORMATS
     model: Path

@@ -1,17 +1,17 @@
 """The controller's side of the GPU worker: the job, spawning the judge, deadlines, kill and reap.
 
-The job itself (job.py) is plain dataclasses the judge reads too; here it is made from a task
-and the verifier settings (`job_for_task`, `timeouts_of`). `run_worker(job)` runs one evaluation
-in a judge process (verifier/gpu/worker.py), which runs the candidate in a sandbox process of its
-own (verifier/gpu/sandbox.py), fresh for every evaluation. The judge gets its own process group
-(so one killpg takes it and everything the candidate started), an allowlisted environment (no
-API keys), each job as one JSON line on stdin and a dedicated result pipe for its answers; this
-side enforces the overall deadline and reaps everything, and a judge that ends without a result
-is a crash, never a pass. `StandbyPool` keeps judges that have already imported torch and
-created their device context waiting for a job, so that cost overlaps the previous evaluation,
-and takes back a judge whose evaluation ended cleanly (ok, incorrect or suspect) to serve again
-with a new sandbox: one device context fewer to create and destroy per evaluation, the driver
-work that slowed every GPU of a busy machine (docs/SCALING.md).
+The job itself (gpu/job.py) is plain dataclasses the judge reads too; here it is made from a task
+and the verifier settings (`job_for_task`, `timeouts_of`). `run_worker(job)` runs one evaluation in
+a judge process (verifier/gpu/judge/worker.py), which runs the candidate in a sandbox process of its
+own (verifier/gpu/sandbox/sandbox.py), fresh for every evaluation. The judge gets its own process
+group (so one killpg takes it and everything the candidate started), an allowlisted environment (no
+API keys), each job as one JSON line on stdin and a dedicated result pipe for its answers; this side
+enforces the overall deadline and reaps everything, and a judge that ends without a result is a
+crash, never a pass. `StandbyPool` keeps judges that have already imported torch and created their
+device context waiting for a job, so that cost overlaps the previous evaluation, and takes back a
+judge whose evaluation ended cleanly (ok, incorrect or suspect) to serve again with a new sandbox:
+one device context fewer to create and destroy per evaluation, the driver work that slowed every GPU
+of a busy machine (docs/SCALING.md).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class Standby:
                 [
                     sys.executable,
                     "-m",
-                    "hipevolve.verifier.gpu.worker",
+                    "hipevolve.verifier.gpu.judge.worker",
                     "--result-fd",
                     str(w),
                     "--device",

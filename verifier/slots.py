@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hipevolve.core import cpu_share
-from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 
 STANDBY_JUDGES = 3  # judges kept warm per slot while a batch is evaluated
 

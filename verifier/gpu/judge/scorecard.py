@@ -5,7 +5,8 @@ the judge's own wall clock), the flags, the hacks, the first mismatch, and the s
 make. It knows the job and the references and runs no process: the judge (worker.py) feeds it
 the sandbox's reports as they come.
 
-Imports the standard library and hipevolve.verifier.gpu.{channel,compare,job} only (no pydantic).
+Imports the standard library and hipevolve.verifier.gpu.{judge.channel,judge.compare,job} only
+(no pydantic).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from hipevolve.verifier.gpu.channel import SandboxError
 from hipevolve.verifier.gpu.job import WorkerJob
-from hipevolve.verifier.gpu.wide_case import wide_note
+from hipevolve.verifier.gpu.judge.channel import SandboxError
+from hipevolve.verifier.gpu.judge.wide_case import wide_note
 
 if TYPE_CHECKING:
-    from hipevolve.verifier.gpu.references import Refs
+    from hipevolve.verifier.gpu.judge.references import Refs
 
 ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
 
@@ -29,7 +30,7 @@ class Scorecard:
     first mismatch, and the status they make. Knows the job and the references, no process."""
 
     def __init__(self, job: WorkerJob) -> None:
-        from hipevolve.verifier.gpu import compare
+        from hipevolve.verifier.gpu.judge import compare
 
         self.compare = compare
         self.job = job

@@ -10,7 +10,7 @@ of reference values inside atol), and the precision downgrade (shares of low man
 There is no quick pass: every chunk is compared fully. A failure names the first bad element by
 its position in the flattened output.
 
-Imports torch, the standard library and hipevolve.verifier.gpu.{compare,memplan} only.
+Imports torch, the standard library and hipevolve.verifier.gpu.{judge.compare,memplan} only.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 from hipevolve.verifier.gpu.memplan import COMPARE_CHUNK_BYTES
 
 

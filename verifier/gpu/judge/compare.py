@@ -23,7 +23,7 @@ when every element is finite and inside the tolerance with room to spare (EDGE);
 near the edge or failing, goes through the full comparison, which alone decides and describes.
 
 Imports torch and the standard library only (and, for a reference kept on the host,
-hipevolve.verifier.gpu.compare_chunks).
+hipevolve.verifier.gpu.judge.compare_chunks).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def compare_values(
     """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output. A reference kept on
     another device (the host, under a lean memory plan) is compared a chunk at a time."""
     if got.device != ref.device and got.device.type != "cpu":
-        from hipevolve.verifier.gpu.compare_chunks import compare_in_chunks
+        from hipevolve.verifier.gpu.judge.compare_chunks import compare_in_chunks
 
         return compare_in_chunks(index, got, ref, tol)
     if precision_problem(index, got, ref, tol):
@@ -293,7 +293,7 @@ def inputs_unchanged(before: list[torch.Tensor], after: list[torch.Tensor]) -> s
         return f"{len(after)} input tensors came back, {len(before)} went in"
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
         if a.device != b.device and a.device.type != "cpu":  # a reference kept on the host
-            from hipevolve.verifier.gpu.compare_chunks import unchanged_in_chunks
+            from hipevolve.verifier.gpu.judge.compare_chunks import unchanged_in_chunks
 
             changed = unchanged_in_chunks(i, b, a)
             if changed:

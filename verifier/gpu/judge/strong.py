@@ -15,7 +15,7 @@ reference's seed and called with the reference's inputs; a `torch_compile` basel
 reference's own Model under torch.compile (static shapes: one compile per case, untimed, in the
 correctness call). The judge that ran them serves no candidate afterwards (worker.main).
 
-Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.compare} only.
+Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.judge.compare} only.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hipevolve.core import reference
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import BaselineJob, CaseJob
-    from hipevolve.verifier.gpu.reference_side import References
+    from hipevolve.verifier.gpu.judge.reference_side import References
 
 Maker = Callable[["CaseJob"], torch.nn.Module]
 
