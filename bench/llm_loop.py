@@ -183,8 +183,12 @@ class SlotStandIn(BaseEvaluator):
         config = current_configuration(parse_tunables(candidate.hip_source or ""))
         digest = hashlib.sha256(repr(sorted(config.items())).encode()).digest()
         fitness = 1.0 + int.from_bytes(digest[:2], "big") % 1000 / 1000
-        return Evaluation(status=Status.ok, task=self.task, backend="stand-in", cases=(
-            CaseResult(case="c", correct=True, time_us=100 / fitness, ref_time_us=100.0),))
+        return Evaluation(
+            status=Status.ok,
+            task=self.task,
+            backend="stand-in",
+            cases=(CaseResult(case="c", correct=True, time_us=100 / fitness, ref_time_us=100.0),),
+        )
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """On one slot, one after the other, as the verifier's head-to-heads run."""
@@ -285,7 +289,11 @@ def one_run(args, setup: Setup) -> dict:
     sampler = Sampler(pace, server, busy)
     started, cpu = time.monotonic(), time.process_time()
     holds = slot_holds(busy) if args.gpu else nullcontext()
-    with holds, tempfile.TemporaryDirectory() as folder, Archive.open(Path(folder) / "a.db") as archive:
+    with (
+        holds,
+        tempfile.TemporaryDirectory() as folder,
+        Archive.open(Path(folder) / "a.db") as archive,
+    ):
         summary = run_evolution(task, archive, settings, evaluate, first=first_candidates(task),
                                 budget=args.budget, seed=0, policy=policy, pace=pace)  # fmt: skip
         ended, cpu = time.monotonic(), time.process_time() - cpu
@@ -355,12 +363,14 @@ def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: fl
     held = busy.held(begin, end)
     starved = [x for x in window if busy.running(x[0]) < slots and x[3] == 0]
     return out | {
-        "steady": held / (slots * (end - begin)), "steady_s": end - begin,
+        "steady": held / (slots * (end - begin)),
+        "steady_s": end - begin,
         "steady_share": (end - begin) / (ended - started),
         "graph_runs": sum(x[1] for x in window) / len(window),
         "model_calls": sum(x[2] for x in window) / len(window),
         "waiting": sum(x[3] for x in window) / len(window),
-        "starved": len(starved) / len(window), "again": again / held if held else 0.0,
+        "starved": len(starved) / len(window),
+        "again": again / held if held else 0.0,
         "duels": duels / held if held else 0.0,
     }
 
@@ -368,15 +378,27 @@ def shares(busy: Busy, samples: list, seeds: set[str], started: float, ended: fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="gated_delta_net")
-    parser.add_argument("--budget", type=int, default=64,
-                        help="evaluations a run; 64 makes start-up and drain a small share")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=64,
+        help="evaluations a run; 64 makes start-up and drain a small share",
+    )
     parser.add_argument("--slots", type=int, default=2)
-    parser.add_argument("--eval-s", type=float, default=8.0, help="seconds a stand-in evaluation holds a slot")
-    parser.add_argument("--scale", type=float, default=0.3,
-                        help="multiplies every latency (the controller's CPU is not scaled: at 0.1 "
-                        "a 2-core machine's CPU, not the models or slots, sets the pace)")
+    parser.add_argument(
+        "--eval-s", type=float, default=8.0, help="seconds a stand-in evaluation holds a slot"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=0.3,
+        help="multiplies every latency (the controller's CPU is not scaled: at 0.1 "
+        "a 2-core machine's CPU, not the models or slots, sets the pace)",
+    )
     parser.add_argument("--gpu", action="store_true", help="the verifier on this machine's GPUs")
-    parser.add_argument("--runs", default=",".join(SETUPS), help=f"rows to run, of {', '.join(SETUPS)}")
+    parser.add_argument(
+        "--runs", default=",".join(SETUPS), help=f"rows to run, of {', '.join(SETUPS)}"
+    )
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     rows = [one_run(args, SETUPS[name]) for name in args.runs.split(",")]

@@ -54,7 +54,9 @@ class ModelNew(nn.Module):
 def _ms(values: list[float]) -> str:
     if not values:
         return "n/a"
-    spread = f" (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})" if len(values) > 1 else ""
+    spread = (
+        f" (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})" if len(values) > 1 else ""
+    )
     return f"{statistics.median(values) * 1e3:.2f} ms median{spread}"
 
 

@@ -60,7 +60,7 @@ def test_values_rounded_through_bfloat16_are_a_precision_downgrade() -> None:
 
 def test_relative_rms_is_decided_over_the_whole_output_not_per_chunk() -> None:
     ref = ref_of()
-    ref[:CHUNK // 4] *= 1e-3  # the first chunk alone has a tiny norm
+    ref[: CHUNK // 4] *= 1e-3  # the first chunk alone has a tiny norm
     got = ref.clone()
     got[: CHUNK // 4] += 1e-3  # its own relative error is large; the whole output's is small
     tol = {"kind": "rel_rms", "max_rel_rms": 0.01}

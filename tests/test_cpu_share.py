@@ -165,8 +165,9 @@ def test_the_cpu_stage_threads_run_niced_and_the_callers_thread_does_not(lower_t
     (128, 8, 2, True),
     (16, 1, 0, False),   # 0 cores per slot: never pin
 ])  # fmt: skip
-def test_the_split_reserves_disjoint_judge_cores_only_when_enough_remain(cores, slots, per_slot,
-                                                                         pinned):
+def test_the_split_reserves_disjoint_judge_cores_only_when_enough_remain(
+    cores, slots, per_slot, pinned
+):
     share = cpu_share.plan(CpuPolicy(cores_per_slot=per_slot), slots, cores=range(cores),
                            groups=[(c,) for c in range(cores)])  # fmt: skip
     assert share.pinned is pinned and share.nice == 10 and share.host_cores == cores

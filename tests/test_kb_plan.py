@@ -235,7 +235,9 @@ def test_the_plan_names_its_pytorch_compute_and_not_its_allocations_views_or_cop
     assert computes(record(Moves(), torch.randn(4, 8))) == []
 
 
-def test_under_kernels_only_an_extension_computing_with_aten_inside_is_hacked_in_a_check_call() -> None:
+def test_under_kernels_only_an_extension_computing_with_aten_inside_is_hacked_in_a_check_call() -> (
+    None
+):
     holder: dict = {}
     # torch.relu is a builtin whose C++ dispatches aten.relu, as an extension's at:: call does.
     ext = RecordingExtension("relu_ext", SimpleNamespace(relu_forward=torch.relu), holder)

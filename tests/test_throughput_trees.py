@@ -159,8 +159,10 @@ def test_the_overheads_bench_refuses_counts_below_one_in_one_line():
     done = subprocess.run([sys.executable, str(bench), "--reps", "0"], capture_output=True,
                           text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].endswith(
-        "--reps and --calls: at least 1; --judge-candidates: at least 0"
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--reps and --calls: at least 1; --judge-candidates: at least 0")
     )
     args = load_bench("verifier_overheads")._parse_args([])
     assert (args.reps, args.calls, args.judge_candidates) == (10, 100, 8)

@@ -256,7 +256,9 @@ def test_speedup_above_the_limit_is_suspect() -> None:
     card.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)
     card.case_out["c"]["ref_trials"] = [20.0] * 5
     assert card.verdict() == (
-        "suspect", "c: speedup 20.0x above 10x (the case has no roofline and no strong baseline)")
+        "suspect",
+        "c: speedup 20.0x above 10x (the case has no roofline and no strong baseline)",
+    )
 
 
 # --- the job, as the controller writes it and the judge reads it ------------------------------

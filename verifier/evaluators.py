@@ -265,8 +265,14 @@ def duel_order(a: Candidate, b: Candidate, rounds: int) -> list[Candidate]:
     return order
 
 
-NOT_IN_KEY = {"cache_dir", "compile_jobs", "ray", "quiet_judge", "cpu_work_nice",
-              "judge_cores_per_slot"}
+NOT_IN_KEY = {
+    "cache_dir",
+    "compile_jobs",
+    "ray",
+    "quiet_judge",
+    "cpu_work_nice",
+    "judge_cores_per_slot",
+}
 
 
 def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> str:

@@ -168,7 +168,9 @@ class BaselineAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     trials: dict[str, list[float]] = Field(default_factory=dict, description="case -> us")
-    flags: list[str] = Field(default_factory=list, description="how it was timed, if unlike the job")
+    flags: list[str] = Field(
+        default_factory=list, description="how it was timed, if unlike the job"
+    )
     unavailable: str = Field(default="", description="why it was not timed (one line)")
 
     def cases(self) -> dict[str, CaseBaseline]:
@@ -194,8 +196,10 @@ class WorkerResult(BaseModel):
         "also cause: the pipeline runs such a candidate once more before calling it hacked",
     )
     beyond_roofline: bool = Field(
-        default=False, description="a suspect reason is a time the card's peaks cannot reach "
-        "(physics), not a margin over a baseline: a re-check cannot clear it")
+        default=False,
+        description="a suspect reason is a time the card's peaks cannot reach "
+        "(physics), not a margin over a baseline: a re-check cannot clear it",
+    )
     mismatch: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
     judge_pid: int | None = None
@@ -232,8 +236,9 @@ class Standby:
     log: Any
 
     @classmethod
-    def spawn(cls, device: str, env_extra: dict[str, str] | None = None,
-              cores: tuple[int, ...] = ()) -> Standby:
+    def spawn(
+        cls, device: str, env_extra: dict[str, str] | None = None, cores: tuple[int, ...] = ()
+    ) -> Standby:
         """A new judge for `device`; on `cores` (its slot's, cpu_share) when given."""
         become_subreaper()  # orphans of a killed judge come back here to be reaped
         workdir = Path(tempfile.mkdtemp(prefix="hipevolve-job-"))
@@ -436,8 +441,12 @@ class StandbyPool:
     """Keeps `size` judges per device warm (torch imported, device context created)."""
 
     def __init__(
-        self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None,
-        cores: tuple[int, ...] = (), standby_cores: tuple[int, ...] = (),
+        self,
+        size: int = 1,
+        device: str = "cuda",
+        env_extra: dict[str, str] | None = None,
+        cores: tuple[int, ...] = (),
+        standby_cores: tuple[int, ...] = (),
     ) -> None:
         """cores: where a judge runs its job (its slot's; (): anywhere). standby_cores: where
         warm judges start and wait (the CPU work's), so their start-up stays off `cores`."""
@@ -452,8 +461,9 @@ class StandbyPool:
     def fill(self) -> None:
         with self._lock:
             while len(self._warm) < self.size:
-                self._warm.append(Standby.spawn(self.device, self.env_extra,
-                                                self.standby_cores or self.cores))
+                self._warm.append(
+                    Standby.spawn(self.device, self.env_extra, self.standby_cores or self.cores)
+                )
 
     def take(self) -> Standby:
         """A warm judge if one is alive, else a fresh one; the pool refills at once."""

@@ -50,9 +50,11 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.core.candidate import Candidate, strip_c_comments
 from hipevolve.core.evaluation import StaticFacts
 
-LESS_ISOLATED = ("kernelbench: less isolated than a native candidate (its Python runs only in a "
-                 "recorder, replayed from a plan; its extension, built outside the sandbox, runs "
-                 "beside the checks)")
+LESS_ISOLATED = (
+    "kernelbench: less isolated than a native candidate (its Python runs only in a "
+    "recorder, replayed from a plan; its extension, built outside the sandbox, runs "
+    "beside the checks)"
+)
 _COMPILER_KEYS = ("CXX", "CC")
 _LISTS = ("cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
           "extra_ldflags", "extra_include_paths")  # fmt: skip
@@ -110,14 +112,19 @@ def without_compiler_choice(candidate: Candidate) -> tuple[Candidate, tuple[str,
     uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "os"]
     inside = {id(n) for d in dropped for n in ast.walk(d)}
     if all(id(n) in inside for n in uses):
-        dropped += [n for n in tree.body if isinstance(n, ast.Import)
-                    and [a.name for a in n.names] == ["os"] and n.names[0].asname is None]
+        dropped += [
+            n
+            for n in tree.body
+            if isinstance(n, ast.Import)
+            and [a.name for a in n.names] == ["os"]
+            and n.names[0].asname is None
+        ]
     lines = candidate.python_source.splitlines(keepends=True)
     for node in dropped:  # blanked, so line numbers in later messages still match the file
         for i in range(node.lineno - 1, node.end_lineno or node.lineno):
             lines[i] = "\n"
     text = "".join(lines)
-    flag = ("kernelbench: os.environ['CXX'] dropped: the build stage picks the compiler")
+    flag = "kernelbench: os.environ['CXX'] dropped: the build stage picks the compiler"
     return candidate.model_copy(update={"python_source": text}), (flag,)
 
 
@@ -236,8 +243,9 @@ def build(candidate: Candidate, backend: str, cache_dir: Path, timeout_s: float 
     if all((folder / f"{e.name}.so").is_file() for e in exts):
         # checked again: a cache may hold what an older version of the check let through
         hacked = _refusal(folder, exts, backend, cache_dir) if library_check else ""
-        return ExtensionsBuild(ok=not hacked, folder=None if hacked else folder, cached=True,
-                               hacked=hacked)
+        return ExtensionsBuild(
+            ok=not hacked, folder=None if hacked else folder, cached=True, hacked=hacked
+        )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=folder.parent))
     try:
@@ -317,7 +325,8 @@ def python_baseline(backend: str, cache_dir: Path) -> frozenset[str] | None:
         if not built.ok or built.folder is None:
             return None
         return kb_library_check.python_calls(
-            kb_library_check.imports(built.folder / "hipevolve_kb_baseline.so"))
+            kb_library_check.imports(built.folder / "hipevolve_kb_baseline.so")
+        )
     except (OSError, kb_library_check.ToolError, KernelBenchBuildError):
         return None
 
@@ -426,11 +435,15 @@ def static_facts(candidate: Candidate, analyse, have_toolchain: bool) -> StaticA
         return StaticAnswer(nothing=f"nothing compiled: {e}")
     sources = [device_source(e) for e in exts]
     if not sum(n for _, n in sources):
-        return StaticAnswer(nothing="nothing compiled: the file's load_inline sources define "
-                            "no __global__ kernel outside host code that uses torch")
+        return StaticAnswer(
+            nothing="nothing compiled: the file's load_inline sources define "
+            "no __global__ kernel outside host code that uses torch"
+        )
     if not have_toolchain:
-        return StaticAnswer(nothing="nothing compiled: no AMD static toolchain here "
-                            "(scripts/install_amd_toolchain.sh installs it)")
+        return StaticAnswer(
+            nothing="nothing compiled: no AMD static toolchain here "
+            "(scripts/install_amd_toolchain.sh installs it)"
+        )
     facts: list[StaticFacts] = []
     for (text, count), ext in zip(sources, exts, strict=True):
         if not count:
@@ -440,11 +453,16 @@ def static_facts(candidate: Candidate, analyse, have_toolchain: bool) -> StaticA
             return StaticAnswer(error=f"{ext.name}: {result.error}")
         facts += result.facts
     if not facts:
-        return StaticAnswer(nothing="nothing compiled: its kernels are templates the host code "
-                            "instantiates")
-    return StaticAnswer(facts=tuple(facts), message=(
-        f"KernelBench format: {len(facts)} kernel(s) of its device code compiled for AMD and "
-        "analysed (host code that uses torch is not compiled statically); not run"))
+        return StaticAnswer(
+            nothing="nothing compiled: its kernels are templates the host code instantiates"
+        )
+    return StaticAnswer(
+        facts=tuple(facts),
+        message=(
+            f"KernelBench format: {len(facts)} kernel(s) of its device code compiled for AMD and "
+            "analysed (host code that uses torch is not compiled statically); not run"
+        ),
+    )
 
 
 if __name__ == "__main__":

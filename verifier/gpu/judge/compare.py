@@ -103,7 +103,9 @@ NEAR_ATOL_SHARE = 0.5  # above this share of reference values inside atol, the R
 NEAR_ATOL_RTOLS = 1 / 3  # ... this share of rtol (module docstring: why)
 
 
-def relative_guard(tol: dict[str, Any], dtype: torch.dtype, ref: torch.Tensor | None = None) -> float:
+def relative_guard(
+    tol: dict[str, Any], dtype: torch.dtype, ref: torch.Tensor | None = None
+) -> float:
     """The relative RMS bound an allclose-kind output must also meet. Where most reference
     values sit inside atol (a 151,936-wide softmax row: every value below 1e-5), atol alone
     would pass a row computed from part of its inputs, so a third of the relative tolerance

@@ -145,7 +145,9 @@ class References:
             )
             times[case.name], eager = self.trials(clock, case, model)
             if eager:
-                self.flags.append(f"timing:eager (not capturable: reference {case.name}: {eager})"[:300])
+                self.flags.append(
+                    f"timing:eager (not capturable: reference {case.name}: {eager})"[:300]
+                )
             del model
         del clock
         return times

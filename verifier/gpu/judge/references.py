@@ -85,8 +85,11 @@ def input_bytes(job: WorkerJob, kept: Kept) -> list[int] | None:
     module = _module(job, kept, _key(job, kept.on_host))
     try:
         return [
-            _bytes(reference.build_inputs(module, case.inputs, "meta", job.seeds[0],
-                                          draw_on_device=True))  # fmt: skip
+            _bytes(
+                reference.build_inputs(
+                    module, case.inputs, "meta", job.seeds[0], draw_on_device=True
+                )
+            )  # fmt: skip
             for case in job.cases
         ]
     except Exception:  # noqa: BLE001 (any reference code: sizes() decides then)

@@ -39,7 +39,9 @@ class Scorecard:
         self.window_hacks = 0  # of those, late timing windows (see judge_timing)
         self.mismatch = ""
         self.beyond_roofline = False  # a suspect reason is physics, not a margin (gates)
-        self.case_out = {c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases}
+        self.case_out = {
+            c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases
+        }
 
     def reference_trials(self, times: dict[str, list[float]]) -> None:
         for name, trials in times.items():

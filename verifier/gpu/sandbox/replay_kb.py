@@ -115,7 +115,8 @@ class KbPlanModel:
                     raise Hacked(
                         f"{step['module']}.{step['fn']} computes "
                         f"{', '.join(f'aten.{n}' for n in seen.computed)} with PyTorch inside "
-                        "the extension: the work must be the extension's own kernels")
+                        "the extension: the work must be the extension's own kernels"
+                    )
             else:
                 out = fn(*args, **kwargs)
             self.check_results(step, out)
