@@ -8,4 +8,6 @@
   (wire.py, ipc.py), launch plans (plan.py, plan_kb.py), timing, the memory plan, confinement.
 
 The controller's side (spawning judges, slots) is a level up: verifier/isolate.py, slots.py.
-Importing this package must stay light (no pydantic): tests/test_gpu_imports_light.py."""
+Importing this package must stay light (no pydantic, nothing of the controller's): pyproject.toml's
+import-linter contract "verifier/gpu stays light" forbids it, and tests/test_gpu_imports_light.py
+checks it in a real process."""
