@@ -5,8 +5,8 @@ the judge's own wall clock), the flags, the hacks, the first mismatch, and the s
 make. It knows the job and the references and runs no process: the judge (worker.py) feeds it
 the sandbox's reports as they come.
 
-Imports the standard library and hipevolve.verifier.gpu.{judge.channel,judge.compare,job} only
-(no pydantic).
+Imports the standard library and hipevolve.verifier.gpu.{judge.channel,judge.compare,
+judge.compare_chunks,job} only (no pydantic).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ class Scorecard:
     first mismatch, and the status they make. Knows the job and the references, no process."""
 
     def __init__(self, job: WorkerJob) -> None:
-        from hipevolve.verifier.gpu.judge import compare
+        from hipevolve.verifier.gpu.judge import compare, compare_chunks
 
         self.compare = compare
+        self.compare_chunks = compare_chunks
         self.job = job
         self.flags: list[str] = []
         self.hacks: list[str] = []
@@ -99,12 +100,12 @@ class Scorecard:
             )
             return
         if n_in:
-            changed = self.compare.inputs_unchanged(ref_inputs, inputs_after)
+            changed = self.compare_chunks.unchanged_anywhere(ref_inputs, inputs_after)
             if changed:
                 self.fail(name, f"{changed} ({where})")
         errors = self.case_out[name]
         for i, (got, ref) in enumerate(zip(values, ref_outs, strict=True)):
-            ok, max_abs, rel_rms, mismatch = self.compare.compare_values(
+            ok, max_abs, rel_rms, mismatch = self.compare_chunks.compare_anywhere(
                 i, got, ref, self.job.tolerance
             )
             errors["max_abs_err"] = max(errors.get("max_abs_err") or 0.0, max_abs)
