@@ -141,8 +141,8 @@ def export_package(
     tasks_dirs: Iterable[Path] = (),
 ) -> PackageExport:
     """Writes the best correct kernel of `task` (of `run`, else of every run) to `out`."""
-    from hipevolve.verifier.build.includes import tile_include_dir
     from hipevolve.verifier.build.nvidia import include_dir
+    from hipevolve.verifier.build.tile_headers import tile_include_dir
     from hipevolve.verifier.gpu.judge import compare as compare_module
 
     out = Path(out)
