@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.structured_call import repair_prompt
 from hipevolve.agents.roles import (
     auditor,
     mutator,
@@ -23,6 +22,7 @@ from hipevolve.agents.roles import (
     translator,
 )
 from hipevolve.agents.state import AgentLimits, Failure
+from hipevolve.agents.structured_call import repair_prompt
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
 from hipevolve.evolution.child import Proposal
@@ -33,8 +33,13 @@ SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REPO = Path(__file__).resolve().parents[1]
 PARENT = load_candidate(REPO / "prompts" / "examples" / "softmax_native")
 # An elite that differs from the parent by one line, as inspirations do.
-INSPIRATION = PARENT.model_copy(update={"hip_source": PARENT.hip_source.replace(
-    "constexpr int kCachedItems = 4;", "constexpr int kCachedItems = 8;")})
+INSPIRATION = PARENT.model_copy(
+    update={
+        "hip_source": PARENT.hip_source.replace(
+            "constexpr int kCachedItems = 4;", "constexpr int kCachedItems = 8;"
+        )
+    }
+)
 FACTS = StaticFacts(kernel="softmax_cached", target="gfx942", vgprs=48, sgprs=24, lds_bytes=128,
                     occupancy=8, global_loads={"dwordx4": 4}, lds_ops=6)  # fmt: skip
 EVALUATION = Evaluation(

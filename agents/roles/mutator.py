@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents import briefing, scratchpad
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.optimizer import inspirations_of, inspirations_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate

@@ -9,8 +9,8 @@ from pydantic import Field
 from hipevolve.agents import briefing, scratchpad
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.structured import JsonReply
-from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.state import ProposalState
+from hipevolve.agents.structured_call import ask_json
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.evolution.offline.transforms import CATALOGUE

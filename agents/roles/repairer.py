@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents.briefing import error_lines, numbered
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 from hipevolve.core.evaluation import Evaluation
@@ -25,8 +25,15 @@ from hipevolve.prompts.render import block, render, schema_text
 
 ROLE = "repairer"
 REPAIRABLE = frozenset(
-    {"parse_error", "rejected", "duplicate", "compile_error", "incorrect", "runtime_error",
-     "timeout"}
+    {
+        "parse_error",
+        "rejected",
+        "duplicate",
+        "compile_error",
+        "incorrect",
+        "runtime_error",
+        "timeout",
+    }
 )
 
 
@@ -53,7 +60,9 @@ def problem_text(failure: Failure, shown: Candidate | None = None) -> str:
         text += f"\n```\n{block(failure.detail)}```"
     lines = error_lines(failure.detail) if failure.kind == "compile_error" else []
     if lines and shown is not None and shown.hip_source:
-        text += f"\nkernel.hip around those lines:\n```\n{block(numbered(shown.hip_source, lines))}```"
+        text += (
+            f"\nkernel.hip around those lines:\n```\n{block(numbered(shown.hip_source, lines))}```"
+        )
     return text
 
 
