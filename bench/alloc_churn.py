@@ -2,12 +2,12 @@
 
     python bench/alloc_churn.py             # needs 2 GPUs; about 4 minutes
 
-A sandbox (verifier/gpu/sandbox.py) starts, creates its device context, takes its whole memory in one
-allocation (worker.Judge.sandbox_reserve) and is killed; one per evaluation. This plays that on
-GPU 0 for each size: 8 processes in turn, each creating its context (timed), allocating SIZE
-bytes in one block (timed) and filling it (timed), then SIGKILLed, the parent timing the kill
-until the process is reaped (its context torn down). Alone, then while 2 loops do the same on
-GPU 1. Mean milliseconds per step.
+A sandbox (verifier/gpu/sandbox/sandbox.py) starts, creates its device context, takes its whole
+memory in one allocation (worker.Judge.sandbox_reserve) and is killed; one per evaluation. This
+plays that on GPU 0 for each size: 8 processes in turn, each creating its context (timed),
+allocating SIZE bytes in one block (timed) and filling it (timed), then SIGKILLed, the parent timing
+the kill until the process is reaped (its context torn down). Alone, then while 2 loops do the same
+on GPU 1. Mean milliseconds per step.
 """
 
 import os

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 
 TOL = {"kind": "allclose", "atol": 1e-5, "rtol": 1e-2}
 

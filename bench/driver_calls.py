@@ -9,7 +9,7 @@ CUDA and ROCm drive the GPU through ioctl system calls on the driver's device fi
 context, allocating and mapping memory, sharing it between processes. Kernel launches make
 none. Every process of the command loads the tracer (bench/driver_calls.c, compiled here with
 cc) through LD_PRELOAD, which the verifier passes on to its judges and their sandboxes
-(verifier/gpu/isolate.py), and each ioctl becomes one line of the trace: process, start, duration,
+(verifier/isolate.py), and each ioctl becomes one line of the trace: process, start, duration,
 request.
 
 The summary, per evaluation with --evaluations: for each kind of process (the command itself,
@@ -145,11 +145,11 @@ def role(pid: int, t: Trace) -> str:
     while pid not in t.execs and pid in t.forks and hops < 16:
         pid, hops = t.forks[pid], hops + 1
     cmd = t.execs.get(pid, "")
-    if "hipevolve.verifier.gpu.zygote" in cmd:
+    if "hipevolve.verifier.gpu.sandbox.zygote" in cmd:
         return "sandbox" if hops else "zygote"
-    if "hipevolve.verifier.gpu.sandbox" in cmd:
+    if "hipevolve.verifier.gpu.sandbox.sandbox_process" in cmd:
         return "sandbox"
-    if "hipevolve.verifier.gpu.worker" in cmd:
+    if "hipevolve.verifier.gpu.judge.worker" in cmd:
         return "judge"
     return "command" if pid == t.command_pid else "other"
 

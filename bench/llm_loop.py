@@ -104,9 +104,9 @@ class Busy:
 
 @contextmanager
 def slot_holds(busy: Busy):  # noqa: ANN201 (a context manager)
-    """Records each GPU slot hold of the verifier (verifier/gpu/slots.py) as busy time: the
+    """Records each GPU slot hold of the verifier (verifier/slots.py) as busy time: the
     evaluation on the device, judge and sandbox included, its compile not."""
-    from hipevolve.verifier.gpu import slots
+    from hipevolve.verifier import slots
 
     original = slots.Slots.submit
 

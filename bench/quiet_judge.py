@@ -48,8 +48,8 @@ from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.problems import get_task
 from hipevolve.verifier.build.compile import Compiler, build
-from hipevolve.verifier.gpu.slots import Slots, visible_gpus
 from hipevolve.verifier.pipeline import Prepared, prepare, run_prepared
+from hipevolve.verifier.slots import Slots, visible_gpus
 
 # The cases that swung in issue 33, and a large softmax whose time is all GPU.
 DEFAULT_CASES = {"gated_delta_net": ("qwen_tp1_short",), "softmax": ("lm_head_vocab",)}
@@ -231,19 +231,39 @@ def _us(value: float | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     what = parser.add_argument_group("what to time")
-    what.add_argument("--tasks", default="gated_delta_net,softmax",
-                      help="comma-separated tasks (gated_delta_net,softmax)")
-    what.add_argument("--cases", default="", help="comma-separated case names (default: per task, "
-                      "gated_delta_net qwen_tp1_short, softmax lm_head_vocab)")
-    what.add_argument("--cpu", action="store_true",
-                      help="no GPU: the reference as candidate, small cases, on the CPU")
+    what.add_argument(
+        "--tasks",
+        default="gated_delta_net,softmax",
+        help="comma-separated tasks (gated_delta_net,softmax)",
+    )
+    what.add_argument(
+        "--cases",
+        default="",
+        help="comma-separated case names (default: per task, "
+        "gated_delta_net qwen_tp1_short, softmax lm_head_vocab)",
+    )
+    what.add_argument(
+        "--cpu",
+        action="store_true",
+        help="no GPU: the reference as candidate, small cases, on the CPU",
+    )
     how = parser.add_argument_group("how")
-    how.add_argument("--rounds", type=int, default=3, help="evaluations per task, policy, phase (3)")
+    how.add_argument(
+        "--rounds", type=int, default=3, help="evaluations per task, policy, phase (3)"
+    )
     how.add_argument("--trials", type=int, default=30, help="timed trials per case (30)")
-    how.add_argument("--load-jobs", type=int, default=0,
-                     help="parallel compiles of the load (0: one per core of this process)")
-    how.add_argument("--deadline-s", type=float, default=270.0,
-                     help="start no round that would end after this many seconds (270)")
+    how.add_argument(
+        "--load-jobs",
+        type=int,
+        default=0,
+        help="parallel compiles of the load (0: one per core of this process)",
+    )
+    how.add_argument(
+        "--deadline-s",
+        type=float,
+        default=270.0,
+        help="start no round that would end after this many seconds (270)",
+    )
     args = parser.parse_args()
     try:
         return run(args)
@@ -293,10 +313,14 @@ def run(args: argparse.Namespace) -> int:
         if failed:
             print(f"warning: a load compile failed: {failed}", file=sys.stderr)
         rate = ", ".join(f"{p} {times.compiles.get(p, 0)}" for p in POLICIES)
-        print(f"{rounds} rounds in {time.monotonic() - start:.0f} s; load compiles finished: {rate}")
+        print(
+            f"{rounds} rounds in {time.monotonic() - start:.0f} s; load compiles finished: {rate}"
+        )
         worst = report(times, work)
-        print(f"worst mismatch of loaded and idle timing with the quiet judge on: {worst:.3f}x "
-              "(goal: at most 1.05x either way)")
+        print(
+            f"worst mismatch of loaded and idle timing with the quiet judge on: {worst:.3f}x "
+            "(goal: at most 1.05x either way)"
+        )
         return 0
     finally:
         cpu_share.install(cpu_share.CpuPolicy())

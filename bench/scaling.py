@@ -56,7 +56,7 @@ from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.offline.tunables import configurations, parse_tunables, with_values
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.slots import Slots
+from hipevolve.verifier.slots import Slots
 
 GOAL = 1.8
 
@@ -273,7 +273,7 @@ def ray_phase(task, settings: VerifierSettings, backend: str, gpus: int, candida
         wall = time.monotonic() - started
     finally:
         evaluator.close()
-    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES
+    from hipevolve.verifier.slots import STANDBY_JUDGES
 
     return Phase(label=f"ray, {gpus} GPU workers", gpus=gpus, cache="warm",
                  evaluations=len(results), wall_s=wall,
@@ -306,8 +306,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from hipevolve.verifier.build.backends import gpu_backend
-    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, visible_gpus
     from hipevolve.verifier.pipeline import prepare
+    from hipevolve.verifier.slots import STANDBY_JUDGES, visible_gpus
 
     backend = gpu_backend()
     if backend is None:

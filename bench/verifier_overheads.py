@@ -8,9 +8,10 @@ Issue 32: launch plans made evaluations about a third slower (H100: 0.2 s of rec
 evaluation, 0.07 s of per-call input shifting). This prints, per phase:
 - recorder: forking a recorder from a warm zygote, and sending it the softmax seed's job until its
   plan arrives (the judge now forks it as the job arrives and sends the job before the
-  reference's timing, verifier/gpu/record_ahead.py: what is left on the evaluation's path is the
-  part of the record that outlasts the reference's timing); on a GPU machine with the seed's real
-  library, elsewhere with a stand-in C library (the softmax seed calls no launcher on the host);
+  reference's timing, verifier/gpu/judge/record_ahead.py: what is left on the evaluation's path is
+  the part of the record that outlasts the reference's timing); on a GPU machine with the seed's
+  real library, elsewhere with a stand-in C library (the softmax seed calls no launcher on the
+  host);
 - inputs: per timed call, the executor's fresh guarded copy of the softmax case's inputs
   (Executor.guarded_clone), the pooled shifted copy that replaces it (input_pool.py), and the
   plan's buffers made for the call (PlanModel.prepare), on the GPU when there is one;
@@ -53,7 +54,9 @@ class ModelNew(nn.Module):
 def _ms(values: list[float]) -> str:
     if not values:
         return "n/a"
-    spread = f" (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})" if len(values) > 1 else ""
+    spread = (
+        f" (min {min(values) * 1e3:.2f}, max {max(values) * 1e3:.2f})" if len(values) > 1 else ""
+    )
     return f"{statistics.median(values) * 1e3:.2f} ms median{spread}"
 
 
@@ -108,8 +111,8 @@ def _input_bytes(module, case) -> int:  # noqa: ANN001
 
 
 def recorder_phase(reps: int, work: Path, library: Path) -> dict:
-    from hipevolve.verifier.gpu.record_ahead import Recorder
-    from hipevolve.verifier.gpu.zygote import Zygote
+    from hipevolve.verifier.gpu.judge.record_ahead import Recorder
+    from hipevolve.verifier.gpu.sandbox.zygote import Zygote
 
     job, _ = record_job(library)
     zygote = Zygote.start()
@@ -134,10 +137,10 @@ def inputs_phase(calls: int, device: str, plan: dict | None) -> dict:
 
     from hipevolve.core import reference
     from hipevolve.problems import get_task
-    from hipevolve.verifier.gpu.executor import Executor, PlanModel
-    from hipevolve.verifier.gpu.input_pool import ShiftedInputs
     from hipevolve.verifier.gpu.plan import Plan
-    from hipevolve.verifier.gpu.sandbox import CANARY, GUARD
+    from hipevolve.verifier.gpu.sandbox.executor import Executor, PlanModel
+    from hipevolve.verifier.gpu.sandbox.input_pool import ShiftedInputs
+    from hipevolve.verifier.gpu.sandbox.sandbox import CANARY, GUARD
 
     task = get_task("softmax")
     module = reference.load_module(task.reference)
@@ -202,8 +205,8 @@ def judge_phase(count: int, work: Path, backend: str) -> dict:
 def cpu_judge_phase(count: int, work: Path) -> dict:
     """`count` jobs through one warm CPU judge: mean seconds per stage as the judge reports them."""
     from hipevolve.problems import get_task
-    from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
     from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
+    from hipevolve.verifier.isolate import StandbyPool, run_worker
 
     model = work / "python_softmax.py"
     model.write_text(PYTHON_SOFTMAX)

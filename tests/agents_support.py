@@ -71,7 +71,7 @@ def halved_softmax_mismatch() -> tuple[str, CaseResult]:
     """What the verifier reports for the wrong-result kernel: its bug (every output halved)
     replayed in torch on the small case, compared by the verifier's own compare_values."""
     from hipevolve.problems import get_task
-    from hipevolve.verifier.gpu.compare import compare_values
+    from hipevolve.verifier.gpu.judge.compare import compare_values
 
     x = torch.linspace(-4.0, 4.0, 64 * 1024).reshape(64, 1024)
     ref = torch.softmax(x, dim=-1)

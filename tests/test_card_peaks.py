@@ -16,7 +16,7 @@ from test_hostile import HEALTHY, cpu_job  # noqa: E402
 
 from hipevolve.core.hardware import H100, H200, MI300X, MI355X, by_device_name  # noqa: E402
 from hipevolve.verifier.gpu.job import CaseJob, PeakRates, on_card  # noqa: E402
-from hipevolve.verifier.gpu.scorecard import Scorecard  # noqa: E402
+from hipevolve.verifier.gpu.judge.scorecard import Scorecard  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 
 TOLERANCES = [
     {"kind": "allclose", "atol": 1e-5, "rtol": 1e-2},

@@ -1,5 +1,5 @@
 """A reference kept on the host (a lean memory plan) is compared a chunk at a time
-(verifier/gpu/compare_chunks.py), with the verdicts compare.compare_fully gives over the whole
+(verifier/gpu/judge/compare_chunks.py), with the verdicts compare.compare_fully gives over the whole
 output. Chunks of 4 KiB here, so every output spans many."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hipevolve.verifier.gpu import compare
-from hipevolve.verifier.gpu.compare_chunks import compare_in_chunks, unchanged_in_chunks
+from hipevolve.verifier.gpu.judge import compare
+from hipevolve.verifier.gpu.judge.compare_chunks import compare_in_chunks, unchanged_in_chunks
 
 CHUNK = 4096
 ALLCLOSE = {"kind": "allclose", "atol": 1e-5, "rtol": 1e-5}
@@ -60,7 +60,7 @@ def test_values_rounded_through_bfloat16_are_a_precision_downgrade() -> None:
 
 def test_relative_rms_is_decided_over_the_whole_output_not_per_chunk() -> None:
     ref = ref_of()
-    ref[:CHUNK // 4] *= 1e-3  # the first chunk alone has a tiny norm
+    ref[: CHUNK // 4] *= 1e-3  # the first chunk alone has a tiny norm
     got = ref.clone()
     got[: CHUNK // 4] += 1e-3  # its own relative error is large; the whole output's is small
     tol = {"kind": "rel_rms", "max_rel_rms": 0.01}

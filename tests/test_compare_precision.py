@@ -1,4 +1,4 @@
-"""Output checks that see precision (verifier/gpu/compare.py, issue 32): float32 outputs that
+"""Output checks that see precision (verifier/gpu/judge/compare.py, issue 32): float32 outputs that
 carry only 16-bit precision fail as a precision downgrade, and outputs that all sit near atol
 must still be near the reference (a relative RMS bound), while every shipped task's reference,
 computed again at another precision the way an honest kernel rounds differently, still passes."""
@@ -11,7 +11,7 @@ import torch
 from hipevolve.core import reference as ref_lib
 from hipevolve.core.taskspec import Tolerance
 from hipevolve.problems import discover, get_task
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 
 SOFTMAX_TOL = get_task("softmax").tolerance.model_dump()
 

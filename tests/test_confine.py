@@ -15,15 +15,15 @@ import pytest
 
 import hipevolve
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.channel import hand_over
 from hipevolve.verifier.gpu.job import CandidateJob
+from hipevolve.verifier.gpu.judge.channel import hand_over
 
 PROBE = """
 import json, sys
 from pathlib import Path
 import hipevolve
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.channel import hand_over
+from hipevolve.verifier.gpu.judge.channel import hand_over
 from hipevolve.verifier.gpu.job import CandidateJob
 workdir, name = sys.argv[1], sys.argv[2]
 flags = confine.confine_process([workdir, "/dev", "/proc/self"])

@@ -100,7 +100,7 @@ def test_a_pinned_share_starts_the_child_on_the_work_cores_only():
 
 
 def test_a_judge_starts_on_its_slots_cores_and_the_spawning_thread_is_restored():
-    from hipevolve.verifier.gpu.isolate import Standby
+    from hipevolve.verifier.isolate import Standby
 
     _, judge_core = _two_cores()
     before = os.sched_getaffinity(0)
@@ -131,7 +131,7 @@ def _group_cores(pgid: int) -> set[tuple[int, ...]]:
 
 
 def test_a_warm_judge_waits_on_the_work_cores_and_times_on_its_slots():
-    from hipevolve.verifier.gpu.isolate import StandbyPool
+    from hipevolve.verifier.isolate import StandbyPool
 
     work, judge_core = _two_cores()
     with StandbyPool(size=1, device="cpu", cores=(judge_core,), standby_cores=(work,)) as pool:
@@ -165,8 +165,9 @@ def test_the_cpu_stage_threads_run_niced_and_the_callers_thread_does_not(lower_t
     (128, 8, 2, True),
     (16, 1, 0, False),   # 0 cores per slot: never pin
 ])  # fmt: skip
-def test_the_split_reserves_disjoint_judge_cores_only_when_enough_remain(cores, slots, per_slot,
-                                                                         pinned):
+def test_the_split_reserves_disjoint_judge_cores_only_when_enough_remain(
+    cores, slots, per_slot, pinned
+):
     share = cpu_share.plan(CpuPolicy(cores_per_slot=per_slot), slots, cores=range(cores),
                            groups=[(c,) for c in range(cores)])  # fmt: skip
     assert share.pinned is pinned and share.nice == 10 and share.host_cores == cores
@@ -269,8 +270,8 @@ def test_the_seed_evaluates_ok_with_its_judge_pinned_and_the_compile_niced(tmp_p
     from hipevolve.core.candidate import load_candidate
     from hipevolve.problems import get_task
     from hipevolve.verifier.build.backends import resolve_backend
-    from hipevolve.verifier.gpu.slots import Slots, visible_gpus
     from hipevolve.verifier.pipeline import evaluate_many
+    from hipevolve.verifier.slots import Slots, visible_gpus
 
     backend = resolve_backend("auto")
     task = get_task("softmax")

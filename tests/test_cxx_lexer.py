@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
+from hipevolve.verifier.screen.cxx import CxxSource
 from hipevolve.verifier.screen.lexer import joined_strings, lex
-from hipevolve.verifier.screen.sources import CxxSource
 
 
 def directives(text: str) -> list[tuple[int, str, str]]:

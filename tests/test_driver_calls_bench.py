@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import driver_calls  # noqa: E402  (bench/ is a folder of scripts, not a package)
 
-from hipevolve.verifier.gpu.isolate import judge_env  # noqa: E402
+from hipevolve.verifier.isolate import judge_env  # noqa: E402
 
 FIONREAD = "541b"
 # Three ioctls, then a child that closes every descriptor past stderr as a sandbox does (zygote:
@@ -65,8 +65,8 @@ def test_sandboxes_are_split_at_their_longest_pause_and_processes_named_by_their
     log.write_text(
         "\n".join(
             [
-                "E 10 1 0 python|-m|hipevolve.verifier.gpu.worker|--device|cuda:0",
-                "E 11 10 0 python|-m|hipevolve.verifier.gpu.zygote|5",
+                "E 10 1 0 python|-m|hipevolve.verifier.gpu.judge.worker|--device|cuda:0",
+                "E 11 10 0 python|-m|hipevolve.verifier.gpu.sandbox.zygote|5",
                 "F 12 11 0",  # the zygote's child, which forks the sandbox
                 "F 13 12 0",
                 "I 10 0 2000000 F 2a 20801303",  # the judge

@@ -148,8 +148,8 @@ print(library)
 
 
 def test_loader_compiles_with_the_flags_the_verifier_measured_with(exported, tmp_path):
-    from hipevolve.verifier.build.includes import tile_include_dir
     from hipevolve.verifier.build.nvidia import include_dir, nvcc_command
+    from hipevolve.verifier.build.tile_headers import tile_include_dir
 
     _, out = exported
     code = f"""
@@ -248,7 +248,9 @@ def test_model_imports_the_packages_loader_instead_of_hipevolve(line, expected):
     assert rewrite_runtime_import(source) == f'"""doc"""\nimport torch\n{expected}\n\nx = 1\n'
 
 
-@pytest.mark.parametrize("line", ["import hipevolve.verifier", "from hipevolve.core.reference import x"])
+@pytest.mark.parametrize(
+    "line", ["import hipevolve.verifier", "from hipevolve.core.reference import x"]
+)
 def test_model_needing_more_of_hipevolve_is_refused(line):
     with pytest.raises(UserError, match="an exported package cannot"):
         rewrite_runtime_import(f"{line}\n")
@@ -399,8 +401,9 @@ def _kernelbench_checker():
 def test_the_exported_kernelbench_file_passes_kernelbench_own_checker(exported):
     _, out = exported
     text = (out / "kernelbench_model_new.py").read_text()
-    valid, errors, _ = _kernelbench_checker().validate_kernel_static(text, backend="hip",
-                                                                       precision="fp32")
+    valid, errors, _ = _kernelbench_checker().validate_kernel_static(
+        text, backend="hip", precision="fp32"
+    )
     assert valid, errors
     # and it carries the kernel it claims: the package's kernel.hip, built with load_inline
     assert (out / PACKAGE / "kernel.hip").read_text().strip() in text
@@ -409,6 +412,6 @@ def test_the_exported_kernelbench_file_passes_kernelbench_own_checker(exported):
 
 def test_kernelbench_checker_still_refuses_a_file_without_a_kernel():
     # the check above can fail: the checker refuses what the old export wrote
-    old = 'from pkg.model import ModelNew  # noqa: E402, F401\n'
+    old = "from pkg.model import ModelNew  # noqa: E402, F401\n"
     valid, errors, _ = _kernelbench_checker().validate_kernel_static(old, backend="hip")
     assert not valid and "Missing __global__ kernel definition" in errors

@@ -30,7 +30,7 @@ from hipevolve.evolution.offline.tunables import current_configuration, parse_tu
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import load_task_folder
 from hipevolve.verifier.evaluators import BaseEvaluator, duel_order
-from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 from hipevolve.verifier.pipeline import time_baseline
 from tests.standin import TASK_NAME, make_task, write_task_folder
 
@@ -83,7 +83,9 @@ class NoisyDevice(BaseEvaluator):
     def baseline(self, trials: int, target: float = 0.0) -> RunBaseline:
         cases = {}
         for case in CASES:
-            median, ci = median_interval([REF_US * self.rng.uniform(1.0, 1.8) for _ in range(trials)])
+            median, ci = median_interval(
+                [REF_US * self.rng.uniform(1.0, 1.8) for _ in range(trials)]
+            )
             cases[case] = CaseBaseline(case=case, time_us=median, ci=ci, trials=trials)
         return RunBaseline(task="noisy", device=self.device, toolchain=self.toolchain, cases=cases)
 
@@ -105,8 +107,9 @@ def test_a_noisy_reference_cannot_crown_a_slower_kernel(tmp_path):
         summary, best, kernels, seed_kernel, evaluations = noisy_run(tmp_path, SEED_IS_BEST, seed)
         crowned = true_speed(kernels[best.candidate_id], SEED_IS_BEST)
         assert crowned >= 0.99, (seed, crowned, summary.confirmation)  # at most 1% slower
-        assert "faster than the seed" not in summary.confirmation.replace("no confirmed", ""), \
+        assert "faster than the seed" not in summary.confirmation.replace("no confirmed", ""), (
             summary.confirmation
+        )
         # The test has teeth: ranked by the reference timed inside each evaluation (the old
         # fitness), the run's top kernel is a slower one than the run crowned.
         old = max(evaluations, key=lambda cid: statistics.fmean(
@@ -165,8 +168,12 @@ def evaluation(times: dict[str, float], ref: float = 500.0, ci: float = 0.002) -
 
 
 def test_rebasing_puts_the_baseline_under_every_speedup_and_flags_a_stray_reference():
-    base = RunBaseline(task="t", device="d", toolchain="x",
-                       cases={"a": CaseBaseline(case="a", time_us=400.0, ci=0.01, trials=100)})
+    base = RunBaseline(
+        task="t",
+        device="d",
+        toolchain="x",
+        cases={"a": CaseBaseline(case="a", time_us=400.0, ci=0.01, trials=100)},
+    )
     rebased = base.rebase(evaluation({"a": 100.0}, ref=900.0))
     assert rebased.cases[0].ref_time_us == 400.0 and rebased.cases[0].ref_check_us == 900.0
     assert rebased.fitness == 4.0

@@ -21,7 +21,7 @@ from gemm_emulation import EMULATED_MFMA
 from test_lowering import CPU_FP16
 
 from hipevolve.verifier.build.amd_static import analyze, find_toolchain
-from hipevolve.verifier.build.includes import tile_include_dir
+from hipevolve.verifier.build.tile_headers import tile_include_dir
 
 TOOLCHAIN = find_toolchain()
 

@@ -13,8 +13,8 @@ from hipevolve.core.candidate import load_candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Status
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.slots import Slots
 from hipevolve.verifier.pipeline import Prepared, run_prepared
+from hipevolve.verifier.slots import Slots
 
 STAND_IN = Path(__file__).parent / "data" / "candidates" / "gdn_tokens_torch.py"
 

@@ -26,9 +26,9 @@ from hipevolve.core.evaluation import Status
 from hipevolve.problems import get_task
 from hipevolve.verifier.evaluators import settings_key
 from hipevolve.verifier.gpu import timing
-from hipevolve.verifier.gpu.isolate import WorkerResult, job_for_task, run_worker
 from hipevolve.verifier.gpu.job import CandidateJob, CaseSizes, SandboxJob, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.judge import timing_flags
+from hipevolve.verifier.gpu.judge.judge import timing_flags
+from hipevolve.verifier.isolate import WorkerResult, job_for_task, run_worker
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
@@ -134,8 +134,8 @@ def test_a_plans_buffers_are_poisoned_and_reweighted_before_each_replay(tmp_path
     from test_record_plan import WEIGHTED, WEIGHTED_C, _load, _spec
 
     from hipevolve.runtime import Launcher
-    from hipevolve.verifier.gpu import record
-    from hipevolve.verifier.gpu.executor import PlanModel
+    from hipevolve.verifier.gpu.sandbox import record
+    from hipevolve.verifier.gpu.sandbox.executor import PlanModel
 
     (tmp_path / "w.c").write_text(WEIGHTED_C)
     gcc = shutil.which("gcc") or shutil.which("cc")

@@ -1,13 +1,13 @@
-"""The executor's pooled timed inputs (verifier/gpu/input_pool.py): every call's copy holds its own
-values at a shift drawn for it, and nothing of an earlier call stays readable anywhere in the place.
-CPU tensors: the pool does the same on the device."""
+"""The executor's pooled timed inputs (verifier/gpu/sandbox/input_pool.py): every call's copy holds
+its own values at a shift drawn for it, and nothing of an earlier call stays readable anywhere in
+the place. CPU tensors: the pool does the same on the device."""
 
 from __future__ import annotations
 
 import torch
 
-from hipevolve.verifier.gpu.input_pool import ALIGN, SHIFTS, ShiftedInputs
-from hipevolve.verifier.gpu.sandbox import CANARY, GUARD
+from hipevolve.verifier.gpu.sandbox.input_pool import ALIGN, SHIFTS, ShiftedInputs
+from hipevolve.verifier.gpu.sandbox.sandbox import CANARY, GUARD
 
 
 def _sets(n: int, *shape: int) -> list[torch.Tensor]:

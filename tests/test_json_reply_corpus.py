@@ -28,10 +28,10 @@ from reply_corpus_support import load_case
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
 from hipevolve.agents.llm.structured import read_json_reply
-from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.roles.optimizer import Idea
 from hipevolve.agents.roles.profiler_reader import Diagnosis
 from hipevolve.agents.state import AgentLimits
+from hipevolve.agents.structured_call import ask_json
 from hipevolve.archive.store import Archive
 from hipevolve.evolution.budget import RunBudget
 from hipevolve.evolution.islands import EvolutionSettings

@@ -18,9 +18,9 @@ import pytest
 
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import memplan
-from hipevolve.verifier.gpu.isolate import run_worker
 from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.reference_side import host_available
+from hipevolve.verifier.gpu.judge.reference_side import host_available
+from hipevolve.verifier.isolate import run_worker
 
 pytestmark = pytest.mark.gpu
 
@@ -90,15 +90,21 @@ def test_kernelbench_19_relu_with_its_6_gib_input_scores_ok_under_a_lean_plan(
     assert result.cases[0].time_us and result.cases[0].ref_time_us
 
 
-def test_an_elementwise_task_up_to_a_quarter_of_free_device_memory_scores_ok(tmp_path: Path) -> None:
+def test_an_elementwise_task_up_to_a_quarter_of_free_device_memory_scores_ok(
+    tmp_path: Path,
+) -> None:
     quarter = device_free() // 4
     host = host_available()
     shape = memplan.JobShape(seeds=len(SEEDS), calls=12, timing_budget_bytes=1 << 30,
                              flush_bytes=512 << 20)  # fmt: skip
     size = quarter
-    while host is not None and memplan.lean_host(
-        memplan.CaseBytes(name="big", input_bytes=size, output_bytes=size), shape
-    ) > 0.8 * host:
+    while (
+        host is not None
+        and memplan.lean_host(
+            memplan.CaseBytes(name="big", input_bytes=size, output_bytes=size), shape
+        )
+        > 0.8 * host
+    ):
         size = size * 9 // 10  # the host holds the lean plan's references (memplan.lean_host)
     rows = size // (4 * COLS)
     result = run_worker(relu_job(tmp_path, rows=rows))

@@ -1,6 +1,6 @@
 """KernelBench plans (issue 32, class 1): a KernelBench candidate's forward is recorded once
-(verifier/gpu/record_kb.py) and replayed with no candidate Python (replay_kb.py); the plan is
-validated (plan_kb.py). In-process here, on the CPU; the whole path through the recorder and
+(verifier/gpu/sandbox/record_kb.py) and replayed with no candidate Python (replay_kb.py); the plan
+is validated (plan_kb.py). In-process here, on the CPU; the whole path through the recorder and
 executor processes runs in tests/hostile and tests/test_kb_plan_gpu.py."""
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ import torch.nn as nn
 
 from hipevolve.verifier.gpu.plan import PlanError
 from hipevolve.verifier.gpu.plan_kb import Hacked, computes, to_json, validate
-from hipevolve.verifier.gpu.record_kb import RecordingExtension, Refused, record_case, spec_of
-from hipevolve.verifier.gpu.replay_kb import KbPlanModel
+from hipevolve.verifier.gpu.sandbox.record_kb import (
+    RecordingExtension,
+    Refused,
+    record_case,
+    spec_of,
+)
+from hipevolve.verifier.gpu.sandbox.replay_kb import KbPlanModel
 
 
 def record(model, *inputs, holder=None) -> dict:  # noqa: ANN001
@@ -230,7 +235,9 @@ def test_the_plan_names_its_pytorch_compute_and_not_its_allocations_views_or_cop
     assert computes(record(Moves(), torch.randn(4, 8))) == []
 
 
-def test_under_kernels_only_an_extension_computing_with_aten_inside_is_hacked_in_a_check_call() -> None:
+def test_under_kernels_only_an_extension_computing_with_aten_inside_is_hacked_in_a_check_call() -> (
+    None
+):
     holder: dict = {}
     # torch.relu is a builtin whose C++ dispatches aten.relu, as an extension's at:: call does.
     ext = RecordingExtension("relu_ext", SimpleNamespace(relu_forward=torch.relu), holder)
@@ -258,7 +265,7 @@ def test_a_kernels_only_job_finds_pytorch_compute_the_screen_cannot_see(tmp_path
     from pathlib import Path
 
     from hipevolve.core.evaluation import Status
-    from hipevolve.verifier.gpu.isolate import run_worker
+    from hipevolve.verifier.isolate import run_worker
 
     sys.path.insert(0, str(Path(__file__).parent / "hostile"))
     from test_hostile import cpu_job

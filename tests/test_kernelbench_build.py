@@ -1,5 +1,5 @@
 """KernelBench-format candidates through the verifier (verifier/build/kernelbench.py,
-verifier/gpu/prebuilt.py, verifier/pipeline.py):
+verifier/gpu/sandbox/prebuilt.py, verifier/pipeline.py):
 
 - KernelBench's own HIP example (it sets os.environ["CXX"]) passes the screen; nothing else
   that reads or writes the environment does;
@@ -75,7 +75,8 @@ def test_kernelbench_hip_example_passes_the_screen_once_its_compiler_choice_is_d
 
 def test_only_the_compiler_choice_is_dropped_other_environment_use_is_still_refused():
     text = HIP_EXAMPLE.read_text().replace(
-        'os.environ["CXX"] = "hipcc"', 'os.environ["CXX"] = "hipcc"\nKEY = os.environ["HOME"]')
+        'os.environ["CXX"] = "hipcc"', 'os.environ["CXX"] = "hipcc"\nKEY = os.environ["HOME"]'
+    )
     candidate = load_candidate(HIP_EXAMPLE).model_copy(update={"python_source": text})
     cleaned, _ = kernelbench.without_compiler_choice(candidate)
     assert "import os" in cleaned.python_source
@@ -90,7 +91,8 @@ def test_the_extensions_are_read_from_the_file_without_running_it():
     assert "__global__" in kwargs["cuda_sources"][0]
     assert kwargs["cpp_sources"] == [
         "#include <torch/extension.h>\n"
-        "torch::Tensor elementwise_add_hip(torch::Tensor a, torch::Tensor b);\n"]
+        "torch::Tensor elementwise_add_hip(torch::Tensor a, torch::Tensor b);\n"
+    ]
     assert any(f.startswith("-I") and f.endswith("hip_nvidia/include")
                for f in kwargs["extra_cuda_cflags"])  # fmt: skip
     assert env == {}
@@ -115,8 +117,10 @@ def test_static_backend_compiles_a_kernelbench_file_device_code_for_gfx942(tmp_p
 @pytest.mark.amd_static
 @needs_toolchain
 def test_static_backend_reports_cuda_source_that_does_not_compile(tmp_path):
-    text = HEALTHY_SOFTMAX.read_text().replace("row_max = block_reduce<true>(row_max, scratch);",
-                                               "row_max = block_reduce<true>(row_max, nowhere);")
+    text = HEALTHY_SOFTMAX.read_text().replace(
+        "row_max = block_reduce<true>(row_max, scratch);",
+        "row_max = block_reduce<true>(row_max, nowhere);",
+    )
     candidate = load_candidate(HEALTHY_SOFTMAX).model_copy(update={"python_source": text})
     evaluation = evaluate(candidate, get_task("softmax"), settings_in(tmp_path).verifier, "static")
     assert evaluation.status is Status.compile_error
@@ -155,7 +159,7 @@ def test_a_prebuilt_extension_loads_where_no_compiler_can_run(cpu_build, tmp_pat
     _, built = cpu_build
     code = (
         "import json, sys, torch\n"
-        "from hipevolve.verifier.gpu.prebuilt import use_prebuilt\n"
+        "from hipevolve.verifier.gpu.sandbox.prebuilt import use_prebuilt\n"
         "use_prebuilt(sys.argv[1])\n"
         "import importlib.util\n"
         "spec = importlib.util.spec_from_file_location('cand', sys.argv[2])\n"

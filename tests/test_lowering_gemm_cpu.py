@@ -213,11 +213,11 @@ def test_3xtf32_error_at_long_k_is_unbiased_and_no_larger_than_the_fma_paths(tmp
 
 
 def test_3xtf32_linear_at_long_k_passes_the_verifiers_comparison(tmp_path, monkeypatch):
-    """The verifier's own comparison (verifier/gpu/compare.py: KernelBench's fp32 tolerance
+    """The verifier's own comparison (verifier/gpu/judge/compare.py: KernelBench's fp32 tolerance
     and its relative-RMS guard, rtol / 3 here as half the relu outputs are 0) against torch's
     fp32 reference, at the K of KernelBench's 59_Matmul_Swish_Scaling (32768) with the tensor
     cores' truncation."""
-    from hipevolve.verifier.gpu.compare import compare_fully
+    from hipevolve.verifier.gpu.judge.compare import compare_fully
 
     got, want, _ = long_k_linear("mma", 32768, tmp_path, monkeypatch)
     tolerance = task_named("l2_matmul_relu").tolerance.model_dump()

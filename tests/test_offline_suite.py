@@ -118,7 +118,7 @@ def test_default_suite_is_the_builtins_and_every_lowering_test_task_and_all_reso
 
 
 def judges_of(pid: int) -> list[int]:
-    """Processes pid started that run the verifier's judge (hipevolve.verifier.gpu.worker)."""
+    """Processes pid started that run the verifier's judge (hipevolve.verifier.gpu.judge.worker)."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -126,7 +126,7 @@ def judges_of(pid: int) -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError):  # exited while listed
             continue
-        if int(parent) == pid and b"hipevolve.verifier.gpu.worker" in argv:
+        if int(parent) == pid and b"hipevolve.verifier.gpu.judge.worker" in argv:
             found.append(int(proc.name))
     return found
 

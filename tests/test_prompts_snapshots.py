@@ -14,7 +14,6 @@ import pytest
 
 from hipevolve.agents import proposal
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.structured_call import repair_prompt
 from hipevolve.agents.roles import (
     auditor,
     mutator,
@@ -24,6 +23,7 @@ from hipevolve.agents.roles import (
     translator,
 )
 from hipevolve.agents.state import AgentLimits, Failure
+from hipevolve.agents.structured_call import repair_prompt
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
 from hipevolve.evolution.child import Proposal

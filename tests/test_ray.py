@@ -1,5 +1,5 @@
 """Evaluation on a Ray cluster (verifier/ray.py) and on several local worker slots
-(verifier/gpu/slots.py).
+(verifier/slots.py).
 
 On this machine a real local Ray cluster runs CPU workers:
 - the verifier pipeline's own stages on the static backend (compiles for gfx942 as Ray tasks)
@@ -35,8 +35,8 @@ from hipevolve.core.evaluation import Status
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.slots import Slots, visible_gpus
 from hipevolve.verifier.pipeline import evaluate_many
+from hipevolve.verifier.slots import Slots, visible_gpus
 
 ray = pytest.importorskip("ray")
 

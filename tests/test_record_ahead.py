@@ -1,5 +1,5 @@
-"""The recorder started ahead (verifier/gpu/record_ahead.py): forked by the zygote before its job
-exists, it records while the judge does other work, and its plan keeps the same limits and
+"""The recorder started ahead (verifier/gpu/judge/record_ahead.py): forked by the zygote before its
+job exists, it records while the judge does other work, and its plan keeps the same limits and
 verdicts as a recorder started when the plan was needed. CPU only: recording needs no GPU.
 
 The softmax seed's forward calls no launcher on the host, so any loadable library serves as its
@@ -17,11 +17,11 @@ import pytest
 
 from hipevolve.core import reference
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.channel import SandboxError
 from hipevolve.verifier.gpu.job import CandidateJob, RecordJob
+from hipevolve.verifier.gpu.judge.channel import SandboxError
+from hipevolve.verifier.gpu.judge.record_ahead import Recorder
 from hipevolve.verifier.gpu.plan import input_specs
-from hipevolve.verifier.gpu.record_ahead import Recorder
-from hipevolve.verifier.gpu.zygote import Zygote
+from hipevolve.verifier.gpu.sandbox.zygote import Zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "problems/softmax/seeds/tunable"
@@ -132,7 +132,7 @@ def test_a_recorder_stopped_unused_leaves_no_process(tmp_path, zygote):
 
 
 def test_only_a_judge_on_a_gpu_forks_a_spare_recorder(tmp_path, zygote):
-    from hipevolve.verifier.gpu.record_ahead import spare
+    from hipevolve.verifier.gpu.judge.record_ahead import spare
 
     assert spare(str(tmp_path / "sandbox-0"), "cpu", zygote) is None  # no native job runs there
     rec = spare(str(tmp_path / "sandbox-1"), "cuda", zygote)
@@ -150,7 +150,7 @@ def test_a_gpu_judge_waits_only_for_the_record_that_outlasts_the_references_timi
     import sys
 
     from hipevolve.core.evaluation import Status
-    from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
+    from hipevolve.verifier.isolate import StandbyPool, run_worker
 
     sys.path.insert(0, str(ROOT / "tests" / "hostile"))
     from test_hostile import HEALTHY_NATIVE, gpu_job

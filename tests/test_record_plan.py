@@ -1,5 +1,5 @@
-"""The recorder (verifier/gpu/record.py): a native model.py's forward becomes a launch plan, and
-whatever a plan cannot hold is refused. CPU only: the stand-ins carry no data and need no GPU.
+"""The recorder (verifier/gpu/sandbox/record.py): a native model.py's forward becomes a launch plan,
+and whatever a plan cannot hold is refused. CPU only: the stand-ins carry no data and need no GPU.
 
 The softmax seed records with no library at all. The gated_delta_net seed asks its library for a
 workspace size on the host; its own query needs a GPU driver, so here a small C library built with
@@ -20,8 +20,8 @@ import pytest
 import torch
 
 import hipevolve.runtime as runtime
-from hipevolve.verifier.gpu import record
 from hipevolve.verifier.gpu.plan import Plan, PlanError, validate
+from hipevolve.verifier.gpu.sandbox import record
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "problems/softmax/seeds/tunable"
@@ -240,13 +240,13 @@ def test_a_forged_plan_passing_a_raw_address_as_a_pointer_is_refused(tmp_path):
 
 WARM_FORK = """
 import os, sys, time
-from hipevolve.verifier.gpu import zygote
+from hipevolve.verifier.gpu.sandbox import zygote
 assert zygote._preload() == "", "the zygote would not fork"
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
     import hipevolve.runtime as runtime
-    from hipevolve.verifier.gpu import record
+    from hipevolve.verifier.gpu.sandbox import record
     folder = sys.argv[1]
     kernels = record.recording_kernels(open(folder + "/kernel.hip").read())
     runtime.kernels = kernels
@@ -342,7 +342,7 @@ WEIGHTED_C = (
 
 def test_a_parameter_is_a_buffer_the_executor_fills_from_trusted_weights(tmp_path):
     from hipevolve.runtime import Launcher
-    from hipevolve.verifier.gpu.executor import PlanModel
+    from hipevolve.verifier.gpu.sandbox.executor import PlanModel
 
     (tmp_path / "w.c").write_text(WEIGHTED_C)
     gcc = shutil.which("gcc") or shutil.which("cc")
@@ -378,7 +378,7 @@ def _native_job(folder: Path, library: Path):
 
 
 def test_a_plan_is_recorded_again_only_when_model_py_launchers_or_cases_change(tmp_path):
-    from hipevolve.verifier.gpu import record_ahead
+    from hipevolve.verifier.gpu.judge import record_ahead
 
     folder = tmp_path / "cand"
     shutil.copytree(SOFTMAX, folder)
@@ -407,7 +407,7 @@ def test_a_plan_whose_recording_ran_a_launcher_on_the_host_is_tied_to_its_librar
     softmax = record.record_case(
         softmax_module.ModelNew, [], [_spec("bfloat16", 64, 128)], softmax_kernels, None
     )
-    from hipevolve.verifier.gpu import record_ahead
+    from hipevolve.verifier.gpu.judge import record_ahead
 
     assert record_ahead._host_calls(json.loads(Plan(cases={"c": gdn}).to_json()))
     assert not record_ahead._host_calls(json.loads(Plan(cases={"c": softmax}).to_json()))

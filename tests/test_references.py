@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from hipevolve.core.evaluation import Status
-from hipevolve.verifier.gpu import references
-from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
 from hipevolve.verifier.gpu.job import CaseJob, WorkerJob
+from hipevolve.verifier.gpu.judge import references
+from hipevolve.verifier.isolate import StandbyPool, run_worker
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from hipevolve.verifier import isolate, slots
 from hipevolve.verifier.build import backends
-from hipevolve.verifier.gpu import ipc, isolate, slots, timing
+from hipevolve.verifier.gpu import ipc, timing
 from hipevolve.verifier.gpu.job import WorkerJob
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import torch
 
 from hipevolve.core.reference import build_inputs, load_module
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.compare import compare_values
+from hipevolve.verifier.gpu.judge.compare import compare_values
 
 TASK = get_task("softmax")
 REFERENCE = load_module(TASK.reference)

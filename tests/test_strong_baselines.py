@@ -15,7 +15,7 @@ from hipevolve.core.evaluation import CaseResult
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import load_task_folder
-from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 from hipevolve.verifier.pipeline import time_baseline
 from tests.standin import TASK_NAME, make_task, write_task_folder
 from tests.test_fitness import CASES, SEED_IS_BEST, NoisyDevice
@@ -119,7 +119,7 @@ def test_a_judge_that_ran_strong_baselines_judges_no_candidate_afterwards(tmp_pa
     judge: it exits after answering instead of going back to the pool."""
     from dataclasses import replace
 
-    from hipevolve.verifier.gpu.isolate import baseline_jobs, job_for_task, run_worker
+    from hipevolve.verifier.isolate import baseline_jobs, job_for_task, run_worker
 
     task = load_task_folder(task_with_baselines(tmp_path, GOOD_AND_BROKEN), "user")
     settings = VerifierSettings(cache_dir=tmp_path / "cache")

@@ -16,7 +16,7 @@ from hipevolve.evolution.generations import SEED_ADMITTED, admitted_seed
 from hipevolve.evolution.islands import EvolutionSettings
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 from hipevolve.verifier.pipeline import RECHECKED, Prepared, run_prepared
 from tests.standin import make_task
 from tests.test_fitness import SEED_IS_BEST, NoisyDevice

@@ -71,7 +71,7 @@ def test_the_shim_makes_a_judge_started_outside_any_tree_run_the_named_trees_cod
     shim = trees.shim(trees.check_tree(archived_tree), tmp_path / "shim")
     # As the pipeline starts a judge: `python -m`, in a folder of its own.
     code = (
-        "import pathlib, hipevolve.verifier.gpu.worker as w, hipevolve.problems as p\n"
+        "import pathlib, hipevolve.verifier.gpu.judge.worker as w, hipevolve.problems as p\n"
         "print(pathlib.Path(w.__file__).resolve())\n"
         "print(pathlib.Path(p.get_task('softmax').reference).resolve())\n"
     )
@@ -159,8 +159,10 @@ def test_the_overheads_bench_refuses_counts_below_one_in_one_line():
     done = subprocess.run([sys.executable, str(bench), "--reps", "0"], capture_output=True,
                           text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].endswith(
-        "--reps and --calls: at least 1; --judge-candidates: at least 0"
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--reps and --calls: at least 1; --judge-candidates: at least 0")
     )
     args = load_bench("verifier_overheads")._parse_args([])
     assert (args.reps, args.calls, args.judge_candidates) == (10, 100, 8)

@@ -18,9 +18,10 @@ import pytest
 from hipevolve.verifier.build.amd_static import analyze, find_toolchain
 from hipevolve.verifier.build.backends import rocm_command
 from hipevolve.verifier.build.compile import Compiler, build
-from hipevolve.verifier.build.includes import system_roots, tile_include_dir
+from hipevolve.verifier.build.includes import system_roots
 from hipevolve.verifier.build.nvidia import find_nvcc, nvcc_command
 from hipevolve.verifier.build.rocm_build import find_hipcc, inspect_library
+from hipevolve.verifier.build.tile_headers import tile_include_dir
 
 GEMM = (Path(__file__).parent / "data" / "tile_gemm.hip").read_text()
 TOOLCHAIN = find_toolchain()

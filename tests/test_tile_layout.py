@@ -24,7 +24,7 @@ from tile_emulation import (
     header_tile_gemm,
 )
 
-from hipevolve.verifier.build.includes import tile_include_dir
+from hipevolve.verifier.build.tile_headers import tile_include_dir
 
 GEMM = Path(__file__).parent / "data" / "tile_gemm.hip"
 

@@ -14,8 +14,8 @@ from hipevolve.core.candidate import load_candidate, write_candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.problems import get_task
 from hipevolve.verifier.build import kernelbench
-from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
 from hipevolve.verifier.gpu.job import CandidateJob
+from hipevolve.verifier.isolate import job_for_task, run_worker
 
 CACHING = Path(__file__).parent / "data" / "kernelbench" / "candidates" / "cpu_content_cache.py"
 SET_BYTES = 64 * 1024 * 4  # softmax's small case: one float32 input of 64 x 1024

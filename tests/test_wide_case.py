@@ -1,4 +1,4 @@
-"""The judge's wide case (verifier/gpu/wide_case.py): a pointwise reference is also checked on
+"""The judge's wide case (verifier/gpu/judge/wide_case.py): a pointwise reference is also checked on
 inputs whose elements are scaled by 1/16 to 16, so a kernel right only within torch.randn's
 range (ReLU6 for ReLU, red team round 10) is incorrect; references that combine elements keep
 their cases."""
@@ -14,9 +14,9 @@ from hipevolve.core import reference
 from hipevolve.core.config import load_settings
 from hipevolve.core.evaluation import Status
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
 from hipevolve.verifier.gpu.job import CandidateJob, WorkerJob
-from hipevolve.verifier.gpu.wide_case import SPREAD, SUFFIX, with_wide_case
+from hipevolve.verifier.gpu.judge.wide_case import SPREAD, SUFFIX, with_wide_case
+from hipevolve.verifier.isolate import job_for_task, run_worker
 
 DATA = Path(__file__).parent / "data"
 RELU6 = DATA / "candidates" / "kb_relu6_as_relu.py"

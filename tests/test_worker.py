@@ -18,10 +18,11 @@ import pytest
 import torch
 
 from hipevolve.core.evaluation import Status
-from hipevolve.verifier.gpu import compare, ipc, wire
-from hipevolve.verifier.gpu.isolate import StandbyPool, judge_env, run_worker, wait_retired
+from hipevolve.verifier.gpu import ipc, wire
 from hipevolve.verifier.gpu.job import CaseJob, PeakRates, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.scorecard import Scorecard
+from hipevolve.verifier.gpu.judge import compare
+from hipevolve.verifier.gpu.judge.scorecard import Scorecard
+from hipevolve.verifier.isolate import StandbyPool, judge_env, run_worker, wait_retired
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, assert_gone, cpu_job  # noqa: E402
@@ -255,7 +256,9 @@ def test_speedup_above_the_limit_is_suspect() -> None:
     card.judge_timing("c", [1.0] * 5, [1.0] * 5, wall_us=1e4)
     card.case_out["c"]["ref_trials"] = [20.0] * 5
     assert card.verdict() == (
-        "suspect", "c: speedup 20.0x above 10x (the case has no roofline and no strong baseline)")
+        "suspect",
+        "c: speedup 20.0x above 10x (the case has no roofline and no strong baseline)",
+    )
 
 
 # --- the job, as the controller writes it and the judge reads it ------------------------------
@@ -306,8 +309,8 @@ def test_the_sandbox_is_told_how_to_run_the_candidate_and_nothing_it_is_judged_b
 def test_the_stage_timeouts_come_from_the_verifier_settings() -> None:
     from hipevolve.core.config import VerifierSettings
     from hipevolve.problems import get_task
-    from hipevolve.verifier.gpu.isolate import job_for_task, timeouts_of
     from hipevolve.verifier.gpu.job import CandidateJob
+    from hipevolve.verifier.isolate import job_for_task, timeouts_of
 
     defaults = VerifierSettings()
     assert timeouts_of(defaults) == Timeouts(load=defaults.load_timeout_s,
@@ -476,7 +479,7 @@ def test_strides_must_be_contiguous_or_the_references() -> None:
 
 @pytest.mark.gpu
 def test_loading_the_check_kernels_leaves_the_random_state_that_draws_inputs_as_it_was() -> None:
-    from hipevolve.verifier.gpu.sandbox_process import load_kernels
+    from hipevolve.verifier.gpu.sandbox.sandbox_process import load_kernels
 
     cpu, gpu = torch.random.get_rng_state(), torch.cuda.get_rng_state()
     load_kernels(torch, "cuda")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import memplan
-from hipevolve.verifier.gpu.isolate import run_worker
+from hipevolve.verifier.isolate import run_worker
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402

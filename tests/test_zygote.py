@@ -1,7 +1,7 @@
-"""The judge's zygote (verifier/gpu/zygote.py) forks each sandbox (and each recorder) with torch
-imported. The sandbox it forks is a new process, a child of the judge in the judge's process group, with the judge's
-environment and its own folder; a candidate cannot reach the zygote; a dead zygote costs only
-speed (the judge spawns its sandboxes again)."""
+"""The judge's zygote (verifier/gpu/sandbox/zygote.py) forks each sandbox (and each recorder) with
+torch imported. The sandbox it forks is a new process, a child of the judge in the judge's process
+group, with the judge's environment and its own folder; a candidate cannot reach the zygote; a dead
+zygote costs only speed (the judge spawns its sandboxes again)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.isolate import StandbyPool, run_worker
+from hipevolve.verifier.isolate import StandbyPool, run_worker
 
 sys.path.insert(0, str(Path(__file__).parent / "hostile"))
 from test_hostile import HEALTHY, HERE, cpu_job  # noqa: E402
@@ -49,7 +49,7 @@ def zygote_of(judge_pid: int) -> int:
                 ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
         except (OSError, ValueError):
             continue
-        if b"hipevolve.verifier.gpu.zygote" in cmdline and ppid == judge_pid:
+        if b"hipevolve.verifier.gpu.sandbox.zygote" in cmdline and ppid == judge_pid:
             return int(pid)
     raise AssertionError(f"judge {judge_pid} has no zygote")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hipevolve.verifier.build.includes import tile_include_dir
+from hipevolve.verifier.build.tile_headers import tile_include_dir
 
 Where = Callable[[int, int], tuple[int, int]]  # (row, col) -> (lane, item)
 

@@ -113,7 +113,7 @@ class BaseEvaluator(ABC):
 
 class PipelineEvaluator:
     """The production evaluator: hipevolve.verifier.pipeline.evaluate_many for one task, on one
-    worker slot per visible GPU (verifier/gpu/slots.py), kept for the evaluator's life so judges
+    worker slot per visible GPU (verifier/slots.py), kept for the evaluator's life so judges
     started during one batch serve the next. `close()` stops them."""
 
     def __init__(self, task: TaskSpec, settings: VerifierSettings, backend: str) -> None:
@@ -148,7 +148,7 @@ class PipelineEvaluator:
     @property
     def gpus(self) -> tuple[str, ...]:
         """The GPUs it runs on (ids as CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES take them)."""
-        from hipevolve.verifier.gpu.slots import visible_gpus
+        from hipevolve.verifier.slots import visible_gpus
 
         return visible_gpus(self.backend)
 
@@ -179,7 +179,7 @@ class PipelineEvaluator:
         return list(pool.map(lambda c: machine_digest(c, self.settings, compiler), candidates))
 
     def _started(self):
-        from hipevolve.verifier.gpu.slots import Slots
+        from hipevolve.verifier.slots import Slots
 
         with self._starting:
             if self._slots is None and self.backend != "static":
@@ -265,8 +265,14 @@ def duel_order(a: Candidate, b: Candidate, rounds: int) -> list[Candidate]:
     return order
 
 
-NOT_IN_KEY = {"cache_dir", "compile_jobs", "ray", "quiet_judge", "cpu_work_nice",
-              "judge_cores_per_slot"}
+NOT_IN_KEY = {
+    "cache_dir",
+    "compile_jobs",
+    "ray",
+    "quiet_judge",
+    "cpu_work_nice",
+    "judge_cores_per_slot",
+}
 
 
 def settings_key(task: TaskSpec, settings: VerifierSettings, backend: str) -> str:

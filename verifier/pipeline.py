@@ -4,7 +4,7 @@
 
 `prepare` runs the CPU stages of one candidate and `run_prepared` its GPU stage in a warm judge.
 `evaluate_many` compiles and analyses the candidates on all CPU cores and hands each to a free
-worker slot (verifier/gpu/slots.py: one per visible GPU) as soon as it is compiled, so compiles
+worker slot (verifier/slots.py: one per visible GPU) as soon as it is compiled, so compiles
 overlap evaluations, and warm standby judges make a fresh judge's start-up overlap the
 evaluations before it. The Ray evaluator (verifier/ray.py) runs the same two stages
 as Ray tasks and actors.
@@ -112,11 +112,14 @@ def _amd_analysis(source: str, settings: VerifierSettings, cached_only: bool,
             return None
         workdir = Path(tempfile.mkdtemp(prefix="amd-"))
         try:
-            found = analyze(source, target, workdir, timeout_s=settings.compile_timeout_s,
-                            toolchain=tc)
+            found = analyze(
+                source, target, workdir, timeout_s=settings.compile_timeout_s, toolchain=tc
+            )
         except AmdCompileError as e:
             return StaticResult(error=f"{target}: " + trim_log(e.log, workdir))
-        except RuntimeError as e:  # our disassembler failed: no facts, but not the candidate's fault
+        except (
+            RuntimeError
+        ) as e:  # our disassembler failed: no facts, but not the candidate's fault
             return StaticResult(facts=tuple(facts), note=f"static analysis incomplete: {e}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -173,8 +176,10 @@ class Prepared(BaseModel):
     done: Evaluation | None = None
     library: Path | None = Field(default=None, description="the compiled .so (native, GPU)")
     extensions: Path | None = Field(
-        default=None, description="the folder of a KernelBench file's prebuilt load_inline "
-        "extensions, <name>.so each (verifier/build/kernelbench.py)")
+        default=None,
+        description="the folder of a KernelBench file's prebuilt load_inline "
+        "extensions, <name>.so each (verifier/build/kernelbench.py)",
+    )
     static: tuple[StaticFacts, ...] = ()
     flags: tuple[str, ...] = ()
 
@@ -201,8 +206,9 @@ def cpu_pool(workers: int | None, share: cpu_share.CpuShare | None = None) -> Th
         return _CPU_POOLS[workers, share]
 
 
-def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
-            backend: str) -> Prepared:
+def prepare(
+    candidate: Candidate, task: TaskSpec, settings: VerifierSettings, backend: str
+) -> Prepared:
     """The CPU stages for one candidate: static screen, compile (cached), AMD analysis.
 
     The pure-Python part (the screen and the cache lookups) runs in one turn, one candidate at
@@ -224,8 +230,9 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
             compiler = compiler_for(backend)
             built = cached_build(candidate.hip_source, compiler, settings.cache_dir)
         if native:
-            static = static_analysis(candidate.hip_source, settings, cached_only=True,
-                                     compiler=compiler)
+            static = static_analysis(
+                candidate.hip_source, settings, cached_only=True, compiler=compiler
+            )
     flags = (*checked.flags, *dropped)
     finished = lambda status, message, **more: Prepared(  # noqa: E731
         candidate=candidate, flags=flags,
@@ -241,16 +248,24 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
         if backend == "cpu" and "load_inline" not in candidate.python_source:
             return Prepared(candidate=candidate, flags=flags)
         # An extension compiles libtorch's headers: a minute (65 s measured), not a kernel's 2 s.
-        ext = kernelbench.build(candidate, backend, settings.cache_dir,
-                                timeout_s=max(settings.compile_timeout_s, 600.0))
+        ext = kernelbench.build(
+            candidate, backend, settings.cache_dir, timeout_s=max(settings.compile_timeout_s, 600.0)
+        )
         if ext.hacked:
-            return finished(Status.hacked, f"extension refused: {ext.hacked}",
-                            flags=(*flags, kernelbench.LESS_ISOLATED))
+            return finished(
+                Status.hacked,
+                f"extension refused: {ext.hacked}",
+                flags=(*flags, kernelbench.LESS_ISOLATED),
+            )
         if not ext.ok:
-            return finished(Status.compile_error, "its load_inline extension does not build",
-                            compile_log=ext.log)
-        return Prepared(candidate=candidate, extensions=ext.folder,
-                        flags=(*flags, kernelbench.LESS_ISOLATED))
+            return finished(
+                Status.compile_error,
+                "its load_inline extension does not build",
+                compile_log=ext.log,
+            )
+        return Prepared(
+            candidate=candidate, extensions=ext.folder, flags=(*flags, kernelbench.LESS_ISOLATED)
+        )
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     if compiler is not None and built is None:
@@ -264,25 +279,34 @@ def prepare(candidate: Candidate, task: TaskSpec, settings: VerifierSettings,
     if built is not None and built.hacked:
         return finished(Status.hacked, f"library refused: {built.hacked}", static=static.facts)
     if built is not None and not built.ok:
-        return finished(Status.compile_error, "does not compile", compile_log=built.log,
-                        static=static.facts)
+        return finished(
+            Status.compile_error, "does not compile", compile_log=built.log, static=static.facts
+        )
     if static.error:
-        return finished(Status.compile_error, "does not compile for AMD",
-                        compile_log=static.error)
+        return finished(Status.compile_error, "does not compile for AMD", compile_log=static.error)
     limits = amd_gate(candidate.hip_source, static.facts)
     if not limits.passed:
         return finished(Status.rejected, "over the AMD target's limits: "
                         + "; ".join(limits.reasons), static=static.facts)  # fmt: skip
     flags = (*flags, *limits.notes)
     if backend == "static":
-        return finished(Status.compiled, "compiles; analysed for AMD, not run (no GPU)",
-                        static=static.facts,
-                        flags=(*flags, static.note) if static.note else flags)
-    return Prepared(candidate=candidate, library=built.library if built else None,
-                    static=static.facts, flags=flags)
+        return finished(
+            Status.compiled,
+            "compiles; analysed for AMD, not run (no GPU)",
+            static=static.facts,
+            flags=(*flags, static.note) if static.note else flags,
+        )
+    return Prepared(
+        candidate=candidate,
+        library=built.library if built else None,
+        static=static.facts,
+        flags=flags,
+    )
 
 
-_FAILED: dict[str, BuildResult] = {}  # failed builds machine_digest saw, by cache key (oldest first)
+_FAILED: dict[
+    str, BuildResult
+] = {}  # failed builds machine_digest saw, by cache key (oldest first)
 _FAILED_LOCK = threading.Lock()
 
 
@@ -293,8 +317,9 @@ def _failed_build(source: str, compiler: Compiler) -> BuildResult | None:
         return _FAILED.pop(cache_key(source, compiler.argv, compiler.toolchain), None)
 
 
-def machine_digest(candidate: Candidate, settings: VerifierSettings,
-                   compiler: Compiler) -> str | None:
+def machine_digest(
+    candidate: Candidate, settings: VerifierSettings, compiler: Compiler
+) -> str | None:
     """The build stage's digest of what a native candidate runs when `compiler` (the cuda or
     rocm backend's) builds it: its library's device and host code, normalised
     (verifier/build/machine_code.py), and its model.py, normalised (comments, docstrings and
@@ -330,11 +355,17 @@ def _kernelbench_static(candidate: Candidate, settings: VerifierSettings, finish
     from hipevolve.verifier.build.amd_static import find_toolchain
     from hipevolve.verifier.build.kernelbench import static_facts
 
-    answer = static_facts(candidate, lambda source: static_analysis(source, settings),
-                          have_toolchain=find_toolchain() is not None)
+    answer = static_facts(
+        candidate,
+        lambda source: static_analysis(source, settings),
+        have_toolchain=find_toolchain() is not None,
+    )
     if answer.error:
-        return finished(Status.compile_error, "its device code does not compile for AMD",
-                        compile_log=answer.error)
+        return finished(
+            Status.compile_error,
+            "its device code does not compile for AMD",
+            compile_log=answer.error,
+        )
     if answer.nothing:
         return finished(Status.compile_error, f"KernelBench format: {answer.nothing}; not run")
     return finished(Status.compiled, answer.message, static=answer.facts)
@@ -350,17 +381,25 @@ def _kernels_only(prepared: Prepared, backend: str) -> bool:
     return backend != "cpu" or prepared.extensions is not None
 
 
-def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings, backend: str,
-                 judges, *, cases: tuple[Case, ...] | None = None,
-                 do_timing: bool = True, bounds: RunBounds | None = None) -> Evaluation:
+def run_prepared(
+    prepared: Prepared,
+    task: TaskSpec,
+    settings: VerifierSettings,
+    backend: str,
+    judges,
+    *,
+    cases: tuple[Case, ...] | None = None,
+    do_timing: bool = True,
+    bounds: RunBounds | None = None,
+) -> Evaluation:
     """The GPU stage: the candidate runs in a warm judge of `judges` (a StandbyPool), checked
     and timed; the judge goes back to the pool if it can serve again. A candidate found hacked
     on late timing windows alone (WorkerResult.window_only) runs once more, and that run is
     the evaluation, flagged "run again". A suspect one whose times the card can reach (faster
     than a baseline's margin, not than the roofline) is re-checked (`recheck`)."""
     from hipevolve.core.candidate import write_candidate
-    from hipevolve.verifier.gpu.isolate import job_for_task, run_worker
     from hipevolve.verifier.gpu.job import CandidateJob
+    from hipevolve.verifier.isolate import job_for_task, run_worker
 
     bounds = bounds or RunBounds()
     workdir = Path(tempfile.mkdtemp(prefix="hipevolve-eval-"))
@@ -371,17 +410,26 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
                                          library=prepared.library,
                                          source=written / "kernel.hip")  # fmt: skip
         else:
-            job_candidate = CandidateJob(format="kernelbench", model=written,
-                                         library=prepared.extensions)
+            job_candidate = CandidateJob(
+                format="kernelbench", model=written, library=prepared.extensions
+            )
         # A case that sets module constants (a KernelBench file's reduced CPU case) is for CPU
         # checks: the judge and the sandbox build cases from init and inputs alone.
         cases = cases or tuple(c for c in task.cases if not c.globals)
         job = job_for_task(
-            task, job_candidate, settings, device=_device(backend), cases=cases,
-            seeds=check_seeds(task, settings), do_timing=do_timing, peak=_peak(backend),
-            suspect_speedup=suspect_threshold(task, settings), fastest=bounds.fastest,
+            task,
+            job_candidate,
+            settings,
+            device=_device(backend),
+            cases=cases,
+            seeds=check_seeds(task, settings),
+            do_timing=do_timing,
+            peak=_peak(backend),
+            suspect_speedup=suspect_threshold(task, settings),
+            fastest=bounds.fastest,
             time_reference=bounds.time_reference,
-            kernels_only=_kernels_only(prepared, backend))
+            kernels_only=_kernels_only(prepared, backend),
+        )
         worker = run_worker(job, judges.take(), pool=judges)
         flags: list[str] = []
         if worker.status is Status.hacked and worker.window_only:
@@ -396,9 +444,16 @@ def run_prepared(prepared: Prepared, task: TaskSpec, settings: VerifierSettings,
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Evaluation(
-        status=worker.status, task=task.name, backend=backend, cases=worker.case_results(),
-        static=prepared.static, message=worker.message, mismatch=worker.mismatch,
-        flags=(*prepared.flags, *worker.flags, *flags, *worker.hacks), seconds=worker.seconds)
+        status=worker.status,
+        task=task.name,
+        backend=backend,
+        cases=worker.case_results(),
+        static=prepared.static,
+        message=worker.message,
+        mismatch=worker.mismatch,
+        flags=(*prepared.flags, *worker.flags, *flags, *worker.hacks),
+        seconds=worker.seconds,
+    )
 
 
 RECHECKED = "suspect, re-checked:"  # the flag an admitted suspect carries
@@ -414,7 +469,7 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
     re-run is: it spends no unit of a run's budget."""
     from dataclasses import replace
 
-    from hipevolve.verifier.gpu.isolate import baseline_jobs, run_worker
+    from hipevolve.verifier.isolate import baseline_jobs, run_worker
 
     others = baseline_jobs(task)
     t = job.timeouts  # each baseline may import, compile (FLA's Triton kernels) and time
@@ -446,9 +501,18 @@ def _side_by_side(worker) -> str:
     return f"; side by side: {', '.join(parts)}" if parts else ""
 
 
-def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judges, *,
-                  trials: int, device: str, toolchain: str, strong: bool = True,
-                  target: float = 0.0) -> RunBaseline | str:
+def time_baseline(
+    task: TaskSpec,
+    settings: VerifierSettings,
+    backend: str,
+    judges,
+    *,
+    trials: int,
+    device: str,
+    toolchain: str,
+    strong: bool = True,
+    target: float = 0.0,
+) -> RunBaseline | str:
     """The run's baseline (hipevolve/core/baseline.py): the reference alone in a judge of
     `judges`, at most `trials` trials on each timed case (fewer once its median is known to
     `target`: WorkerJob.trial_target), then, with `strong`, each strong baseline the task
@@ -456,7 +520,7 @@ def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judg
     `pending`); or one line saying why the reference could not be timed."""
     from dataclasses import replace
 
-    from hipevolve.verifier.gpu.isolate import baseline_jobs, job_for_task, run_worker
+    from hipevolve.verifier.isolate import baseline_jobs, job_for_task, run_worker
 
     cases = tuple(c for c in task.cases if not c.globals)
     others = baseline_jobs(task) if strong else ()
@@ -464,8 +528,13 @@ def time_baseline(task: TaskSpec, settings: VerifierSettings, backend: str, judg
                        seeds=check_seeds(task, settings)[:1], reference_only=True,
                        baselines=others)  # fmt: skip
     t = job.timeouts  # each baseline may import, compile (torch.compile, TileLang) and time
-    job = replace(job, trials=trials, reference_trials=0, trial_target=target,
-                  deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))
+    job = replace(
+        job,
+        trials=trials,
+        reference_trials=0,
+        trial_target=target,
+        deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing),
+    )
     worker = run_worker(job, judges.take(), pool=judges)
     if worker.status is not Status.ok:
         return f"{worker.status.value}: {worker.message}"
@@ -509,10 +578,17 @@ def gpu_clocks() -> str:
     return ""
 
 
-def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: VerifierSettings,
-                  backend: str, *, cases: tuple[Case, ...] | None = None,
-                  do_timing: bool = True, slots=None,
-                  bounds: Callable[[], RunBounds] | None = None) -> list[Evaluation]:
+def evaluate_many(
+    candidates: list[Candidate],
+    task: TaskSpec,
+    settings: VerifierSettings,
+    backend: str,
+    *,
+    cases: tuple[Case, ...] | None = None,
+    do_timing: bool = True,
+    slots=None,
+    bounds: Callable[[], RunBounds] | None = None,
+) -> list[Evaluation]:
     """Evaluations in the order of `candidates`.
 
     backend: cuda, rocm or static; cpu runs KernelBench-format Python candidates on the CPU (the
@@ -521,7 +597,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
     started for this call and closed after it.
     bounds: each evaluation's RunBounds, asked as it starts (a run's evaluator); None: none.
     """
-    from hipevolve.verifier.gpu.slots import STANDBY_JUDGES, Slots, visible_gpus
+    from hipevolve.verifier.slots import STANDBY_JUDGES, Slots, visible_gpus
 
     remove_stale_builds(settings.cache_dir)
     cpu_share.install(settings.cpu_policy())  # before the slots: they split the cores by it
@@ -530,8 +606,9 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
     if slots is None and backend != "static":
         # A judge takes seconds to start (torch import, two device contexts) and an evaluation
         # about as long: a few kept warm make the start-up overlap the evaluations before.
-        owned = slots = Slots(backend, visible_gpus(backend),
-                              standby=max(1, min(STANDBY_JUDGES, len(candidates) - 1)))
+        owned = slots = Slots(
+            backend, visible_gpus(backend), standby=max(1, min(STANDBY_JUDGES, len(candidates) - 1))
+        )
     try:
         cpu = cpu_pool(settings.compile_jobs or None)
         stages = {cpu.submit(prepare, c, task, settings, backend): i
@@ -555,6 +632,7 @@ def evaluate_many(candidates: list[Candidate], task: TaskSpec, settings: Verifie
     return [r for r in results if r is not None]
 
 
-def evaluate(candidate: Candidate, task: TaskSpec, settings: VerifierSettings, backend: str,
-             **options) -> Evaluation:
+def evaluate(
+    candidate: Candidate, task: TaskSpec, settings: VerifierSettings, backend: str, **options
+) -> Evaluation:
     return evaluate_many([candidate], task, settings, backend, **options)[0]

@@ -116,7 +116,7 @@ class PipelineStages:
         return Shipment(prepared=prepared, library=library)
 
     def open(self) -> WorkerState:
-        from hipevolve.verifier.gpu.slots import Slots
+        from hipevolve.verifier.slots import Slots
 
         # One slot: Ray has already pinned this process to its GPU.
         return Slots(self.backend, ())
@@ -132,7 +132,11 @@ class PipelineStages:
                 prepared = prepared.model_copy(update={"library": library})
             return slots.submit(
                 lambda slot: run_prepared(
-                    prepared, self.task, self.settings, self.backend, slot.judges,
+                    prepared,
+                    self.task,
+                    self.settings,
+                    self.backend,
+                    slot.judges,
                     bounds=shipment.bounds,
                 )
             ).result()
@@ -147,7 +151,7 @@ class PipelineStages:
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.build.backends import device_name
-        from hipevolve.verifier.gpu.slots import visibility_variable
+        from hipevolve.verifier.slots import visibility_variable
 
         return {
             "backend": self.backend,
@@ -340,8 +344,13 @@ class RayEvaluator:
         """Every evaluation of the duel on one worker's GPU, one after the other."""
         from hipevolve.verifier.evaluators import duel_order
 
-        shipped = dict(zip((a.source_hash, b.source_hash), self._ray.get(
-            [self._prepare_task.remote(self._stages_ref, c) for c in (a, b)]), strict=True))
+        shipped = dict(
+            zip(
+                (a.source_hash, b.source_hash),
+                self._ray.get([self._prepare_task.remote(self._stages_ref, c) for c in (a, b)]),
+                strict=True,
+            )
+        )
         order = [shipped[c.source_hash] for c in duel_order(a, b, rounds)]
         return self._ray.get(self._one_worker().head_to_head.remote(order))
 

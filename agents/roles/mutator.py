@@ -9,8 +9,8 @@ from pydantic import BaseModel
 from hipevolve.agents import briefing
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.messages import Prompt
-from hipevolve.agents.llm.reply_record import candidate_from, exchange
 from hipevolve.agents.proposal import parent_text, proposal_prompt
+from hipevolve.agents.reply_record import candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.offline.mutate import transformed

@@ -10,8 +10,8 @@ from hipevolve.agents import proposal
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.llm.structured import JsonReply
-from hipevolve.agents.llm.structured_call import ask_json
 from hipevolve.agents.state import ProposalState
+from hipevolve.agents.structured_call import ask_json
 from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.prompts.render import render, schema_text
 

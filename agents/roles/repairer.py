@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents.briefing import edit_rule, error_lines, numbered
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 from hipevolve.core.evaluation import Evaluation

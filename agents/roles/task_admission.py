@@ -51,7 +51,7 @@ class AdmissionWorker:
         self.close()
 
     def _start(self) -> None:
-        from hipevolve.verifier.gpu.isolate import ENV_ALLOWLIST
+        from hipevolve.verifier.isolate import ENV_ALLOWLIST
 
         read_fd, write_fd = os.pipe()
         env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.llm.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.mutator import cases_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate, load_candidate

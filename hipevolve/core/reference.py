@@ -45,7 +45,6 @@ def load_module(path: str | Path) -> ModuleType:
     return module
 
 
-
 def load_candidate(path: str | Path, what: str) -> ModuleType:
     """Imports a candidate's Python file as `hipevolve_candidate` (a recorder imports one, once);
     `what` names the file in the errors (it must define ModelNew)."""
@@ -59,6 +58,7 @@ def load_candidate(path: str | Path, what: str) -> ModuleType:
         raise AttributeError(f"{what} defines no ModelNew")
     return module
 
+
 def to_device(value: Any, device: torch.device | str) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)
@@ -67,8 +67,9 @@ def to_device(value: Any, device: torch.device | str) -> Any:
     return value
 
 
-def build_model(module: ModuleType, init: dict[str, Any], device: torch.device | str,
-                seed: int = 0) -> torch.nn.Module:
+def build_model(
+    module: ModuleType, init: dict[str, Any], device: torch.device | str, seed: int = 0
+) -> torch.nn.Module:
     """Model(*get_init_inputs(**init)) with parameters drawn under `seed`, on `device`."""
     torch.manual_seed(seed)
     init_args = list(module.get_init_inputs(**init))
@@ -78,7 +79,7 @@ def build_model(module: ModuleType, init: dict[str, Any], device: torch.device |
 
 # A case's inputs key that get_inputs never sees: every floating-point element of the inputs
 # drawn is scaled by a factor of its own, log-uniform in [1/SPREAD, SPREAD] (the judge's wide
-# case of a pointwise reference: verifier/gpu/wide_case.py).
+# case of a pointwise reference: verifier/gpu/judge/wide_case.py).
 SPREAD = "hipevolve_spread"
 
 
@@ -96,8 +97,13 @@ def spread_out(values: list[Any], spread: float, seed: int) -> list[Any]:
     return out
 
 
-def build_inputs(module: ModuleType, inputs: dict[str, Any], device: torch.device | str,
-                 seed: int, draw_on_device: bool = False) -> list[Any]:
+def build_inputs(
+    module: ModuleType,
+    inputs: dict[str, Any],
+    device: torch.device | str,
+    seed: int,
+    draw_on_device: bool = False,
+) -> list[Any]:
     """get_inputs(**inputs) under `seed` (spread out when `inputs` holds SPREAD).
 
     By default drawn on the CPU (the same values on any machine), then moved. With
@@ -141,14 +147,21 @@ def module_globals(module: ModuleType, literals: dict[str, str]) -> Iterator[Mod
     changed = {name: ast.literal_eval(text) for name, text in literals.items()}
     tree = ast.parse(Path(module.__file__).read_text())
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)) or node.targets[0].id in literals:
+        if (
+            not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            )
+            or node.targets[0].id in literals
+        ):
             continue
         reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
         if reads & set(changed):
             scope = {**namespace, **changed}
             changed[node.targets[0].id] = eval(  # noqa: S307 - the task's own module text
-                compile(ast.Expression(node.value), module.__file__, "eval"), scope)
+                compile(ast.Expression(node.value), module.__file__, "eval"), scope
+            )
     saved = {name: namespace[name] for name in changed if name in namespace}
     namespace.update(changed)
     try:
@@ -159,9 +172,14 @@ def module_globals(module: ModuleType, literals: dict[str, str]) -> Iterator[Mod
         namespace.update(saved)
 
 
-def run_case(path: str | Path, init: dict[str, Any], inputs: dict[str, Any],
-             device: torch.device | str = "cpu", seed: int = 0,
-             globals_: dict[str, str] | None = None) -> list[torch.Tensor]:
+def run_case(
+    path: str | Path,
+    init: dict[str, Any],
+    inputs: dict[str, Any],
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    globals_: dict[str, str] | None = None,
+) -> list[torch.Tensor]:
     """The reference's outputs for one case and seed (`globals_`: module constants to set, as
     Python literals)."""
     with module_globals(load_module(path), globals_ or {}) as module:

@@ -141,9 +141,9 @@ def export_package(
     tasks_dirs: Iterable[Path] = (),
 ) -> PackageExport:
     """Writes the best correct kernel of `task` (of `run`, else of every run) to `out`."""
-    from hipevolve.verifier.build.includes import tile_include_dir
     from hipevolve.verifier.build.nvidia import include_dir
-    from hipevolve.verifier.gpu import compare as compare_module
+    from hipevolve.verifier.build.tile_headers import tile_include_dir
+    from hipevolve.verifier.gpu.judge import compare as compare_module
 
     out = Path(out)
     check_output(out, force)
@@ -200,7 +200,8 @@ def export_package(
                   "CANDIDATE": str(record.id), "DIST": package.replace("_", "-")}  # fmt: skip
         (staged / "bench.py").write_text(render("bench.py.tmpl", values))
         (staged / "kernelbench_model_new.py").write_text(
-            kernelbench_file(candidate, values) if native else candidate.python_source)
+            kernelbench_file(candidate, values) if native else candidate.python_source
+        )
         (staged / "pyproject.toml").write_text(render("pyproject.toml.tmpl", values))
         (staged / "README.md").write_text(
             readme(manifest, spec, best.evaluation, sig, native, record.agent)
@@ -218,8 +219,11 @@ def kernelbench_file(candidate, values: dict[str, str]) -> str:  # noqa: ANN001 
     (KernelBench's HIP convention), so KernelBench's own static checker accepts the file."""
     source = candidate.hip_source or ""
     if "'''" in source:
-        raise UserError("the kernel source holds three single quotes in a row and cannot be "
-                        "embedded in the KernelBench file", "use the package's kernel.hip")
+        raise UserError(
+            "the kernel source holds three single quotes in a row and cannot be "
+            "embedded in the KernelBench file",
+            "use the package's kernel.hip",
+        )
     return render("kernelbench_native.py.tmpl", {**values, "KERNEL": source.strip("\n")})
 
 

@@ -27,7 +27,7 @@ from test_hostile import (  # noqa: E402
 )
 
 from hipevolve.core.evaluation import Status  # noqa: E402
-from hipevolve.verifier.gpu.isolate import WorkerResult, run_worker  # noqa: E402
+from hipevolve.verifier.isolate import WorkerResult, run_worker  # noqa: E402
 
 
 def evaluate(name: str, **fields) -> WorkerResult:

@@ -2,10 +2,10 @@
 the candidate chose instead of the outputs (a random 64-byte handle in torch's header here; a
 forged header is refused by the wire format as garbage: `hacked`). FAULTS.md 12 and 19.
 
-Expected: the patch never reaches the process whose outputs are judged (a KernelBench file's
-Python runs only in its recorder, verifier/gpu/record_kb.py), so the honest forward is checked
-(ok, flag plan:kb-executor). Were a forged handle to reach the judge, it could not open a handle
-that names no exported allocation, and a description it cannot open is never a pass.
+Expected: the patch never reaches the process whose outputs are judged (a KernelBench file's Python
+runs only in its recorder, verifier/gpu/sandbox/record_kb.py), so the honest forward is checked (ok,
+flag plan:kb-executor). Were a forged handle to reach the judge, it could not open a handle that
+names no exported allocation, and a description it cannot open is never a pass.
 """
 
 import os

@@ -35,8 +35,8 @@ from test_hostile import (  # the helpers only: importing a test_ function would
 from hipevolve.core.candidate import load_candidate
 from hipevolve.core.evaluation import Status
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.isolate import WorkerResult, run_worker
 from hipevolve.verifier.gpu.job import CaseJob
+from hipevolve.verifier.isolate import WorkerResult, run_worker
 from hipevolve.verifier.screen.screening import screen
 
 # An LM head's vocabulary: rows so wide that every softmax output sits near atol.

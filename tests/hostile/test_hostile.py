@@ -17,9 +17,9 @@ import pytest
 
 from hipevolve.core.evaluation import Status
 from hipevolve.problems import get_task
-from hipevolve.verifier.gpu.isolate import StandbyPool, WorkerResult, run_worker
 from hipevolve.verifier.gpu.job import CandidateJob, CaseJob, Timeouts, WorkerJob
-from hipevolve.verifier.gpu.worker import REUSABLE
+from hipevolve.verifier.gpu.judge.worker import REUSABLE
+from hipevolve.verifier.isolate import StandbyPool, WorkerResult, run_worker
 
 HERE = Path(__file__).resolve().parent
 HEALTHY = HERE.parent / "data" / "candidates" / "softmax_ok.py"
@@ -288,7 +288,7 @@ def test_gpu_a_launcher_working_on_its_own_stream_is_hacked_and_hacked_again(
     from hipevolve.core.taskspec import Case
     from hipevolve.verifier.build.backends import compiler_for, gpu_backend
     from hipevolve.verifier.build.compile import build
-    from hipevolve.verifier.gpu.isolate import StandbyPool
+    from hipevolve.verifier.isolate import StandbyPool
     from hipevolve.verifier.pipeline import Prepared, run_prepared
 
     folder = HERE / "dyn_gpu_side_stream_cxx"
@@ -308,7 +308,7 @@ def test_gpu_a_launcher_working_on_its_own_stream_is_hacked_and_hacked_again(
 
 @pytest.mark.gpu
 def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
-    from hipevolve.verifier.gpu.isolate import StandbyPool
+    from hipevolve.verifier.isolate import StandbyPool
 
     job = gpu_job(HEALTHY_NATIVE, tmp_path)
     with StandbyPool(size=1, device="cuda") as pool:
@@ -319,7 +319,7 @@ def test_gpu_standby_judge_has_its_context_ready(tmp_path: Path) -> None:
     assert result.seconds["start"] < 1.0  # the sandbox was up before the job arrived
 
 
-# --- GPU attacks on the launch-plan executor (verifier/gpu/executor.py) ----------------------------
+# --- GPU attacks on the launch-plan executor (verifier/gpu/sandbox/executor.py) -------------------
 PLAN_ATTACKS = {
     # honest for the first calls (the checks), then skips the kernel: timed calls are checked
     "dyn_plan_call_counter": ("behaviour changed in timed calls",),

@@ -33,7 +33,7 @@ def _zygotes() -> list[int]:
                 ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
         except OSError:
             continue
-        zygote = b"hipevolve.verifier.gpu.zygote" in cmdline and int(entry) != os.getpid()
+        zygote = b"hipevolve.verifier.gpu.sandbox.zygote" in cmdline and int(entry) != os.getpid()
         if zygote and ppid == os.getppid():
             found.append(int(entry))
     return found

@@ -44,7 +44,8 @@ from hipevolve.verifier.build.compile import (
     demangle_with,
     run_limited,
 )
-from hipevolve.verifier.build.includes import check_includes, tile_include_dir
+from hipevolve.verifier.build.includes import check_includes
+from hipevolve.verifier.build.tile_headers import tile_include_dir
 
 HIPEVOLVE_PREFIX = Path("/opt/hipevolve-amd")
 KNOWN_TARGETS = ("gfx90a", "gfx942", "gfx950")

@@ -64,12 +64,16 @@ def resolve_backend(requested: str) -> str:
         from hipevolve.verifier.build.amd_static import find_toolchain
 
         if find_toolchain() is None:
-            raise UserError("no GPU and no AMD static toolchain here: nothing can verify",
-                            "run `evolve doctor` for what to install")
+            raise UserError(
+                "no GPU and no AMD static toolchain here: nothing can verify",
+                "run `evolve doctor` for what to install",
+            )
         return "static"
     if requested in ("cuda", "rocm") and found != requested:
-        raise UserError(f"backend {requested} needs a {requested.upper()} GPU; found "
-                        f"{found or 'no GPU'}", "use --backend auto, or run `evolve doctor`")
+        raise UserError(
+            f"backend {requested} needs a {requested.upper()} GPU; found {found or 'no GPU'}",
+            "use --backend auto, or run `evolve doctor`",
+        )
     return requested
 
 
@@ -120,7 +124,7 @@ def _layer_digest() -> str:
 def rocm_command(hipcc: str, targets: tuple[str, ...]) -> list[str]:
     """The rocm backend's compile and link of kernel.hip into lib.so, host launchers and device
     code for each of `targets` (the GPU's own on a ROCm machine; gfx942, gfx90a... in CI)."""
-    from hipevolve.verifier.build.includes import tile_include_dir
+    from hipevolve.verifier.build.tile_headers import tile_include_dir
 
     arches = [f"--offload-arch={t}" for t in targets]
     return [hipcc, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17", *arches,
@@ -133,18 +137,28 @@ def compiler_for(backend: str) -> Compiler:
 
         nvcc = find_nvcc()
         if nvcc is None:
-            raise UserError("nvcc not found: the cuda backend compiles with it",
-                            "install the CUDA toolkit, or run `evolve doctor`")
+            raise UserError(
+                "nvcc not found: the cuda backend compiles with it",
+                "install the CUDA toolkit, or run `evolve doctor`",
+            )
         argv = nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch=_cuda_arch())
-        return Compiler(name="cuda", argv=tuple(argv),
-                        toolchain=f"{tool_version(nvcc, nvcc_version)} layer {_layer_digest()}")
+        return Compiler(
+            name="cuda",
+            argv=tuple(argv),
+            toolchain=f"{tool_version(nvcc, nvcc_version)} layer {_layer_digest()}",
+        )
     if backend == "rocm":
         from hipevolve.verifier.build.rocm_build import find_hipcc
 
         hipcc = find_hipcc()
         if hipcc is None:
-            raise UserError("hipcc not found: the rocm backend compiles with it",
-                            "install ROCm, or run `evolve doctor`")
-        return Compiler(name="rocm", argv=tuple(rocm_command(hipcc, (_rocm_arch(),))),
-                        toolchain=f"{tool_version(hipcc, _version_text)} tiles {_layer_digest()}")
+            raise UserError(
+                "hipcc not found: the rocm backend compiles with it",
+                "install ROCm, or run `evolve doctor`",
+            )
+        return Compiler(
+            name="rocm",
+            argv=tuple(rocm_command(hipcc, (_rocm_arch(),))),
+            toolchain=f"{tool_version(hipcc, _version_text)} tiles {_layer_digest()}",
+        )
     raise ValueError(f"backend {backend} has no run-time compiler")

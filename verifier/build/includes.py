@@ -28,21 +28,16 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
+from hipevolve.verifier.build.nvidia import include_dir
+from hipevolve.verifier.build.tile_headers import tile_include_dir
+
 SOURCE_NAME = "kernel.hip"
 DEPS_NAME = "deps.d"
-
-
-def tile_include_dir() -> Path:
-    """The folder every backend passes as -I for the project's own portable headers:
-    hipevolve/tile.h (register tiles over MFMA and mma.sync) and hipevolve/tile_layout.h."""
-    return Path(__file__).resolve().parent / "tiles"
 
 
 def project_headers() -> list[Path]:
     """The project's headers a compile may read besides the toolchain's (the HIP-on-NVIDIA
     layer's and the tile layer's), for cache keys."""
-    from hipevolve.verifier.build.nvidia import include_dir
-
     return sorted(include_dir().rglob("*.h")) + sorted(tile_include_dir().rglob("*.h"))
 
 
@@ -50,8 +45,6 @@ def project_headers() -> list[Path]:
 def system_roots() -> tuple[Path, ...]:
     """Folders of system and toolchain headers and binaries: public files, safe to name and
     quote in a log."""
-    from hipevolve.verifier.build.nvidia import include_dir
-
     patterns = ["/usr/include", "/usr/lib/gcc", "/usr/lib/llvm-*", "/usr/local/cuda*",
                 "/opt/rocm*", "/opt/hipevolve-amd", "/usr/bin", "/usr/libexec"]  # fmt: skip
     found = {Path(os.path.realpath(p)) for pattern in patterns for p in glob.glob(pattern)}

@@ -2,8 +2,8 @@
 torch's load_inline).
 
 A KernelBench candidate's Python is arbitrary: it runs only in a recorder, and the sandbox replays
-the aten ops and extension calls it made (verifier/gpu/record_kb.py, replay_kb.py). The compile
-moves out of the sandbox too. So:
+the aten ops and extension calls it made (verifier/gpu/sandbox/record_kb.py, replay_kb.py). The
+compile moves out of the sandbox too. So:
 
 - `extensions` reads every load_inline call of the file statically (ast, never imported): its
   name, sources, functions and flags must be literals or names bound once to literals (the
@@ -12,16 +12,16 @@ moves out of the sandbox too. So:
   cache folder keyed by the extension, the backend, torch and the compiler; load_inline writes
   the sources and runs ninja there, and its final import is skipped, so no candidate code runs
   in the build process. The sandbox then only loads the built libraries
-  (verifier/gpu/prebuilt.py: its load_inline returns the prebuilt module and compiles nothing,
-  so the sandbox starts no processes). Before a build is published, and again when it is found
-  in the cache, each library's imports are read (kb_library_check.py): one whose C++ can compute
-  with PyTorch or a vendor library beside its own kernels is `hacked` and never published.
+  (verifier/gpu/sandbox/prebuilt.py: its load_inline returns the prebuilt module and compiles
+  nothing, so the sandbox starts no processes). Before a build is published, and again when it is
+  found in the cache, each library's imports are read (kb_library_check.py): one whose C++ can
+  compute with PyTorch or a vendor library beside its own kernels is `hacked` and never published.
 - `static_facts` is the static backend's answer for such a candidate: the device code of its
   sources (host functions that use torch dropped, CUDA hipified, templates with one type
   parameter instantiated for float) compiled for gfx942; or a clear "nothing compiled".
 
 Less isolated than native candidates, and said so in every verdict: the candidate's Python runs
-only in a recorder process and is replayed from a plan (verifier/gpu/record_kb.py,
+only in a recorder process and is replayed from a plan (verifier/gpu/sandbox/record_kb.py,
 replay_kb.py), but its C++ is a PyTorch extension that may call any of libtorch, and it runs in
 the sandbox beside the checks and the timer.
 
@@ -50,9 +50,11 @@ from pydantic import BaseModel, ConfigDict
 from hipevolve.core.candidate import Candidate, strip_c_comments
 from hipevolve.core.evaluation import StaticFacts
 
-LESS_ISOLATED = ("kernelbench: less isolated than a native candidate (its Python runs only in a "
-                 "recorder, replayed from a plan; its extension, built outside the sandbox, runs "
-                 "beside the checks)")
+LESS_ISOLATED = (
+    "kernelbench: less isolated than a native candidate (its Python runs only in a "
+    "recorder, replayed from a plan; its extension, built outside the sandbox, runs "
+    "beside the checks)"
+)
 _COMPILER_KEYS = ("CXX", "CC")
 _LISTS = ("cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
           "extra_ldflags", "extra_include_paths")  # fmt: skip
@@ -110,14 +112,19 @@ def without_compiler_choice(candidate: Candidate) -> tuple[Candidate, tuple[str,
     uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "os"]
     inside = {id(n) for d in dropped for n in ast.walk(d)}
     if all(id(n) in inside for n in uses):
-        dropped += [n for n in tree.body if isinstance(n, ast.Import)
-                    and [a.name for a in n.names] == ["os"] and n.names[0].asname is None]
+        dropped += [
+            n
+            for n in tree.body
+            if isinstance(n, ast.Import)
+            and [a.name for a in n.names] == ["os"]
+            and n.names[0].asname is None
+        ]
     lines = candidate.python_source.splitlines(keepends=True)
     for node in dropped:  # blanked, so line numbers in later messages still match the file
         for i in range(node.lineno - 1, node.end_lineno or node.lineno):
             lines[i] = "\n"
     text = "".join(lines)
-    flag = ("kernelbench: os.environ['CXX'] dropped: the build stage picks the compiler")
+    flag = "kernelbench: os.environ['CXX'] dropped: the build stage picks the compiler"
     return candidate.model_copy(update={"python_source": text}), (flag,)
 
 
@@ -236,8 +243,9 @@ def build(candidate: Candidate, backend: str, cache_dir: Path, timeout_s: float 
     if all((folder / f"{e.name}.so").is_file() for e in exts):
         # checked again: a cache may hold what an older version of the check let through
         hacked = _refusal(folder, exts, backend, cache_dir) if library_check else ""
-        return ExtensionsBuild(ok=not hacked, folder=None if hacked else folder, cached=True,
-                               hacked=hacked)
+        return ExtensionsBuild(
+            ok=not hacked, folder=None if hacked else folder, cached=True, hacked=hacked
+        )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=folder.parent))
     try:
@@ -317,7 +325,8 @@ def python_baseline(backend: str, cache_dir: Path) -> frozenset[str] | None:
         if not built.ok or built.folder is None:
             return None
         return kb_library_check.python_calls(
-            kb_library_check.imports(built.folder / "hipevolve_kb_baseline.so"))
+            kb_library_check.imports(built.folder / "hipevolve_kb_baseline.so")
+        )
     except (OSError, kb_library_check.ToolError, KernelBenchBuildError):
         return None
 
@@ -426,11 +435,15 @@ def static_facts(candidate: Candidate, analyse, have_toolchain: bool) -> StaticA
         return StaticAnswer(nothing=f"nothing compiled: {e}")
     sources = [device_source(e) for e in exts]
     if not sum(n for _, n in sources):
-        return StaticAnswer(nothing="nothing compiled: the file's load_inline sources define "
-                            "no __global__ kernel outside host code that uses torch")
+        return StaticAnswer(
+            nothing="nothing compiled: the file's load_inline sources define "
+            "no __global__ kernel outside host code that uses torch"
+        )
     if not have_toolchain:
-        return StaticAnswer(nothing="nothing compiled: no AMD static toolchain here "
-                            "(scripts/install_amd_toolchain.sh installs it)")
+        return StaticAnswer(
+            nothing="nothing compiled: no AMD static toolchain here "
+            "(scripts/install_amd_toolchain.sh installs it)"
+        )
     facts: list[StaticFacts] = []
     for (text, count), ext in zip(sources, exts, strict=True):
         if not count:
@@ -440,11 +453,16 @@ def static_facts(candidate: Candidate, analyse, have_toolchain: bool) -> StaticA
             return StaticAnswer(error=f"{ext.name}: {result.error}")
         facts += result.facts
     if not facts:
-        return StaticAnswer(nothing="nothing compiled: its kernels are templates the host code "
-                            "instantiates")
-    return StaticAnswer(facts=tuple(facts), message=(
-        f"KernelBench format: {len(facts)} kernel(s) of its device code compiled for AMD and "
-        "analysed (host code that uses torch is not compiled statically); not run"))
+        return StaticAnswer(
+            nothing="nothing compiled: its kernels are templates the host code instantiates"
+        )
+    return StaticAnswer(
+        facts=tuple(facts),
+        message=(
+            f"KernelBench format: {len(facts)} kernel(s) of its device code compiled for AMD and "
+            "analysed (host code that uses torch is not compiled statically); not run"
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from hipevolve.core.errors import UserError
-from hipevolve.verifier.build.includes import tile_include_dir
+from hipevolve.verifier.build.tile_headers import tile_include_dir
 
 _ARCH = re.compile(r"sm_(\d+)([af]?)")
 _RELEASE = re.compile(r"release\s+[\d.]+,\s+V(\d+\.\d+\.\d+)")

@@ -67,7 +67,7 @@ class CaseJob:
 class CandidateJob:
     """The candidate's files: model.py (native) or the KernelBench .py file, and for a native
     candidate its compiled .so and kernel.hip; for a KernelBench one, `library` is the folder
-    of its prebuilt load_inline extensions (verifier/gpu/prebuilt.py), when built."""
+    of its prebuilt load_inline extensions (verifier/gpu/sandbox/prebuilt.py), when built."""
 
     format: str  # one of FORMATS
     model: Path
@@ -75,7 +75,9 @@ class CandidateJob:
     source: Path | None = None
 
     def __post_init__(self) -> None:
-        _require(self.format in FORMATS, f"candidate format {self.format!r} is not one of {FORMATS}")
+        _require(
+            self.format in FORMATS, f"candidate format {self.format!r} is not one of {FORMATS}"
+        )
         _set(self, "model", Path(self.model))
         _set(self, "library", _path(self.library))
         _set(self, "source", _path(self.source))
@@ -215,10 +217,14 @@ class WorkerJob:
         _require(self.timing in TIMINGS, f"timing {self.timing!r} is not one of {TIMINGS}")
         _require(self.trials >= 1 and self.warmup >= 0, "trials >= 1 and warmup >= 0")
         _require(self.suspect_speedup > 1, "suspect_speedup must be above 1")
-        _require((self.candidate is None) == self.reference_only,
-                 "a job has a candidate unless it is reference-only")
-        _require(self.reference_only or self.side_by_side or not self.baselines,
-                 "only a reference-only or side-by-side job times strong baselines")
+        _require(
+            (self.candidate is None) == self.reference_only,
+            "a job has a candidate unless it is reference-only",
+        )
+        _require(
+            self.reference_only or self.side_by_side or not self.baselines,
+            "only a reference-only or side-by-side job times strong baselines",
+        )
         _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
         _require(self.device_memory_bytes is None or self.device_memory_bytes > 0,
                  "device_memory_bytes must be positive")  # fmt: skip
@@ -250,7 +256,8 @@ class WorkerJob:
             | {
                 "cases": tuple(CaseJob(**c) for c in data["cases"]),
                 "candidate": CandidateJob.from_dict(data["candidate"])
-                if data["candidate"] else None,
+                if data["candidate"]
+                else None,
                 "timeouts": Timeouts(**data["timeouts"]),
                 "peak": PeakRates(**peak) if peak else None,
                 "baselines": tuple(BaselineJob(**b) for b in data.get("baselines", ())),
@@ -369,7 +376,8 @@ class SandboxJob:
             | {
                 "cases": tuple(SandboxCase(**c) for c in data["cases"]),
                 "candidate": CandidateJob.from_dict(data["candidate"])
-                if data["candidate"] else None,
+                if data["candidate"]
+                else None,
             }
         )
 

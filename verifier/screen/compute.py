@@ -8,14 +8,13 @@ import functools
 import re
 from collections.abc import Iterator
 
+from hipevolve.verifier.screen.cxx import CxxSource, Hit
 from hipevolve.verifier.screen.registry import check
 from hipevolve.verifier.screen.sources import (
     BRIDGE,
     RUNTIME_KERNELS,
     TENSOR_ATTRS,
     TORCH_MODULE,
-    CxxSource,
-    Hit,
     PyModel,
     Sources,
     words,

@@ -8,15 +8,9 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 
+from hipevolve.verifier.screen.cxx import Hit
 from hipevolve.verifier.screen.registry import check
-from hipevolve.verifier.screen.sources import (
-    Hit,
-    PyModel,
-    Sources,
-    root_name,
-    target_leaves,
-    words,
-)
+from hipevolve.verifier.screen.sources import PyModel, Sources, root_name, target_leaves, words
 
 _STREAM_NAMES = words(
     """

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from functools import cache
 
-from hipevolve.verifier.screen.sources import CxxSource
+from hipevolve.verifier.screen.cxx import CxxSource
 
 PLATFORM_DEFINES = {
     "amd": ("-D__HIP_PLATFORM_AMD__=1", "-D__HIP_PLATFORM_HCC__=1", "-D__HIPCC__=1"),

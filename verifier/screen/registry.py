@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from hipevolve.verifier.screen.sources import Hit, Sources
+from hipevolve.verifier.screen.cxx import Hit
+from hipevolve.verifier.screen.sources import Sources
 
 Tier = Literal["strict", "warning"]
 Format = Literal["native", "kernelbench"]

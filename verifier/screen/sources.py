@@ -1,23 +1,23 @@
 """The candidate's sources as static screening reads them, parsed once per candidate.
 
 `PyModel` is model.py (or a KernelBench file) parsed with `ast`, never imported: its aliases, its
-ModelNew, the functions forward reaches and which names hold tensors. `CxxSource` is kernel.hip or
-a string handed to load_inline, with comments stripped (and, for call patterns, string literals
-blanked). `Sources` bundles both for the checks; `Hit` is where a check fired.
+ModelNew, the functions forward reaches and which names hold tensors. `CxxSource` (cxx.py) is
+kernel.hip or a string handed to load_inline, with comments stripped (and, for call patterns,
+string literals blanked). `Sources` bundles both for the checks, with the C++'s macro-expanded
+views (expand.py); `Hit` (cxx.py) is where a check fired.
 """
 
 from __future__ import annotations
 
 import ast
 import io
-import re
 import tokenize
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from hipevolve.core.candidate import Candidate, parse_python
-from hipevolve.verifier.screen.lexer import Lexed, lex
+from hipevolve.verifier.screen.cxx import CxxSource, Hit
+from hipevolve.verifier.screen.expand import expanded_views
 
 # Markers that `PyModel.resolve` returns for names whose meaning matters to the checks:
 BRIDGE = "<bridge>"  # a load_inline module: calling it runs the candidate's own code
@@ -25,14 +25,6 @@ TORCH_MODULE = "<torch-module>"  # an nn.Module held on self: calling it is PyTo
 TENSOR = "<tensor>"  # self attribute holding a tensor or parameter
 RUNTIME_KERNELS = "hipevolve.runtime.kernels"
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
-
-
-class Hit(NamedTuple):
-    """Where a check fired: the file, its 1-based line, and what is wrong there."""
-
-    file: str
-    line: int
-    message: str
 
 
 def words(text: str) -> frozenset[str]:
@@ -55,53 +47,6 @@ _SCALAR_METHODS = words(
     """
 )
 TENSOR_ATTRS = {"T", "mT", "H", "mH", "data", "real", "imag", "grad"}
-
-
-# ----------------------------------------------------------------------------- C++ sources
-
-
-@dataclass
-class CxxSource:
-    """One piece of C++: kernel.hip, or a string handed to load_inline (line_offset into the .py)."""
-
-    file: str
-    text: str
-    inline: bool = False
-    line_offset: int = 0
-    code: str = field(init=False)  # splices joined, comments stripped, strings kept
-    bare: str = field(init=False)  # the same with string and character contents blanked
-    lexed: Lexed = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.lexed = lex(self.text)
-        self.code = self.lexed.code
-        self.bare = self.lexed.bare
-
-    def line(self, pos: int) -> int:
-        return self.line_offset + self.code.count("\n", 0, pos) + 1
-
-    def hits(
-        self, pattern: re.Pattern[str], message: Callable[[re.Match[str]], str]
-    ) -> Iterator[Hit]:
-        """Matches outside comments and string literals, each with its line and message."""
-        for m in pattern.finditer(self.bare):
-            yield Hit(self.file, self.line(m.start()), message(m))
-
-    def directives(self) -> Iterator[tuple[int, str, str]]:
-        """(line, directive, rest) of each preprocessor line, as the compiler joins and lexes
-        it: a `#` at a line's start outside any string or comment (lines inside a raw string
-        are no directives)."""
-        pos = 0
-        for raw in self.bare.split("\n"):
-            m = re.match(r"\s*#\s*(\w*)", raw)
-            if m:
-                rest = self.code[pos + m.end() : pos + len(raw)]
-                yield self.line(pos), m[1], rest.strip()
-            pos += len(raw) + 1
-
-    def comments(self) -> Iterator[tuple[int, str]]:
-        for m in re.finditer(r"//[^\n]*|/\*.*?(?:\*/|$)", self.text, re.S):
-            yield self.line_offset + self.text.count("\n", 0, m.start()) + 1, m[0]
 
 
 # ----------------------------------------------------------------------------- Python model
@@ -363,8 +308,6 @@ class Sources:
             sources.cxx.append(CxxSource("kernel.hip", candidate.hip_source))
         else:
             sources._inline_sources()
-        from hipevolve.verifier.screen.expand import expanded_views
-
         for src in sources.cxx:
             sources.expanded += expanded_views(src)
         return sources

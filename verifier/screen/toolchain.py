@@ -8,13 +8,12 @@ import re
 from collections.abc import Iterator
 
 from hipevolve.runtime import launcher_signatures
+from hipevolve.verifier.screen.cxx import CxxSource, Hit
 from hipevolve.verifier.screen.lexer import TRIGRAPH, joined_strings
 from hipevolve.verifier.screen.registry import check
 from hipevolve.verifier.screen.sources import (
     LOAD_INLINE,
     RUNTIME_KERNELS,
-    CxxSource,
-    Hit,
     Sources,
     call_argument,
     words,

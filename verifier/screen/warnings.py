@@ -9,15 +9,9 @@ import re
 from collections.abc import Iterator
 
 from hipevolve.verifier.screen.compute import LOW_PRECISION
+from hipevolve.verifier.screen.cxx import CxxSource, Hit
 from hipevolve.verifier.screen.registry import check
-from hipevolve.verifier.screen.sources import (
-    CxxSource,
-    Hit,
-    Sources,
-    root_name,
-    target_leaves,
-    words,
-)
+from hipevolve.verifier.screen.sources import Sources, root_name, target_leaves, words
 
 _INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget)\b[^\n]{0,30}\b(?:instructions?|prompts?|grader|grading"

@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hipevolve.verifier.screen.cxx import Hit
 from hipevolve.verifier.screen.platform_guards import nvidia_only_lines
 from hipevolve.verifier.screen.registry import check
-from hipevolve.verifier.screen.sources import Hit, Sources
+from hipevolve.verifier.screen.sources import Sources
 
 FIX = "warpSize is 64 on CDNA: read warpSize, or put the 32-lane code under __HIP_PLATFORM_NVIDIA__"
 _SHFL = re.compile(r"\b__shfl(?:_xor|_down|_up)?(?P<sync>_sync)?\s*\(")
@@ -28,7 +29,9 @@ _BALLOT_32 = re.compile(
     r"\b(?:__popc|__ffs|__clz)\s*\(\s*(?:__ballot|__activemask)"
     r"|\b(?:unsigned(?:\s+int)?|uint32_t|int)\s+\w+\s*=\s*(?:__ballot(?:_sync)?|__activemask)\s*\("
 )
-_LANE_31 = re.compile(r"(?<![\w.])(?P<expr>[A-Za-z_][\w.]*)\s*(?:&\s*(?:31|0x1[fF])|%\s*32)\b(?!\.)")
+_LANE_31 = re.compile(
+    r"(?<![\w.])(?P<expr>[A-Za-z_][\w.]*)\s*(?:&\s*(?:31|0x1[fF])|%\s*32)\b(?!\.)"
+)
 _WARP_DIV = re.compile(r"(?<![\w.])(?P<expr>[A-Za-z_][\w.]*)\s*(?:/\s*32|>>\s*5)\b(?!\.)")
 _WARP_CONST = re.compile(
     r"(?:#\s*define\s+(?P<macro>\w*(?:WARP|warp|Warp)\w*)\s+32\b"
@@ -63,9 +66,15 @@ def _hits(code: str) -> Iterator[tuple[int, str]]:
         if len(args) > width_at and args[width_at] == "32":
             yield m.start(), f"{m[0].rstrip('( ')} with width 32: a shuffle over half a wave"
     for m in _FULL_MASK_CALL.finditer(code):
-        yield m.start("mask"), f"{m['mask']} as a full-warp mask: a wave has 64 lanes (64-bit masks)"
+        yield (
+            m.start("mask"),
+            f"{m['mask']} as a full-warp mask: a wave has 64 lanes (64-bit masks)",
+        )
     for m in _BALLOT_32.finditer(code):
-        yield m.start(), f"{' '.join(m[0].split())}: a ballot is 64 bits on CDNA (use __popcll, uint64_t)"
+        yield (
+            m.start(),
+            f"{' '.join(m[0].split())}: a ballot is 64 bits on CDNA (use __popcll, uint64_t)",
+        )
     for m in _LANE_31.finditer(code):
         if _THREADISH.search(m["expr"]):
             yield m.start(), f"{' '.join(m[0].split())}: a lane index over 32 lanes"

@@ -17,7 +17,10 @@ def _reach() -> None:
     if timing is not None and hasattr(timing, "Clock"):
         timing.Clock.trial = lambda self, fn: (fn(), (1.0, 1.0))[1]
         REACHED.append("timing")
-    for name in ("hipevolve.verifier.gpu.sandbox", "hipevolve.verifier.gpu.executor"):
+    for name in (
+        "hipevolve.verifier.gpu.sandbox.sandbox",
+        "hipevolve.verifier.gpu.sandbox.executor",
+    ):
         module = modules.get(name)
         for cls in ("Sandbox", "Executor"):
             target = getattr(module, cls, None)

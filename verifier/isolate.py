@@ -1,17 +1,17 @@
 """The controller's side of the GPU worker: the job, spawning the judge, deadlines, kill and reap.
 
-The job itself (job.py) is plain dataclasses the judge reads too; here it is made from a task
-and the verifier settings (`job_for_task`, `timeouts_of`). `run_worker(job)` runs one evaluation
-in a judge process (verifier/gpu/worker.py), which runs the candidate in a sandbox process of its
-own (verifier/gpu/sandbox.py), fresh for every evaluation. The judge gets its own process group
-(so one killpg takes it and everything the candidate started), an allowlisted environment (no
-API keys), each job as one JSON line on stdin and a dedicated result pipe for its answers; this
-side enforces the overall deadline and reaps everything, and a judge that ends without a result
-is a crash, never a pass. `StandbyPool` keeps judges that have already imported torch and
-created their device context waiting for a job, so that cost overlaps the previous evaluation,
-and takes back a judge whose evaluation ended cleanly (ok, incorrect or suspect) to serve again
-with a new sandbox: one device context fewer to create and destroy per evaluation, the driver
-work that slowed every GPU of a busy machine (docs/SCALING.md).
+The job itself (gpu/job.py) is plain dataclasses the judge reads too; here it is made from a task
+and the verifier settings (`job_for_task`, `timeouts_of`). `run_worker(job)` runs one evaluation in
+a judge process (verifier/gpu/judge/worker.py), which runs the candidate in a sandbox process of its
+own (verifier/gpu/sandbox/sandbox.py), fresh for every evaluation. The judge gets its own process
+group (so one killpg takes it and everything the candidate started), an allowlisted environment (no
+API keys), each job as one JSON line on stdin and a dedicated result pipe for its answers; this side
+enforces the overall deadline and reaps everything, and a judge that ends without a result is a
+crash, never a pass. `StandbyPool` keeps judges that have already imported torch and created their
+device context waiting for a job, so that cost overlaps the previous evaluation, and takes back a
+judge whose evaluation ended cleanly (ok, incorrect or suspect) to serve again with a new sandbox:
+one device context fewer to create and destroy per evaluation, the driver work that slowed every GPU
+of a busy machine (docs/SCALING.md).
 """
 
 from __future__ import annotations
@@ -168,7 +168,9 @@ class BaselineAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     trials: dict[str, list[float]] = Field(default_factory=dict, description="case -> us")
-    flags: list[str] = Field(default_factory=list, description="how it was timed, if unlike the job")
+    flags: list[str] = Field(
+        default_factory=list, description="how it was timed, if unlike the job"
+    )
     unavailable: str = Field(default="", description="why it was not timed (one line)")
 
     def cases(self) -> dict[str, CaseBaseline]:
@@ -194,8 +196,10 @@ class WorkerResult(BaseModel):
         "also cause: the pipeline runs such a candidate once more before calling it hacked",
     )
     beyond_roofline: bool = Field(
-        default=False, description="a suspect reason is a time the card's peaks cannot reach "
-        "(physics), not a margin over a baseline: a re-check cannot clear it")
+        default=False,
+        description="a suspect reason is a time the card's peaks cannot reach "
+        "(physics), not a margin over a baseline: a re-check cannot clear it",
+    )
     mismatch: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
     judge_pid: int | None = None
@@ -232,8 +236,9 @@ class Standby:
     log: Any
 
     @classmethod
-    def spawn(cls, device: str, env_extra: dict[str, str] | None = None,
-              cores: tuple[int, ...] = ()) -> Standby:
+    def spawn(
+        cls, device: str, env_extra: dict[str, str] | None = None, cores: tuple[int, ...] = ()
+    ) -> Standby:
         """A new judge for `device`; on `cores` (its slot's, cpu_share) when given."""
         become_subreaper()  # orphans of a killed judge come back here to be reaped
         workdir = Path(tempfile.mkdtemp(prefix="hipevolve-job-"))
@@ -245,7 +250,7 @@ class Standby:
                 [
                     sys.executable,
                     "-m",
-                    "hipevolve.verifier.gpu.worker",
+                    "hipevolve.verifier.gpu.judge.worker",
                     "--result-fd",
                     str(w),
                     "--device",
@@ -436,8 +441,12 @@ class StandbyPool:
     """Keeps `size` judges per device warm (torch imported, device context created)."""
 
     def __init__(
-        self, size: int = 1, device: str = "cuda", env_extra: dict[str, str] | None = None,
-        cores: tuple[int, ...] = (), standby_cores: tuple[int, ...] = (),
+        self,
+        size: int = 1,
+        device: str = "cuda",
+        env_extra: dict[str, str] | None = None,
+        cores: tuple[int, ...] = (),
+        standby_cores: tuple[int, ...] = (),
     ) -> None:
         """cores: where a judge runs its job (its slot's; (): anywhere). standby_cores: where
         warm judges start and wait (the CPU work's), so their start-up stays off `cores`."""
@@ -452,8 +461,9 @@ class StandbyPool:
     def fill(self) -> None:
         with self._lock:
             while len(self._warm) < self.size:
-                self._warm.append(Standby.spawn(self.device, self.env_extra,
-                                                self.standby_cores or self.cores))
+                self._warm.append(
+                    Standby.spawn(self.device, self.env_extra, self.standby_cores or self.cores)
+                )
 
     def take(self) -> Standby:
         """A warm judge if one is alive, else a fresh one; the pool refills at once."""

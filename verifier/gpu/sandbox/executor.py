@@ -54,7 +54,7 @@ allowlist or raw system calls, so nothing runs before a launcher is called, and 
 finds no Python symbols to call by name.
 
 Imports torch, ctypes, the standard library and hipevolve.runtime /
-hipevolve.verifier.gpu.{input_pool,plan,sandbox,timing} only.
+hipevolve.verifier.gpu.{sandbox.input_pool,plan,sandbox.sandbox,timing} only.
 """
 
 from __future__ import annotations
@@ -66,9 +66,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hipevolve.runtime import Launcher, launcher_signatures
-from hipevolve.verifier.gpu.input_pool import ShiftedInputs
 from hipevolve.verifier.gpu.plan import ALIGN, CasePlan, Plan, PlanError, Ref, validate
-from hipevolve.verifier.gpu.sandbox import CANARY, CHECKED_TRIALS, GUARD, Sandbox, graph_flag
+from hipevolve.verifier.gpu.sandbox.input_pool import ShiftedInputs
+from hipevolve.verifier.gpu.sandbox.sandbox import (
+    CANARY,
+    CHECKED_TRIALS,
+    GUARD,
+    Sandbox,
+    graph_flag,
+)
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import SandboxCase

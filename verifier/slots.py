@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hipevolve.core import cpu_share
-from hipevolve.verifier.gpu.isolate import StandbyPool
+from hipevolve.verifier.isolate import StandbyPool
 
 STANDBY_JUDGES = 3  # judges kept warm per slot while a batch is evaluated
 
@@ -43,7 +43,9 @@ def visible_gpus(backend: str) -> tuple[str, ...]:
     if backend not in ("cuda", "rocm"):
         return ()
     listed = os.environ.get(visibility_variable(backend))
-    if listed is None and backend == "rocm":  # HIP honours CUDA_VISIBLE_DEVICES when its own is unset
+    if (
+        listed is None and backend == "rocm"
+    ):  # HIP honours CUDA_VISIBLE_DEVICES when its own is unset
         listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return tuple(d.strip() for d in listed.split(",") if d.strip())
@@ -71,13 +73,28 @@ class Slots:
         # compiles started from now on keep off them, and warm judges wait beside the compiles.
         self.cpu = cpu_share.claim(max(1, len(devices)))
         self.slots = [
-            Slot(d, StandbyPool(size=standby, device=torch_device, env_extra={variable: d},
-                                cores=self.cpu.cores_of_slot(i),
-                                standby_cores=self.cpu.work_cores))
+            Slot(
+                d,
+                StandbyPool(
+                    size=standby,
+                    device=torch_device,
+                    env_extra={variable: d},
+                    cores=self.cpu.cores_of_slot(i),
+                    standby_cores=self.cpu.work_cores,
+                ),
+            )
             for i, d in enumerate(devices)
-        ] or [Slot("", StandbyPool(size=standby, device=torch_device,
-                                   cores=self.cpu.cores_of_slot(0),
-                                   standby_cores=self.cpu.work_cores))]
+        ] or [
+            Slot(
+                "",
+                StandbyPool(
+                    size=standby,
+                    device=torch_device,
+                    cores=self.cpu.cores_of_slot(0),
+                    standby_cores=self.cpu.work_cores,
+                ),
+            )
+        ]
         self._free: queue.SimpleQueue[Slot] = queue.SimpleQueue()
         for slot in self.slots:
             self._free.put(slot)

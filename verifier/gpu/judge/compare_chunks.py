@@ -8,9 +8,10 @@ whole output is decided here from sums over the chunks: NaN/Inf where the refere
 the relative RMS error (sums of squares), allclose's bad elements, the relative guard (its share
 of reference values inside atol), and the precision downgrade (shares of low mantissa bits).
 There is no quick pass: every chunk is compared fully. A failure names the first bad element by
-its position in the flattened output.
+its position in the flattened output. The judge calls `compare_anywhere` and `unchanged_anywhere`:
+compare.py's own functions where the reference is on the output's device, these elsewhere.
 
-Imports torch, the standard library and hipevolve.verifier.gpu.{compare,memplan} only.
+Imports torch, the standard library and hipevolve.verifier.gpu.{judge.compare,memplan} only.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 from hipevolve.verifier.gpu.memplan import COMPARE_CHUNK_BYTES
 
 
@@ -200,3 +201,25 @@ def unchanged_in_chunks(i: int, before: torch.Tensor, after: torch.Tensor,
             same |= torch.isnan(a) & torch.isnan(b)
         changed += int((~same).sum())
     return f"input {i} was modified by the call ({changed} elements)" if changed else ""
+
+
+def compare_anywhere(
+    index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
+) -> tuple[bool, float, float, str]:
+    """compare.compare_values for a reference on any device: one kept on another device than the
+    output (the host, under a lean memory plan) is compared a chunk at a time."""
+    if got.device != ref.device and got.device.type != "cpu":
+        return compare_in_chunks(index, got, ref, tol)
+    return compare.compare_values(index, got, ref, tol)
+
+
+def unchanged_anywhere(before: list[torch.Tensor], after: list[torch.Tensor]) -> str:
+    """compare.inputs_unchanged for inputs on any device: one kept on another device than the
+    candidate's copy (the host, under a lean memory plan) is compared a chunk at a time."""
+    return compare.inputs_unchanged(before, after, one=_unchanged_anywhere)
+
+
+def _unchanged_anywhere(i: int, before: torch.Tensor, after: torch.Tensor) -> str:
+    if after.device != before.device and after.device.type != "cpu":
+        return unchanged_in_chunks(i, before, after)
+    return compare.input_unchanged(i, before, after)

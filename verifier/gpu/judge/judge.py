@@ -8,16 +8,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from hipevolve.verifier.gpu.channel import Channel, SandboxError, kill_group_except_self
 from hipevolve.verifier.gpu.job import RecordJob, SandboxJob, WorkerJob
-from hipevolve.verifier.gpu.kb_stage import kb_flag, plannable, record_kb_plan
-from hipevolve.verifier.gpu.record_ahead import Recorder, plan_key, recall, remember
-from hipevolve.verifier.gpu.reference_side import References
-from hipevolve.verifier.gpu.scorecard import Scorecard
+from hipevolve.verifier.gpu.judge.channel import Channel, SandboxError, kill_group_except_self
+from hipevolve.verifier.gpu.judge.kb_stage import kb_flag, plannable, record_kb_plan
+from hipevolve.verifier.gpu.judge.record_ahead import Recorder, plan_key, recall, remember
+from hipevolve.verifier.gpu.judge.reference_side import References
+from hipevolve.verifier.gpu.judge.scorecard import Scorecard
 
 if TYPE_CHECKING:
+    from hipevolve.verifier.gpu.judge.references import Kept
     from hipevolve.verifier.gpu.memplan import MemoryPlan
-    from hipevolve.verifier.gpu.references import Kept
 
 RESERVE_SLACK = 64 << 20  # the candidate's own weights and scratch, beyond what the case needs
 
@@ -31,8 +31,9 @@ class Judge:
     ) -> None:
         import torch
 
-        from hipevolve.verifier.gpu import ipc, references
-        from hipevolve.verifier.gpu.wide_case import with_wide_case
+        from hipevolve.verifier.gpu import ipc
+        from hipevolve.verifier.gpu.judge import references
+        from hipevolve.verifier.gpu.judge.wide_case import with_wide_case
 
         self.torch, self.ipc = torch, ipc
         job = with_wide_case(job)  # a pointwise reference: a case of wide magnitudes too
@@ -110,7 +111,7 @@ class Judge:
                 self.seconds["reference_timing"] = round(time.monotonic() - t, 3)
             if self.job.reference_only:  # a run's baseline: no candidate, nothing else to do
                 if self.job.do_timing and self.job.baselines:
-                    from hipevolve.verifier.gpu.strong import time_baselines
+                    from hipevolve.verifier.gpu.judge.strong import time_baselines
 
                     t = time.monotonic()
                     self.baselines = time_baselines(self.ref)
@@ -123,7 +124,7 @@ class Judge:
             if self.job.side_by_side and self.job.baselines and status in ("ok", "suspect"):
                 # A re-check: the strong baselines timed right after the candidate, on the
                 # same inputs and clock (strong.py), for its verdict's side-by-side line.
-                from hipevolve.verifier.gpu.strong import time_baselines
+                from hipevolve.verifier.gpu.judge.strong import time_baselines
 
                 t = time.monotonic()
                 self.baselines = time_baselines(self.ref)

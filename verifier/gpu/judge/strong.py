@@ -15,7 +15,8 @@ reference's seed and called with the reference's inputs; a `torch_compile` basel
 reference's own Model under torch.compile (static shapes: one compile per case, untimed, in the
 correctness call). The judge that ran them serves no candidate afterwards (worker.main).
 
-Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.compare} only.
+Imports torch, the standard library and hipevolve.{core.reference,
+verifier.gpu.judge.compare_chunks} only.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hipevolve.core import reference
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge.compare_chunks import compare_anywhere
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import BaselineJob, CaseJob
-    from hipevolve.verifier.gpu.reference_side import References
+    from hipevolve.verifier.gpu.judge.reference_side import References
 
 Maker = Callable[["CaseJob"], torch.nn.Module]
 
@@ -117,7 +118,7 @@ def outside_tolerance(ref: References, case: CaseJob, model: torch.nn.Module) ->
     for i, (g, r) in enumerate(zip(got, want, strict=True)):
         if g.shape != r.shape:
             return f"output {i}: shape {tuple(g.shape)}, the reference's {tuple(r.shape)}"
-        ok, _, _, mismatch = compare.compare_values(i, g.to(r.dtype), r, job.tolerance)
+        ok, _, _, mismatch = compare_anywhere(i, g.to(r.dtype), r, job.tolerance)
         if not ok:
             return mismatch or f"output {i} differs"
     return ""

@@ -22,13 +22,17 @@ comparison's passes over the output, one host round trip instead of five. It pas
 when every element is finite and inside the tolerance with room to spare (EDGE); anything else,
 near the edge or failing, goes through the full comparison, which alone decides and describes.
 
-Imports torch and the standard library only (and, for a reference kept on the host,
-hipevolve.verifier.gpu.compare_chunks).
+A reference kept on another device (the host, under a lean memory plan) is compared a chunk at a
+time by compare_chunks.py, which the judge calls (`compare_anywhere`, `unchanged_anywhere`).
+
+Imports torch and the standard library only: an exported package ships this file as its own
+compare.py (hipevolve/export/package.py).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -103,7 +107,9 @@ NEAR_ATOL_SHARE = 0.5  # above this share of reference values inside atol, the R
 NEAR_ATOL_RTOLS = 1 / 3  # ... this share of rtol (module docstring: why)
 
 
-def relative_guard(tol: dict[str, Any], dtype: torch.dtype, ref: torch.Tensor | None = None) -> float:
+def relative_guard(
+    tol: dict[str, Any], dtype: torch.dtype, ref: torch.Tensor | None = None
+) -> float:
     """The relative RMS bound an allclose-kind output must also meet. Where most reference
     values sit inside atol (a 151,936-wide softmax row: every value below 1e-5), atol alone
     would pass a row computed from part of its inputs, so a third of the relative tolerance
@@ -153,11 +159,7 @@ def compare_values(
     index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
 ) -> tuple[bool, float, float, str]:
     """(passes, max_abs_err, rel_rms_err, mismatch summary) of one output. A reference kept on
-    another device (the host, under a lean memory plan) is compared a chunk at a time."""
-    if got.device != ref.device and got.device.type != "cpu":
-        from hipevolve.verifier.gpu.compare_chunks import compare_in_chunks
-
-        return compare_in_chunks(index, got, ref, tol)
+    another device is compared by compare_chunks.compare_anywhere."""
     if precision_problem(index, got, ref, tol):
         return compare_fully(index, got, ref, tol)
     quick = _quick_pass(got.to(ref.device), ref, tol)
@@ -287,26 +289,32 @@ def _summary(index: int, g: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, wh
     )
 
 
-def inputs_unchanged(before: list[torch.Tensor], after: list[torch.Tensor]) -> str:
-    """'' if every input tensor is bit-for-bit what it was (NaN equal to NaN), else which not."""
+def inputs_unchanged(
+    before: list[torch.Tensor],
+    after: list[torch.Tensor],
+    one: Callable[[int, torch.Tensor, torch.Tensor], str] | None = None,
+) -> str:
+    """'' if every input tensor is bit-for-bit what it was (NaN equal to NaN), else which not;
+    `one(i, before, after)` judges one input (input_unchanged, unless the caller says)."""
     if len(before) != len(after):
         return f"{len(after)} input tensors came back, {len(before)} went in"
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
-        if a.device != b.device and a.device.type != "cpu":  # a reference kept on the host
-            from hipevolve.verifier.gpu.compare_chunks import unchanged_in_chunks
+        changed = (one or input_unchanged)(i, b, a)
+        if changed:
+            return changed
+    return ""
 
-            changed = unchanged_in_chunks(i, b, a)
-            if changed:
-                return changed
-            continue
-        a = a.to(b.device)
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return f"input {i} changed shape or dtype"
-        if torch.equal(a, b):
-            continue  # the usual answer, in one pass; NaN inputs take the way below
-        same = a == b
-        if b.is_floating_point() or b.is_complex():
-            same |= torch.isnan(a) & torch.isnan(b)
-        if not bool(same.all()):
-            return f"input {i} was modified by the call ({int((~same).sum())} elements)"
+
+def input_unchanged(i: int, before: torch.Tensor, after: torch.Tensor) -> str:
+    """'' if input `i` is bit-for-bit what it was (NaN equal to NaN), else how it changed."""
+    a, b = after.to(before.device), before
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"input {i} changed shape or dtype"
+    if torch.equal(a, b):
+        return ""  # the usual answer, in one pass; NaN inputs take the way below
+    same = a == b
+    if b.is_floating_point() or b.is_complex():
+        same |= torch.isnan(a) & torch.isnan(b)
+    if not bool(same.all()):
+        return f"input {i} was modified by the call ({int((~same).sum())} elements)"
     return ""

@@ -24,7 +24,7 @@ not build (worker-level jobs with no extension folder) still has no plan: its .p
 here, beside the checks and the timer, and runs less isolated (flag `plan:none`).
 
 Imports torch, the standard library and hipevolve.core.reference / hipevolve.runtime /
-hipevolve.verifier.gpu.{confine,ipc,job,prebuilt,timing,wire} only (and, for a recorder or a
+hipevolve.verifier.gpu.{confine,ipc,job,sandbox.prebuilt,timing,wire} only (and, for a recorder or a
 planned candidate, record / record_kb / executor / replay_kb).
 """
 
@@ -88,7 +88,7 @@ class Sandbox:
             with open(cand.source) as f:
                 kernels.bind(str(cand.library), f.read())
         elif cand.library is not None:  # KernelBench: load_inline returns the prebuilt modules
-            from hipevolve.verifier.gpu.prebuilt import use_prebuilt
+            from hipevolve.verifier.gpu.sandbox.prebuilt import use_prebuilt
 
             use_prebuilt(cand.library)
         module = _import_path(str(cand.model))

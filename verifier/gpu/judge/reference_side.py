@@ -3,7 +3,7 @@ exists): the reference's inputs and outputs for every case and seed, the job's d
 plan (memplan.py), what the judge derives per case (job.CaseSizes) and the reference's timing.
 
 Imports the standard library and hipevolve.{core.{noise, reference}, verifier.gpu.{job,
-memplan, references, timing}} only (no pydantic).
+memplan, judge.references, timing}} only (no pydantic).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from hipevolve.verifier.gpu.job import CaseSizes
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import WorkerJob
+    from hipevolve.verifier.gpu.judge.references import Kept, Refs
     from hipevolve.verifier.gpu.memplan import MemoryPlan
-    from hipevolve.verifier.gpu.references import Kept, Refs
 
 PLAN_AFTER = 64  # input sets under 1/PLAN_AFTER of free memory: planned once the reference ran
 ADAPTIVE_ROUND = 10  # trials a round of an adaptive timing (job.trial_target) takes
@@ -43,7 +43,8 @@ class References:
 
     def __init__(self, job: WorkerJob, kept: Kept) -> None:
         from hipevolve.core import reference
-        from hipevolve.verifier.gpu import references, timing
+        from hipevolve.verifier.gpu import timing
+        from hipevolve.verifier.gpu.judge import references
 
         self.reference, self.references, self.timing = reference, references, timing
         self.job = job
@@ -144,7 +145,9 @@ class References:
             )
             times[case.name], eager = self.trials(clock, case, model)
             if eager:
-                self.flags.append(f"timing:eager (not capturable: reference {case.name}: {eager})"[:300])
+                self.flags.append(
+                    f"timing:eager (not capturable: reference {case.name}: {eager})"[:300]
+                )
             del model
         del clock
         return times

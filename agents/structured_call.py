@@ -1,5 +1,5 @@
 """A JSON role's call: the provider's structured output where the model has it, the tolerant
-reader (structured.py) on every reply, one repair turn carrying what could not be read, and a
+reader (llm/structured.py) on every reply, one repair turn carrying what could not be read, and a
 counted fallback.
 
 Events in the archive, per role: `reply_error` for a reply that could not be read (with its
@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.client import LLMCall
 from hipevolve.agents.llm.replies import TRUNCATED_FINISH
-from hipevolve.agents.llm.reply_record import exchange
 from hipevolve.agents.llm.structured import Reading, read_json_reply
+from hipevolve.agents.reply_record import exchange
 from hipevolve.prompts.render import render, schema_text
 
 T = TypeVar("T", bound=BaseModel)

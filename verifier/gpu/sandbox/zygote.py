@@ -2,7 +2,7 @@
 
 A sandbox started from nothing spends most of its start-up importing torch: about a second of
 CPU per evaluation, on the cores every GPU slot shares. The judge (worker.py) therefore starts
-one zygote, `python -m hipevolve.verifier.gpu.zygote SOCKET_FD`, which imports torch and the
+one zygote, `python -m hipevolve.verifier.gpu.sandbox.zygote SOCKET_FD`, which imports torch and the
 sandbox's modules once and never creates a device context (a process forked from one could not
 use the device). For each evaluation the zygote forks a new process. That process confines
 itself and runs exactly as a spawned sandbox does (`sandbox_process.serve`).
@@ -104,7 +104,7 @@ class Zygote:
         # OpenBLAS (loaded with numpy by torch) would start a thread per core at import.
         env = dict(os.environ) | {"OPENBLAS_NUM_THREADS": "1"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hipevolve.verifier.gpu.zygote", str(theirs.fileno())],
+            [sys.executable, "-m", "hipevolve.verifier.gpu.sandbox.zygote", str(theirs.fileno())],
             stdin=subprocess.DEVNULL,
             pass_fds=(theirs.fileno(),),
             env=env,
@@ -176,14 +176,8 @@ def _preload() -> str:
         import torch
 
         from hipevolve.core import reference  # noqa: F401
-        from hipevolve.verifier.gpu import (  # noqa: F401
-            executor,
-            ipc,
-            record,
-            sandbox_process,
-            timing,
-            wire,
-        )  # fmt: skip
+        from hipevolve.verifier.gpu import ipc, timing, wire  # noqa: F401
+        from hipevolve.verifier.gpu.sandbox import executor, record, sandbox_process  # noqa: F401
 
         record.warm()  # the recorder's FakeTensorMode imports torch._dynamo: seconds, once here
         confine.python_roots()  # cached: what each sandbox may read, worked out once here
@@ -213,12 +207,12 @@ def _become_sandbox(request: dict, fds: list[int], sock: socket.socket) -> None:
         tempfile.tempdir = None  # TMPDIR is read again
         sys.dont_write_bytecode = True
         sys.argv = [
-            "hipevolve.verifier.gpu.sandbox_process",
+            "hipevolve.verifier.gpu.sandbox.sandbox_process",
             str(MSG_FD),
             request["workdir"],
             request["device"],
         ]
-        from hipevolve.verifier.gpu import sandbox_process
+        from hipevolve.verifier.gpu.sandbox import sandbox_process
 
         sandbox_process.serve(MSG_FD, request["workdir"], request["device"], forked=True)
     finally:

@@ -9,7 +9,7 @@ judge's memory, and a judge whose evaluation ended in doubt exits with them (wor
 A job whose references take over KEEP_BYTES, or 1/KEEP_SHARE of the device's memory, leaves
 nothing kept.
 
-Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.compare,
+Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.judge.compare,
 verifier.gpu.memplan} only.
 """
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from hipevolve.core import reference
-from hipevolve.verifier.gpu import compare
+from hipevolve.verifier.gpu.judge import compare
 from hipevolve.verifier.gpu.memplan import CaseBytes
 
 if TYPE_CHECKING:
@@ -85,8 +85,11 @@ def input_bytes(job: WorkerJob, kept: Kept) -> list[int] | None:
     module = _module(job, kept, _key(job, kept.on_host))
     try:
         return [
-            _bytes(reference.build_inputs(module, case.inputs, "meta", job.seeds[0],
-                                          draw_on_device=True))  # fmt: skip
+            _bytes(
+                reference.build_inputs(
+                    module, case.inputs, "meta", job.seeds[0], draw_on_device=True
+                )
+            )  # fmt: skip
             for case in job.cases
         ]
     except Exception:  # noqa: BLE001 (any reference code: sizes() decides then)

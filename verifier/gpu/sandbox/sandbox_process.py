@@ -1,5 +1,5 @@
 """The sandbox process: forked for the judge by its zygote (zygote.py), or spawned by the judge
-as `python -m hipevolve.verifier.gpu.sandbox_process MSG_FD WORKDIR DEVICE`. It confines
+as `python -m hipevolve.verifier.gpu.sandbox.sandbox_process MSG_FD WORKDIR DEVICE`. It confines
 itself, creates its device context and loads the check's kernels before its job exists, reads
 the job, and runs it: a recorder's (record.py, record_kb.py), or a candidate's in a Sandbox
 (sandbox.py: what checking and timing one candidate is), an Executor (executor.py) or a
@@ -18,7 +18,7 @@ import sys
 
 from hipevolve.verifier.gpu import confine
 from hipevolve.verifier.gpu.job import SandboxJob
-from hipevolve.verifier.gpu.sandbox import CANARY, GUARD, Sandbox, first_line
+from hipevolve.verifier.gpu.sandbox.sandbox import CANARY, GUARD, Sandbox, first_line
 
 
 def reserve(torch, device: str, nbytes: int) -> None:  # noqa: ANN001
@@ -50,15 +50,15 @@ def load_kernels(torch, device: str) -> None:  # noqa: ANN001
 def record(data: dict, out, flags: list[str]) -> None:  # noqa: ANN001
     """A candidate's recorder (record.py for a native one, record_kb.py for a KernelBench one):
     its Python runs here, and nothing else of the evaluation does."""
-    from hipevolve.verifier.gpu import record as recorder
     from hipevolve.verifier.gpu import wire
     from hipevolve.verifier.gpu.job import RecordJob
+    from hipevolve.verifier.gpu.sandbox import record as recorder
 
     flags.append(confine.confine_syscalls(False))
     wire.write_message(out, "ready", [], flags=flags, pid=os.getpid())
     send = lambda kind, **f: wire.write_message(out, kind, [], **f)  # noqa: E731
     if data.get("candidate", {}).get("format") == "kernelbench":
-        from hipevolve.verifier.gpu import record_kb
+        from hipevolve.verifier.gpu.sandbox import record_kb
 
         record_kb.record_job(data, send)
     else:
@@ -119,11 +119,11 @@ def serve(msg_fd: int, workdir: str, device: str, forked: bool) -> None:
         if device.startswith("cuda"):
             reserve(torch, device, job.reserve_bytes)
         if job.candidate.format == "native":
-            from hipevolve.verifier.gpu.executor import Executor
+            from hipevolve.verifier.gpu.sandbox.executor import Executor
 
             box: Sandbox = Executor(job, out)
         elif job.plan is not None:  # KernelBench format, recorded (plan_kb.py)
-            from hipevolve.verifier.gpu.replay_kb import KbExecutor
+            from hipevolve.verifier.gpu.sandbox.replay_kb import KbExecutor
 
             box = KbExecutor(job, out)
         else:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.zygote import Forked, Zygote, ZygoteError
+from hipevolve.verifier.gpu.sandbox.zygote import Forked, Zygote, ZygoteError
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import CandidateJob, SandboxJob
@@ -168,7 +168,14 @@ class Channel:
                 r, w = os.pipe()
         if self.proc is None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hipevolve.verifier.gpu.sandbox_process", str(w), workdir, device],
+                [
+                    sys.executable,
+                    "-m",
+                    "hipevolve.verifier.gpu.sandbox.sandbox_process",
+                    str(w),
+                    workdir,
+                    device,
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

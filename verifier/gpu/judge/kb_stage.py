@@ -9,7 +9,7 @@ Under a kernels-only job (the pipeline's) a plan whose forward computes with PyT
 outside plan_kb.MOVES_DATA) is hacked: the screen's rule, on what the forward really did, where
 a name laundered past the screen cannot hide.
 
-Imports the standard library and hipevolve.verifier.gpu.{channel,plan,plan_kb} only (no
+Imports the standard library and hipevolve.verifier.gpu.{judge.channel,plan,plan_kb} only (no
 pydantic).
 """
 
@@ -21,7 +21,7 @@ import os
 import signal
 from typing import Any
 
-from hipevolve.verifier.gpu.channel import Channel, SandboxError, hand_over
+from hipevolve.verifier.gpu.judge.channel import Channel, SandboxError, hand_over
 from hipevolve.verifier.gpu.plan_kb import computes
 
 

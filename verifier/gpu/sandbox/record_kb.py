@@ -28,7 +28,7 @@ behaves one way here and another way later has no later: it never runs again. Th
 C++ runs here and, when replayed, in the executor (replay_kb.py).
 
 Imports torch, the standard library and hipevolve.core.reference /
-hipevolve.verifier.gpu.{plan,plan_kb,prebuilt} only.
+hipevolve.verifier.gpu.{plan,plan_kb,sandbox.prebuilt} only.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def use_recording_extensions(folder: str | None, holder: dict) -> None:
     """load_inline (and load) return recording wrappers of the prebuilt modules from now on."""
     import torch.utils.cpp_extension as cpp
 
-    from hipevolve.verifier.gpu.prebuilt import load_extension
+    from hipevolve.verifier.gpu.sandbox.prebuilt import load_extension
 
     def prebuilt(name: str, *args: Any, **kwargs: Any) -> RecordingExtension:  # noqa: ANN401
         if folder is None:

@@ -24,7 +24,8 @@ neither. So a KernelBench candidate with an extension is less isolated than a na
 its verdict's flag says so (kb_stage.kb_flag); a pure-torch one runs no code of its own here at
 all.
 
-Imports torch, the standard library and hipevolve.verifier.gpu.{executor,plan,plan_kb,prebuilt}.
+Imports torch, the standard library and hipevolve.verifier.gpu.{sandbox.executor,plan,plan_kb,
+sandbox.prebuilt}.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from hipevolve.verifier.gpu.executor import Executor, reseed
 from hipevolve.verifier.gpu.plan import PlanError
 from hipevolve.verifier.gpu.plan_kb import MOVES_DATA, Hacked, aten_op, is_kb_plan, validate
+from hipevolve.verifier.gpu.sandbox.executor import Executor, reseed
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import SandboxCase
@@ -114,7 +115,8 @@ class KbPlanModel:
                     raise Hacked(
                         f"{step['module']}.{step['fn']} computes "
                         f"{', '.join(f'aten.{n}' for n in seen.computed)} with PyTorch inside "
-                        "the extension: the work must be the extension's own kernels")
+                        "the extension: the work must be the extension's own kernels"
+                    )
             else:
                 out = fn(*args, **kwargs)
             self.check_results(step, out)
@@ -197,7 +199,7 @@ class KbExecutor(Executor):
             validate(plan["cases"][case.name], built)
         functions: dict[tuple[str, str], Any] = {}
         if built:
-            from hipevolve.verifier.gpu.prebuilt import load_extension
+            from hipevolve.verifier.gpu.sandbox.prebuilt import load_extension
 
             for c in plan["cases"].values():
                 for s in c["steps"]:

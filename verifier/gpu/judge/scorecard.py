@@ -5,7 +5,8 @@ the judge's own wall clock), the flags, the hacks, the first mismatch, and the s
 make. It knows the job and the references and runs no process: the judge (worker.py) feeds it
 the sandbox's reports as they come.
 
-Imports the standard library and hipevolve.verifier.gpu.{channel,compare,job} only (no pydantic).
+Imports the standard library and hipevolve.verifier.gpu.{judge.channel,judge.compare,
+judge.compare_chunks,job} only (no pydantic).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from hipevolve.verifier.gpu.channel import SandboxError
 from hipevolve.verifier.gpu.job import WorkerJob
-from hipevolve.verifier.gpu.wide_case import wide_note
+from hipevolve.verifier.gpu.judge.channel import SandboxError
+from hipevolve.verifier.gpu.judge.wide_case import wide_note
 
 if TYPE_CHECKING:
-    from hipevolve.verifier.gpu.references import Refs
+    from hipevolve.verifier.gpu.judge.references import Refs
 
 ESCAPE_SLACK_US = 50.0  # the synchronise round trip is about 10 us; escaped work shows above
 
@@ -29,16 +30,19 @@ class Scorecard:
     first mismatch, and the status they make. Knows the job and the references, no process."""
 
     def __init__(self, job: WorkerJob) -> None:
-        from hipevolve.verifier.gpu import compare
+        from hipevolve.verifier.gpu.judge import compare, compare_chunks
 
         self.compare = compare
+        self.compare_chunks = compare_chunks
         self.job = job
         self.flags: list[str] = []
         self.hacks: list[str] = []
         self.window_hacks = 0  # of those, late timing windows (see judge_timing)
         self.mismatch = ""
         self.beyond_roofline = False  # a suspect reason is physics, not a margin (gates)
-        self.case_out = {c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases}
+        self.case_out = {
+            c.name: {"case": c.name, "correct": True, "message": ""} for c in job.cases
+        }
 
     def reference_trials(self, times: dict[str, list[float]]) -> None:
         for name, trials in times.items():
@@ -96,12 +100,12 @@ class Scorecard:
             )
             return
         if n_in:
-            changed = self.compare.inputs_unchanged(ref_inputs, inputs_after)
+            changed = self.compare_chunks.unchanged_anywhere(ref_inputs, inputs_after)
             if changed:
                 self.fail(name, f"{changed} ({where})")
         errors = self.case_out[name]
         for i, (got, ref) in enumerate(zip(values, ref_outs, strict=True)):
-            ok, max_abs, rel_rms, mismatch = self.compare.compare_values(
+            ok, max_abs, rel_rms, mismatch = self.compare_chunks.compare_anywhere(
                 i, got, ref, self.job.tolerance
             )
             errors["max_abs_err"] = max(errors.get("max_abs_err") or 0.0, max_abs)

@@ -29,7 +29,7 @@ What changes, and why it is safe:
   timing is a check of the machine's noise, never a term of the fitness (DESIGN.md, Fitness:
   every speedup's denominator is the run's stored baseline).
 
-Imports the standard library and hipevolve.verifier.gpu.channel (hipevolve.runtime when a
+Imports the standard library and hipevolve.verifier.gpu.judge.channel (hipevolve.runtime when a
 plan's key is computed) only.
 """
 
@@ -42,11 +42,11 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from hipevolve.verifier.gpu.channel import Channel, SandboxError
+from hipevolve.verifier.gpu.judge.channel import Channel, SandboxError
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import RecordJob, WorkerJob
-    from hipevolve.verifier.gpu.zygote import Zygote
+    from hipevolve.verifier.gpu.sandbox.zygote import Zygote
 
 
 class Recorder:

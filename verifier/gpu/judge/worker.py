@@ -1,4 +1,4 @@
-"""The judge: `python -m hipevolve.verifier.gpu.worker --result-fd N [--device cuda]`.
+"""The judge: `python -m hipevolve.verifier.gpu.judge.worker --result-fd N [--device cuda]`.
 
 A judge process scores candidates one at a time; the controller (isolate.py) spawns it in its
 own process group with an allowlisted environment, writes one JSON job per line on stdin and reads
@@ -82,9 +82,8 @@ candidate's side, its sandbox stage by stage) and `Scorecard` (scorecard.py: wha
 sandbox's reports add up to).
 
 Imports torch, numpy, the standard library, hipevolve.core.reference and
-hipevolve.verifier.gpu.{channel,compare,confine,ipc,job,judge,kb_stage,record_ahead,reference_side,
-references,scorecard,strong,timing,wire,zygote}
-only (no pydantic).
+hipevolve.verifier.gpu.{confine,ipc,job,memplan,plan,plan_kb,timing,wire}, the judge's own
+modules (hipevolve.verifier.gpu.judge) and the zygote's handle (sandbox.zygote) only (no pydantic).
 """
 
 from __future__ import annotations
@@ -96,11 +95,11 @@ import shutil
 import sys
 
 from hipevolve.verifier.gpu import confine
-from hipevolve.verifier.gpu.channel import Channel, kill_group_except_self
 from hipevolve.verifier.gpu.job import WorkerJob, on_card
-from hipevolve.verifier.gpu.judge import Judge
-from hipevolve.verifier.gpu.record_ahead import spare
-from hipevolve.verifier.gpu.zygote import Zygote
+from hipevolve.verifier.gpu.judge.channel import Channel, kill_group_except_self
+from hipevolve.verifier.gpu.judge.judge import Judge
+from hipevolve.verifier.gpu.judge.record_ahead import spare
+from hipevolve.verifier.gpu.sandbox.zygote import Zygote
 
 REUSABLE = ("ok", "incorrect", "suspect")  # the judge's own state cannot have been harmed
 JOBS_PER_JUDGE = 64  # then a fresh judge: a bounded life for anything a long one accumulates
@@ -132,7 +131,7 @@ def main() -> None:
     zygote = Zygote.start()
     import torch
 
-    from hipevolve.verifier.gpu import references
+    from hipevolve.verifier.gpu.judge import references
 
     # The reference's inputs and outputs, kept for the judge's next job of the same task.
     kept = references.Kept()
