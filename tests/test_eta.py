@@ -109,7 +109,7 @@ def test_time_left_is_the_units_left_at_the_measured_seconds_over_the_slots():
 class SlowStart(StandIn):
     """The stand-in with a start-up (its baseline) far longer than its evaluations."""
 
-    def baseline(self, trials: int) -> None:
+    def baseline(self, trials: int, target: float = 0.0) -> None:
         time.sleep(3.0)
         return None
 
