@@ -255,14 +255,17 @@ class WorkerJob:
             **data
             | {
                 "cases": tuple(CaseJob(**c) for c in data["cases"]),
-                "candidate": CandidateJob.from_dict(data["candidate"])
-                if data["candidate"]
-                else None,
+                "candidate": _candidate(data["candidate"]),
                 "timeouts": Timeouts(**data["timeouts"]),
                 "peak": PeakRates(**peak) if peak else None,
                 "baselines": tuple(BaselineJob(**b) for b in data.get("baselines", ())),
             }
         )
+
+
+def _candidate(data: dict[str, Any] | None) -> CandidateJob | None:
+    """A job's candidate read back from JSON (None: a reference-only job)."""
+    return CandidateJob.from_dict(data) if data else None
 
 
 def on_card(job: WorkerJob, card: str) -> WorkerJob:
@@ -375,9 +378,7 @@ class SandboxJob:
             **data
             | {
                 "cases": tuple(SandboxCase(**c) for c in data["cases"]),
-                "candidate": CandidateJob.from_dict(data["candidate"])
-                if data["candidate"]
-                else None,
+                "candidate": _candidate(data["candidate"]),
             }
         )
 
