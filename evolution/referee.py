@@ -4,11 +4,12 @@ incumbent, the run's best, and the final word on it (DESIGN.md "Fitness").
 - Baseline (hipevolve/core/baseline.py): the reference timed once when a run starts (or read
   from the verifier's cache of this card, task and toolchain: verifier/baseline_cache.py),
   stored as a `baseline` event; a resumed run on the same device keeps it. The task's strong
-  baselines are timed after generation 0 lands, beside the next evaluations (`time_strong`),
-  and taken in once timed (`settle`); from then on they bound what is believable (a case past
-  the margin is suspect and re-checked: verifier/pipeline.recheck). Every evaluation the run records is rebased
-  on it (Recorder.rebase), so fitness ranks candidates by their own times. An evaluator that times
-  nothing (the static backend, stand-ins) leaves evaluations as they are.
+  baselines are timed once the first generation has landed, queued behind the evaluations in
+  flight (`time_strong`), and taken in once timed (`settle`); from then on they bound what is
+  believable (a case past the margin is suspect and re-checked: verifier/pipeline.recheck).
+  Every evaluation the run records is rebased on it (Recorder.rebase), so fitness ranks
+  candidates by their own times. An evaluator that times nothing (the static backend,
+  stand-ins) leaves evaluations as they are.
 - Displacing. A child whose fitness beats its cell's elite or the run's best (the champion) by
   more than the noise (duel.compare) displaces it; a closer call goes head to head (duel.decide)
   unless its gain is under min_gain (no head-to-head could call that a win: in a GDN run on an

@@ -174,8 +174,7 @@ def run_evolution(
         states[done] = search.insert(islands or empty_islands(settings), results,
                                      everywhere=done == 0, generation=done)  # fmt: skip
         search.checkpoint(done, states[done], moves)
-        if done == 0:
-            search.referee.time_strong()  # beside the next generations, not before the seeds
+        search.referee.time_strong()  # once, after the first generation lands (a resume's too)
         search.referee.settle()
         for old in [g for g in states if g < max(0, done - lag)]:
             del states[old]
