@@ -19,9 +19,7 @@ compile time in the same source:
   and added to the accumulator in fp32: chained over K in the accumulator, the truncation's
   bias grew linearly with K and failed KernelBench's rtol 1e-4 at K = 8192-32768);
 - anything else (other fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN
-  micro-tile per thread; from K = GEMM_LONG_K (65,536) on, each K tile's products are summed
-  apart and then added to the accumulator (one in-order fp32 sum over K = 1,048,576 failed
-  KernelBench's tolerance on 4_Matrix_vector_multiplication_).
+  micro-tile per thread.
 All accumulate in fp32. The epilogue (bias, activation, scale, residual, casts: any expression
 ir.py can emit) is applied to each accumulator in registers before the single store, with the
 output rounded to its dtype as PyTorch rounds it.

@@ -152,13 +152,6 @@ __device__ __forceinline__ void gemm_stage(const typename GemmElem<DA>::T* __res
     }
 }
 
-// From this depth on, the portable path sums in two levels: each K tile's products apart (FK
-// terms), then that partial into the accumulator. One fp32 sum over all of K drifts: 4_Matrix_
-// vector_multiplication_'s 1,048,576 positive products summed in order erred by -33 to -41
-// against KernelBench's tolerance of 26.2; in two levels the accumulator takes K / FK additions.
-// Below it the products go straight into the accumulator (fewer shared-memory reads).
-#define GEMM_LONG_K 65536
-
 // The portable path: thread (ty, tx) owns rows ty + i * TY and columns tx + j * TX of the tile
 // (strided, so neighbouring threads store neighbouring columns).
 template <int DA, int DB, bool BT, class Epi>
@@ -177,28 +170,9 @@ __device__ __forceinline__ void gemm_fma(const typename GemmElem<DA>::T* __restr
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-    const bool long_k = K >= GEMM_LONG_K;
     for (int64_t k0 = 0; k0 < K; k0 += FK) {
         gemm_stage<DA, DB, BT, false, float, FK, FK + 1>(A, B, M, N, K, m0, n0, k0, As, Bs, vec);
         __syncthreads();
-        if (long_k) {  // a row of the micro-tile at a time: TN more registers, not TM * TN
-#pragma unroll
-            for (int i = 0; i < TM; ++i) {
-                float part[TN];
-#pragma unroll
-                for (int j = 0; j < TN; ++j) part[j] = 0.0f;
-#pragma unroll 4
-                for (int k = 0; k < FK; ++k) {
-                    const float a = As.v[ty + i * TY][k];
-#pragma unroll
-                    for (int j = 0; j < TN; ++j) part[j] = fmaf(a, Bs.v[tx + j * TX][k], part[j]);
-                }
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += part[j];
-            }
-            __syncthreads();
-            continue;
-        }
 #pragma unroll 4
         for (int k = 0; k < FK; ++k) {
             float a[TM], b[TN];
