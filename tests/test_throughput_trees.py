@@ -79,7 +79,7 @@ def test_the_shim_makes_a_judge_started_outside_any_tree_run_the_named_trees_cod
                           cwd=tmp_path, env={"PYTHONPATH": str(shim), "PATH": "/usr/bin:/bin"},
                           check=True, timeout=120)  # fmt: skip
     worker, reference = done.stdout.split()
-    assert Path(worker) == archived_tree / "verifier" / "gpu" / "worker.py"
+    assert Path(worker) == archived_tree / "verifier" / "gpu" / "judge" / "worker.py"
     assert Path(reference) == archived_tree / "problems" / "softmax" / "reference.py"
 
 
