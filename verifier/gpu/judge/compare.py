@@ -155,6 +155,25 @@ def precision_problem(index: int, got: torch.Tensor, ref: torch.Tensor,
     )
 
 
+def rel_rms_verdict(
+    index: int, max_abs: float, rel_rms: float, tol: dict
+) -> tuple[bool, float, float, str]:
+    """compare_values' answer under a rel_rms tolerance: within max_rel_rms, or why not (the
+    one rule for a comparison on one device and one in chunks: compare_chunks)."""
+    limit = float(tol["max_rel_rms"])
+    if rel_rms <= limit:
+        return True, max_abs, rel_rms, ""
+    return (
+        False,
+        max_abs,
+        rel_rms,
+        _trim(
+            f"output {index}: relative RMS error {rel_rms:.3g} > {limit:g}; "
+            f"max abs error {max_abs:.3g}"
+        ),
+    )
+
+
 def compare_values(
     index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]
 ) -> tuple[bool, float, float, str]:
@@ -197,18 +216,7 @@ def compare_fully(
             _summary(index, g, r, bad_nonfinite, "NaN/Inf where the reference is finite"),
         )
     if tol["kind"] == "rel_rms":
-        limit = float(tol["max_rel_rms"])
-        if not rel_rms <= limit:
-            return (
-                False,
-                max_abs,
-                rel_rms,
-                _trim(
-                    f"output {index}: relative RMS error {rel_rms:.3g} > {limit:g}; "
-                    f"max abs error {max_abs:.3g}"
-                ),
-            )
-        return True, max_abs, rel_rms, ""
+        return rel_rms_verdict(index, max_abs, rel_rms, tol)
     downgrade = precision_problem(index, got, ref, tol)
     if downgrade:
         return False, max_abs, rel_rms, downgrade
