@@ -9,6 +9,7 @@ from hipevolve.agents.llm.replies import parse_reply
 from hipevolve.agents.llm.reply_edits import label_file
 from hipevolve.agents.llm.reply_elision import elided
 from hipevolve.core.candidate import Candidate
+from tests.test_replies import PY  # the same model.py; the kernel here carries comments
 
 HIP = """#include <hip/hip_runtime.h>
 
@@ -22,18 +23,6 @@ extern "C" hipError_t launch_scale(const float* x, float* y, int n, hipStream_t 
     scale<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n);
     return hipGetLastError();
 }
-"""
-PY = """import torch
-from torch import nn
-
-from hipevolve.runtime import kernels
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        kernels.launch_scale(x, y, x.numel())
-        return y
 """
 PARENT = Candidate(format="native", hip_source=HIP, python_source=PY, name="parent")
 NEW = HIP.replace("2.0f", "3.0f")
