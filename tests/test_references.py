@@ -74,19 +74,62 @@ def test_an_edited_reference_file_is_built_again(tmp_path: Path) -> None:
     assert references.job_key(_job(path)) != key
 
 
-def test_references_over_the_limit_are_not_kept(
+def test_references_are_kept_in_order_up_to_the_limit_and_the_rest_built_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "reference.py"
     path.write_text(SOFTMAX)
-    monkeypatch.setattr(references, "KEEP_BYTES", 4 * 64 * 4 * 4 - 1)  # 2 seeds, in and out
+    one_seed = 4 * 64 * 4 * 2  # a 4 x 64 fp32 input and its output
+    monkeypatch.setattr(references, "KEEP_BYTES", 2 * one_seed - 1)  # room for one seed of two
     kept = references.Kept()
     _, first = references.build(_job(path), kept)
-    assert kept.key is None and kept.refs == {}
+    assert set(kept.refs) == {("c", 0)} and kept.device_bytes() == one_seed
     _, again = references.build(_job(path), kept)
-    assert again is not first and all(
-        torch.equal(a, b) for k in first for a, b in zip(first[k][1], again[k][1], strict=True)
+    assert again[("c", 0)] is first[("c", 0)]  # kept
+    assert again[("c", 1)] is not first[("c", 1)]  # built again, to the same values
+    assert all(
+        torch.equal(a, b) for a, b in zip(first[("c", 1)][1], again[("c", 1)][1], strict=True)
     )
+    monkeypatch.setattr(references, "KEEP_BYTES", one_seed - 1)
+    references.build(_job(path), kept)
+    assert kept.refs == {} and kept.device_bytes() == 0
+
+
+def test_timed_outputs_are_kept_for_the_next_job_only_while_its_model_seed_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "reference.py"
+    path.write_text(SOFTMAX)
+    kept = references.Kept()
+    job = _job(path, (0, 1, 7))
+    references.build(job, kept)
+    timed = ("c", job.timing_seed)
+    assert references.timed_seed(job, timed[1]) and not references.timed_seed(job, 7)
+    outs = ([], [torch.zeros(4, 64)])
+    kept.offer(job, timed, outs)
+    _, again = references.build(job, kept)  # the same run: the same hidden seed
+    assert again[timed] is outs and kept.refs[timed] is outs
+    _, other = references.build(_job(path, (0, 1, 8)), kept)  # another model seed
+    assert timed not in other and timed not in kept.refs
+    monkeypatch.setattr(references, "KEEP_BYTES", kept.device_bytes())  # full: nothing more
+    kept.offer(_job(path, (0, 1, 8)), timed, outs)
+    assert timed not in kept.refs
+
+
+def test_a_runs_evaluations_share_its_hidden_seed_and_a_lone_one_draws_its_own() -> None:
+    from hipevolve.core.config import VerifierSettings
+    from hipevolve.problems import get_task
+    from hipevolve.verifier.evaluators import PipelineEvaluator
+    from hipevolve.verifier.pipeline import check_seeds
+
+    task, settings = get_task("softmax"), VerifierSettings()
+    run = PipelineEvaluator(task, settings, "cpu")
+    seeds = [check_seeds(task, settings, run.bounds().hidden_seed) for _ in range(3)]
+    assert seeds[0] == seeds[1] == seeds[2] and seeds[0][:-1] == (0, 1)
+    assert seeds[0][-1] >= 1 << 20  # never a public seed
+    other = PipelineEvaluator(task, settings, "cpu")  # another run, another hidden seed
+    assert other.bounds().hidden_seed != run.bounds().hidden_seed
+    assert len({check_seeds(task, settings)[-1] for _ in range(3)}) == 3
 
 
 def test_a_bad_reference_is_reported_and_drops_what_was_kept(tmp_path: Path) -> None:

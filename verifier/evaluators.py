@@ -123,7 +123,11 @@ class PipelineEvaluator:
         self.device = device_name(backend)
         self._slots = None
         self._starting = threading.Lock()  # generations in flight call from several threads
-        self._bounds = RunBounds()  # until the run's baseline is in: the reference timed inside
+        from hipevolve.verifier.pipeline import hidden_seed
+
+        # Until the run's baseline is in: the reference timed inside. The run's hidden check
+        # seed from the start (RunBounds.hidden_seed).
+        self._bounds = RunBounds(hidden_seed=hidden_seed())
         self._check_every = 0
         self._started_jobs = 0
 
@@ -134,7 +138,8 @@ class PipelineEvaluator:
         fastest = baseline.bounds(self.settings.suspect_margin, self.settings.suspect_speedup,
                                   roofline)  # fmt: skip
         with self._starting:
-            self._bounds = RunBounds(fastest=fastest, time_reference=False)
+            hidden = self._bounds.hidden_seed
+            self._bounds = RunBounds(fastest=fastest, time_reference=False, hidden_seed=hidden)
             self._check_every = check_every
 
     def bounds(self) -> RunBounds:

@@ -56,10 +56,18 @@ def suspect_threshold(task: TaskSpec, settings: VerifierSettings) -> float:
     return task.suspect_speedup or settings.suspect_speedup
 
 
-def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
-    """Public seeds 0..n-2, then one drawn fresh per evaluation that no agent ever sees."""
+def check_seeds(
+    task: TaskSpec, settings: VerifierSettings, hidden: int | None = None
+) -> tuple[int, ...]:
+    """Public seeds 0..n-2, then one no agent ever sees: the run's `hidden` seed
+    (RunBounds.hidden_seed), or one drawn fresh."""
     n = settings.check_seeds or task.check_seeds
-    return (*range(n - 1), random.SystemRandom().randrange(1 << 20, 1 << 31))
+    return (*range(n - 1), hidden if hidden is not None else hidden_seed())
+
+
+def hidden_seed() -> int:
+    """A check seed no agent can predict (os.urandom), never one of the public 0..n-2."""
+    return random.SystemRandom().randrange(1 << 20, 1 << 31)
 
 
 def static_analysis(source: str, settings: VerifierSettings, cached_only: bool = False,
@@ -422,7 +430,7 @@ def run_prepared(
             settings,
             device=_device(backend),
             cases=cases,
-            seeds=check_seeds(task, settings),
+            seeds=check_seeds(task, settings, bounds.hidden_seed),
             do_timing=do_timing,
             peak=_peak(backend),
             suspect_speedup=suspect_threshold(task, settings),
@@ -476,7 +484,7 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
     again = replace(
         job, seeds=check_seeds(task, settings), cases=tuple(
             replace(c, fastest_us=None, fastest_why="") for c in job.cases),
-        timing_seed=random.SystemRandom().randrange(1 << 20, 1 << 31), time_reference=False,
+        timing_seed=hidden_seed(), time_reference=False,
         side_by_side=bool(others), baselines=others,
         deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))  # fmt: skip
     worker = run_worker(again, judges.take(), pool=judges)

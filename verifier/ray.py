@@ -263,7 +263,9 @@ class RayEvaluator:
         self._joined = connect(address)
         self._ray = ray
         self.task, self.backend, self.settings = task, backend, settings
-        self._bounds: RunBounds | None = None  # the run's (use_baseline)
+        from hipevolve.verifier.pipeline import hidden_seed
+
+        self._bounds = RunBounds(hidden_seed=hidden_seed())  # the run's (use_baseline)
         gpu = backend in ("cuda", "rocm")
         if gpu:
             gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -338,7 +340,7 @@ class RayEvaluator:
         roofline = frozenset(c.name for c in self.task.cases if c.roofline)
         self._bounds = RunBounds(fastest=baseline.bounds(
             self.settings.suspect_margin, self.settings.suspect_speedup, roofline),
-            time_reference=False)  # fmt: skip
+            time_reference=False, hidden_seed=self._bounds.hidden_seed)  # fmt: skip
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one worker's GPU, one after the other."""

@@ -124,10 +124,14 @@ class RunBounds(Frozen):
     """What a run tells each of its evaluations beyond the task (PipelineEvaluator.use_baseline):
     each case's fastest believable time (RunBaseline.bounds) and whether the reference is timed
     inside the evaluation (only as a periodic check of the machine's noise: the run's stored
-    baseline is the denominator)."""
+    baseline is the denominator), and the run's hidden check seed: drawn once per run, never
+    shown to an agent or stored, so the judge builds its references once and keeps them
+    (references.Kept) where a seed drawn per evaluation would rebuild them every time. None:
+    one drawn for each evaluation (a lone `evolve verify`)."""
 
     fastest: dict[str, tuple[float, str]] = Field(default_factory=dict)
     time_reference: bool = True
+    hidden_seed: int | None = None
 
 
 REFERENCE = "reference"

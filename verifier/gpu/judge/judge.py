@@ -141,15 +141,17 @@ class Judge:
 
     def free_memory(self) -> tuple[int, int]:
         """(bytes free for this evaluation, the device's total): the job's device_memory_bytes
-        when it names them, else what the device has free now and this judge's allocator holds
-        unused."""
+        when it names them, else what the device has free now, what this judge's allocator
+        holds unused, and the references it kept from its last job (this job reuses them, or
+        they are dropped before its own are built: the plan counts them once, as its own)."""
         torch, told = self.torch, self.job.device_memory_bytes
         if not self.device.startswith("cuda"):
             return told or 0, told or 0
         free, total = torch.cuda.mem_get_info(self.device)
         if told is not None:
             return told, total
-        return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated(), total
+        unused = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        return free + unused + self.ref.kept.device_bytes(), total
 
     @property
     def lean(self) -> bool:
@@ -241,7 +243,10 @@ class Judge:
             inputs = [t.cpu() for t in inputs if isinstance(t, self.torch.Tensor)]
             outs = [o.to("cpu", copy=True) for o in outs]
             del model
-        refs[(case, seed)] = (inputs, outs)
+            refs[(case, seed)] = (inputs, outs)
+        else:  # a timed call's check reads no inputs: the judge's next job may reuse these
+            refs[(case, seed)] = ([], outs)
+            self.ref.kept.offer(job, (case, seed), refs[(case, seed)])
 
     def trim_cache(self) -> None:
         """Gives the memory this judge holds free back to the device when it is much (the

@@ -6,8 +6,14 @@ pipeline.check_seeds). A judge keeps the inputs and outputs of its last job (`Ke
 only the seeds its next job adds, when that job's `job_key` is the same; a different key drops
 them all before anything new is built. Only the judge holds them: candidates never see the
 judge's memory, and a judge whose evaluation ended in doubt exits with them (worker.REUSABLE).
-A job whose references take over KEEP_BYTES, or 1/KEEP_SHARE of the device's memory, leaves
-nothing kept.
+A run's evaluations share their hidden seed too (RunBounds.hidden_seed), so within a run a
+judge builds each (case, seed) once. The outputs on the timing inputs (the judge checks timed
+calls at random: judge.timed_refs) are kept the same way, without their inputs (a timed
+call's check reads none), while the model seed they were built with (the last check seed)
+stays the same. It keeps them in the job's order up to 1/KEEP_SHARE of
+the device's memory (KEEP_BYTES where they live on the host): the pairs past that are built
+again by each job. A slot's judges serve in turn (isolate.StandbyPool: a judge's clean-up runs
+while the next one serves), so each of its STANDBY_JUDGES + 1 may hold that much.
 
 Imports torch, the standard library and hipevolve.{core.reference, verifier.gpu.judge.compare,
 verifier.gpu.memplan} only.
@@ -29,8 +35,8 @@ from hipevolve.verifier.gpu.memplan import CaseBytes
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import WorkerJob
 
-KEEP_BYTES = 4 << 30  # softmax's three seeds take 2.5 GiB; a judge is one of three per slot
-KEEP_SHARE = 32  # and at most this fraction of the device's memory (a 141 GiB H200: 4.4 GiB)
+KEEP_BYTES = 4 << 30  # on the host (a lean plan's references; softmax's three seeds: 2.5 GiB)
+KEEP_SHARE = 10  # of the device's memory (a 141 GiB H200: 14.1; GDN's three seeds take 12.8)
 
 Refs = dict[tuple[str, int], tuple[list[torch.Tensor], list[torch.Tensor]]]
 
@@ -43,9 +49,23 @@ class Kept:
         self.module: ModuleType | None = None
         self.refs: Refs = {}
         self.on_host = False  # its references are on the host (build's on_host)
+        self.model_seed: int | None = None  # the timed outputs' model seed (job.seeds[-1])
 
     def drop(self) -> None:
-        self.key, self.module, self.refs = None, None, {}
+        self.key, self.module, self.refs, self.model_seed = None, None, {}, None
+
+    def offer(self, job: WorkerJob, name_seed: tuple[str, int], pair: tuple[list, list]) -> None:
+        """Keeps one more (case, seed) of `job` (judge.timed_refs') if it fits the limit."""
+        if self.key != _key(job, self.on_host) or self.model_seed != job.seeds[-1]:
+            return
+        if self.device_bytes() + _bytes(pair[0] + pair[1]) <= _keep_limit(job.device, self.on_host):
+            self.refs[name_seed] = pair
+
+    def device_bytes(self) -> int:
+        """What the kept references take on the job's device (0 when they are on the host)."""
+        if self.on_host:
+            return 0
+        return sum(_bytes(ins + outs) for ins, outs in self.refs.values())
 
 
 def job_key(job: WorkerJob) -> str:
@@ -129,8 +149,11 @@ def build(job: WorkerJob, kept: Kept, on_host: bool = False) -> tuple[ModuleType
     kept.on_host = on_host
     module, device, refs = kept.module, job.device, {}
     wanted = {(case.name, seed) for case in job.cases for seed in job.seeds}
+    if kept.model_seed == job.seeds[-1]:
+        wanted |= {k for k in kept.refs if timed_seed(job, k[1])}
     for name_seed in [k for k in kept.refs if k not in wanted]:
         del kept.refs[name_seed]  # the last job's fresh seed, before this job's takes memory
+    refs.update((k, kept.refs[k]) for k in wanted if k in kept.refs and timed_seed(job, k[1]))
     for case in job.cases:
         for seed in job.seeds:
             if (case.name, seed) in kept.refs:
@@ -152,12 +175,30 @@ def build(job: WorkerJob, kept: Kept, on_host: bool = False) -> tuple[ModuleType
                 tensors = [t.cpu() for t in tensors]
                 del inputs, model
             refs[(case.name, seed)] = (tensors, outs)
-    held = sum(t.numel() * t.element_size() for ins, outs in refs.values() for t in ins + outs)
-    limit = KEEP_BYTES
-    if device.startswith("cuda"):
-        limit = min(limit, torch.cuda.get_device_properties(device).total_memory // KEEP_SHARE)
-    if held <= limit:
-        kept.key, kept.refs = key, dict(refs)
-    else:
-        kept.drop()
+    kept.key, kept.refs = key, _within(refs, _keep_limit(device, on_host))
+    kept.model_seed = job.seeds[-1]
     return module, refs
+
+
+def timed_seed(job: WorkerJob, seed: int) -> bool:
+    """Whether `seed` draws one of `job`'s timing input sets (job.timing_seed onwards), never
+    one of its check seeds."""
+    n = job.warmup + job.trials
+    return job.timing_seed <= seed < job.timing_seed + n and seed not in job.seeds
+
+
+def _keep_limit(device: str, on_host: bool) -> int:
+    if on_host or not device.startswith("cuda"):
+        return KEEP_BYTES
+    return torch.cuda.get_device_properties(device).total_memory // KEEP_SHARE
+
+
+def _within(refs: Refs, limit: int) -> Refs:
+    """The first of `refs`, in order, whose tensors together take at most `limit` bytes."""
+    kept, held = {}, 0
+    for name_seed, pair in refs.items():
+        held += _bytes(pair[0] + pair[1])
+        if held > limit:
+            break
+        kept[name_seed] = pair
+    return kept
