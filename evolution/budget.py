@@ -224,6 +224,20 @@ class RunBudget:
         """Admitted candidates that were machine-code copies: no unit spent."""
         return len(self._copies)
 
+    def barren(self, generation: int) -> int:
+        """The machine-code copies admitted in the generations just before `generation` (from
+        generation 1 on) whose new code was all copies: how long the search has written
+        nothing new for this card. Generations before `generation` only, so a resumed run
+        counts what an uninterrupted one counted when it planned `generation`."""
+        with self._lock:
+            streak = 0
+            for g in range(generation - 1, 0, -1):
+                admitted, copied = self._admitted_in[g], self._copied_in[g]
+                if copied < admitted:
+                    break
+                streak += copied
+            return streak
+
     @property
     def duels(self) -> int:
         """Evaluations spent on head-to-heads."""

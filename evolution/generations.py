@@ -50,7 +50,8 @@ from hipevolve.evolution.sweep import Sweep, seed_configurations
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
 
-StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
+StopReason = Literal["budget", "exhausted", "copies", "stopped", "no_seed", "llm_budget"]
+BARREN_GENERATIONS = 12  # generations of nothing but machine-code copies that stop a search
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
 
 
@@ -176,6 +177,7 @@ class Search:
         self.policy: ProposalPolicy | None = None
         self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
         self._sweeping = threading.Lock()
+        self.barren_streak = 0  # the copies in a row that stopped the search (barren)
         fitness = fitness or FitnessSettings()
         # The run's one budget (evolution/budget.py), what its archive already spent counted in,
         # with the final head-to-head against the seed kept back.
@@ -217,6 +219,20 @@ class Search:
         resumed run replays it: evolution/budget.py). A policy: everything spent so far, since
         its generations are written side by side."""
         return self.budget.as_of(generation, None if self.policy is not None else base)
+
+    def barren(self, generation: int) -> bool:
+        """Whether the search stops before `generation` because it keeps writing copies: the
+        generations just before it wrote nothing but machine-code copies of evaluated kernels,
+        BARREN_GENERATIONS generations' worth of proposals in a row (RunBudget.barren). Copies
+        spend no unit, so without this a search whose new sources all build to code it has
+        evaluated (another target's tunables on this card) would run without end: on an
+        H200, a 200-evaluation GDN run wrote 277 copies against 84 distinct builds."""
+        per_generation = self.settings.islands * self.settings.proposals_per_island
+        streak = self.budget.barren(generation)
+        if streak < BARREN_GENERATIONS * per_generation:
+            return False
+        self.barren_streak = streak
+        return True
 
     # -------------------------------------------------------------------- proposing
 
@@ -449,8 +465,8 @@ class Search:
         self, reason: StopReason, generation: int, islands: tuple[Island, ...]
     ) -> RunSummary:
         confirmation = ""
-        if reason in ("budget", "exhausted", "llm_budget"):
-            if reason == "exhausted":  # what budget is left goes on the close contenders
+        if reason in ("budget", "exhausted", "copies", "llm_budget"):
+            if reason in ("exhausted", "copies"):  # what is left goes on the close contenders
                 self.referee.contenders([e for i in islands for e in i.elites], generation)
             confirmation = self.referee.confirm(generation)
         progress = self.progress(generation, islands)
@@ -470,6 +486,10 @@ class Search:
             "exhausted": f"search space exhausted after {done}: every kernel the offline "
             "moves reach from the elites (tunable steps, crossovers, restarts, every declared "
             "configuration, the transforms) has been evaluated",
+            "copies": f"search stopped after {done}: the last {self.barren_streak}"
+            " kernels it wrote built to machine code it had already evaluated (their changes, "
+            "such as another target's tunables, make no difference on this card): what its "
+            "moves reach here is spent; --model lets an LLM write new code",
             "no_seed": f"no seed kernel of {self.task.name} passed the verifier ({done}): "
             "nothing to evolve from",
             "stopped": f"stopped after {done}; the evaluations in flight were finished and recorded",

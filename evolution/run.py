@@ -10,8 +10,10 @@ has already seen, admits the rest against the budget, evaluates the batch throug
 evaluator (in production the verifier pipeline, evaluators.pipeline_evaluator), records each
 result in the archive before anything else happens (write-through), and inserts the ok ones into
 their islands. The loop stops when the budget is spent, when nothing unseen is one edit from any
-elite (the reachable space is exhausted), or when should_stop() says so (Ctrl-C: the generations
-in flight are finished first and the run is marked interrupted).
+elite (the reachable space is exhausted), when the last generations wrote nothing but
+machine-code copies (Search.barren: copies spend no unit, so such a search would never end),
+or when should_stop() says so (Ctrl-C: the generations in flight are finished first and the
+run is marked interrupted).
 
 Generations in flight. With settings.lag = L, generation g is planned from the islands after
 generation g-1-L (generation 1 and the first L after it from generation 0's), so it can be
@@ -128,6 +130,9 @@ def run_evolution(
             admitted = search.allowance(generation, base)
             if admitted.exhausted:
                 reason = "budget"
+                break
+            if search.barren(generation):
+                reason = "copies"
                 break
             if policy is not None and policy.stop_reason() is not None:
                 reason = "llm_budget"

@@ -181,3 +181,38 @@ def test_on_the_gpu_the_pipeline_sends_one_candidate_per_machine_code_to_the_jud
     # on NVIDIA AMD_WAVES is inert: two machine codes; on an AMD GPU all four differ
     assert len(copies) == (2 if evaluator.backend == "cuda" else 0), summary.message
     assert summary.progress.best_candidate not in copies
+
+
+def test_a_search_that_writes_only_copies_for_twelve_generations_stops_and_says_why(tmp_path):
+    """Copies spend no unit, so a search whose new sources only build to evaluated machine code
+    (another target's tunables on this card) must stop by itself (Search.barren): with one
+    island of one proposal, after 12 copies in a row, long before its 16 sources run out."""
+    from hipevolve.app.run_job import first_candidates
+
+    task = _task(tmp_path)
+    seed = task.seeds[0] / "kernel.hip"
+    seed.write_text(KERNEL.replace("// @tunable AMD_WAVES: 1, 2",
+                                   "// @tunable AMD_WAVES: 1, 2, 3, 4, 5, 6, 7, 8"))  # fmt: skip
+    log = tmp_path / "sent.log"
+    with Archive.open(tmp_path / "run.db") as archive:
+        summary = run_evolution(task, archive, EvolutionSettings(islands=1, lag=0),
+                                BuildingStandIn(log, tmp_path / "cache"),
+                                first=first_candidates(task), budget=200, seed=0)  # fmt: skip
+        stored = len(archive.candidate_ids(1))
+    assert summary.reason == "copies", summary.message
+    assert len(logged(log)) == 2  # one evaluation per machine code: BLOCK 128 and 256
+    assert stored < 16  # it stopped before every configuration was written
+    said = "the last 12 kernels it wrote built to machine code it had already evaluated"
+    assert said in summary.message
+
+
+def test_the_copy_streak_counts_whole_generations_of_copies_before_the_one_planned() -> None:
+    from hipevolve.evolution.budget import RunBudget
+
+    budget = RunBudget(100)
+    budget.restore(admitted=[("seed", 0), ("a", 1), ("b", 2), ("c", 2), ("d", 3), ("e", 4)],
+                   copies=["b", "c", "d"])  # fmt: skip
+    assert budget.barren(3) == 2  # generation 2: two copies; generation 1 wrote new code
+    assert budget.barren(4) == 3  # and generation 3's one copy
+    assert budget.barren(5) == 0  # generation 4 wrote new code: the streak is broken
+    assert budget.barren(1) == 0  # generation 0 (the seeds) never counts
