@@ -97,12 +97,13 @@ class Elite(Record):
 
 
 class Stored(Record):
-    """A candidate of a run as its budget counts it (evolution/budget.py): its code and the
-    generation that first stored it."""
+    """A candidate of a run as its budget counts it (evolution/budget.py): its code, the
+    generation that first stored it and the agent that wrote it."""
 
     candidate_id: int
     source_hash: str
     generation: int
+    agent: str = ""
 
 
 class EvaluationCounts(Record):

@@ -177,11 +177,12 @@ class Tables:
         """Every candidate of the run with its source hash and generation, by id: what its
         budget admitted (evolution/budget.py RunBudget.from_archive)."""
         rows = self._rows(
-            "SELECT id, source_hash, coalesce(generation, 0) FROM candidates WHERE run = ?"
-            " ORDER BY id",
+            "SELECT id, source_hash, coalesce(generation, 0), coalesce(agent, '') FROM candidates"
+            " WHERE run = ? ORDER BY id",
             [run],
         )
-        return [Stored(candidate_id=r[0], source_hash=r[1], generation=r[2]) for r in rows]
+        return [Stored(candidate_id=r[0], source_hash=r[1], generation=r[2], agent=r[3])
+                for r in rows]  # fmt: skip
 
     # ------------------------------------------------------------------------ queue
 

@@ -60,9 +60,11 @@ def recheck(ctx: AgentContext, state: ProposalState) -> dict:
     cid, before = state["candidate_id"], state["evaluation"]
     assert cid is not None and before is not None
     again = ctx.workshop.recheck(cid)
-    if again is None:  # the budget is spent: the winner stands unconfirmed, and says so
+    # None: the budget or its re-check share is spent; the winner stands unconfirmed, and says so
+    if again is None:
         ctx.log(RECHECK, {"candidate": cid, "fitness_before": before.fitness,
-                          "status": "skipped", "message": "evaluation budget spent"})  # fmt: skip
+                          "status": "skipped", "message": "no unit for it: the evaluation "
+                          "budget, or its re-check share (agents.recheck_share), is spent"})  # fmt: skip
         return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}
     ctx.log(RECHECK, {
         "candidate": cid, "fitness_before": before.fitness, "status": again.status.value,
