@@ -158,8 +158,10 @@ class Queries:
         return out
 
     def attempted(self, run: int) -> list[Attempted]:
-        """Every evaluated candidate of the run, by id, with its idea and fittest code parent;
-        one lean pass (no sources), so a long run's notes stay cheap."""
+        """Every evaluated candidate of the run, by id, with its idea and the code its gain
+        counts from: its fittest evaluated code parent, or where that failed (a repair of a
+        failed child) that parent's nearest correct ancestor; one lean pass (no sources), so a
+        long run's notes stay cheap."""
         rows = self._rows(
             "SELECT c.id, c.generation, c.agent, c.model, coalesce(c.fitness, 0), e.status,"
             " coalesce(a.idea, ''),"
@@ -170,8 +172,21 @@ class Queries:
             " LEFT JOIN attempts a ON a.candidate = c.id WHERE c.run = ? ORDER BY c.id",
             [run],
         )
+        status = {r[0]: r[5] for r in rows}
+        parent = {r[0]: r[7] for r in rows}
+
+        def correct(cid: int | None) -> int | None:
+            """cid, or its nearest ancestor with status ok (a repair's fittest parent failed:
+            its gain counts from the code that last passed, never from 0)."""
+            seen: set[int] = set()
+            while cid is not None and status.get(cid) != "ok" and cid not in seen:
+                seen.add(cid)
+                cid = parent.get(cid)
+            return cid if cid is not None and status.get(cid) == "ok" else None
+
         return [Attempted(candidate_id=r[0], generation=r[1] or 0, agent=r[2] or "",
-                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6], parent_id=r[7])
+                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6],
+                          parent_id=correct(r[7]))
                 for r in rows]  # fmt: skip
 
     def credits(self, run: int) -> list[Credit]:

@@ -183,7 +183,9 @@ class Attempted(Record):
     fitness: float
     status: str
     idea: str
-    parent_id: int | None = Field(description="its fittest evaluated mutation or crossover parent")
+    parent_id: int | None = Field(
+        description="its fittest evaluated mutation or crossover parent, or where that one "
+        "failed, the nearest correct ancestor of it: what its gain counts from")
 
 
 class Credit(Record):

@@ -159,7 +159,17 @@ class Tables:
                 python_source=r["python_source"],
                 name=r["name"] or f"c{r['id']}",
             ),
+            attempt=self._attempt(candidate_id),
         )
+
+    def _attempt(self, candidate_id: int) -> Attempt:
+        """The idea, diagnosis and reply an agent stored with a candidate (empty: none)."""
+        rows = self._rows("SELECT idea, diagnosis, reply FROM attempts WHERE candidate = ?",
+                          [candidate_id])  # fmt: skip
+        if not rows:
+            return Attempt()
+        idea, diagnosis, reply = rows[0]
+        return Attempt(idea=idea or "", diagnosis=diagnosis or "", reply=reply or "")
 
     def candidate_ids(self, run: int) -> list[int]:
         return [r[0] for r in self._rows("SELECT id FROM candidates WHERE run = ?", [run])]

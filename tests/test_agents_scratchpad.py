@@ -123,6 +123,21 @@ def test_the_note_says_what_beat_its_parent_where_what_failed_and_why(tmp_path):
                "error: too many resources" in line for line in lines)  # fmt: skip
 
 
+def test_a_repair_of_a_failed_child_gains_from_the_code_that_last_passed_not_from_zero(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, seed_id = run_with_children(archive)
+        failed = next(c for c, s in workshop.sources.items() if "BLOCK 1024" in s.hip_source)
+        fixed = variant(512)
+        fixed = fixed.model_copy(update={"hip_source": fixed.hip_source + "\n#define REPAIRED 1\n"})
+        workshop.evaluate(Child(candidate=fixed,
+                                island=0, parents=(failed,), agent="repairer", model="openai/x",
+                                attempt=Attempt(idea=f"repair of candidate {failed} "
+                                                "(compile_error): fewer resources")))  # fmt: skip
+        note = scratchpad.build_note(archive, workshop.run, 5, max_tokens=400)
+    repaired = next(line for line in note.splitlines() if "fewer resources" in line)
+    assert "from 1.250" in repaired and "from 0.000" not in note  # the seed's, not the failure's
+
+
 def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path):
     with Archive.open(tmp_path / "a.db") as archive:
         run = archive.start_run(TASK, EvolutionSettings(), 0, 10)

@@ -49,11 +49,16 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
 
 
 def attempt_of(ctx: AgentContext, state: ProposalState) -> Attempt | None:
-    """The idea, diagnosis and reply behind a candidate a model wrote (None: no model did)."""
+    """The idea, diagnosis and reply behind a candidate a model wrote (None: no model did). A
+    repair of a failed child records the repair as its idea (what failed, what it fixed:
+    agents/roles/repairer.py), never the failed child's idea or diagnosis."""
     if not state.get("model"):
         return None
+    reply = (state.get("reply") or "")[: ctx.limits.raw_reply_chars]
+    if state.get("author") == "repairer" and state.get("fix"):
+        return Attempt(idea=state["fix"], diagnosis="", reply=reply)
     return Attempt(idea=state.get("idea") or "", diagnosis=state.get("diagnosis") or "",
-                   reply=(state.get("reply") or "")[: ctx.limits.raw_reply_chars])  # fmt: skip
+                   reply=reply)  # fmt: skip
 
 
 def recheck(ctx: AgentContext, state: ProposalState) -> dict:
