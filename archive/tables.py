@@ -445,13 +445,16 @@ class Tables:
 
     def latest_note(self, run: int) -> Note | None:
         """The run's newest scratchpad note, or None."""
+        notes = self.notes(run)
+        return notes[-1] if notes else None
+
+    def notes(self, run: int) -> list[Note]:
+        """The run's scratchpad notes, oldest first."""
         rows = self._rows(
             "SELECT run, generation, text, author, created FROM notes WHERE run = ?"
-            " ORDER BY generation DESC LIMIT 1", [run])  # fmt: skip
-        if not rows:
-            return None
-        r = rows[0]
-        return Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
+            " ORDER BY generation", [run])  # fmt: skip
+        return [Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
+                for r in rows]  # fmt: skip
 
     def log_event(self, run: int, kind: str, data: Mapping[str, Any]) -> int:
         with self._write():

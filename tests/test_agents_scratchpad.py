@@ -5,6 +5,7 @@ notes table (schema v4; a v3 archive migrates), and shown to the optimizer and t
 from __future__ import annotations
 
 import html
+import json
 import random
 import sqlite3
 import subprocess
@@ -32,6 +33,7 @@ from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.workshop import Workshop
+from hipevolve.export.dataset import export_dataset
 from hipevolve.export.report import build_report
 from hipevolve.problems import get_task
 from hipevolve.verifier.evaluators import BaseEvaluator
@@ -136,6 +138,20 @@ def test_a_repair_of_a_failed_child_gains_from_the_code_that_last_passed_not_fro
         note = scratchpad.build_note(archive, workshop.run, 5, max_tokens=400)
     repaired = next(line for line in note.splitlines() if "fewer resources" in line)
     assert "from 1.250" in repaired and "from 0.000" not in note  # the seed's, not the failure's
+
+
+def test_the_notes_and_ideas_go_into_the_exported_dataset(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, _ = run_with_children(archive, generation=5)
+        written = scratchpad.write_note(context(workshop, scratchpad_every=5))
+        run = workshop.run
+    export_dataset(tmp_path / "a.db", tmp_path / "data")
+    notes = [json.loads(line) for line in (tmp_path / "data" / "notes.jsonl").read_text().splitlines()]
+    assert [(n["run"], n["generation"], n["text"]) for n in notes] == [(run, 5, written)]
+    ideas = {json.loads(line)["idea"] for line in
+             (tmp_path / "data" / "evaluations.jsonl").read_text().splitlines()}  # fmt: skip
+    assert set(IDEAS.values()) <= ideas
+    assert "notes.jsonl" in (tmp_path / "data" / "DATASET.md").read_text()
 
 
 def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path):
