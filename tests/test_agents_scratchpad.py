@@ -10,6 +10,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from agents_support import CompilingStandIn, replay_steps, replayed_run
@@ -36,10 +37,12 @@ from hipevolve.evolution.workshop import Workshop
 from hipevolve.export.dataset import export_dataset
 from hipevolve.export.report import build_report
 from hipevolve.problems import get_task
+from hipevolve.problems.kernelbench import load_kernelbench_file
 from hipevolve.verifier.evaluators import BaseEvaluator
 
 TASK = get_task("softmax")
 SEED = first_candidates(TASK)[0].candidate
+REPO = Path(__file__).resolve().parents[1]
 TIMES = {256: 80.0, 512: 60.0, 128: 95.0}  # us per BLOCK; 1024 does not compile
 
 
@@ -346,6 +349,54 @@ def test_prompts_show_with_a_run_shows_its_notes_and_attempts(tmp_path):
     fresh = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static",
                    cwd=tmp_path)  # fmt: skip
     assert "(none yet: the run writes its notes every 5 generations)" in fresh.stdout
+
+
+@pytest.mark.parametrize("role", ["profiler_reader", "optimizer", "mutator", "translator",
+                                  "repairer", "auditor"])  # fmt: skip
+def test_prompts_show_renders_every_role_of_a_kernelbench_run_with_its_stored_evaluation(
+        tmp_path, role):  # fmt: skip
+    """A KernelBench task's run (the offline lowering as its seed, a child that failed): every
+    role's prompt, the parent measured as the run stored it, its inputs' shapes in the cases."""
+    reference = REPO / "tests" / "data" / "kernelbench" / "level_test" / "19_ReLU.py"
+    task = load_kernelbench_file(reference)
+    with Archive.open(tmp_path / "a.db") as archive:
+        run = archive.start_run(task, EvolutionSettings(), 0, 10)
+        recorder = Recorder(archive, run, ByKernel(task.name))
+        seed = first_candidates(task)[0].candidate
+        seed_id = recorder.store(Child(candidate=seed, island=0, agent="seed"), 0)
+        recorder.record(seed_id, ByKernel(task.name)([seed])[0])
+        broken = seed.model_copy(update={"hip_source": seed.hip_source + "\n#define BROKEN 1\n"})
+        Workshop(task, recorder, 1, RunBudget(10)).evaluate(
+            Child(candidate=broken, island=0, parents=(seed_id,), agent="mutator"))
+    shown = evolve("prompts", "show", role, "--task", task.name, "--tasks-dir", str(reference),
+                   "--backend", "static", "--archive", str(tmp_path / "a.db"), "--run", str(run),
+                   cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"{role} on {task.name} (static): " in shown.stderr
+    if role not in ("repairer", "auditor"):  # the two that show no cases
+        assert "inputs float32[16, 1024]" in shown.stdout  # the case's tensors, not "default:"
+    if role in ("profiler_reader", "optimizer", "mutator"):
+        assert "| default | inputs float32[16, 1024] | 50.0 | 2.00x |" in shown.stdout
+    if role == "repairer":
+        assert "compile_error: kernel.hip(3): error: BROKEN" in shown.stdout
+
+
+class ByKernel(BaseEvaluator):
+    """The seed takes 50 us of the reference's 100 on the task's default case; a kernel that
+    defines BROKEN does not compile."""
+
+    settings_key, toolchain = "kernelbench-show", "stand-in"
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+
+    def __call__(self, candidates):
+        return [Evaluation(status=Status.compile_error, task=self.task,
+                           message="kernel.hip(3): error: BROKEN is not a kernel")
+                if "BROKEN" in c.hip_source else
+                Evaluation(status=Status.ok, task=self.task, cases=(CaseResult(
+                    case="default", correct=True, time_us=50.0, ref_time_us=100.0),))
+                for c in candidates]  # fmt: skip
 
 
 @pytest.mark.parametrize(("args", "says"), [
