@@ -139,8 +139,13 @@ def test_a_repair_of_a_failed_child_gains_from_the_code_that_last_passed_not_fro
                                 attempt=Attempt(idea=f"repair of candidate {failed} "
                                                 "(compile_error): fewer resources")))  # fmt: skip
         note = scratchpad.build_note(archive, workshop.run, 5, max_tokens=400)
+        credits = {(c.role, c.model): c.reward for c in archive.credits(workshop.run)}
+        usage = {u.model: u for u in archive.llm_usage_by_model(workshop.run)}
     repaired = next(line for line in note.splitlines() if "fewer resources" in line)
     assert "from 1.250" in repaired and "from 0.000" not in note  # the seed's, not the failure's
+    # the bandit's record and the report's "beat their parent" count it the same way
+    assert credits[("repairer", "openai/x")] == pytest.approx(100 / 60 - 100 / 80)
+    assert usage["openai/x"].improved == 2  # the 512 child and the repair, over the seed
 
 
 def test_the_notes_and_ideas_go_into_the_exported_dataset(tmp_path):

@@ -388,7 +388,8 @@ def llm_section(archive: Archive, run: int) -> str:
                      "beat their parent"), per_model, left=1)  # fmt: skip
     return (f"{roles}<h3>Per model</h3>{models}"
             '<p class="legend">children: evaluated candidates the model wrote; beat their '
-            "parent: of those, the ones fitter than their fittest parent.</p>")
+            "parent: of those, the ones fitter than their fittest parent (a repair of a failed "
+            "child: than that child's nearest correct ancestor).</p>")
 
 
 # What each agent event says happened to a reply, in the order the section lists them.
