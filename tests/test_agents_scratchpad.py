@@ -384,6 +384,10 @@ def test_prompts_show_renders_every_role_of_a_kernelbench_run_with_its_stored_ev
         assert "| default | inputs float32[16, 1024] | 50.0 | 2.00x |" in shown.stdout
     if role == "repairer":
         assert "compile_error: kernel.hip(3): error: BROKEN" in shown.stdout
+    if role == "mutator":  # without --tasks-dir: the task the run stored, its file still there
+        again = evolve("prompts", "show", role, "--task", task.name, "--backend", "static",
+                       "--archive", str(tmp_path / "a.db"), "--run", str(run), cwd=tmp_path)  # fmt: skip
+        assert again.returncode == 0 and again.stdout == shown.stdout, again.stderr
 
 
 class ByKernel(BaseEvaluator):
