@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from hipevolve.agents.case_inputs import case_inputs
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.evaluation import Evaluation, StaticFacts
 from hipevolve.core.hardware import H200, MI300X, Gpu
@@ -92,7 +93,8 @@ def case_table(task: TaskSpec, evaluation: Evaluation | None, target: Target) ->
     rows += [f"| case | inputs | parent us | speedup | % of {g.name} memory bound "
              f"| % of {g.name} compute bound |", "|---|---|---|---|---|---|"]  # fmt: skip
     for case in task.cases:
-        inputs = ", ".join(f"{k}={v}" for k, v in case.inputs.items() if k not in shared)
+        inputs = (", ".join(f"{k}={v}" for k, v in case.inputs.items() if k not in shared)
+                  if case.inputs else case_inputs(task, case))  # fmt: skip
         if not case.timed:
             inputs += " (checked, not timed)"
         r = results.get(case.name)

@@ -26,6 +26,7 @@ from hipevolve.agents.llm.ensemble import Ensemble
 from hipevolve.agents.llm.run_models import record_models
 from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.agents.state import AgentLimits, ProposalState
+from hipevolve.evolution.budget import Shares
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.workshop import Workshop
 
@@ -58,6 +59,12 @@ class AgentPolicy:
     def sweep_configurations(self) -> int:
         """Offline tuner configurations of each new model-written island best and each seed."""
         return self.limits.sweep_configurations
+
+    def shares(self) -> Shares:
+        """The most of the run's budget the tuner, head-to-heads and re-checks may spend."""
+        limits = self.limits
+        return Shares(tuner=limits.tuner_share, duels=limits.duel_share,
+                      rechecks=limits.recheck_share)  # fmt: skip
 
     def warm(self) -> None:
         """Imports the model client and loads the tokenizer on a daemon thread (seconds of

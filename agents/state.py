@@ -51,6 +51,8 @@ class ProposalState(TypedDict, total=False):
     prompt_hash: str
     exchange: tuple[dict, ...]  # the model turns (user, assistant, ...) that wrote it; () if none
     reply: str  # the model's reply that wrote the candidate in hand
+    repairing: str  # the failed candidate the repairer's turns repair, how it failed ("": none)
+    fix: str  # what the repair in hand fixed, as its child's idea ("": no candidate repaired)
     # the verifier's answer and the loops
     candidate_id: int | None
     evaluation: Evaluation | None

@@ -8,6 +8,7 @@ frozen records back (records.py).
 from __future__ import annotations
 
 import sqlite3
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,17 +139,17 @@ class Queries:
 
     def llm_usage_by_model(self, run: int) -> list[ModelUsage]:
         """The run's LLM calls summed per model, with the evaluated children each model wrote
-        and how many of them beat their fittest parent; by model name."""
+        and how many of them beat the code their gain counts from (attempted); by model name."""
         calls = {r[0]: r[1:] for r in self._rows(
             "SELECT model, count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),"
             " coalesce(sum(cost_usd), 0.0) FROM llm_calls WHERE run = ? AND coalesce(model, '')"
             " != '' GROUP BY model", [run])}  # fmt: skip
-        children = {r[0]: r[1:] for r in self._rows(
-            "SELECT c.model, count(*), coalesce(sum(c.fitness > (SELECT max(p.fitness)"
-            " FROM lineage l JOIN candidates p ON p.id = l.parent WHERE l.child = c.id"
-            " AND l.kind IN ('mutation', 'crossover'))), 0)"
-            " FROM candidates c WHERE c.run = ? AND coalesce(c.model, '') != ''"
-            " AND c.evaluation_id IS NOT NULL GROUP BY c.model", [run])}  # fmt: skip
+        children: dict[str, tuple[int, int]] = {}  # model -> (evaluated children, improved)
+        for child, base in self._gains(run):
+            if child.model:
+                written, improved = children.get(child.model, (0, 0))
+                better = base is not None and child.fitness > base.fitness
+                children[child.model] = (written + 1, improved + better)
         out = []
         for model in sorted(set(calls) | set(children)):
             n, t_in, t_out, cost = calls.get(model, (0, 0, 0, 0.0))
@@ -158,8 +159,10 @@ class Queries:
         return out
 
     def attempted(self, run: int) -> list[Attempted]:
-        """Every evaluated candidate of the run, by id, with its idea and fittest code parent;
-        one lean pass (no sources), so a long run's notes stay cheap."""
+        """Every evaluated candidate of the run, by id, with its idea and the code its gain
+        counts from: its fittest evaluated code parent, or where that failed (a repair of a
+        failed child) that parent's nearest correct ancestor; one lean pass (no sources), so a
+        long run's notes stay cheap."""
         rows = self._rows(
             "SELECT c.id, c.generation, c.agent, c.model, coalesce(c.fitness, 0), e.status,"
             " coalesce(a.idea, ''),"
@@ -170,22 +173,40 @@ class Queries:
             " LEFT JOIN attempts a ON a.candidate = c.id WHERE c.run = ? ORDER BY c.id",
             [run],
         )
+        status = {r[0]: r[5] for r in rows}
+        parent = {r[0]: r[7] for r in rows}
+
+        def correct(cid: int | None) -> int | None:
+            """cid, or its nearest ancestor with status ok (a repair's fittest parent failed:
+            its gain counts from the code that last passed, never from 0)."""
+            seen: set[int] = set()
+            while cid is not None and status.get(cid) != "ok" and cid not in seen:
+                seen.add(cid)
+                cid = parent.get(cid)
+            return cid if cid is not None and status.get(cid) == "ok" else None
+
         return [Attempted(candidate_id=r[0], generation=r[1] or 0, agent=r[2] or "",
-                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6], parent_id=r[7])
+                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6],
+                          parent_id=correct(r[7]))
                 for r in rows]  # fmt: skip
 
     def credits(self, run: int) -> list[Credit]:
-        """Per role and model: the fitness its evaluated children gained over their fittest
-        parent (0 for one without a scored parent), summed; what a resumed bandit starts from."""
-        rows = self._rows(
-            "SELECT c.agent, c.model, sum(max(0, coalesce(c.fitness, 0) - coalesce("
-            "(SELECT max(p.fitness) FROM lineage l JOIN candidates p ON p.id = l.parent"
-            " WHERE l.child = c.id AND l.kind IN ('mutation', 'crossover')), 0)))"
-            " FROM candidates c WHERE c.run = ? AND coalesce(c.model, '') != ''"
-            " AND c.evaluation_id IS NOT NULL GROUP BY c.agent, c.model ORDER BY c.agent, c.model",
-            [run],
-        )
-        return [Credit(role=r[0] or "", model=r[1], reward=r[2] or 0.0) for r in rows]
+        """Per role and model: the fitness its evaluated children gained over the code their
+        gain counts from (attempted: the fittest parent, or a failed one's nearest correct
+        ancestor; 0 for one without), summed; what a resumed bandit starts from."""
+        reward: dict[tuple[str, str], float] = defaultdict(float)
+        for child, base in self._gains(run):
+            if child.model:
+                gain = child.fitness - (base.fitness if base is not None else 0.0)
+                reward[(child.agent, child.model)] += max(0.0, gain)
+        return [Credit(role=role, model=model, reward=r)
+                for (role, model), r in sorted(reward.items())]  # fmt: skip
+
+    def _gains(self, run: int) -> list[tuple[Attempted, Attempted | None]]:
+        """Each evaluated candidate of the run with the one its gain counts from (or None)."""
+        rows = {a.candidate_id: a for a in self.attempted(run)}
+        return [(a, rows.get(a.parent_id) if a.parent_id is not None else None)
+                for a in rows.values()]  # fmt: skip
 
     def stored_task(self, name: str) -> TaskSpec | None:
         """The task spec a run stored when it started, or None."""

@@ -97,12 +97,13 @@ class Elite(Record):
 
 
 class Stored(Record):
-    """A candidate of a run as its budget counts it (evolution/budget.py): its code and the
-    generation that first stored it."""
+    """A candidate of a run as its budget counts it (evolution/budget.py): its code, the
+    generation that first stored it and the agent that wrote it."""
 
     candidate_id: int
     source_hash: str
     generation: int
+    agent: str = ""
 
 
 class EvaluationCounts(Record):
@@ -182,7 +183,9 @@ class Attempted(Record):
     fitness: float
     status: str
     idea: str
-    parent_id: int | None = Field(description="its fittest evaluated mutation or crossover parent")
+    parent_id: int | None = Field(
+        description="its fittest evaluated mutation or crossover parent, or where that one "
+        "failed, the nearest correct ancestor of it: what its gain counts from")
 
 
 class Credit(Record):

@@ -159,7 +159,17 @@ class Tables:
                 python_source=r["python_source"],
                 name=r["name"] or f"c{r['id']}",
             ),
+            attempt=self._attempt(candidate_id),
         )
+
+    def _attempt(self, candidate_id: int) -> Attempt:
+        """The idea, diagnosis and reply an agent stored with a candidate (empty: none)."""
+        rows = self._rows("SELECT idea, diagnosis, reply FROM attempts WHERE candidate = ?",
+                          [candidate_id])  # fmt: skip
+        if not rows:
+            return Attempt()
+        idea, diagnosis, reply = rows[0]
+        return Attempt(idea=idea or "", diagnosis=diagnosis or "", reply=reply or "")
 
     def candidate_ids(self, run: int) -> list[int]:
         return [r[0] for r in self._rows("SELECT id FROM candidates WHERE run = ?", [run])]
@@ -177,11 +187,12 @@ class Tables:
         """Every candidate of the run with its source hash and generation, by id: what its
         budget admitted (evolution/budget.py RunBudget.from_archive)."""
         rows = self._rows(
-            "SELECT id, source_hash, coalesce(generation, 0) FROM candidates WHERE run = ?"
-            " ORDER BY id",
+            "SELECT id, source_hash, coalesce(generation, 0), coalesce(agent, '') FROM candidates"
+            " WHERE run = ? ORDER BY id",
             [run],
         )
-        return [Stored(candidate_id=r[0], source_hash=r[1], generation=r[2]) for r in rows]
+        return [Stored(candidate_id=r[0], source_hash=r[1], generation=r[2], agent=r[3])
+                for r in rows]  # fmt: skip
 
     # ------------------------------------------------------------------------ queue
 
@@ -434,13 +445,16 @@ class Tables:
 
     def latest_note(self, run: int) -> Note | None:
         """The run's newest scratchpad note, or None."""
+        notes = self.notes(run)
+        return notes[-1] if notes else None
+
+    def notes(self, run: int) -> list[Note]:
+        """The run's scratchpad notes, oldest first."""
         rows = self._rows(
             "SELECT run, generation, text, author, created FROM notes WHERE run = ?"
-            " ORDER BY generation DESC LIMIT 1", [run])  # fmt: skip
-        if not rows:
-            return None
-        r = rows[0]
-        return Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
+            " ORDER BY generation", [run])  # fmt: skip
+        return [Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
+                for r in rows]  # fmt: skip
 
     def log_event(self, run: int, kind: str, data: Mapping[str, Any]) -> int:
         with self._write():

@@ -26,12 +26,16 @@ and the share of slot time spent on second evaluations of the same code (re-chec
     python bench/llm_loop.py --runs after --budget 24  # a quick look at the defaults
     python bench/llm_loop.py --gpu --scale 1       # the verifier on this machine's GPUs
     python bench/llm_loop.py --runs after --budget 200 --scale 0.02   # a GDN run's cost
+    python bench/llm_loop.py --runs after --budget 200 --scale 0.02 --device stand-in \
+        --archive-dir runs/   # ... with head-to-heads, then: evolve report 1 --archive runs/after.db
 
 What a run costs: the server caches prompts as a provider that caches on request does
 (bench/llm_loop_server.py) and reports it in `usage`; litellm prices every call at Sonnet-class
 list prices (PRICES: $3/M input, $15/M output, cache reads 0.1x, cache writes 1.25x), and the
 archive's llm_calls add up to the run's dollars, printed per 200 evaluations with the input
-tokens of one proposal (profiler_reader, optimizer, mutator) not read from the cache.
+tokens of one proposal (profiler_reader, optimizer, mutator) not read from the cache, beside
+what the same calls cost uncached (every input token at the input price). The budget's split
+(model-written children, the tuner, head-to-heads, re-checks, seeds) is printed too.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from hipevolve.agents.llm.client import priced
 from hipevolve.agents.llm.ensemble import Ensemble, ModelSettings
 from hipevolve.agents.policy import AgentPolicy
 from hipevolve.agents.state import AgentLimits
@@ -294,6 +299,7 @@ def one_run(args, setup: Setup) -> dict:
         evaluate = Timed(pipeline_evaluator(task, load_settings({}).verifier, "auto"), busy)
     else:
         evaluate = SlotStandIn(task.name, args.slots, args.eval_s * args.scale, busy)
+        evaluate.device = args.device
     priced_like_sonnet()
     models = ModelSettings.for_model(MODEL, api_base=f"http://127.0.0.1:{httpd.server_port}/v1",
                                      max_retries=0, timeout_s=600)  # fmt: skip
@@ -314,7 +320,7 @@ def one_run(args, setup: Setup) -> dict:
     with (
         holds,
         tempfile.TemporaryDirectory() as folder,
-        Archive.open(Path(folder) / "a.db") as archive,
+        Archive.open(_archive_path(args, setup, Path(folder))) as archive,
     ):
         summary = run_evolution(task, archive, settings, evaluate, first=first_candidates(task),
                                 budget=args.budget, seed=0, policy=policy, pace=pace)  # fmt: skip
@@ -331,7 +337,18 @@ def one_run(args, setup: Setup) -> dict:
         copies = len(archive.events(summary.run, "machine_copy"))
         dollars = archive.db.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls "
                                      "WHERE run = ?", [summary.run]).fetchone()[0]  # fmt: skip
+        # The same calls with nothing read from the cache: every input token at the input price.
+        uncached = sum(priced(model, tokens_in, tokens_out)[0] for model, tokens_in, tokens_out
+                       in archive.db.execute("SELECT model, tokens_in, tokens_out FROM llm_calls "
+                                             "WHERE run = ?", [summary.run]))  # fmt: skip
+        spent = {"seeds": 0, "model": 0}
+        for agent, model, n in archive.db.execute(
+                "SELECT agent, coalesce(model, ''), count(*) FROM candidates WHERE run = ? AND "
+                "evaluation_id IS NOT NULL GROUP BY 1, 2", [summary.run]):  # fmt: skip
+            key = "model" if model else "seeds" if agent == "seed" else agent
+            spent[key] = spent.get(key, 0) + n
         errors = [e.data.get("error_class") for e in archive.events(summary.run, "llm_error")]
+        rechecks = archive.events(summary.run, "audit_recheck")
         replies = len(archive.events(summary.run, "reply_error"))
         fallbacks = len(archive.events(summary.run, "reply_fallback"))  # JSON roles' offline rule
     sampler.done()
@@ -342,6 +359,10 @@ def one_run(args, setup: Setup) -> dict:
     evaluations = summary.progress.evaluations
     return {
         "cost_usd": dollars, "cost_per_200": 200 * dollars / evaluations if evaluations else 0.0,
+        "uncached_usd": uncached,
+        "uncached_per_200": 200 * uncached / evaluations if evaluations else 0.0,
+        "split": spent | {"head-to-heads": summary.progress.head_to_head,
+                          "re-checks": sum(e.data.get("status") != "skipped" for e in rechecks)},
         "fresh_per_proposal": fresh / proposals if proposals else 0.0,
         "cache_read": sum(r for _, r, _ in server.caching),
         "cache_written": sum(w for _, _, w in server.caching),
@@ -358,6 +379,17 @@ def one_run(args, setup: Setup) -> dict:
         "call_errors": {c: errors.count(c) for c in sorted(set(errors), key=str)},
         "runs_written": pace.counts()[0], "holds": pace.counts()[1],
     } | shares(busy, sampler.samples, seeds, started, ended, evaluate.parallelism)  # fmt: skip
+
+
+def _archive_path(args, setup: Setup, folder: Path) -> Path:  # noqa: ANN001 (the parsed args)
+    """Where a row's run is archived: --archive-dir/<row>.db (kept, for `evolve report`), else
+    a temporary folder's."""
+    if not args.archive_dir:
+        return folder / "a.db"
+    Path(args.archive_dir).mkdir(parents=True, exist_ok=True)
+    path = Path(args.archive_dir) / f"{setup.label}.db"
+    path.unlink(missing_ok=True)
+    return path
 
 
 def ceiling(pace: Pace, cpu_per_proposal: float, slots: int) -> float:
@@ -427,6 +459,15 @@ def main() -> None:
     )
     parser.add_argument("--gpu", action="store_true", help="the verifier on this machine's GPUs")
     parser.add_argument(
+        "--device",
+        default=None,
+        help="a device name for the stand-in evaluator: its numbers count as timings, so close "
+        "calls go head to head and the run's best is confirmed against the seed, as on a GPU",
+    )
+    parser.add_argument(
+        "--archive-dir", help="keep each row's archive here as <row>.db (for `evolve report`)"
+    )
+    parser.add_argument(
         "--runs", default=",".join(SETUPS), help=f"rows to run, of {', '.join(SETUPS)}"
     )
     parser.add_argument("--json", help="also write the rows to this file")
@@ -469,9 +510,13 @@ def main() -> None:
               f"{r['replies_refused']}; failed calls {r['call_errors'] or 'none'}")  # fmt: skip
         print(f"  {'':15} cost at Sonnet-class prices (litellm, cache reads 0.1x, writes "
               f"1.25x): ${r['cost_usd']:.2f} for {r['evaluations']} evaluations, "
-              f"${r['cost_per_200']:.2f} per 200; input tokens a proposal not read from the "
+              f"${r['cost_per_200']:.2f} per 200 with the cache as litellm reports it "
+              f"(${r['uncached_per_200']:.2f} per 200 uncached: every input token at the input "
+              f"price); input tokens a proposal not read from the "
               f"cache {r['fresh_per_proposal']:.0f}; cache read {r['cache_read']}, written "
               f"{r['cache_written']} tokens")  # fmt: skip
+        print(f"  {'':15} the budget's split (units): "
+              + ", ".join(f"{k} {v}" for k, v in r["split"].items()))  # fmt: skip
         print("  " + " " * 15 + " model calls as the client saw them (the server's latency): " + ", ".join(
             f"{role} {n} x {mean:.2f} s ({LATENCY_S.get(role, 5.0) * args.scale:g})"
             for role, (n, mean) in sorted(r["latency"].items())))  # fmt: skip

@@ -13,6 +13,16 @@ What spends a unit, and what does not:
 - a head-to-head spends one per evaluation (two a round); the final one, the run's best against
   the seed, is paid from a reserve kept back from the start.
 
+Shares. A run with models spends its budget on the children the models write, and on three
+other things, each bounded by a share of --budget (Shares, from agents.tuner_share, duel_share
+and recheck_share): the offline tuner's configurations (evolution/sweep.py), head-to-heads (the
+final one's reserve included) and hidden-seed re-checks. Unbounded, a 200-evaluation GDN run on
+a GPU spent 44 on the tuner, 34 head to head and 16 on re-checks, leaving the models 105; the
+defaults keep at least three quarters of the budget for the models' children. What a share
+refuses is refused as a spent budget is: the tuner proposes no more, a close call keeps the
+incumbent, a winner stands unconfirmed. An offline run has no shares (every unit is the offline
+mutator's, or a head-to-head's, as it decides).
+
 One formula, everywhere (the run loop, the referee, the workshop, the display, the final lines,
 `evolve report`):
 
@@ -35,9 +45,11 @@ it admits against everything spent so far.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -49,6 +61,7 @@ if TYPE_CHECKING:
 COPY = "machine_copy"  # event: a candidate found to copy an evaluated one's machine code
 RECHECK = "audit_recheck"  # event: a hidden-seed re-check (status "skipped": none was run)
 DUEL = "duel"  # event: one head-to-head, with the generation and the evaluations it spent
+TUNER = "offline-tuner"  # the agent label of the offline tuner's children (evolution/sweep.py)
 
 
 def check_budget(budget: int) -> int:
@@ -76,6 +89,21 @@ class Admission(StrEnum):
     exhausted = "exhausted"  # new code, but the budget is spent: drop it
 
 
+@dataclass(frozen=True)
+class Shares:
+    """The most of --budget each spender besides the writers' children may take, as a fraction
+    of it (module docstring); 1.0: no bound but the budget's own."""
+
+    tuner: float = 1.0  # the offline tuner's configurations (agents.tuner_share)
+    duels: float = 1.0  # head-to-heads, the final one's reserve included (agents.duel_share)
+    rechecks: float = 1.0  # hidden-seed re-checks (agents.recheck_share)
+
+    @staticmethod
+    def units(share: float, limit: int) -> int:
+        """A share of `limit` in units, rounded up (a small budget still gets one)."""
+        return limit if share >= 1.0 else math.ceil(share * limit)
+
+
 class RunBudget:
     """The run's units: what was admitted, copied, re-checked and spent head to head; thread-safe
     (a policy's generations admit from threads of their own).
@@ -87,7 +115,9 @@ class RunBudget:
         if limit < 0:
             raise ValueError(f"budget must be >= 0, got {limit}")
         self.limit, self.reserve = limit, max(reserve, 0)
+        self.shares = Shares()  # a run with models bounds its other spenders (module docstring)
         self._admitted: dict[str, int] = {}  # source hash -> the generation that admitted it
+        self._tuned: set[str] = set()  # admitted hashes the offline tuner wrote
         self._copies: set[str] = set()  # admitted hashes found to be machine-code copies
         self._rechecks = self._duel_total = 0
         self._admitted_in: Counter[int] = Counter()  # by generation: new code admitted
@@ -105,6 +135,7 @@ class RunBudget:
         copies = {int(e.data["candidate"]) for e in archive.events(run, COPY)}
         budget.restore(
             admitted=[(s.source_hash, s.generation) for s in stored],
+            tuned=[s.source_hash for s in stored if s.agent == TUNER],
             copies=[s.source_hash for s in stored if s.candidate_id in copies],
             rechecks=sum(e.data.get("status") != "skipped" for e in archive.events(run, RECHECK)),
             duels=[(int(e.data.get("generation", 0)), int(e.data["evaluations"]))
@@ -118,13 +149,15 @@ class RunBudget:
         copies: Iterable[str] = (),
         rechecks: int = 0,
         duels: Iterable[tuple[int, int]] = (),
+        tuned: Iterable[str] = (),
     ) -> None:
         """Counts what was spent before (a resumed run's archive): the (hash, generation) pairs
-        admitted, the hashes among them that were copies, the re-checks, and the (generation,
-        evaluations) of each head-to-head."""
+        admitted, the hashes among them that were copies, the re-checks, the (generation,
+        evaluations) of each head-to-head, and the admitted hashes the offline tuner wrote."""
         with self._lock:
             for source_hash, generation in admitted:
                 self._add(source_hash, generation)
+            self._tuned.update(h for h in tuned if h in self._admitted)
             for source_hash in copies:
                 self.copied(source_hash)
             self._rechecks += rechecks
@@ -166,17 +199,30 @@ class RunBudget:
 
     # ---------------------------------------------------------------- spending
 
-    def admit(self, source_hash: str, generation: int = 0, *, room: int | None = None) -> Admission:
+    def admit(self, source_hash: str, generation: int = 0, *, room: int | None = None,
+              by: str = "") -> Admission:  # fmt: skip
         """Decides one proposal of `generation`; a duplicate is a duplicate even when the budget
         is spent. room: the units it may use where an Allowance counts them (None: what the
-        search has left now)."""
+        search has left now). by: the agent that wrote it (the tuner's share bounds TUNER's)."""
         with self._lock:
             if source_hash in self._admitted:
                 return Admission.duplicate
             if (self.remaining if room is None else room) < 1:
                 return Admission.exhausted
+            if by == TUNER and self.tuner_room < 1:
+                return Admission.exhausted
             self._add(source_hash, generation)
+            if by == TUNER:
+                self._tuned.add(source_hash)
             return Admission.evaluate
+
+    @property
+    def tuner_room(self) -> int:
+        """Units the offline tuner's configurations may still spend: its share's, within what
+        the search has left."""
+        with self._lock:
+            share = Shares.units(self.shares.tuner, self.limit) - self.tuned
+            return max(min(share, self.remaining), 0)
 
     def as_of(self, generation: int, base: int | None) -> Allowance:
         """What `generation` may admit: with `base` (the generation its plan was drawn from),
@@ -196,16 +242,20 @@ class RunBudget:
         """Spends one unit on a second evaluation of admitted code (a hidden-seed re-check);
         False, and nothing spent, when the search has no unit left."""
         with self._lock:
-            if self.exhausted:
+            if self.exhausted or self._rechecks >= Shares.units(self.shares.rechecks, self.limit):
                 return False
             self._rechecks += 1
             return True
 
     def duel(self, evaluations: int, generation: int, *, reserved: bool = False) -> bool:
         """Spends a head-to-head's evaluations if they fit; reserved: the final one against the
-        seed, which may spend the reserve. False, and nothing spent, when they do not."""
+        seed, which may spend the reserve. False, and nothing spent, when they do not (or, for
+        one of the search's, when the duels' share, less the reserve, has no room for them)."""
         with self._lock:
             room = self.left if reserved else self.remaining
+            if not reserved:
+                share = Shares.units(self.shares.duels, self.limit) - self.reserve
+                room = min(room, share - self._duel_total)
             if evaluations < 1 or evaluations > room:
                 return False
             self._spend_duel(evaluations, generation)
@@ -247,6 +297,12 @@ class RunBudget:
     def rechecks(self) -> int:
         return self._rechecks
 
+    @property
+    def tuned(self) -> int:
+        """Units spent on the offline tuner's configurations (its copies gave theirs back)."""
+        with self._lock:
+            return len(self._tuned - self._copies)
+
     def _add(self, source_hash: str, generation: int) -> None:
         if source_hash not in self._admitted:
             self._admitted[source_hash] = generation
@@ -258,7 +314,8 @@ class RunBudget:
 
     def __repr__(self) -> str:
         return (f"RunBudget(limit={self.limit}, reserve={self.reserve}, spent={self.spent}, "
-                f"copies={self.copies}, duels={self.duels}, rechecks={self.rechecks})")  # fmt: skip
+                f"copies={self.copies}, duels={self.duels}, rechecks={self.rechecks}, "
+                f"tuned={self.tuned})")  # fmt: skip
 
 
 class Allowance:

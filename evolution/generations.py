@@ -28,7 +28,7 @@ from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import FitnessSettings
 from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import Admission, Allowance, RunBudget, check_budget
+from hipevolve.evolution.budget import Admission, Allowance, RunBudget, Shares, check_budget
 from hipevolve.evolution.child import SEED, Child, Proposal
 from hipevolve.evolution.descriptors import axes_source, cell_key, cell_of
 from hipevolve.evolution.islands import (
@@ -81,6 +81,11 @@ class ProposalPolicy(Protocol):
     def sweep_configurations(self) -> int:
         """Configurations of each new model-written island best, and of each seed, the
         offline tuner proposes in the generations after (evolution/sweep.py); 0: none."""
+        ...
+
+    def shares(self) -> Shares:
+        """The most of the run's budget the offline tuner, head-to-heads and re-checks may each
+        spend (evolution/budget.py Shares): the rest goes to the children it writes."""
         ...
 
     def warm(self) -> None:
@@ -174,7 +179,7 @@ class Search:
         self.pace.log = lambda d: archive.log_event(self.run, PACE, d.model_dump(mode="json"))
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
-        self.policy: ProposalPolicy | None = None
+        self._policy: ProposalPolicy | None = None
         self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
         self._sweeping = threading.Lock()
         self.barren_streak = 0  # the copies in a row that stopped the search (barren)
@@ -184,6 +189,17 @@ class Search:
         rounds = confirmation_rounds(fitness, budget, exact=evaluate.device is None)
         self.budget = RunBudget.from_archive(archive, self.run, budget, reserve=2 * rounds)
         self.referee = Referee(archive, self.run, evaluate, self.recorder, fitness, self.budget)
+
+    @property
+    def policy(self) -> ProposalPolicy | None:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: ProposalPolicy | None) -> None:
+        """The policy that writes the children (None: the offline mutator); its shares bound
+        what the run's budget spends besides them (evolution/budget.py)."""
+        self._policy = policy
+        self.budget.shares = policy.shares() if policy is not None else Shares()
 
     # -------------------------------------------------------------------- resume
 
@@ -301,11 +317,12 @@ class Search:
                     configurations,
                     seed_configurations(configurations, self.budget.limit),
                 )
-        if not self.sweep.configurations:
+        room = self.budget.tuner_room
+        if not self.sweep.configurations or room < 1:
             return []
         rng = random.Random(f"hipevolve:sweep:{self.seed}:{generation}")
         history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
-        children = self.sweep.children(islands, rng, workshop.seen(), history)
+        children = self.sweep.children(islands, rng, workshop.seen(), history, room)
         pool = ThreadPoolExecutor(max_workers=max(1, len(children)))
         futures = [(c, pool.submit(workshop.evaluate, c)) for c in children]
         pool.shutdown(wait=False)
@@ -473,6 +490,7 @@ class Search:
         budget, kept = self.budget, self.referee.unspent_reserve()
         notes = [f"{budget.duels} in head-to-heads"] if budget.duels else []
         notes += [f"{budget.rechecks} in hidden-seed re-checks"] if budget.rechecks else []
+        notes += [f"{budget.tuned} on the offline tuner's configurations"] if budget.tuned else []
         notes += [f"{kept} kept for a confirmation that was not needed"] if kept else []
         notes += (
             [f"{budget.copies} machine-code copies answered without a GPU run, at no cost"]

@@ -13,6 +13,10 @@ configurations) proposes configurations of it, at most PER_GENERATION a generati
 budget like any child. They are written on the CPU in milliseconds and evaluated on the run's
 slots while the models write the generation's other children.
 
+Each child records what was tried as its idea (its Attempt): the tunables it moved from the
+elite, so the run's notes, the prompts' earlier attempts, `evolve report` and the datasets say
+what the tuner tried, not "no idea recorded".
+
 What was swept is counted here, for this session: a resumed run may sweep an elite again, and
 the tuner, told the history, then proposes configurations not yet seen.
 """
@@ -23,13 +27,17 @@ import random
 import threading
 from collections.abc import Iterable, Set
 
+from hipevolve.archive.records import Attempt
 from hipevolve.archive.store import Archive
+from hipevolve.core.candidate import Candidate
+from hipevolve.evolution.budget import TUNER
 from hipevolve.evolution.child import Child
 from hipevolve.evolution.islands import Island, best
 from hipevolve.evolution.offline import tuner
+from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.evolution.recorder import Recorder
 
-AGENT = "offline-tuner"  # the agent label of a sweep's children
+AGENT = TUNER  # the agent label of a sweep's children
 PER_GENERATION = 2  # configurations of one elite a generation
 SEED_SHARE = 10  # a seed's configurations: at most the budget over this
 
@@ -67,12 +75,13 @@ class Sweep:
         return found
 
     def children(self, islands: Iterable[Island], rng: random.Random, seen: Set[str],
-                 history: list) -> list[Child]:  # fmt: skip
-        """This generation's sweep children: unseen configurations TPE asks for."""
+                 history: list, room: int) -> list[Child]:  # fmt: skip
+        """This generation's sweep children: unseen configurations TPE asks for, at most `room`
+        (what the tuner's share of the budget has left)."""
         taken, out = set(seen), []
         for island_id, elite in self.due(islands):
             parent, limit = self.recorder.source(elite), self._limit(elite)
-            for _ in range(PER_GENERATION):
+            for _ in range(min(PER_GENERATION, room - len(out))):
                 with self._lock:
                     if self.written.get(elite, 0) >= limit:
                         break
@@ -83,8 +92,9 @@ class Sweep:
                         self.written[elite] = limit
                     break
                 taken.add(candidate.source_hash)
+                tried = Attempt(idea=idea(parent, candidate, elite))
                 out.append(Child(candidate=candidate, island=island_id, parents=(elite,),
-                                 agent=AGENT))  # fmt: skip
+                                 agent=AGENT, attempt=tried))  # fmt: skip
         return out
 
     def _limit(self, candidate_id: int) -> int:
@@ -99,3 +109,14 @@ class Sweep:
             with self._lock:
                 self._limits[candidate_id] = known
         return known
+
+
+def idea(parent: Candidate, child: Candidate, elite: int) -> str:
+    """What a configuration tried, as its idea: the tunables it moved from the elite's."""
+    was = current_configuration(parse_tunables(parent.hip_source or ""))
+    now = current_configuration(parse_tunables(child.hip_source or ""))
+    moved = ", ".join(f"{k} {was.get(k, '?')}->{v}" for k, v in now.items() if was.get(k) != v)
+    return (
+        f"offline tuner (TPE over the declared @tunables) on candidate {elite}: "
+        f"{moved or 'its own configuration'}"
+    )

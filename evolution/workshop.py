@@ -67,7 +67,8 @@ class Workshop:
     def evaluate(self, child: Child) -> tuple[int, Evaluation] | None:
         """Stores and evaluates a child; (candidate id, evaluation), or None: budget spent."""
         with self._lock:
-            admission = self._budget.admit(child.candidate.source_hash, self.generation)
+            admission = self._budget.admit(child.candidate.source_hash, self.generation,
+                                           by=child.agent)  # fmt: skip
             if admission is Admission.exhausted:
                 return None
             cid = self._recorder.store(child, self.generation)

@@ -158,8 +158,11 @@ def replayed_run(
     models_settings = ModelSettings.for_model(*model_names, api_base=api_base, max_retries=0,
                                               timeout_s=30, **models)  # fmt: skip
     # The transcript scripts every reply of the run: the offline tuner's sweep of new model
-    # elites (tests/test_agents_sweep.py) would spend budget the script's children expect.
-    limits = {"sweep_configurations": 0} | (limits or {})
+    # elites (tests/test_agents_sweep.py) would spend budget the script's children expect, and
+    # the shares of the budget (tests/test_agents_budget_split.py) would hand the children
+    # units the script's re-checks and head-to-heads spent.
+    unbounded = {"tuner_share": 1.0, "duel_share": 1.0, "recheck_share": 1.0}
+    limits = {"sweep_configurations": 0} | unbounded | (limits or {})
     policy = AgentPolicy(Ensemble(models_settings),
                          AgentLimits(concurrency=concurrency, **limits))  # fmt: skip
     task = task or get_task("softmax")

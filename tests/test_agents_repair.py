@@ -104,4 +104,10 @@ def test_repairer_is_shown_the_mismatch_summary_and_its_fix_descends_from_the_wr
     # The fix descends from the wrong kernel, not from the seed it was mutated from.
     assert repaired.agent == "repairer" and edges == [(ids[1],)]
     assert WRONG_MARK not in repaired.candidate.hip_source
+    # Its idea is the repair (what failed, what the reply says it fixed), not the idea of the
+    # child that failed, which stays that child's own.
+    assert repaired.attempt.idea.startswith(f"repair of candidate {ids[1]} (incorrect")
+    assert repaired.attempt.idea.endswith(": The normaliser must be 1 / sum; restored.")
+    assert wrong.attempt.idea == "Larger blocks, and a cheaper normaliser."
+    assert "Larger blocks" not in repaired.attempt.idea + repaired.attempt.diagnosis
     assert summary.progress.best_fitness == pytest.approx(1.2)

@@ -17,6 +17,7 @@ from llm_server import ScriptedLLMServer
 
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import Status
+from hipevolve.export.report import build_report
 from hipevolve.verifier.build.compile import build_many
 
 
@@ -70,6 +71,8 @@ def test_replayed_run_records_every_call_a_repair_and_a_parse_error(tmp_path, ca
         failed = [r for r in rows if r[3] == "compile_error"]
         llm_errors = archive.events(run, "llm_error")
         fallbacks = archive.events(run, "reply_fallback")
+        page = build_report(archive, run)
+        repair_idea = archive.candidate(repaired[1][0]).attempt.idea
     assert summary.reason == "budget", summary.message
     assert requests == len(transcript()) == 21
     assert len(calls) == 21 and not llm_errors  # every call recorded, none out of step
@@ -86,6 +89,12 @@ def test_replayed_run_records_every_call_a_repair_and_a_parse_error(tmp_path, ca
     assert len(failed) == 1 and len(repaired) == 2
     assert edges == [(failed[0][0],)]
     assert repaired[1][3] == "ok"
+    assert repair_idea.startswith(f"repair of candidate {failed[0][0]} (compile_error")
+    # `evolve report` counts what the replies came to, by role, and lists what was tried.
+    assert "<h2>What the agents' replies came to</h2>" in page
+    assert "<td class=l>parse_error</td><td class=l>1</td><td class=l>mutator 1</td>" in page
+    assert "<td class=l>reply_fallback</td><td class=l>1</td><td class=l>profiler_reader 1</td>" in page
+    assert "<h2>What was tried</h2>" in page and f"repair of candidate {failed[0][0]}" in page
     assert len(rows) == BUDGET and summary.progress.evaluations == BUDGET
     assert summary.progress.best_fitness == pytest.approx(1.2 * 1.3 * 1.1)
 

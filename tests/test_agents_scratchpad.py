@@ -5,10 +5,12 @@ notes table (schema v4; a v3 archive migrates), and shown to the optimizer and t
 from __future__ import annotations
 
 import html
+import json
 import random
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from agents_support import CompilingStandIn, replay_steps, replayed_run
@@ -32,12 +34,15 @@ from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.workshop import Workshop
+from hipevolve.export.dataset import export_dataset
 from hipevolve.export.report import build_report
 from hipevolve.problems import get_task
+from hipevolve.problems.kernelbench import load_kernelbench_file
 from hipevolve.verifier.evaluators import BaseEvaluator
 
 TASK = get_task("softmax")
 SEED = first_candidates(TASK)[0].candidate
+REPO = Path(__file__).resolve().parents[1]
 TIMES = {256: 80.0, 512: 60.0, 128: 95.0}  # us per BLOCK; 1024 does not compile
 
 
@@ -121,6 +126,40 @@ def test_the_note_says_what_beat_its_parent_where_what_failed_and_why(tmp_path):
                for line in lines)  # fmt: skip
     assert any(line.startswith("- compile_error x1") and "even wider blocks -> kernel.hip(40): "
                "error: too many resources" in line for line in lines)  # fmt: skip
+
+
+def test_a_repair_of_a_failed_child_gains_from_the_code_that_last_passed_not_from_zero(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, seed_id = run_with_children(archive)
+        failed = next(c for c, s in workshop.sources.items() if "BLOCK 1024" in s.hip_source)
+        fixed = variant(512)
+        fixed = fixed.model_copy(update={"hip_source": fixed.hip_source + "\n#define REPAIRED 1\n"})
+        workshop.evaluate(Child(candidate=fixed,
+                                island=0, parents=(failed,), agent="repairer", model="openai/x",
+                                attempt=Attempt(idea=f"repair of candidate {failed} "
+                                                "(compile_error): fewer resources")))  # fmt: skip
+        note = scratchpad.build_note(archive, workshop.run, 5, max_tokens=400)
+        credits = {(c.role, c.model): c.reward for c in archive.credits(workshop.run)}
+        usage = {u.model: u for u in archive.llm_usage_by_model(workshop.run)}
+    repaired = next(line for line in note.splitlines() if "fewer resources" in line)
+    assert "from 1.250" in repaired and "from 0.000" not in note  # the seed's, not the failure's
+    # the bandit's record and the report's "beat their parent" count it the same way
+    assert credits[("repairer", "openai/x")] == pytest.approx(100 / 60 - 100 / 80)
+    assert usage["openai/x"].improved == 2  # the 512 child and the repair, over the seed
+
+
+def test_the_notes_and_ideas_go_into_the_exported_dataset(tmp_path):
+    with Archive.open(tmp_path / "a.db") as archive:
+        workshop, _ = run_with_children(archive, generation=5)
+        written = scratchpad.write_note(context(workshop, scratchpad_every=5))
+        run = workshop.run
+    export_dataset(tmp_path / "a.db", tmp_path / "data")
+    notes = [json.loads(line) for line in (tmp_path / "data" / "notes.jsonl").read_text().splitlines()]
+    assert [(n["run"], n["generation"], n["text"]) for n in notes] == [(run, 5, written)]
+    ideas = {json.loads(line)["idea"] for line in
+             (tmp_path / "data" / "evaluations.jsonl").read_text().splitlines()}  # fmt: skip
+    assert set(IDEAS.values()) <= ideas
+    assert "notes.jsonl" in (tmp_path / "data" / "DATASET.md").read_text()
 
 
 def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path):
@@ -315,6 +354,58 @@ def test_prompts_show_with_a_run_shows_its_notes_and_attempts(tmp_path):
     fresh = evolve("prompts", "show", "mutator", "--task", "softmax", "--backend", "static",
                    cwd=tmp_path)  # fmt: skip
     assert "(none yet: the run writes its notes every 5 generations)" in fresh.stdout
+
+
+@pytest.mark.parametrize("role", ["profiler_reader", "optimizer", "mutator", "translator",
+                                  "repairer", "auditor"])  # fmt: skip
+def test_prompts_show_renders_every_role_of_a_kernelbench_run_with_its_stored_evaluation(
+        tmp_path, role):  # fmt: skip
+    """A KernelBench task's run (the offline lowering as its seed, a child that failed): every
+    role's prompt, the parent measured as the run stored it, its inputs' shapes in the cases."""
+    reference = REPO / "tests" / "data" / "kernelbench" / "level_test" / "19_ReLU.py"
+    task = load_kernelbench_file(reference)
+    with Archive.open(tmp_path / "a.db") as archive:
+        run = archive.start_run(task, EvolutionSettings(), 0, 10)
+        recorder = Recorder(archive, run, ByKernel(task.name))
+        seed = first_candidates(task)[0].candidate
+        seed_id = recorder.store(Child(candidate=seed, island=0, agent="seed"), 0)
+        recorder.record(seed_id, ByKernel(task.name)([seed])[0])
+        broken = seed.model_copy(update={"hip_source": seed.hip_source + "\n#define BROKEN 1\n"})
+        Workshop(task, recorder, 1, RunBudget(10)).evaluate(
+            Child(candidate=broken, island=0, parents=(seed_id,), agent="mutator"))
+    shown = evolve("prompts", "show", role, "--task", task.name, "--tasks-dir", str(reference),
+                   "--backend", "static", "--archive", str(tmp_path / "a.db"), "--run", str(run),
+                   cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"{role} on {task.name} (static): " in shown.stderr
+    if role not in ("repairer", "auditor"):  # the two that show no cases
+        assert "inputs float32[16, 1024]" in shown.stdout  # the case's tensors, not "default:"
+    if role in ("profiler_reader", "optimizer", "mutator"):
+        assert "| default | inputs float32[16, 1024] | 50.0 | 2.00x |" in shown.stdout
+    if role == "repairer":
+        assert "compile_error: kernel.hip(3): error: BROKEN" in shown.stdout
+    if role == "mutator":  # without --tasks-dir: the task the run stored, its file still there
+        again = evolve("prompts", "show", role, "--task", task.name, "--backend", "static",
+                       "--archive", str(tmp_path / "a.db"), "--run", str(run), cwd=tmp_path)  # fmt: skip
+        assert again.returncode == 0 and again.stdout == shown.stdout, again.stderr
+
+
+class ByKernel(BaseEvaluator):
+    """The seed takes 50 us of the reference's 100 on the task's default case; a kernel that
+    defines BROKEN does not compile."""
+
+    settings_key, toolchain = "kernelbench-show", "stand-in"
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+
+    def __call__(self, candidates):
+        return [Evaluation(status=Status.compile_error, task=self.task,
+                           message="kernel.hip(3): error: BROKEN is not a kernel")
+                if "BROKEN" in c.hip_source else
+                Evaluation(status=Status.ok, task=self.task, cases=(CaseResult(
+                    case="default", correct=True, time_us=50.0, ref_time_us=100.0),))
+                for c in candidates]  # fmt: skip
 
 
 @pytest.mark.parametrize(("args", "says"), [

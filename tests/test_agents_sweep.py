@@ -68,6 +68,11 @@ def test_the_tuner_sweeps_each_new_model_written_island_best_within_the_budget(t
         assert parent in bests  # ... and was its island's best
         assert parse_tunables(archive_source(tmp_path, parent))  # ... and declares tunables
     assert max(Counter(r[4] for r in swept).values()) <= 3  # agents.sweep_configurations
+    # what each configuration tried is its idea: the tunables it moved from its elite's
+    with Archive.open(tmp_path / "a.db") as archive:
+        ideas = [archive.candidate(r[0]).attempt.idea for r in swept]
+    assert all(i.startswith("offline tuner (TPE over the declared @tunables) on candidate ")
+               and "->" in i for i in ideas), ideas  # fmt: skip
     assert summary.progress.evaluations <= BUDGET
     assert elites  # the run kept its elites
 

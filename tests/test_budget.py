@@ -20,7 +20,7 @@ from test_generation_lag import LAGGED, in_flight_generations, lagged_child, sha
 
 from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
-from hipevolve.evolution.budget import Admission, RunBudget
+from hipevolve.evolution.budget import TUNER, Admission, RunBudget, Shares
 from hipevolve.evolution.recorder import copy_of
 from hipevolve.evolution.run import run_evolution
 from hipevolve.export.report import write_report
@@ -57,6 +57,30 @@ def test_a_copy_gives_its_unit_back_once_and_only_for_admitted_code():
     budget.copied("b"), budget.copied("b"), budget.copied("never admitted")
     assert (budget.spent, budget.copies, budget.remaining) == (1, 1, 2)
     assert budget.admit("b") is Admission.duplicate  # a copy is still code the run has seen
+
+
+def test_shares_bound_the_tuner_head_to_heads_and_rechecks_and_leave_the_rest_to_the_writers():
+    budget = RunBudget(200, reserve=6)
+    budget.shares = Shares(tuner=0.1, duels=0.08, rechecks=0.05)
+    tuned = [budget.admit(f"t{i}", by=TUNER) for i in range(25)]
+    assert tuned.count(Admission.evaluate) == 20 and budget.tuner_room == 0  # 10% of 200
+    assert budget.admit("t0", by=TUNER) is Admission.duplicate  # a duplicate stays free
+    budget.copied("t3")  # a copy gives its unit back to the tuner's share too
+    assert budget.tuned == 19 and budget.admit("t21", by=TUNER) is Admission.evaluate
+    assert [budget.duel(4, generation=1) for _ in range(3)] == [True, True, False]  # 16 - 6 reserve
+    assert sum(budget.recheck() for _ in range(12)) == 10  # 5% of 200
+    written = [budget.admit(f"m{i}") for i in range(200)]
+    assert written.count(Admission.evaluate) == 200 - 20 - (8 + 6) - 10  # 156 for the writers
+    assert budget.duel(6, generation=2, reserved=True) and budget.left == 0  # the final one
+
+
+def test_a_resumed_budget_counts_what_the_tuner_spent():
+    budget = RunBudget(20)
+    budget.shares = Shares(tuner=0.1)
+    budget.restore(admitted=[("a", 1), ("b", 1), ("c", 1)], tuned=["a", "b", "never admitted"])
+    assert budget.tuned == 2 and budget.tuner_room == 0
+    assert budget.admit("d", by=TUNER) is Admission.exhausted
+    assert budget.admit("d") is Admission.evaluate
 
 
 def _admit(allowance, hashes: list[str]) -> list[Admission]:

@@ -28,11 +28,15 @@ from hipevolve.core.candidate import load_candidate
 from hipevolve.core.evaluation import CaseResult, Evaluation, StaticFacts, Status
 from hipevolve.evolution.child import Proposal
 from hipevolve.problems import get_task
+from hipevolve.problems.kernelbench import load_kernelbench_file
 from hipevolve.prompts.render import render, schema_text, system_prompt
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 REPO = Path(__file__).resolve().parents[1]
 PARENT = load_candidate(REPO / "prompts" / "examples" / "softmax_native")
+# A KernelBench file: its cases name no inputs (they are sized in get_inputs() and by module
+# constants), so the translator's prompt lists the tensors its reference builds.
+KERNELBENCH = REPO / "tests" / "data" / "kernelbench" / "gpu_sized" / "7_Scaled_Bias.py"
 # An elite that differs from the parent by one line, as inspirations do.
 INSPIRATION = PARENT.model_copy(
     update={
@@ -78,6 +82,9 @@ def prompts() -> dict[str, str]:
             base=PARENT, failure=Failure(kind="parse_error", message="truncated: the reply was "
                                          "cut off at the token limit (finish_reason 'length')"))),
         "translator": translator.prompt(ctx),
+        "translator_kernelbench": translator.prompt(AgentContext(
+            task=load_kernelbench_file(KERNELBENCH), workshop=None, limits=AgentLimits(),  # type: ignore[arg-type]
+            ensemble=None, rng=random.Random(0))),
         "auditor": auditor.prompt(ctx, state(candidate=PARENT, evaluation=EVALUATION)),
         "json_repair": repair_prompt("profiler_reader", "field bottleneck: Input should be "
                                      "'memory', 'latency', 'registers', 'lds', 'launch', "
@@ -144,7 +151,8 @@ def test_a_proposals_three_prompts_share_their_prefix_byte_for_byte():
 def test_every_role_prompt_names_its_role_for_the_replay_server():
     for name, text in prompts().items():
         # a follow-up turn of its role
-        role = {"repairer_turn": "repairer", "json_repair": "profiler_reader"}.get(name, name)
+        role = {"repairer_turn": "repairer", "json_repair": "profiler_reader",
+                "translator_kernelbench": "translator"}.get(name, name)  # fmt: skip
         if name.startswith("system"):
             continue
         own = text if name not in ("profiler_reader", "optimizer", "mutator") else text[

@@ -49,20 +49,27 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
 
 
 def attempt_of(ctx: AgentContext, state: ProposalState) -> Attempt | None:
-    """The idea, diagnosis and reply behind a candidate a model wrote (None: no model did)."""
+    """The idea, diagnosis and reply behind a candidate a model wrote (None: no model did). A
+    repair of a failed child records the repair as its idea (what failed, what it fixed:
+    agents/roles/repairer.py), never the failed child's idea or diagnosis."""
     if not state.get("model"):
         return None
+    reply = (state.get("reply") or "")[: ctx.limits.raw_reply_chars]
+    if state.get("author") == "repairer" and state.get("fix"):
+        return Attempt(idea=state["fix"], diagnosis="", reply=reply)
     return Attempt(idea=state.get("idea") or "", diagnosis=state.get("diagnosis") or "",
-                   reply=(state.get("reply") or "")[: ctx.limits.raw_reply_chars])  # fmt: skip
+                   reply=reply)  # fmt: skip
 
 
 def recheck(ctx: AgentContext, state: ProposalState) -> dict:
     cid, before = state["candidate_id"], state["evaluation"]
     assert cid is not None and before is not None
     again = ctx.workshop.recheck(cid)
-    if again is None:  # the budget is spent: the winner stands unconfirmed, and says so
+    # None: the budget or its re-check share is spent; the winner stands unconfirmed, and says so
+    if again is None:
         ctx.log(RECHECK, {"candidate": cid, "fitness_before": before.fitness,
-                          "status": "skipped", "message": "evaluation budget spent"})  # fmt: skip
+                          "status": "skipped", "message": "no unit for it: the evaluation "
+                          "budget, or its re-check share (agents.recheck_share), is spent"})  # fmt: skip
         return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}
     ctx.log(RECHECK, {
         "candidate": cid, "fitness_before": before.fitness, "status": again.status.value,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from hipevolve.agents import briefing
+from hipevolve.agents.case_inputs import case_inputs
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.proposal import parent_text, proposal_prompt
@@ -28,8 +29,7 @@ class CandidateReply(BaseModel):
 
 def cases_text(ctx: AgentContext) -> str:
     return "\n".join(
-        f"- {c.name}: {', '.join(f'{k}={v}' for k, v in c.inputs.items())}"
-        + ("" if c.timed else " (checked, not timed)")
+        f"- {c.name}: {case_inputs(ctx.task, c)}" + ("" if c.timed else " (checked, not timed)")
         for c in ctx.task.cases
     )
 

@@ -6,6 +6,12 @@ own prompt and reply, then what went wrong, the idea it was implementing and the
 made (prompts/repairer_turn.md), and its edits apply to the files as that reply left them (or,
 when the reply could not be read, to the parent it was to edit). A candidate that no model turn
 wrote (an offline child) is shown whole instead (prompts/repairer.md).
+
+A repaired child records the repair as its idea (`fix`: which candidate it repaired, what failed
+and the line the reply says it fixed), not the idea of the child that failed: that idea is the
+failed child's, and the notes, prompts, report and datasets would show it twice as two
+attempts. A repair of a reply that could not be read repaired no candidate: its child is still
+the first one of the proposal's idea, and keeps it.
 """
 
 from __future__ import annotations
@@ -152,6 +158,35 @@ def follow_up(ctx: AgentContext, state: ProposalState) -> str:
     )
 
 
+FIX_CHARS = 240  # of the line a repair reply says it fixed, in the child's idea
+
+
+def stated_fix(reply: str) -> str:
+    """What a repair reply says it fixed: its words before the first edit or fenced block (the
+    reply format asks for one line there), whitespace collapsed; "" when it says nothing."""
+    words = []
+    for line in reply.splitlines():
+        bare = line.strip()
+        if bare.startswith(("```", "<<<<<<<", "=======", ">>>>>>>")) or bare in (
+            KERNEL_FILE, MODEL_FILE, f"`{KERNEL_FILE}`", f"`{MODEL_FILE}`"):  # fmt: skip
+            break
+        words.append(bare)
+    text = " ".join(" ".join(words).split())
+    return text if len(text) <= FIX_CHARS else text[: FIX_CHARS - 3] + "..."
+
+
+def failed_text(failed: int, failure: Failure) -> str:
+    """The failed candidate a repair repairs, and how it failed, in one line."""
+    what = failure.message.strip().splitlines()[0][:160] if failure.message.strip() else ""
+    return f"candidate {failed} ({failure.kind}{': ' + what if what else ''})"
+
+
+def fix_text(repairing: str, reply: str) -> str:
+    """A repaired child's idea: the candidate it repaired, what failed, what the reply fixed."""
+    said = stated_fix(reply) or "(the reply did not say what it fixed)"
+    return f"repair of {repairing}: {said}"
+
+
 def can_repair(ctx: AgentContext, state: ProposalState) -> bool:
     failure = state.get("failure")
     return (
@@ -171,11 +206,14 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         shown = state.get("candidate") or state.get("base")
         failed_id = state.get("candidate_id") if state.get("candidate") else None
         parents = (failed_id,) if failed_id is not None else state.get("parents", ())
+        # the failed candidate this turn repairs: this one, or the one an unread reply was to
+        repairing = (failed_text(failed_id, state["failure"]) if failed_id is not None
+                     else state.get("repairing", ""))  # fmt: skip
         history = state.get("exchange") or ()
         text = follow_up(ctx, state) if history else prompt(ctx, state)
         call = ctx.ask(ROLE, text, history)
         update: dict = {"repair_turns": turns, "parents": parents, "author": ROLE,
-                        "candidate_id": None, "evaluation": None,
+                        "candidate_id": None, "evaluation": None, "repairing": repairing,
                         "exchange": exchange(text, call, history)}  # fmt: skip
         if not call.ok:
             stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
@@ -183,7 +221,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
                     "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
         got = candidate_from(ctx, ROLE, call, shown)
         update |= {"model": call.model, "prompt_hash": call.prompt_hash, "base": shown,
-                   "reply": call.text}  # fmt: skip
+                   "reply": call.text, "fix": fix_text(repairing, call.text) if repairing else ""}  # fmt: skip
         if isinstance(got, Failure):
             return {**update, "candidate": None, "failure": got}
         return {**update, "candidate": got, "failure": None}

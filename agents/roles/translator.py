@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from hipevolve.agents.briefing import tolerance_text
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.reply_record import candidate_from, exchange
 from hipevolve.agents.roles.mutator import cases_text
@@ -59,6 +60,9 @@ def prompt(ctx: AgentContext) -> str:
         "translator",
         task_name=ctx.task.name,
         task_description=ctx.task.description,
+        target=ctx.target.sentence(),
+        peaks=ctx.target.peaks(),
+        tolerance=tolerance_text(ctx.task),
         reference=block(ctx.reference_source()),
         cases=cases_text(ctx),
         schema=schema_text(TranslationReply, json_reply=False),

@@ -48,7 +48,8 @@ def prompts_show(
     """Print the exact messages ROLE would send for the task's seed, with their token counts.
 
     With --archive and --run, as that run would send them now (its best as the parent, with its
-    evaluation, attempts and notes)."""
+    evaluation, attempts and notes); a task the archive stored (a KernelBench file's) is found
+    there when no task folder names it."""
     import json
 
     from hipevolve.agents.briefing import Target
@@ -61,9 +62,14 @@ def prompts_show(
     if chosen not in ("rocm", "cuda", "static"):
         raise UserError(f"unknown backend {chosen!r}", "pass --backend rocm, cuda or static")
     target = Target(chosen, device_name(chosen) if chosen == here else "")
-    spec = get_task(task, settings_with(tasks_dir).tasks.dirs, warn)
     if (archive is None) != (run is None):
         raise UserError("--archive and --run go together", "pass both, or neither for a new run")
+    try:
+        spec = get_task(task, settings_with(tasks_dir).tasks.dirs, warn)
+    except UserError:
+        spec = _stored_task(task, archive)  # a KernelBench file's run, shown without --tasks-dir
+        if spec is None:
+            raise
     if archive is None or run is None:
         shown = seed_prompt(role, spec, target)
     else:
@@ -97,6 +103,18 @@ def translate(
     dirs = settings_with(tasks_dir).tasks.dirs
     result = translate_task(task, out, dirs, force, warn)
     raise typer.Exit(print_translated(err_console, result, tasks_dir or ()))
+
+
+def _stored_task(name: str, path: Path | None):  # noqa: ANN202 (a TaskSpec or None)
+    """The task spec the archive's runs stored under `name`, where its reference file is still
+    there (a task from a --tasks-dir folder or file the command was not given again); None."""
+    from hipevolve.export.runs import open_archive
+
+    if path is None:
+        return None
+    with open_archive(path) as opened:
+        spec = opened.stored_task(name)
+    return spec if spec is not None and spec.reference.exists() else None
 
 
 def _run_prompt(role: str, spec, target, path: Path, run: int):  # noqa: ANN001 (TaskSpec, Target)

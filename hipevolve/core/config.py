@@ -35,6 +35,8 @@ the keys it names.
     [agents]      hard limits on the agents' graph (used only with a model)
       repair_turns, audit_rechecks, surprising_speedup, proposals_per_generation, concurrency,
       sweep_configurations, stall_generations, raw_reply_chars
+      tuner_share, duel_share, recheck_share   the most of the budget each spends beside the
+                           models' children (evolution/budget.py Shares)
       scratchpad_every, scratchpad_tokens, scratchpad_writer   the run's notes every K generations
     [models]      which LLMs serve which agent role, and the run's LLM budgets
       model                litellm models behind every writing role (--model, repeatable; several:
@@ -241,6 +243,18 @@ class AgentLimits(Section):
         description="configurations of each new island best a model wrote, and of each seed (with "
         "@tunables), that the offline tuner proposes in the generations after, 2 a generation "
         "(0: none)")
+    tuner_share: float = Field(
+        default=0.1, gt=0, le=1,
+        description="most of the budget the offline tuner's configurations (of the seeds and of "
+        "the model-written island bests) may spend, a fraction (1: no bound of its own)")
+    duel_share: float = Field(
+        default=0.08, gt=0, le=1,
+        description="most of the budget head-to-heads may spend, the final confirmation's reserve "
+        "included, a fraction; past it a close call keeps the incumbent (1: no bound of its own)")
+    recheck_share: float = Field(
+        default=0.05, gt=0, le=1,
+        description="most of the budget hidden-seed re-checks of winners may spend, a fraction; "
+        "past it a winner stands unconfirmed (1: no bound of its own)")
     stall_generations: int = Field(
         default=4, ge=0,
         description="stop after this many generations in a row with no new evaluation (0: never)")

@@ -4,7 +4,8 @@ DIR/evaluations.jsonl holds one DatasetRecord per line: a candidate's sources, i
 and the evaluation that scores it (status, per-case speedups and errors, static AMD facts,
 compiler log, mismatch summary). DIR/schema.json is DatasetRecord's JSON schema and
 DIR/DATASET.md documents the fields and how to use them. Records are in run order, then in the
-order the evaluations were recorded.
+order the evaluations were recorded. DIR/notes.jsonl holds the runs' scratchpad notes (what each
+run had tried and learned every few generations, as its agents were shown it), one per line.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hipevolve.export.runs import describe_runs, find_run, open_archive, run_bas
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "evaluations.jsonl"
+NOTES_FILE = "notes.jsonl"
 _DESCENT = ("mutation", "crossover", "migration")  # edges that pass code on (lineage.py)
 
 
@@ -235,7 +237,8 @@ def export_dataset(
     task: str | None = None,
     force: bool = False,
 ) -> DatasetExport:
-    """Writes evaluations.jsonl, schema.json and DATASET.md for the runs into `out`."""
+    """Writes evaluations.jsonl, notes.jsonl, schema.json and DATASET.md for the runs into
+    `out`."""
     out = Path(out)
     check_output(out, force, "--dataset")
     with open_archive(archive_path) as archive:
@@ -256,6 +259,10 @@ def export_dataset(
                     "recorded no evaluation; nothing was written",
                     "let the search evaluate something first",
                 )
+            with (staged / NOTES_FILE).open("w", encoding="utf-8") as f:
+                for run in chosen:
+                    for note in archive.notes(run):
+                        f.write(note.model_dump_json() + "\n")
             schema = DatasetRecord.model_json_schema()
             (staged / "schema.json").write_text(json.dumps(schema, indent=2) + "\n")
             (staged / "DATASET.md").write_text(dataset_doc(statuses, chosen, tasks))

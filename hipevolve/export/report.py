@@ -3,7 +3,9 @@
 Sections: headline facts; best-so-far against evaluations with every correct candidate plotted;
 per-island best-so-far; statuses and valid rate per generation; the lineage tree of the best;
 the MAP-Elites grids of every island; per-case speedups of the best candidates; the best
-kernel's source and its diff from its parent; LLM calls and cost. Charts are SVG drawn here,
+kernel's source and its diff from its parent; LLM calls and cost; what the agents' replies came
+to (parse errors, JSON fallbacks, duplicate refusals, re-checks); what was tried (each child's
+idea and outcome); the run's notes. Charts are SVG drawn here,
 the little script is inline: the page loads nothing from the network.
 """
 
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hipevolve.archive.lineage import ancestors_of_best, lineage_graph
 from hipevolve.archive.store import Archive, Outcome, RunInfo
-from hipevolve.evolution.budget import RunBudget
+from hipevolve.evolution.budget import DUEL, RECHECK, RunBudget
 from hipevolve.evolution.descriptors import AXES, BINS, cell_from_key
 from hipevolve.evolution.generations import CHECKPOINT, islands_line
 from hipevolve.evolution.islands import Island
@@ -386,7 +388,80 @@ def llm_section(archive: Archive, run: int) -> str:
                      "beat their parent"), per_model, left=1)  # fmt: skip
     return (f"{roles}<h3>Per model</h3>{models}"
             '<p class="legend">children: evaluated candidates the model wrote; beat their '
-            "parent: of those, the ones fitter than their fittest parent.</p>")
+            "parent: of those, the ones fitter than their fittest parent (a repair of a failed "
+            "child: than that child's nearest correct ancestor).</p>")
+
+
+# What each agent event says happened to a reply, in the order the section lists them.
+REPLY_EVENTS = (
+    ("parse_error", "code replies that could not be read as a candidate (the repairer may "
+     "follow up)"),
+    ("reply_error", "JSON replies that could not be read (a repair turn follows)"),
+    ("reply_repaired", "JSON replies read after the repair turn"),
+    ("reply_fallback", "JSON replies unread after it: the role's offline rule stood in"),
+    ("audit_duplicate", "children refused before a compile: they repeat evaluated code but for "
+     "comments and layout"),
+    ("audit_reject", "children refused by the static screen"),
+    ("offline_fallback", "generations the offline mutator wrote: every reply was unusable"),
+)  # fmt: skip
+TRIED_SHOWN = 40  # children in the "what was tried" table, newest first
+
+
+def agents_section(archive: Archive, run: int) -> str:
+    """What the agents' replies came to, counted by role from the run's events, and the
+    hidden-seed re-checks and head-to-heads by outcome; "" for a run with no agent events."""
+    rows = []
+    for kind, meaning in REPLY_EVENTS:
+        events = archive.events(run, kind)
+        if events:
+            roles = Counter(ev.data.get("role") or ev.data.get("author") or "-" for ev in events)
+            by_role = ", ".join(f"{role} {n}" for role, n in sorted(roles.items()))
+            rows.append((e(kind), str(len(events)), e(by_role), e(meaning)))
+    rechecks = Counter(ev.data.get("status", "?") for ev in archive.events(run, RECHECK))
+    if rechecks:
+        outcomes = ", ".join(f"{status} {n}" for status, n in sorted(rechecks.items()))
+        rows.append((RECHECK, str(sum(rechecks.values())), e(outcomes), "hidden-seed re-checks of "
+                     "winners (skipped: the budget or its re-check share was spent)"))  # fmt: skip
+    duels = archive.events(run, DUEL)
+    if duels:
+        kept = Counter(ev.data["duel"]["winner"] for ev in duels)
+        rows.append((DUEL, str(len(duels)), e(", ".join(f"{w} kept {n}" for w, n in
+                                                       sorted(kept.items()))),
+                     f"head-to-heads of close calls, {sum(ev.data['evaluations'] for ev in duels)} "
+                     "evaluations"))  # fmt: skip
+    cancelled = [ev for ev in archive.events(run, "llm_error")
+                 if ev.data.get("error_class") == "cancelled"]  # fmt: skip
+    if cancelled:
+        rows.append(("cancelled", str(len(cancelled)), "", "model calls in flight when the budget "
+                     "was spent, billed for the prompt tokens they sent"))  # fmt: skip
+    if not rows:
+        return ""
+    return _table(("event", "count", "by role or outcome", "what it means"), rows, left=4)
+
+
+def tried_section(archive: Archive, run: int) -> str:
+    """The newest children with the idea behind each (an agent's, the tuner's configuration,
+    a repair's fix) and its outcome against the code its gain counts from."""
+    rows = {a.candidate_id: a for a in archive.attempted(run)}
+    children = [a for a in rows.values() if a.generation > 0]
+    if not children:
+        return ""
+    body = []
+    for a in sorted(children, key=lambda a: -a.candidate_id)[:TRIED_SHOWN]:
+        base = rows.get(a.parent_id) if a.parent_id is not None else None
+        if a.status != "ok":
+            outcome = a.status
+        elif base is not None:
+            outcome = f"{a.fitness:.3f} from {base.fitness:.3f} (candidate {base.candidate_id})"
+        else:
+            outcome = f"{a.fitness:.3f}"
+        idea = " ".join(a.idea.split()) or "(no idea recorded)"
+        body.append((str(a.candidate_id), str(a.generation), e(a.agent or "-"),
+                     e(idea[:240]), e(outcome)))  # fmt: skip
+    note = (f'<p class="legend">The newest {len(body)} of {len(children)} children. A gain counts '
+            "from the fittest correct parent, or for a repair of a failed child from the "
+            "nearest correct ancestor.</p>")  # fmt: skip
+    return _table(("candidate", "gen", "agent", "idea", "fitness"), body, left=4) + note
 
 
 # ---------------------------------------------------------------------------- the page
@@ -398,6 +473,7 @@ def _spending(budget: RunBudget, scored: Sequence[Outcome]) -> str:
     parts += [f"{budget.copies} of them machine-code copies, at no cost"] if budget.copies else []
     parts += [f"{budget.duels} evaluations in head-to-heads"] if budget.duels else []
     parts += [f"{budget.rechecks} hidden-seed re-checks"] if budget.rechecks else []
+    parts += [f"{budget.tuned} on the offline tuner's configurations"] if budget.tuned else []
     return (
         f'<p class="legend">evaluations: {budget.spent} of the budget of {budget.limit} '
         f"({'; '.join(parts)})</p>"
@@ -457,6 +533,12 @@ def build_report(archive: Archive, run: int) -> str:
     if path:
         sections += ["<h2>The best kernel</h2>", source_section(archive, path)]
     sections += ["<h2>LLM calls and cost</h2>", llm_section(archive, run)]
+    replies = agents_section(archive, run)
+    if replies:
+        sections += ["<h2>What the agents' replies came to</h2>", replies]
+    tried = tried_section(archive, run)
+    if tried:
+        sections += ["<h2>What was tried</h2>", tried]
     note = archive.latest_note(run)
     if note is not None:
         sections += [f"<h2>Run notes (after generation {note.generation})</h2>",
