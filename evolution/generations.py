@@ -140,12 +140,16 @@ class RunSummary(Frozen):
     progress: Progress
     resume: str | None = Field(default=None, description="how to continue an interrupted run")
     confirmation: str = Field(
-        default="", description="the final head-to-head of the run's best against the seed")
+        default="", description="the final head-to-head of the run's best against the seed"
+    )
     baseline: str = Field(default="", description="what the speedups are measured against")
     against: str = Field(default="", description="the run's best over the reference and each "
                          "strong baseline, with their uncertainty")  # fmt: skip
-    islands: str = Field(default="", description="how distinct the islands ended (elites each, "
-                         "and those no other island holds) and where the grid's axes came from")
+    islands: str = Field(
+        default="",
+        description="how distinct the islands ended (elites each, "
+        "and those no other island holds) and where the grid's axes came from",
+    )
 
 
 class Search:
@@ -411,7 +415,8 @@ class Search:
                 "generation": generation,
                 "islands": [i.model_dump(mode="json") for i in islands],
                 "moves": [m.model_dump(mode="json") for m in moves],
-            } | self.referee.checkpoint(),
+            }
+            | self.referee.checkpoint(),
         )
 
     # -------------------------------------------------------------------- reporting
@@ -464,7 +469,8 @@ class Search:
             else []
         )
         done = f"{budget.spent} of {budget.limit} evaluations" + (
-            f" ({'; '.join(notes)})" if notes else "")
+            f" ({'; '.join(notes)})" if notes else ""
+        )
         messages = {
             "budget": f"budget spent: {done}",
             "exhausted": f"search space exhausted after {done}: every kernel the offline "

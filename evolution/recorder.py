@@ -118,8 +118,9 @@ class Recorder:
                 done[cid] = self.record(cid, cached)
         return rest
 
-    def copies(self, ids: Sequence[int], *, ordered: bool,
-               digests: Sequence[str | None] | None = None) -> tuple[list[int], dict[int, int]]:
+    def copies(
+        self, ids: Sequence[int], *, ordered: bool, digests: Sequence[str | None] | None = None
+    ) -> tuple[list[int], dict[int, int]]:
         """Splits `ids` (to be evaluated, in order) into those the evaluator must run and the
         machine-code copies of earlier ones: (ids to run, {copy: original}). ordered: every
         original staged before is recorded before these ids complete (the offline loop, one
@@ -132,7 +133,8 @@ class Recorder:
         for cid, digest in zip(ids, digests, strict=True):
             original = self.twins.get(digest) if digest is not None else None
             usable = original is not None and (
-                ordered or original in run or self.archive.evaluation_of(original) is not None)
+                ordered or original in run or self.archive.evaluation_of(original) is not None
+            )
             if usable and original != cid:
                 copies[cid] = original  # type: ignore[assignment]
                 if cid not in self.copied:  # found now: the budget counts it from here on
@@ -163,8 +165,9 @@ class Recorder:
         for cid in ids:
             self.archive.mark_in_flight(cid)
 
-    def record(self, cid: int, evaluation: Evaluation, *, suffix: str = "",
-               scores: bool = True) -> Evaluation:
+    def record(
+        self, cid: int, evaluation: Evaluation, *, suffix: str = "", scores: bool = True
+    ) -> Evaluation:
         """Records the evaluation, measured against the run's baseline, under the evaluator's
         key (`suffix`: a variant of it, such as a re-check); the evaluation that scores the
         candidate (a stored one wins, rebased too). scores: False keeps the candidate's score
@@ -172,8 +175,11 @@ class Recorder:
         settings_key = self.evaluate.settings_key
         if suffix:
             settings_key = f"{settings_key}|{suffix}"
-        return self.rebase(self.archive.record_evaluation(
-            cid, self.rebase(evaluation), settings_key, self.evaluate.toolchain, scores=scores))
+        return self.rebase(
+            self.archive.record_evaluation(
+                cid, self.rebase(evaluation), settings_key, self.evaluate.toolchain, scores=scores
+            )
+        )
 
     def add_evaluated(self, count: int) -> None:
         """Counts evaluations the evaluator ran for this session (the progress line's rate)."""

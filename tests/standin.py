@@ -312,7 +312,11 @@ class StandInStages:
         return score(ticket.candidate)
 
     def describe(self) -> dict[str, str]:
-        return {"backend": "stand-in", "toolchain": StandIn.toolchain, "device": ""}  # no device: exact numbers
+        return {
+            "backend": "stand-in",
+            "toolchain": StandIn.toolchain,
+            "device": "",
+        }  # no device: exact numbers
 
 
 class JudgedOnCpu:

@@ -82,7 +82,8 @@ class BuildingStandIn(StandIn):
         for candidate in candidates:
             config = current_configuration(parse_tunables(candidate.hip_source or ""))
             speedup = (1.5 if config["BLOCK"] == "256" else 1.0) * (
-                1.2 if config["AMD_WAVES"] == "2" else 1.0)
+                1.2 if config["AMD_WAVES"] == "2" else 1.0
+            )
             case = CaseResult(case="a", correct=True, time_us=100.0 / speedup, ref_time_us=100.0)
             results.append(Evaluation(status=Status.ok, task="stand-in", cases=(case,)))
             with self.log.open("a") as f:
@@ -117,7 +118,11 @@ def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator
                for cid, r in records.items()}  # fmt: skip
     # every configuration was proposed; only one per machine code was sent to the evaluator
     assert sorted((c["BLOCK"], c["AMD_WAVES"]) for c in configs.values()) == [
-        ("128", "1"), ("128", "2"), ("256", "1"), ("256", "2")]
+        ("128", "1"),
+        ("128", "2"),
+        ("256", "1"),
+        ("256", "2"),
+    ]
     sent = logged(log)
     assert len(sent) == 2 and len(set(sent)) == 2
     copies = {cid: copy_of(e) for cid, e in evaluations.items() if copy_of(e) is not None}
@@ -169,7 +174,8 @@ def test_on_the_gpu_the_pipeline_sends_one_candidate_per_machine_code_to_the_jud
     (folder / "seeds" / "scale" / "kernel.hip").write_text(KERNEL)
     task = load_task_folder(folder, "user")
     evaluator = pipeline_evaluator(
-        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto")
+        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto"
+    )
     with Archive.open(tmp_path / "gpu.db") as archive:
         summary = run_evolution(task, archive, EvolutionSettings(islands=2, lag=1), evaluator,
                                 first=first_candidates(task), budget=10, seed=0)  # fmt: skip
