@@ -49,6 +49,7 @@ from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.sweep import Sweep, seed_configurations
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
+from hipevolve.verifier.pipeline import Prepared
 
 StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
@@ -129,7 +130,9 @@ class Staged(BaseModel):
     copies: dict[int, int] = Field(
         default_factory=dict, description="machine-code copy -> the candidate whose result it "
         "takes (evolution/recorder.py), recorded once the original's is")  # fmt: skip
-    candidates: list[Candidate]
+    prepared: list[Prepared] = Field(
+        description="the pending candidates as the evaluator prepared them, for its `run`"
+    )
 
 
 class RunSummary(Frozen):
@@ -315,22 +318,29 @@ class Search:
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
         pending = self.recorder.from_cache([cid for cid, _ in ids if done[cid] is None], done)
-        pending, copies = self.recorder.copies(pending, ordered=self.policy is None)
+        prepared = self.recorder.prepare(pending)
+        pending, copies = self.recorder.copies(prepared, ordered=self.policy is None)
         for cid in copies:
             allowance.copied(self.recorder.sources[cid].source_hash)
         self.recorder.dispatch(pending)
-        return Staged(generation=generation, ids=ids, done=done, pending=pending, copies=copies,
-                       candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
+        return Staged(
+            generation=generation,
+            ids=ids,
+            done=done,
+            pending=pending,
+            copies=copies,
+            prepared=[prepared[cid] for cid in pending],
+        )
 
     def evaluated(self, staged: Staged) -> tuple[Staged, list[Evaluation]]:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
-        if not staged.candidates:
+        if not staged.prepared:
             return staged, []
-        with self.recorder.clock.timing(len(staged.candidates)):
-            results = self.evaluate(staged.candidates)
-        if len(results) != len(staged.candidates):
+        with self.recorder.clock.timing(len(staged.prepared)):
+            results = self.evaluate.run(staged.prepared)
+        if len(results) != len(staged.prepared):
             raise RuntimeError(
-                f"evaluator returned {len(results)} results for {len(staged.candidates)}"
+                f"evaluator returned {len(results)} results for {len(staged.prepared)}"
             )
         return staged, results
 

@@ -12,7 +12,8 @@ run's Pace (evolution/pace.py), which decides how many graph runs keep the slots
 
 Machine-code copies (issue 33). Code that differs from an evaluated candidate's only where the
 target's compiler does not look (an AMD-only `#define` on NVIDIA) builds to the same machine
-code: the evaluator's `digests` says so from the build stage, and such a candidate is answered
+code: the evaluator's `prepare` says so from the build stage (each candidate's one trip through
+the CPU stages, whose result the evaluator's `run` takes on), and such a candidate is answered
 from the first one's evaluation, marked as a copy (COPY_FLAG), with no GPU evaluation. A copy
 costs no budget unit (evolution/budget.py: the caller hands it back), and saves the GPU time and
 the noise of a second timing that could crown a copy over its original. The digest of each
@@ -34,6 +35,7 @@ from hipevolve.evolution.child import Child
 from hipevolve.evolution.clock import EvaluationClock
 from hipevolve.evolution.pace import Pace
 from hipevolve.verifier.evaluators import Evaluator
+from hipevolve.verifier.pipeline import Prepared
 
 COPY_FLAG = "machine-code copy of candidate "  # + the original's id: not run, its result reused
 
@@ -66,12 +68,18 @@ class Recorder:
         self.slots = threading.BoundedSemaphore(self.pace.slots)  # shared by every generation
         self.clock = EvaluationClock(self.pace.slots)  # slot-seconds an evaluation takes
 
-    def on_slot(self, candidate: Candidate) -> Evaluation:
-        """One evaluation holding one of the run's slots (a policy's child or re-check), timed
-        for the pace."""
+    def on_slot(self, prepared: Prepared) -> Evaluation:
+        """One evaluation of a prepared candidate holding one of the run's slots (a policy's
+        child or re-check), timed for the pace."""
         with self.pace.on_slot(self.slots), self.clock.timing(1):
-            (evaluation,) = self.evaluate([candidate])
+            (evaluation,) = self.evaluate.run([prepared])
         return evaluation
+
+    def prepare(self, ids: Sequence[int]) -> dict[int, Prepared]:
+        """The evaluator's one trip through the CPU stages for each candidate (screen, build,
+        digest, a verdict reached there), by id, for `copies` and then the evaluator's `run`."""
+        ready = self.evaluate.prepare([self.sources[cid] for cid in ids]) if ids else []
+        return dict(zip(ids, ready, strict=True))
 
     def source(self, candidate_id: int) -> Candidate:
         """The candidate's code, read from the archive once."""
@@ -119,18 +127,15 @@ class Recorder:
         return rest
 
     def copies(
-        self, ids: Sequence[int], *, ordered: bool, digests: Sequence[str | None] | None = None
+        self, prepared: dict[int, Prepared], *, ordered: bool
     ) -> tuple[list[int], dict[int, int]]:
-        """Splits `ids` (to be evaluated, in order) into those the evaluator must run and the
-        machine-code copies of earlier ones: (ids to run, {copy: original}). ordered: every
-        original staged before is recorded before these ids complete (the offline loop, one
-        thread, generations completed in order); otherwise an original counts only once its
-        evaluation is recorded or when it is in `ids` itself. `digests`: the evaluator's for
-        `ids`, where the caller asked for them already (outside its lock: they build)."""
+        """Splits the candidates `prepared` (to be evaluated, in order) into those the evaluator
+        must run and the machine-code copies of earlier ones: (ids to run, {copy: original}).
+        ordered: every original staged before is recorded before these ids complete (the
+        offline loop, one thread, generations completed in order); otherwise an original counts
+        only once its evaluation is recorded or when it is among these ids itself."""
         run, copies = [], {}
-        if digests is None:
-            digests = self.evaluate.digests([self.sources[cid] for cid in ids]) if ids else []
-        for cid, digest in zip(ids, digests, strict=True):
+        for cid, digest in ((cid, p.digest) for cid, p in prepared.items()):
             original = self.twins.get(digest) if digest is not None else None
             usable = original is not None and (
                 ordered or original in run or self.archive.evaluation_of(original) is not None

@@ -3,7 +3,7 @@ the Recorder) asks the evaluator for each candidate's build-stage digest and ans
 whose machine code and model.py match an evaluated one's from that evaluation.
 
 The evaluator is the run-loop tests' stand-in for the GPU worker (it scores by the tunables and
-logs what it was sent), except that its digests are real: pipeline.machine_digest builds each
+logs what it was sent), except that its digests are real: pipeline.machine_digest digests each
 candidate with nvcc for sm_90, as the cuda backend does, and reads the library's device and host
 code. The seed declares BLOCK (read on every platform) and AMD_WAVES (read only under
 __HIP_PLATFORM_AMD__): four configurations, two machine codes on sm_90.
@@ -28,8 +28,8 @@ from hipevolve.evolution.offline.tunables import current_configuration, parse_tu
 from hipevolve.evolution.recorder import copy_of
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
-from hipevolve.verifier.build.compile import Compiler
-from hipevolve.verifier.pipeline import machine_digest
+from hipevolve.verifier.build.compile import Compiler, build
+from hipevolve.verifier.pipeline import Prepared, machine_digest
 
 KERNEL = """\
 #include <hip/hip_runtime.h>
@@ -74,8 +74,12 @@ class BuildingStandIn(StandIn):
         super().__init__(log)
         self.compiler, self.settings = _nvcc(), VerifierSettings(cache_dir=cache)
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        return [machine_digest(c, self.settings, self.compiler) for c in candidates]
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        return [Prepared(candidate=c, digest=self._digest(c)) for c in candidates]
+
+    def _digest(self, candidate: Candidate) -> str | None:
+        built = build(candidate.hip_source, self.compiler, self.settings.cache_dir, timeout_s=600)
+        return machine_digest(candidate, built, self.compiler)
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
         results = []
@@ -157,7 +161,7 @@ def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_ev
         first, original = workshop.evaluate(Child(candidate=seed, island=0))
         second, copied = workshop.evaluate(Child(candidate=inert, island=0, parents=(first,)))
         # a fresh Recorder (a resumed run) knows the digests from the archive's events
-        assert Recorder(archive, run, evaluator).twins == {evaluator.digests([seed])[0]: first}
+        assert Recorder(archive, run, evaluator).twins == {evaluator._digest(seed): first}
     assert second != first and copy_of(copied) == first and copy_of(original) is None
     assert copied.fitness == original.fitness
     assert logged(log) == [seed.source_hash]

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -182,6 +182,11 @@ class Prepared(BaseModel):
     )
     static: tuple[StaticFacts, ...] = ()
     flags: tuple[str, ...] = ()
+    digest: str | None = Field(
+        default=None,
+        description="what it runs, as built for the target (machine_digest): equal for two "
+        "candidates that run the same machine code the same way; None where there is none",
+    )
 
 
 _TURN = threading.Lock()  # prepare's pure-Python part, one candidate at a time
@@ -209,7 +214,9 @@ def cpu_pool(workers: int | None, share: cpu_share.CpuShare | None = None) -> Th
 def prepare(
     candidate: Candidate, task: TaskSpec, settings: VerifierSettings, backend: str
 ) -> Prepared:
-    """The CPU stages for one candidate: static screen, compile (cached), AMD analysis.
+    """The CPU stages for one candidate, its one trip through them: static screen, compile
+    (cached), its machine-code digest, AMD analysis, and any verdict they reach (`done`); what
+    is left needs a GPU (run_prepared).
 
     The pure-Python part (the screen and the cache lookups) runs in one turn, one candidate at
     a time: several at once only interleave under the GIL and all finish late, holding back a
@@ -234,10 +241,12 @@ def prepare(
                 candidate.hip_source, settings, cached_only=True, compiler=compiler
             )
     flags = (*checked.flags, *dropped)
-    finished = lambda status, message, **more: Prepared(  # noqa: E731
-        candidate=candidate, flags=flags,
-        done=Evaluation(status=status, task=task.name, backend=backend, message=message,
-                        flags=more.pop("flags", flags), **more))  # fmt: skip
+
+    def finished(status: Status, message: str, digest: str | None = None, **more) -> Prepared:
+        done = Evaluation(status=status, task=task.name, backend=backend, message=message,
+                          flags=more.pop("flags", flags), **more)  # fmt: skip
+        return Prepared(candidate=candidate, flags=flags, done=done, digest=digest)
+
     if not checked.passed:
         return finished(Status.rejected, checked.message)
     if candidate.format != "native":
@@ -269,10 +278,14 @@ def prepare(
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     if compiler is not None and built is None:
-        built = _failed_build(candidate.hip_source, compiler) or build(
-            candidate.hip_source, compiler, settings.cache_dir,
+        built = build(
+            candidate.hip_source,
+            compiler,
+            settings.cache_dir,
             timeout_s=settings.compile_timeout_s,
-            max_object_bytes=settings.max_object_bytes)  # fmt: skip
+            max_object_bytes=settings.max_object_bytes,
+        )
+    digest = machine_digest(candidate, built, compiler) if compiler and built else None
     if static is None:  # the CUDA facts only of a source that builds: no second failed compile
         static = static_analysis(candidate.hip_source, settings, compiler=compiler
                                  if built is None or built.ok else None)  # fmt: skip
@@ -283,11 +296,16 @@ def prepare(
             Status.compile_error, "does not compile", compile_log=built.log, static=static.facts
         )
     if static.error:
-        return finished(Status.compile_error, "does not compile for AMD", compile_log=static.error)
+        return finished(
+            Status.compile_error,
+            "does not compile for AMD",
+            digest,
+            compile_log=static.error,
+        )
     limits = amd_gate(candidate.hip_source, static.facts)
     if not limits.passed:
         return finished(Status.rejected, "over the AMD target's limits: "
-                        + "; ".join(limits.reasons), static=static.facts)  # fmt: skip
+                        + "; ".join(limits.reasons), digest, static=static.facts)  # fmt: skip
     flags = (*flags, *limits.notes)
     if backend == "static":
         return finished(
@@ -301,46 +319,20 @@ def prepare(
         library=built.library if built else None,
         static=static.facts,
         flags=flags,
+        digest=digest,
     )
 
 
-_FAILED: dict[
-    str, BuildResult
-] = {}  # failed builds machine_digest saw, by cache key (oldest first)
-_FAILED_LOCK = threading.Lock()
-
-
-def _failed_build(source: str, compiler: Compiler) -> BuildResult | None:
-    """The failure machine_digest met building this source, once: a candidate that does not
-    compile is compiled one time, not once for its digest and again for its evaluation."""
-    with _FAILED_LOCK:
-        return _FAILED.pop(cache_key(source, compiler.argv, compiler.toolchain), None)
-
-
-def machine_digest(
-    candidate: Candidate, settings: VerifierSettings, compiler: Compiler
-) -> str | None:
-    """The build stage's digest of what a native candidate runs when `compiler` (the cuda or
-    rocm backend's) builds it: its library's device and host code, normalised
+def machine_digest(candidate: Candidate, built: BuildResult, compiler: Compiler) -> str | None:
+    """The digest of what a native candidate runs when `compiler` (the cuda or rocm backend's)
+    built it as `built`: its library's device and host code, normalised
     (verifier/build/machine_code.py), and its model.py, normalised (comments, docstrings and
-    spacing gone). None where there is none: another format, a screen refusal, a failed
-    build, code this module cannot read. The library stays in the compile cache, so the
-    candidate's prepare, if it is evaluated, finds it built."""
+    spacing gone). None where there is none: another format, a failed build, code
+    machine_code.py cannot read. prepare computes it, once, from the build it evaluates."""
     from hipevolve.core.candidate import normalize_python
     from hipevolve.verifier.build.machine_code import library_digest
 
-    if candidate.format != "native" or candidate.hip_source is None:
-        return None
-    if not screen(candidate).passed:
-        return None
-    built = build(candidate.hip_source, compiler, settings.cache_dir,
-                  timeout_s=settings.compile_timeout_s,
-                  max_object_bytes=settings.max_object_bytes)  # fmt: skip
-    if not built.ok or built.library is None:
-        with _FAILED_LOCK:  # the cache keeps no failure: prepare reports this one, not again
-            _FAILED[built.key] = built
-            while len(_FAILED) > 256:
-                _FAILED.pop(next(iter(_FAILED)))
+    if candidate.format != "native" or not built.ok or built.library is None:
         return None
     device = library_digest(built.library, compiler.name)
     if device is None:
@@ -579,7 +571,7 @@ def gpu_clocks() -> str:
 
 
 def evaluate_many(
-    candidates: list[Candidate],
+    candidates: list[Candidate | Prepared],
     task: TaskSpec,
     settings: VerifierSettings,
     backend: str,
@@ -589,7 +581,9 @@ def evaluate_many(
     slots=None,
     bounds: Callable[[], RunBounds] | None = None,
 ) -> list[Evaluation]:
-    """Evaluations in the order of `candidates`.
+    """Evaluations in the order of `candidates`. Each is prepared here (its CPU stages), unless
+    it comes prepared already (`prepare`'s Prepared: what a run's evaluator made when it asked
+    for the candidate's digest), and each left unfinished runs in a GPU slot.
 
     backend: cuda, rocm or static; cpu runs KernelBench-format Python candidates on the CPU (the
     verifier's own tests use it to exercise isolation and checks where no GPU exists).
@@ -611,8 +605,7 @@ def evaluate_many(
         )
     try:
         cpu = cpu_pool(settings.compile_jobs or None)
-        stages = {cpu.submit(prepare, c, task, settings, backend): i
-                  for i, c in enumerate(candidates)}  # fmt: skip
+        stages = {_prepared(cpu, c, task, settings, backend): i for i, c in enumerate(candidates)}
         on_gpu = {}
         # Each candidate goes to a free slot as soon as it is compiled, while others compile.
         for stage in as_completed(stages):
@@ -630,6 +623,21 @@ def evaluate_many(
         if owned is not None:
             owned.close()
     return [r for r in results if r is not None]
+
+
+def _prepared(
+    cpu: ThreadPoolExecutor,
+    candidate: Candidate | Prepared,
+    task: TaskSpec,
+    settings: VerifierSettings,
+    backend: str,
+) -> Future[Prepared]:
+    """The candidate's CPU stages on `cpu`, or, for one that comes prepared, its Prepared."""
+    if isinstance(candidate, Candidate):
+        return cpu.submit(prepare, candidate, task, settings, backend)
+    ready: Future[Prepared] = Future()
+    ready.set_result(candidate)
+    return ready
 
 
 def evaluate(

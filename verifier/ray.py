@@ -39,7 +39,7 @@ from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,6 +50,9 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.verifier.evaluators import settings_key, toolchain_of
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.pipeline import Prepared
 
 LOST_LIMIT = 3  # evaluations of one candidate lost with their actor before it counts as a crash
 START_LIMIT_S = 600.0  # how long a batch waits for a worker when none is alive
@@ -312,10 +315,17 @@ class RayEvaluator:
         """Evaluations it runs at once: one per worker."""
         return len(self.workers)
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        """None for each: the libraries are built on the cluster's machines, not here, so the
-        run loop evaluates every candidate (a machine-code copy costs its GPU time on Ray)."""
-        return [None] * len(candidates)
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        """Nothing is prepared here: the cluster's machines prepare each candidate as `run`
+        sends it (a Ray task), so none has a digest and the run loop evaluates every one (a
+        machine-code copy costs its GPU time on Ray)."""
+        from hipevolve.verifier.pipeline import Prepared
+
+        return [Prepared(candidate=c) for c in candidates]
+
+    def run(self, prepared: list[Prepared]) -> list[Evaluation]:
+        """Their candidates evaluated on the cluster, CPU stages included (__call__)."""
+        return self([p.candidate for p in prepared])
 
     def _one_worker(self):
         """A started worker for work that must stay on one GPU (a baseline, a head-to-head);
