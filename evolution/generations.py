@@ -6,8 +6,8 @@ caller passed, or the policy's translations of the reference), store and admit t
 evaluate the ones the archive has no evaluation for, record each result as it lands, insert the
 ok ones into their islands, checkpoint the islands, and sum up the run. Its archive writes for
 candidates (storing, the evaluation cache, recording) go through a Recorder
-(evolution/recorder.py), which the Workshop a policy writes through shares. evolution/run.py's
-loop decides which generation runs when; see its docstring for generations in flight, resume
+(evolution/recorder.py), which the Workshop a policy writes through shares. evolution/flight.py's
+Flight decides which generation runs when; see its docstring for generations in flight, resume
 and determinism.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal, Protocol
 
@@ -169,6 +169,7 @@ class Search:
         run_id: int | None,
         fitness: FitnessSettings | None = None,
         pace: Pace | None = None,
+        policy: ProposalPolicy | None = None,
     ) -> None:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
@@ -180,7 +181,7 @@ class Search:
         self.pace.log = lambda d: archive.log_event(self.run, PACE, d.model_dump(mode="json"))
         self.resumed = run_id is not None
         self.written: dict[tuple[int, str], int] = {}  # (island, cell) -> candidate in elites
-        self.policy: ProposalPolicy | None = None
+        self.policy = policy  # writes the children (the agents); None: the offline mutator
         self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
         self._sweeping = threading.Lock()
         fitness = fitness or FitnessSettings()
@@ -213,6 +214,17 @@ class Search:
             for c in checkpoints
         }
         return max(states) + 1, states
+
+    def begin(self, on_status: Callable[[str], None] | None = None) -> None:
+        """The run's baseline, before any evaluation (`on_status` is told what is timed), and
+        where this session's numbers come from (a resumed run may move to another machine)."""
+        if on_status is not None:
+            self.referee.say = on_status
+        self.referee.establish(self.resumed)
+        environment = {"toolchain": self.evaluate.toolchain}
+        if self.evaluate.device:
+            environment["device"] = self.evaluate.device
+        self.archive.log_event(self.run, "environment", environment)
 
     def seen_before(self, generation: int) -> frozenset[str]:
         """Source hashes of this run's candidates from generations before `generation`."""
@@ -266,7 +278,7 @@ class Search:
         taken = set(seen)
         found = []
         # The generations up to the one whose islands g is planned from with the lag (g - 1 -
-        # lag; evolution/run.py) are all evaluated when g is written, however the evaluations in
+        # lag; evolution/flight.py) are all evaluated when g is written, however the evaluations in
         # flight land, and a lagged run is told what a plain one is at generation 1.
         history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
         for proposal in proposals:
