@@ -42,6 +42,7 @@ from hipevolve.verifier.build.compile import (
     trim_log,
 )
 from hipevolve.verifier.build.rocm_limits import gate as amd_gate
+from hipevolve.verifier.gpu.refusal import refused
 from hipevolve.verifier.screen.screening import screen
 
 
@@ -242,13 +243,13 @@ def prepare(
             )
     flags = (*checked.flags, *dropped)
 
-    def finished(status: Status, message: str, digest: str | None = None, **more) -> Prepared:
+    def finished(status: str, message: str, digest: str | None = None, **more) -> Prepared:
         done = Evaluation(status=status, task=task.name, backend=backend, message=message,
                           flags=more.pop("flags", flags), **more)  # fmt: skip
         return Prepared(candidate=candidate, flags=flags, done=done, digest=digest)
 
     if not checked.passed:
-        return finished(Status.rejected, checked.message)
+        return finished(*refused("screen", checked.message))
     if candidate.format != "native":
         if backend == "static":  # the device code of its load_inline sources, where there is
             return _kernelbench_static(candidate, settings, finished)
@@ -262,9 +263,7 @@ def prepare(
         )
         if ext.hacked:
             return finished(
-                Status.hacked,
-                f"extension refused: {ext.hacked}",
-                flags=(*flags, kernelbench.LESS_ISOLATED),
+                *refused("extension_check", ext.hacked), flags=(*flags, kernelbench.LESS_ISOLATED)
             )
         if not ext.ok:
             return finished(
@@ -290,7 +289,7 @@ def prepare(
         static = static_analysis(candidate.hip_source, settings, compiler=compiler
                                  if built is None or built.ok else None)  # fmt: skip
     if built is not None and built.hacked:
-        return finished(Status.hacked, f"library refused: {built.hacked}", static=static.facts)
+        return finished(*refused("library_check", built.hacked), static=static.facts)
     if built is not None and not built.ok:
         return finished(
             Status.compile_error, "does not compile", compile_log=built.log, static=static.facts
@@ -304,8 +303,8 @@ def prepare(
         )
     limits = amd_gate(candidate.hip_source, static.facts)
     if not limits.passed:
-        return finished(Status.rejected, "over the AMD target's limits: "
-                        + "; ".join(limits.reasons), digest, static=static.facts)  # fmt: skip
+        why = "; ".join(limits.reasons)
+        return finished(*refused("amd_limits", why), digest, static=static.facts)
     flags = (*flags, *limits.notes)
     if backend == "static":
         return finished(

@@ -87,9 +87,9 @@ MOVES_DATA = frozenset({
 
 class Hacked(RuntimeError):
     """Raised by the executor when what ran is a hack (PyTorch compute inside an extension);
-    the sandbox reports its `verdict`."""
+    the sandbox reports its `rule` (verifier/gpu/refusal.py)."""
 
-    verdict = "hacked"
+    rule = "executor"
 
 
 def computes(plan: dict) -> list[str]:

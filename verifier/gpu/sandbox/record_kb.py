@@ -55,6 +55,7 @@ class Refused(Exception):
     def __init__(self, message: str, hacked: bool = False) -> None:
         super().__init__(message)
         self.hacked = hacked
+        self.rule = "kb_plan_hack" if hacked else "kb_plan"  # verifier/gpu/refusal.py
 
 
 def spec_of(t: torch.Tensor) -> dict:
