@@ -51,8 +51,9 @@ def copy_of(evaluation: Evaluation) -> int | None:
 class Recorder:
     """A run's archive writes for its candidates, and the code of those it has seen."""
 
-    def __init__(self, archive: Archive, run: int, evaluate: Evaluator,
-                 pace: Pace | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, archive: Archive, run: int, evaluate: Evaluator, pace: Pace | None = None
+    ) -> None:
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.sources: dict[int, Candidate] = {}  # candidate id -> its code, read or written here
         self.evaluated_here = 0  # evaluations the evaluator ran in this session
@@ -61,7 +62,8 @@ class Recorder:
         # machine-code digest -> the candidate first sent to the evaluator with it
         self.twins: dict[str, int] = {
             e.data["digest"]: int(e.data["candidate"])
-            for e in reversed(archive.events(run, "machine_code"))}  # fmt: skip
+            for e in reversed(archive.events(run, "machine_code"))
+        }
         # candidates already found to be copies (a resumed run's too): each is logged once
         self.copied = {int(e.data["candidate"]) for e in archive.events(run, COPY)}
         self.pace = pace or Pace(evaluate.parallelism)
@@ -92,8 +94,11 @@ class Recorder:
         its fitness (0 when it failed): what the tunable sampler is told
         (evolution/offline/tuner.py). The caller passes a generation whose results are all in,
         so a resumed run's replay is told what the uninterrupted run was."""
-        return [(self.source(o.candidate_id), o.fitness if o.status == "ok" else 0.0)
-                for o in self.archive.outcomes(self.run) if o.generation < before]  # fmt: skip
+        return [
+            (self.source(o.candidate_id), o.fitness if o.status == "ok" else 0.0)
+            for o in self.archive.outcomes(self.run)
+            if o.generation < before
+        ]
 
     def remember(self, candidate_id: int, candidate: Candidate) -> None:
         """Keeps the code of a candidate the caller already read (a resumed run's queue)."""
@@ -103,11 +108,18 @@ class Recorder:
         """Stores an admitted child with its lineage; its id (an existing one for code the run
         already holds)."""
         cid = self.archive.add_candidate(
-            self.run, child.candidate, parents=child.parents, kind=child.kind,
-            inspirations=child.inspirations, agent=child.agent, model=child.model,
-            prompt_hash=child.prompt_hash, island=child.island, generation=generation,
+            self.run,
+            child.candidate,
+            parents=child.parents,
+            kind=child.kind,
+            inspirations=child.inspirations,
+            agent=child.agent,
+            model=child.model,
+            prompt_hash=child.prompt_hash,
+            island=child.island,
+            generation=generation,
             attempt=child.attempt,
-        )  # fmt: skip
+        )
         self.sources[cid] = child.candidate
         return cid
 
@@ -148,8 +160,9 @@ class Recorder:
                 continue
             if digest is not None and original is None:
                 self.twins[digest] = cid
-                self.archive.log_event(self.run, "machine_code",
-                                       {"candidate": cid, "digest": digest})  # fmt: skip
+                self.archive.log_event(
+                    self.run, "machine_code", {"candidate": cid, "digest": digest}
+                )
             run.append(cid)
         return run, copies
 
@@ -158,8 +171,10 @@ class Recorder:
         found = self.archive.evaluation_of(original)
         if found is None:
             raise RuntimeError(f"candidate {original} has no evaluation to copy for {cid}")
-        note = (f"{COPY_FLAG}{original} (the same machine code on this target and the same "
-                "model.py): not run, its result reused")  # fmt: skip
+        note = (
+            f"{COPY_FLAG}{original} (the same machine code on this target and the same "
+            "model.py): not run, its result reused"
+        )
         return self.record(cid, found.model_copy(update={"flags": (*found.flags, note)}))
 
     def dispatch(self, ids: Sequence[int]) -> None:

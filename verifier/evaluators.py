@@ -149,8 +149,9 @@ class PipelineEvaluator:
         """The run's bounds from `baseline` (RunBaseline.bounds at the settings' margins), and
         the reference timed inside every `check_every`-th evaluation only."""
         roofline = frozenset(c.name for c in self.task.cases if c.roofline)
-        fastest = baseline.bounds(self.settings.suspect_margin, self.settings.suspect_speedup,
-                                  roofline)  # fmt: skip
+        fastest = baseline.bounds(
+            self.settings.suspect_margin, self.settings.suspect_speedup, roofline
+        )
         with self._starting:
             self._bounds = RunBounds(fastest=fastest, time_reference=False)
             self._check_every = check_every
@@ -160,8 +161,11 @@ class PipelineEvaluator:
         with self._starting:
             self._started_jobs += 1
             due = self._check_every > 0 and self._started_jobs % self._check_every == 0
-            return self._bounds if not due else self._bounds.model_copy(
-                update={"time_reference": True})  # fmt: skip
+            return (
+                self._bounds
+                if not due
+                else self._bounds.model_copy(update={"time_reference": True})
+            )
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -199,8 +203,9 @@ class PipelineEvaluator:
 
         self._started()
         # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
-        return evaluate_many(items, self.task, self.settings, self.backend,
-                             slots=self._slots, bounds=self.bounds)  # fmt: skip
+        return evaluate_many(
+            items, self.task, self.settings, self.backend, slots=self._slots, bounds=self.bounds
+        )
 
     def _started(self):
         from hipevolve.verifier.slots import Slots
@@ -241,8 +246,7 @@ class PipelineEvaluator:
     def _cache_key(self) -> str:
         from hipevolve.verifier import baseline_cache
 
-        return baseline_cache.cache_key(self.task, self.settings, self.device or "",
-                                        self.toolchain)  # fmt: skip
+        return baseline_cache.cache_key(self.task, self.settings, self.device or "", self.toolchain)
 
     def _time(self, trials: int, target: float, *, strong: bool) -> RunBaseline | str | None:
         from hipevolve.verifier.pipeline import time_baseline
@@ -250,10 +254,19 @@ class PipelineEvaluator:
         slots = self._started()
         if slots is None:
             return None
-        return slots.submit(lambda slot: time_baseline(
-            self.task, self.settings, self.backend, slot.judges, trials=trials,
-            device=self.device or "", toolchain=self.toolchain, strong=strong,
-            target=target)).result()  # fmt: skip
+        return slots.submit(
+            lambda slot: time_baseline(
+                self.task,
+                self.settings,
+                self.backend,
+                slot.judges,
+                trials=trials,
+                device=self.device or "",
+                toolchain=self.toolchain,
+                strong=strong,
+                target=target,
+            )
+        ).result()
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one slot (one GPU), one after the other."""
@@ -263,14 +276,22 @@ class PipelineEvaluator:
         order = duel_order(a, b, rounds)
         if slots is None:
             return self(order)
-        ready = {c.source_hash: prepare(c, self.task, self.settings, self.backend)
-                 for c in (a, b)}  # fmt: skip
+        ready = {c.source_hash: prepare(c, self.task, self.settings, self.backend) for c in (a, b)}
 
         def duel(slot) -> list[Evaluation]:
             bounds = self._bounds  # no noise checks inside a head-to-head
-            return [ready[c.source_hash].done or run_prepared(
-                ready[c.source_hash], self.task, self.settings, self.backend, slot.judges,
-                bounds=bounds) for c in order]  # fmt: skip
+            return [
+                ready[c.source_hash].done
+                or run_prepared(
+                    ready[c.source_hash],
+                    self.task,
+                    self.settings,
+                    self.backend,
+                    slot.judges,
+                    bounds=bounds,
+                )
+                for c in order
+            ]
 
         return slots.submit(duel).result()
 

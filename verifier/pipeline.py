@@ -63,8 +63,12 @@ def check_seeds(task: TaskSpec, settings: VerifierSettings) -> tuple[int, ...]:
     return (*range(n - 1), random.SystemRandom().randrange(1 << 20, 1 << 31))
 
 
-def static_analysis(source: str, settings: VerifierSettings, cached_only: bool = False,
-                    compiler: Compiler | None = None) -> StaticResult | None:  # fmt: skip
+def static_analysis(
+    source: str,
+    settings: VerifierSettings,
+    cached_only: bool = False,
+    compiler: Compiler | None = None,
+) -> StaticResult | None:
     """Static facts, cached by source, target and toolchain: gfx facts for every configured
     target where the AMD toolchain compiles one, else, for the cuda backend's `compiler`, the
     facts of its CUDA build (verifier/build/cuda_static.py; their target is the sm_XX), so
@@ -95,8 +99,9 @@ def _store_facts(path: Path, facts: list[StaticFacts]) -> None:
     os.replace(tmp, path)
 
 
-def _amd_analysis(source: str, settings: VerifierSettings, cached_only: bool,
-                  tc) -> StaticResult | None:  # noqa: ANN001  # fmt: skip
+def _amd_analysis(
+    source: str, settings: VerifierSettings, cached_only: bool, tc
+) -> StaticResult | None:  # noqa: ANN001
     from hipevolve.verifier.build.amd_static import AmdCompileError, analyze
 
     facts: list[StaticFacts] = []
@@ -129,8 +134,9 @@ def _amd_analysis(source: str, settings: VerifierSettings, cached_only: bool,
     return StaticResult(facts=tuple(facts))
 
 
-def _cuda_analysis(source: str, settings: VerifierSettings, cached_only: bool,
-                   compiler: Compiler) -> StaticResult | None:  # fmt: skip
+def _cuda_analysis(
+    source: str, settings: VerifierSettings, cached_only: bool, compiler: Compiler
+) -> StaticResult | None:
     """The CUDA build's facts. A failed facts compile is a note, never a verdict: the library's
     own build says whether the candidate compiles."""
     from hipevolve.verifier.build.cuda_static import CudaAnalysisError, analyze, facts_command
@@ -207,8 +213,11 @@ def cpu_pool(workers: int | None, share: cpu_share.CpuShare | None = None) -> Th
     with _CPU_POOLS_LOCK:
         if (workers, share) not in _CPU_POOLS:
             _CPU_POOLS[workers, share] = ThreadPoolExecutor(
-                workers, thread_name_prefix="prepare", initializer=cpu_share.lower_this_thread,
-                initargs=(share,))  # fmt: skip
+                workers,
+                thread_name_prefix="prepare",
+                initializer=cpu_share.lower_this_thread,
+                initargs=(share,),
+            )
         return _CPU_POOLS[workers, share]
 
 
@@ -244,8 +253,14 @@ def prepare(
     flags = (*checked.flags, *dropped)
 
     def finished(status: str, message: str, digest: str | None = None, **more) -> Prepared:
-        done = Evaluation(status=status, task=task.name, backend=backend, message=message,
-                          flags=more.pop("flags", flags), **more)  # fmt: skip
+        done = Evaluation(
+            status=status,
+            task=task.name,
+            backend=backend,
+            message=message,
+            flags=more.pop("flags", flags),
+            **more,
+        )
         return Prepared(candidate=candidate, flags=flags, done=done, digest=digest)
 
     if not checked.passed:
@@ -286,8 +301,9 @@ def prepare(
         )
     digest = machine_digest(candidate, built, compiler) if compiler and built else None
     if static is None:  # the CUDA facts only of a source that builds: no second failed compile
-        static = static_analysis(candidate.hip_source, settings, compiler=compiler
-                                 if built is None or built.ok else None)  # fmt: skip
+        static = static_analysis(
+            candidate.hip_source, settings, compiler=compiler if built is None or built.ok else None
+        )
     if built is not None and built.hacked:
         return finished(*refused("library_check", built.hacked), static=static.facts)
     if built is not None and not built.ok:
@@ -397,9 +413,12 @@ def run_prepared(
     try:
         written = write_candidate(prepared.candidate, workdir / "candidate")
         if prepared.candidate.format == "native":
-            job_candidate = CandidateJob(format="native", model=written / "model.py",
-                                         library=prepared.library,
-                                         source=written / "kernel.hip")  # fmt: skip
+            job_candidate = CandidateJob(
+                format="native",
+                model=written / "model.py",
+                library=prepared.library,
+                source=written / "kernel.hip",
+            )
         else:
             job_candidate = CandidateJob(
                 format="kernelbench", model=written, library=prepared.extensions
@@ -465,16 +484,23 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
     others = baseline_jobs(task)
     t = job.timeouts  # each baseline may import, compile (FLA's Triton kernels) and time
     again = replace(
-        job, seeds=check_seeds(task, settings), cases=tuple(
-            replace(c, fastest_us=None, fastest_why="") for c in job.cases),
-        timing_seed=random.SystemRandom().randrange(1 << 20, 1 << 31), time_reference=False,
-        side_by_side=bool(others), baselines=others,
-        deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))  # fmt: skip
+        job,
+        seeds=check_seeds(task, settings),
+        cases=tuple(replace(c, fastest_us=None, fastest_why="") for c in job.cases),
+        timing_seed=random.SystemRandom().randrange(1 << 20, 1 << 31),
+        time_reference=False,
+        side_by_side=bool(others),
+        baselines=others,
+        deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing),
+    )
     worker = run_worker(again, judges.take(), pool=judges)
     side = _side_by_side(worker)
     if worker.status is Status.ok:
-        return worker, f"{RECHECKED} {first.message[:200]}; correct on a fresh hidden seed and " \
-                       f"fresh inputs{side}"  # fmt: skip
+        return (
+            worker,
+            f"{RECHECKED} {first.message[:200]}; correct on a fresh hidden seed and "
+            f"fresh inputs{side}",
+        )
     return worker, f"re-check of a suspect ({first.message[:200]}): {worker.status.value}{side}"
 
 
@@ -515,9 +541,16 @@ def time_baseline(
 
     cases = tuple(c for c in task.cases if not c.globals)
     others = baseline_jobs(task) if strong else ()
-    job = job_for_task(task, None, settings, device=_device(backend), cases=cases,
-                       seeds=check_seeds(task, settings)[:1], reference_only=True,
-                       baselines=others)  # fmt: skip
+    job = job_for_task(
+        task,
+        None,
+        settings,
+        device=_device(backend),
+        cases=cases,
+        seeds=check_seeds(task, settings)[:1],
+        reference_only=True,
+        baselines=others,
+    )
     t = job.timeouts  # each baseline may import, compile (torch.compile, TileLang) and time
     job = replace(
         job,
@@ -544,9 +577,17 @@ def time_baseline(
             if answer.flags:
                 notes[b.name] = "; ".join(answer.flags)[:300]
     pending = () if strong else tuple(b.name for b in task.baselines)
-    return RunBaseline(task=task.name, device=device, toolchain=toolchain, clocks=gpu_clocks(),
-                       cases=timed, others=strong_times, unavailable=unavailable,
-                       notes=notes, pending=pending)  # fmt: skip
+    return RunBaseline(
+        task=task.name,
+        device=device,
+        toolchain=toolchain,
+        clocks=gpu_clocks(),
+        cases=timed,
+        others=strong_times,
+        unavailable=unavailable,
+        notes=notes,
+        pending=pending,
+    )
 
 
 def gpu_clocks() -> str:
@@ -554,9 +595,14 @@ def gpu_clocks() -> str:
     answers: recorded with a baseline so a user can tell a throttled machine from a slow kernel."""
     import subprocess
 
-    queries = (["nvidia-smi", "--query-gpu=index,clocks.sm,clocks.max.sm,clocks.mem,"
-                "temperature.gpu,power.draw", "--format=csv,noheader"],
-               ["rocm-smi", "--showclocks", "--csv"])  # fmt: skip
+    queries = (
+        [
+            "nvidia-smi",
+            "--query-gpu=index,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw",
+            "--format=csv,noheader",
+        ],
+        ["rocm-smi", "--showclocks", "--csv"],
+    )
     for argv in queries:
         if shutil.which(argv[0]) is None:
             continue
@@ -614,8 +660,16 @@ def evaluate_many(
             else:
                 on_gpu[i] = slots.submit(
                     lambda slot, p=prepared: run_prepared(
-                        p, task, settings, backend, slot.judges, cases=cases,
-                        do_timing=do_timing, bounds=bounds() if bounds else None))  # fmt: skip
+                        p,
+                        task,
+                        settings,
+                        backend,
+                        slot.judges,
+                        cases=cases,
+                        do_timing=do_timing,
+                        bounds=bounds() if bounds else None,
+                    )
+                )
         for i, running in on_gpu.items():
             results[i] = running.result()
     finally:

@@ -148,9 +148,18 @@ class PipelineStages:
         from hipevolve.verifier.pipeline import time_baseline
 
         info = self.describe()
-        return slots.submit(lambda slot: time_baseline(
-            self.task, self.settings, self.backend, slot.judges, trials=trials,
-            device=info["device"], toolchain=info["toolchain"], target=target)).result()  # fmt: skip
+        return slots.submit(
+            lambda slot: time_baseline(
+                self.task,
+                self.settings,
+                self.backend,
+                slot.judges,
+                trials=trials,
+                device=info["device"],
+                toolchain=info["toolchain"],
+                target=target,
+            )
+        ).result()
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.build.backends import device_name
@@ -346,9 +355,12 @@ class RayEvaluator:
         """The run's suspect bounds travel with each shipment from now on (RunBaseline.bounds);
         on Ray the reference is not timed inside evaluations (no periodic noise check)."""
         roofline = frozenset(c.name for c in self.task.cases if c.roofline)
-        self._bounds = RunBounds(fastest=baseline.bounds(
-            self.settings.suspect_margin, self.settings.suspect_speedup, roofline),
-            time_reference=False)  # fmt: skip
+        self._bounds = RunBounds(
+            fastest=baseline.bounds(
+                self.settings.suspect_margin, self.settings.suspect_speedup, roofline
+            ),
+            time_reference=False,
+        )
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one worker's GPU, one after the other."""
@@ -434,8 +446,11 @@ class RayEvaluator:
                 pending = [*preparing, *self._busy, *self._starting]
                 done, _ = ray.wait(pending, num_returns=1, timeout=WAKE_S)
                 if not done:
-                    if (not self._busy and not self._free
-                            and time.monotonic() - idle_since > START_LIMIT_S):  # fmt: skip
+                    if (
+                        not self._busy
+                        and not self._free
+                        and time.monotonic() - idle_since > START_LIMIT_S
+                    ):
                         raise UserError(
                             f"no Ray worker has been alive for {START_LIMIT_S:.0f} s "
                             f"(cluster: {ray.cluster_resources()})",
@@ -528,6 +543,8 @@ def _worker_name(info: dict[str, str]) -> str:
 def _lost(task: TaskSpec, backend: str, times: int, error: Exception) -> Evaluation:
     why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return Evaluation(
-        status=Status.runtime_error, task=task.name, backend=backend,
+        status=Status.runtime_error,
+        task=task.name,
+        backend=backend,
         message=f"its Ray worker died {times} times while evaluating it ({why})",
-    )  # fmt: skip
+    )

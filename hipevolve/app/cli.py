@@ -58,6 +58,7 @@ register_task_commands(app)  # evolve tasks list, show, check, generate
 register_export_commands(app)  # evolve export, evolve report
 register_agent_commands(app)  # evolve prompts show, evolve translate
 
+
 def _show_version(given: bool) -> None:
     if given:
         from hipevolve import __version__
@@ -181,13 +182,30 @@ def search(
     ] = None,
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_show_version, is_eager=True,
-                     help="Print hipevolve's version and exit."),
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="Print hipevolve's version and exit.",
+        ),
     ] = False,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""
-    given = [task, budget, islands, seed, archive, resume, backend, tasks_dir, ray, model,
-             api_base, token_budget, cost_budget]  # fmt: skip
+    given = [
+        task,
+        budget,
+        islands,
+        seed,
+        archive,
+        resume,
+        backend,
+        tasks_dir,
+        ray,
+        model,
+        api_base,
+        token_budget,
+        cost_budget,
+    ]
     if ctx.invoked_subcommand is not None:
         if any(v is not None for v in given):
             raise UserError(
@@ -210,7 +228,9 @@ def search(
         backend=backend,
         tasks_dirs=tuple(tasks_dir or ()),
         ray=ray,
-        model=tuple(model or ()),  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
+        model=tuple(
+            model or ()
+        ),  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
         api_base=api_base,
         token_budget=token_budget,
         cost_budget_usd=cost_budget,
@@ -231,8 +251,9 @@ def _preflight(options) -> None:
 
     settings = load_settings(options.flags())
     if options.resume is not None and not Path(settings.run.archive).exists():
-        raise UserError(f"no archive at {settings.run.archive}",
-                        "check the path; a search creates it")  # fmt: skip
+        raise UserError(
+            f"no archive at {settings.run.archive}", "check the path; a search creates it"
+        )
     check_models(settings.models)
 
 
@@ -272,8 +293,10 @@ def verify(
         from hipevolve.verifier.pipeline import evaluate
 
         backend_here = resolve_backend(settings.verifier.backend)
-        step(f"verify {candidate} on {spec.name} ({backend_here}): checks, compile, "
-                      "correctness, timing")  # fmt: skip
+        step(
+            f"verify {candidate} on {spec.name} ({backend_here}): checks, compile, "
+            "correctness, timing"
+        )
         evaluation = evaluate(loaded, spec, settings.verifier, backend_here)
     if as_json:
         print(evaluation_json(evaluation))

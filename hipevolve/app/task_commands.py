@@ -186,11 +186,14 @@ def tasks_generate(
         usable = sources or [t for t in library if t.small_cases]
         ensemble = Ensemble(models)
         with working(err_console, f"tasks generate: {n} tasks with {', '.join(writer)}"):
-            report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
-                                         ensemble, progress=show)  # fmt: skip
+            report = generate_with_model(
+                n, seed, tuple(mode or MODES), usable, library, out, ensemble, progress=show
+            )
         stopped = ensemble.stop_reason()
-        console.print(f"{report.summary()}; written to {out}, model calls in {out / CALL_LOG}"
-                      + (f"; stopped early: {stopped}" if stopped else ""))  # fmt: skip
+        console.print(
+            f"{report.summary()}; written to {out}, model calls in {out / CALL_LOG}"
+            + (f"; stopped early: {stopped}" if stopped else "")
+        )
         return
     from hipevolve.problems.synthetic.generate import generate_tasks
 
