@@ -28,10 +28,12 @@ import typer
 from hipevolve.app.agent_commands import register as register_agent_commands
 from hipevolve.app.cli_options import (
     MODELS,
+    ApiBase,
     AsJson,
     TasksDir,
     console,
     err_console,
+    model_option,
     print_json,
     settings_with,
     warn,
@@ -43,6 +45,11 @@ from hipevolve.core.errors import UserError
 
 if TYPE_CHECKING:
     from hipevolve.app.run_job import EvaluatorFactory
+
+# --model of the main job: the agents' models
+Agents = model_option(
+    "LLM behind the agents", "none: the offline policies", ", by fitness gained per dollar"
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -144,25 +151,8 @@ def search(
             rich_help_panel=SEARCH,
         ),
     ] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="LLM behind the agents, any litellm model string (anthropic/claude-sonnet-4-5, "
-            "openai/gpt-4.1, openai/<name> with --api-base); repeatable: a bandit picks among "
-            "them per call, by fitness gained per dollar; also HIPEVOLVE_MODEL.",
-            show_default="none: the offline policies",
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
-    api_base: Annotated[
-        str | None,
-        typer.Option(
-            help="URL of a local OpenAI-compatible server (vLLM, SGLang, Ollama), e.g. "
-            "http://127.0.0.1:8000/v1.",
-            show_default=False,
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
+    model: Agents = None,
+    api_base: ApiBase = None,
     token_budget: Annotated[
         int | None,
         typer.Option(
