@@ -49,7 +49,7 @@ from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.sweep import Sweep, seed_configurations
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
-from hipevolve.verifier.pipeline import Prepared
+from hipevolve.verifier.prepared import Prepared
 
 StopReason = Literal["budget", "exhausted", "stopped", "no_seed", "llm_budget"]
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands

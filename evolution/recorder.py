@@ -35,7 +35,7 @@ from hipevolve.evolution.child import Child
 from hipevolve.evolution.clock import EvaluationClock
 from hipevolve.evolution.pace import Pace
 from hipevolve.verifier.evaluators import Evaluator
-from hipevolve.verifier.pipeline import Prepared
+from hipevolve.verifier.prepared import Prepared
 
 COPY_FLAG = "machine-code copy of candidate "  # + the original's id: not run, its result reused
 

@@ -28,7 +28,7 @@ from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
 from hipevolve.verifier.evaluators import BaseEvaluator, duel_order
-from hipevolve.verifier.pipeline import Prepared
+from hipevolve.verifier.prepared import Prepared
 from hipevolve.verifier.ray import Stateless
 
 GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"

@@ -29,7 +29,8 @@ from hipevolve.evolution.recorder import copy_of
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
 from hipevolve.verifier.build.compile import Compiler, build
-from hipevolve.verifier.pipeline import Prepared, machine_digest
+from hipevolve.verifier.pipeline import machine_digest
+from hipevolve.verifier.prepared import Prepared
 
 KERNEL = """\
 #include <hip/hip_runtime.h>

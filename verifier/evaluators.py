@@ -17,7 +17,7 @@ from hipevolve.core.taskspec import TaskSpec
 from hipevolve.verifier.build.backends import device_name
 
 if TYPE_CHECKING:
-    from hipevolve.verifier.pipeline import Prepared
+    from hipevolve.verifier.prepared import Prepared
 
 
 class Evaluator(Protocol):
@@ -105,7 +105,7 @@ class BaseEvaluator(ABC):
 
     def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
         """Nothing is built: no digests, every candidate is evaluated."""
-        from hipevolve.verifier.pipeline import Prepared
+        from hipevolve.verifier.prepared import Prepared
 
         return [Prepared(candidate=c) for c in candidates]
 

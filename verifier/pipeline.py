@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from hipevolve.core import cpu_share
 from hipevolve.core.baseline import RunBaseline, RunBounds
@@ -43,6 +43,7 @@ from hipevolve.verifier.build.compile import (
 )
 from hipevolve.verifier.build.rocm_limits import gate as amd_gate
 from hipevolve.verifier.gpu.refusal import refused
+from hipevolve.verifier.prepared import Prepared
 from hipevolve.verifier.screen.screening import screen
 
 
@@ -172,28 +173,6 @@ def _peak(backend: str):
 
     gpu = MI300X if backend == "rocm" else H200
     return PeakRates(bytes_per_s=gpu.hbm_bytes_per_s, flops_per_s=gpu.bf16_flops_per_s)
-
-
-class Prepared(BaseModel):
-    """A candidate after the CPU stages: finished there (`done`), or ready for a GPU worker."""
-
-    model_config = ConfigDict(frozen=True)
-
-    candidate: Candidate
-    done: Evaluation | None = None
-    library: Path | None = Field(default=None, description="the compiled .so (native, GPU)")
-    extensions: Path | None = Field(
-        default=None,
-        description="the folder of a KernelBench file's prebuilt load_inline "
-        "extensions, <name>.so each (verifier/build/kernelbench.py)",
-    )
-    static: tuple[StaticFacts, ...] = ()
-    flags: tuple[str, ...] = ()
-    digest: str | None = Field(
-        default=None,
-        description="what it runs, as built for the target (machine_digest): equal for two "
-        "candidates that run the same machine code the same way; None where there is none",
-    )
 
 
 _TURN = threading.Lock()  # prepare's pure-Python part, one candidate at a time

@@ -52,7 +52,7 @@ from hipevolve.core.taskspec import TaskSpec
 from hipevolve.verifier.evaluators import settings_key, toolchain_of
 
 if TYPE_CHECKING:
-    from hipevolve.verifier.pipeline import Prepared
+    from hipevolve.verifier.prepared import Prepared
 
 LOST_LIMIT = 3  # evaluations of one candidate lost with their actor before it counts as a crash
 START_LIMIT_S = 600.0  # how long a batch waits for a worker when none is alive
@@ -328,7 +328,7 @@ class RayEvaluator:
         """Nothing is prepared here: the cluster's machines prepare each candidate as `run`
         sends it (a Ray task), so none has a digest and the run loop evaluates every one (a
         machine-code copy costs its GPU time on Ray)."""
-        from hipevolve.verifier.pipeline import Prepared
+        from hipevolve.verifier.prepared import Prepared
 
         return [Prepared(candidate=c) for c in candidates]
 
