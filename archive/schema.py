@@ -196,7 +196,10 @@ def _v4_notes(db: Database) -> None:
 
 
 MIGRATIONS: list[Callable[[Database], None]] = [
-    _v1_initial, _v2_fitness_and_accounting, _v3_attempts, _v4_notes,
+    _v1_initial,
+    _v2_fitness_and_accounting,
+    _v3_attempts,
+    _v4_notes,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -441,8 +441,9 @@ def _open_read_only(path: Path) -> Database:
     """The archive at `path`, read-only: checked like _prepare, nothing written."""
     uri = path.resolve().as_uri()
     for query in ("?mode=ro", "?mode=ro&immutable=1"):  # immutable: no WAL files can be made
-        conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                               check_same_thread=False)  # fmt: skip
+        conn = sqlite3.connect(
+            uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+        )
         try:
             db = Database(conn, execute_plugins=False)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -485,5 +486,7 @@ def _open_read_only(path: Path) -> Database:
             conn.close()
             raise problem
         return db
-    raise UserError(f"archive {path} cannot be opened, even read-only",
-                    "check its permissions: the file must be readable")  # fmt: skip
+    raise UserError(
+        f"archive {path} cannot be opened, even read-only",
+        "check its permissions: the file must be readable",
+    )

@@ -228,8 +228,17 @@ class Timed:
     def close(self) -> None:
         self.inner.close()
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        return self.inner.digests(candidates)
+    def prepare(self, candidates: list[Candidate]) -> list:
+        return self.inner.prepare(candidates)
+
+    def run(self, prepared: list) -> list[Evaluation]:
+        start = time.monotonic()
+        try:
+            return self.inner.run(prepared)
+        finally:
+            self.busy.add(
+                start, time.monotonic(), prepared[0].candidate.source_hash if prepared else ""
+            )
 
     def baseline(self, trials: int, target: float = 0.0):  # noqa: ANN201 (the protocol's)
         return self.inner.baseline(trials, target)

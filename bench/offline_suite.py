@@ -202,8 +202,14 @@ class Remembering:
     def close(self) -> None:
         self.inner.close()
 
-    def digests(self, candidates: list) -> list:
-        return self.inner.digests(candidates)
+    def prepare(self, candidates: list) -> list:
+        return self.inner.prepare(candidates)
+
+    def run(self, prepared: list) -> list:
+        todo = [p for p in prepared if p.candidate.source_hash not in self.known]
+        for p, e in zip(todo, self.inner.run(todo) if todo else [], strict=True):
+            self.known[p.candidate.source_hash] = e
+        return [self.known[p.candidate.source_hash] for p in prepared]
 
     def __call__(self, candidates: list) -> list:
         todo = [c for c in candidates if c.source_hash not in self.known]

@@ -32,8 +32,9 @@ def gain_of(child: Evaluation, incumbent: Evaluation) -> float | None:
     """How much faster the child is, as a fraction (0.05: 5% faster): the geometric mean of the
     incumbent's time over the child's on the cases both timed; None if they share none."""
     theirs = {c.case: c.time_us for c in incumbent.cases if c.time_us}
-    logs = [math.log(theirs[c.case] / c.time_us) for c in child.cases
-            if c.time_us and c.case in theirs]  # fmt: skip
+    logs = [
+        math.log(theirs[c.case] / c.time_us) for c in child.cases if c.time_us and c.case in theirs
+    ]
     return math.exp(statistics.fmean(logs)) - 1 if logs else None
 
 
@@ -58,13 +59,20 @@ class Duel(Frozen):
     why: str = Field(default="", description="one line: how it was decided")
 
     def line(self) -> str:
-        return (f"candidate {self.child} vs {self.incumbent}: {self.gain * 100:+.1f}% "
-                f"(+-{2 * self.uncertainty * 100:.1f}%), {self.winner} kept"
-                + (f" ({self.why})" if self.why else ""))  # fmt: skip
+        return (
+            f"candidate {self.child} vs {self.incumbent}: {self.gain * 100:+.1f}% "
+            f"(+-{2 * self.uncertainty * 100:.1f}%), {self.winner} kept"
+            + (f" ({self.why})" if self.why else "")
+        )
 
 
-def decide(child: int, incumbent: int, order: Sequence[str], evaluations: Sequence[Evaluation],
-           min_gain: float) -> Duel:
+def decide(
+    child: int,
+    incumbent: int,
+    order: Sequence[str],
+    evaluations: Sequence[Evaluation],
+    min_gain: float,
+) -> Duel:
     """The outcome of a head-to-head whose evaluations came in `order` ("child"/"incumbent"
     each), pairing the i-th evaluation of each side as round i."""
     mine = [e for who, e in zip(order, evaluations, strict=True) if who == "child"]
@@ -72,23 +80,57 @@ def decide(child: int, incumbent: int, order: Sequence[str], evaluations: Sequen
     rounds = len(mine)
     if not all(e.ok for e in theirs):
         bad = next(e for e in theirs if not e.ok)
-        return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=0.0, uncertainty=0.0,
-                    winner="child", why=f"the incumbent was {bad.status.value} in a round")
+        return Duel(
+            child=child,
+            incumbent=incumbent,
+            rounds=rounds,
+            gain=0.0,
+            uncertainty=0.0,
+            winner="child",
+            why=f"the incumbent was {bad.status.value} in a round",
+        )
     if not all(e.ok for e in mine):
         bad = next(e for e in mine if not e.ok)
-        return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=0.0, uncertainty=0.0,
-                    winner="incumbent", why=f"the child was {bad.status.value} in a round")
-    logs = [math.log1p(g) for a, b in zip(mine, theirs, strict=True)
-            if (g := gain_of(a, b)) is not None]  # fmt: skip
+        return Duel(
+            child=child,
+            incumbent=incumbent,
+            rounds=rounds,
+            gain=0.0,
+            uncertainty=0.0,
+            winner="incumbent",
+            why=f"the child was {bad.status.value} in a round",
+        )
+    logs = [
+        math.log1p(g) for a, b in zip(mine, theirs, strict=True) if (g := gain_of(a, b)) is not None
+    ]
     if not logs:
-        return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=0.0, uncertainty=0.0,
-                    winner="incumbent", why="no case timed by both")
+        return Duel(
+            child=child,
+            incumbent=incumbent,
+            rounds=rounds,
+            gain=0.0,
+            uncertainty=0.0,
+            winner="incumbent",
+            why="no case timed by both",
+        )
     spread = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
-    trials = math.sqrt(statistics.fmean(
-        [combined(evaluation_uncertainty(a.cases), evaluation_uncertainty(b.cases)) ** 2
-         for a, b in zip(mine, theirs, strict=True)]) / len(logs))  # fmt: skip
+    trials = math.sqrt(
+        statistics.fmean(
+            [
+                combined(evaluation_uncertainty(a.cases), evaluation_uncertainty(b.cases)) ** 2
+                for a, b in zip(mine, theirs, strict=True)
+            ]
+        )
+        / len(logs)
+    )
     uncertainty = combined(spread, trials)
     gain = math.expm1(statistics.fmean(logs))
     won = gain > clear_margin(uncertainty, min_gain)
-    return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=gain,
-                uncertainty=uncertainty, winner="child" if won else "incumbent")
+    return Duel(
+        child=child,
+        incumbent=incumbent,
+        rounds=rounds,
+        gain=gain,
+        uncertainty=uncertainty,
+        winner="child" if won else "incumbent",
+    )

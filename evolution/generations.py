@@ -6,8 +6,8 @@ caller passed, or the policy's translations of the reference), store and admit t
 evaluate the ones the archive has no evaluation for, record each result as it lands, insert the
 ok ones into their islands, checkpoint the islands, and sum up the run. Its archive writes for
 candidates (storing, the evaluation cache, recording) go through a Recorder
-(evolution/recorder.py), which the Workshop a policy writes through shares. evolution/run.py's
-loop decides which generation runs when; see its docstring for generations in flight, resume
+(evolution/recorder.py), which the Workshop a policy writes through shares. evolution/flight.py's
+Flight decides which generation runs when; see its docstring for generations in flight, resume
 and determinism.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal, Protocol
 
@@ -49,6 +49,7 @@ from hipevolve.evolution.resume import check_resume
 from hipevolve.evolution.sweep import Sweep, seed_configurations
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.verifier.evaluators import Evaluator
+from hipevolve.verifier.prepared import Prepared
 
 StopReason = Literal["budget", "exhausted", "copies", "stopped", "no_seed", "llm_budget"]
 BARREN_GENERATIONS = 12  # generations of nothing but machine-code copies that stop a search
@@ -135,7 +136,9 @@ class Staged(BaseModel):
     copies: dict[int, int] = Field(
         default_factory=dict, description="machine-code copy -> the candidate whose result it "
         "takes (evolution/recorder.py), recorded once the original's is")  # fmt: skip
-    candidates: list[Candidate]
+    prepared: list[Prepared] = Field(
+        description="the pending candidates as the evaluator prepared them, for its `run`"
+    )
 
 
 class RunSummary(Frozen):
@@ -146,12 +149,16 @@ class RunSummary(Frozen):
     progress: Progress
     resume: str | None = Field(default=None, description="how to continue an interrupted run")
     confirmation: str = Field(
-        default="", description="the final head-to-head of the run's best against the seed")
+        default="", description="the final head-to-head of the run's best against the seed"
+    )
     baseline: str = Field(default="", description="what the speedups are measured against")
     against: str = Field(default="", description="the run's best over the reference and each "
                          "strong baseline, with their uncertainty")  # fmt: skip
-    islands: str = Field(default="", description="how distinct the islands ended (elites each, "
-                         "and those no other island holds) and where the grid's axes came from")
+    islands: str = Field(
+        default="",
+        description="how distinct the islands ended (elites each, "
+        "and those no other island holds) and where the grid's axes came from",
+    )
 
 
 class Search:
@@ -168,6 +175,7 @@ class Search:
         run_id: int | None,
         fitness: FitnessSettings | None = None,
         pace: Pace | None = None,
+        policy: ProposalPolicy | None = None,
     ) -> None:
         check_budget(budget)
         self.task, self.archive, self.settings = task, archive, settings
@@ -189,6 +197,7 @@ class Search:
         rounds = confirmation_rounds(fitness, budget, exact=evaluate.device is None)
         self.budget = RunBudget.from_archive(archive, self.run, budget, reserve=2 * rounds)
         self.referee = Referee(archive, self.run, evaluate, self.recorder, fitness, self.budget)
+        self.policy = policy  # writes the children (the agents); None: the offline mutator
 
     @property
     def policy(self) -> ProposalPolicy | None:
@@ -224,6 +233,17 @@ class Search:
             for c in checkpoints
         }
         return max(states) + 1, states
+
+    def begin(self, on_status: Callable[[str], None] | None = None) -> None:
+        """The run's baseline, before any evaluation (`on_status` is told what is timed), and
+        where this session's numbers come from (a resumed run may move to another machine)."""
+        if on_status is not None:
+            self.referee.say = on_status
+        self.referee.establish(self.resumed)
+        environment = {"toolchain": self.evaluate.toolchain}
+        if self.evaluate.device:
+            environment["device"] = self.evaluate.device
+        self.archive.log_event(self.run, "environment", environment)
 
     def seen_before(self, generation: int) -> frozenset[str]:
         """Source hashes of this run's candidates from generations before `generation`."""
@@ -291,7 +311,7 @@ class Search:
         taken = set(seen)
         found = []
         # The generations up to the one whose islands g is planned from with the lag (g - 1 -
-        # lag; evolution/run.py) are all evaluated when g is written, however the evaluations in
+        # lag; evolution/flight.py) are all evaluated when g is written, however the evaluations in
         # flight land, and a lagged run is told what a plain one is at generation 1.
         history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
         for proposal in proposals:
@@ -344,22 +364,29 @@ class Search:
         ids.sort()  # candidate order: what was in flight when a run stopped is evaluated first
         done = {cid: self.archive.evaluation_of(cid) for cid, _ in ids}
         pending = self.recorder.from_cache([cid for cid, _ in ids if done[cid] is None], done)
-        pending, copies = self.recorder.copies(pending, ordered=self.policy is None)
+        prepared = self.recorder.prepare(pending)
+        pending, copies = self.recorder.copies(prepared, ordered=self.policy is None)
         for cid in copies:
             allowance.copied(self.recorder.sources[cid].source_hash)
         self.recorder.dispatch(pending)
-        return Staged(generation=generation, ids=ids, done=done, pending=pending, copies=copies,
-                       candidates=[self.recorder.sources[cid] for cid in pending])  # fmt: skip
+        return Staged(
+            generation=generation,
+            ids=ids,
+            done=done,
+            pending=pending,
+            copies=copies,
+            prepared=[prepared[cid] for cid in pending],
+        )
 
     def evaluated(self, staged: Staged) -> tuple[Staged, list[Evaluation]]:
         """The evaluator's results for a staged generation (on its own thread: no archive work)."""
-        if not staged.candidates:
+        if not staged.prepared:
             return staged, []
-        with self.recorder.clock.timing(len(staged.candidates)):
-            results = self.evaluate(staged.candidates)
-        if len(results) != len(staged.candidates):
+        with self.recorder.clock.timing(len(staged.prepared)):
+            results = self.evaluate.run(staged.prepared)
+        if len(results) != len(staged.prepared):
             raise RuntimeError(
-                f"evaluator returned {len(results)} results for {len(staged.candidates)}"
+                f"evaluator returned {len(results)} results for {len(staged.prepared)}"
             )
         return staged, results
 
@@ -444,7 +471,8 @@ class Search:
                 "generation": generation,
                 "islands": [i.model_dump(mode="json") for i in islands],
                 "moves": [m.model_dump(mode="json") for m in moves],
-            } | self.referee.checkpoint(),
+            }
+            | self.referee.checkpoint(),
         )
 
     # -------------------------------------------------------------------- reporting
@@ -498,7 +526,8 @@ class Search:
             else []
         )
         done = f"{budget.spent} of {budget.limit} evaluations" + (
-            f" ({'; '.join(notes)})" if notes else "")
+            f" ({'; '.join(notes)})" if notes else ""
+        )
         messages = {
             "budget": f"budget spent: {done}",
             "exhausted": f"search space exhausted after {done}: every kernel the offline "

@@ -28,8 +28,18 @@ from hipevolve.core.base import Frozen
 from hipevolve.core.config import EvolutionSettings
 from hipevolve.evolution.descriptors import Cell
 
-__all__ = ["Elite", "EvolutionSettings", "Frozen", "Island", "best", "best_fitness", "holders",
-           "insert", "own_elites", "ranked"]  # fmt: skip
+__all__ = [
+    "Elite",
+    "EvolutionSettings",
+    "Frozen",
+    "Island",
+    "best",
+    "best_fitness",
+    "holders",
+    "insert",
+    "own_elites",
+    "ranked",
+]
 
 
 class Elite(Frozen):

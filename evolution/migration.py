@@ -59,8 +59,9 @@ def migrate(
     if k < 2 or migrants == 0:
         return tuple(islands), ()
     held = holders(islands)
-    outgoing = [[e for e in ranked(island)[:migrants] if held[e.source_hash] == 1]
-                for island in islands]  # fmt: skip
+    outgoing = [
+        [e for e in ranked(island)[:migrants] if held[e.source_hash] == 1] for island in islands
+    ]
     result = list(islands)
     moves: list[Move] = []
     for i, sent in enumerate(outgoing):

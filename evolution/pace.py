@@ -61,8 +61,9 @@ class Decision(Frozen):
 class Pace:
     """Measured latencies and what they decide; thread-safe."""
 
-    def __init__(self, slots: int, *, concurrency: int | None = None,
-                 lag_bound: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, slots: int, *, concurrency: int | None = None, lag_bound: int | None = None
+    ) -> None:
         """`concurrency`: fixed by the user (None: from the latencies). `lag_bound`: a paced lag
         up to this bound (None: the run's settings.lag, fixed)."""
         self.slots, self.fixed, self.lag_bound = max(1, slots), concurrency, lag_bound
@@ -150,9 +151,14 @@ class Pace:
             return known.lag
         concurrency = self.concurrency()
         lag = max(1, min(self.lag_bound, math.ceil(concurrency / max(1, proposals))))
-        decision = Decision(generation=generation, lag=lag, concurrency=concurrency,
-                            propose_s=self.propose_s, evaluate_s=self.evaluate_s,
-                            evaluations_per_run=self.evaluations_per_run())  # fmt: skip
+        decision = Decision(
+            generation=generation,
+            lag=lag,
+            concurrency=concurrency,
+            propose_s=self.propose_s,
+            evaluate_s=self.evaluate_s,
+            evaluations_per_run=self.evaluations_per_run(),
+        )
         with self._lock:
             self._decided[generation] = decision
         self.log(decision)
@@ -169,14 +175,17 @@ class Pace:
 
     def line(self) -> str:
         """One line for a report: the latencies measured and what they decide."""
+
         def s(v: float | None) -> str:
             return "?" if v is None else f"{v:.2f} s"
 
         per_run = self.evaluations_per_run()
-        return (f"model calls {s(self.propose_s)} a graph run (wall {s(self.writing_s)} less slot "
-                f"waits), {s(self.evaluate_s)} a slot hold, "
-                f"{'?' if per_run is None else f'{per_run:.2f}'} holds a run, "
-                f"{self.slots} slots -> {self.concurrency()} graph runs in flight")  # fmt: skip
+        return (
+            f"model calls {s(self.propose_s)} a graph run (wall {s(self.writing_s)} less slot "
+            f"waits), {s(self.evaluate_s)} a slot hold, "
+            f"{'?' if per_run is None else f'{per_run:.2f}'} holds a run, "
+            f"{self.slots} slots -> {self.concurrency()} graph runs in flight"
+        )
 
 
 class Gate:

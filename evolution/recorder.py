@@ -12,7 +12,8 @@ run's Pace (evolution/pace.py), which decides how many graph runs keep the slots
 
 Machine-code copies (issue 33). Code that differs from an evaluated candidate's only where the
 target's compiler does not look (an AMD-only `#define` on NVIDIA) builds to the same machine
-code: the evaluator's `digests` says so from the build stage, and such a candidate is answered
+code: the evaluator's `prepare` says so from the build stage (each candidate's one trip through
+the CPU stages, whose result the evaluator's `run` takes on), and such a candidate is answered
 from the first one's evaluation, marked as a copy (COPY_FLAG), with no GPU evaluation. A copy
 costs no budget unit (evolution/budget.py: the caller hands it back), and saves the GPU time and
 the noise of a second timing that could crown a copy over its original. The digest of each
@@ -34,6 +35,7 @@ from hipevolve.evolution.child import Child
 from hipevolve.evolution.clock import EvaluationClock
 from hipevolve.evolution.pace import Pace
 from hipevolve.verifier.evaluators import Evaluator
+from hipevolve.verifier.prepared import Prepared
 
 COPY_FLAG = "machine-code copy of candidate "  # + the original's id: not run, its result reused
 
@@ -49,8 +51,9 @@ def copy_of(evaluation: Evaluation) -> int | None:
 class Recorder:
     """A run's archive writes for its candidates, and the code of those it has seen."""
 
-    def __init__(self, archive: Archive, run: int, evaluate: Evaluator,
-                 pace: Pace | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, archive: Archive, run: int, evaluate: Evaluator, pace: Pace | None = None
+    ) -> None:
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.sources: dict[int, Candidate] = {}  # candidate id -> its code, read or written here
         self.evaluated_here = 0  # evaluations the evaluator ran in this session
@@ -59,19 +62,26 @@ class Recorder:
         # machine-code digest -> the candidate first sent to the evaluator with it
         self.twins: dict[str, int] = {
             e.data["digest"]: int(e.data["candidate"])
-            for e in reversed(archive.events(run, "machine_code"))}  # fmt: skip
+            for e in reversed(archive.events(run, "machine_code"))
+        }
         # candidates already found to be copies (a resumed run's too): each is logged once
         self.copied = {int(e.data["candidate"]) for e in archive.events(run, COPY)}
         self.pace = pace or Pace(evaluate.parallelism)
         self.slots = threading.BoundedSemaphore(self.pace.slots)  # shared by every generation
         self.clock = EvaluationClock(self.pace.slots)  # slot-seconds an evaluation takes
 
-    def on_slot(self, candidate: Candidate) -> Evaluation:
-        """One evaluation holding one of the run's slots (a policy's child or re-check), timed
-        for the pace."""
+    def on_slot(self, prepared: Prepared) -> Evaluation:
+        """One evaluation of a prepared candidate holding one of the run's slots (a policy's
+        child or re-check), timed for the pace."""
         with self.pace.on_slot(self.slots), self.clock.timing(1):
-            (evaluation,) = self.evaluate([candidate])
+            (evaluation,) = self.evaluate.run([prepared])
         return evaluation
+
+    def prepare(self, ids: Sequence[int]) -> dict[int, Prepared]:
+        """The evaluator's one trip through the CPU stages for each candidate (screen, build,
+        digest, a verdict reached there), by id, for `copies` and then the evaluator's `run`."""
+        ready = self.evaluate.prepare([self.sources[cid] for cid in ids]) if ids else []
+        return dict(zip(ids, ready, strict=True))
 
     def source(self, candidate_id: int) -> Candidate:
         """The candidate's code, read from the archive once."""
@@ -84,8 +94,11 @@ class Recorder:
         its fitness (0 when it failed): what the tunable sampler is told
         (evolution/offline/tuner.py). The caller passes a generation whose results are all in,
         so a resumed run's replay is told what the uninterrupted run was."""
-        return [(self.source(o.candidate_id), o.fitness if o.status == "ok" else 0.0)
-                for o in self.archive.outcomes(self.run) if o.generation < before]  # fmt: skip
+        return [
+            (self.source(o.candidate_id), o.fitness if o.status == "ok" else 0.0)
+            for o in self.archive.outcomes(self.run)
+            if o.generation < before
+        ]
 
     def remember(self, candidate_id: int, candidate: Candidate) -> None:
         """Keeps the code of a candidate the caller already read (a resumed run's queue)."""
@@ -95,11 +108,18 @@ class Recorder:
         """Stores an admitted child with its lineage; its id (an existing one for code the run
         already holds)."""
         cid = self.archive.add_candidate(
-            self.run, child.candidate, parents=child.parents, kind=child.kind,
-            inspirations=child.inspirations, agent=child.agent, model=child.model,
-            prompt_hash=child.prompt_hash, island=child.island, generation=generation,
+            self.run,
+            child.candidate,
+            parents=child.parents,
+            kind=child.kind,
+            inspirations=child.inspirations,
+            agent=child.agent,
+            model=child.model,
+            prompt_hash=child.prompt_hash,
+            island=child.island,
+            generation=generation,
             attempt=child.attempt,
-        )  # fmt: skip
+        )
         self.sources[cid] = child.candidate
         return cid
 
@@ -118,21 +138,20 @@ class Recorder:
                 done[cid] = self.record(cid, cached)
         return rest
 
-    def copies(self, ids: Sequence[int], *, ordered: bool,
-               digests: Sequence[str | None] | None = None) -> tuple[list[int], dict[int, int]]:
-        """Splits `ids` (to be evaluated, in order) into those the evaluator must run and the
-        machine-code copies of earlier ones: (ids to run, {copy: original}). ordered: every
-        original staged before is recorded before these ids complete (the offline loop, one
-        thread, generations completed in order); otherwise an original counts only once its
-        evaluation is recorded or when it is in `ids` itself. `digests`: the evaluator's for
-        `ids`, where the caller asked for them already (outside its lock: they build)."""
+    def copies(
+        self, prepared: dict[int, Prepared], *, ordered: bool
+    ) -> tuple[list[int], dict[int, int]]:
+        """Splits the candidates `prepared` (to be evaluated, in order) into those the evaluator
+        must run and the machine-code copies of earlier ones: (ids to run, {copy: original}).
+        ordered: every original staged before is recorded before these ids complete (the
+        offline loop, one thread, generations completed in order); otherwise an original counts
+        only once its evaluation is recorded or when it is among these ids itself."""
         run, copies = [], {}
-        if digests is None:
-            digests = self.evaluate.digests([self.sources[cid] for cid in ids]) if ids else []
-        for cid, digest in zip(ids, digests, strict=True):
+        for cid, digest in ((cid, p.digest) for cid, p in prepared.items()):
             original = self.twins.get(digest) if digest is not None else None
             usable = original is not None and (
-                ordered or original in run or self.archive.evaluation_of(original) is not None)
+                ordered or original in run or self.archive.evaluation_of(original) is not None
+            )
             if usable and original != cid:
                 copies[cid] = original  # type: ignore[assignment]
                 if cid not in self.copied:  # found now: the budget counts it from here on
@@ -141,8 +160,9 @@ class Recorder:
                 continue
             if digest is not None and original is None:
                 self.twins[digest] = cid
-                self.archive.log_event(self.run, "machine_code",
-                                       {"candidate": cid, "digest": digest})  # fmt: skip
+                self.archive.log_event(
+                    self.run, "machine_code", {"candidate": cid, "digest": digest}
+                )
             run.append(cid)
         return run, copies
 
@@ -151,8 +171,10 @@ class Recorder:
         found = self.archive.evaluation_of(original)
         if found is None:
             raise RuntimeError(f"candidate {original} has no evaluation to copy for {cid}")
-        note = (f"{COPY_FLAG}{original} (the same machine code on this target and the same "
-                "model.py): not run, its result reused")  # fmt: skip
+        note = (
+            f"{COPY_FLAG}{original} (the same machine code on this target and the same "
+            "model.py): not run, its result reused"
+        )
         return self.record(cid, found.model_copy(update={"flags": (*found.flags, note)}))
 
     def dispatch(self, ids: Sequence[int]) -> None:
@@ -163,8 +185,9 @@ class Recorder:
         for cid in ids:
             self.archive.mark_in_flight(cid)
 
-    def record(self, cid: int, evaluation: Evaluation, *, suffix: str = "",
-               scores: bool = True) -> Evaluation:
+    def record(
+        self, cid: int, evaluation: Evaluation, *, suffix: str = "", scores: bool = True
+    ) -> Evaluation:
         """Records the evaluation, measured against the run's baseline, under the evaluator's
         key (`suffix`: a variant of it, such as a re-check); the evaluation that scores the
         candidate (a stored one wins, rebased too). scores: False keeps the candidate's score
@@ -172,8 +195,11 @@ class Recorder:
         settings_key = self.evaluate.settings_key
         if suffix:
             settings_key = f"{settings_key}|{suffix}"
-        return self.rebase(self.archive.record_evaluation(
-            cid, self.rebase(evaluation), settings_key, self.evaluate.toolchain, scores=scores))
+        return self.rebase(
+            self.archive.record_evaluation(
+                cid, self.rebase(evaluation), settings_key, self.evaluate.toolchain, scores=scores
+            )
+        )
 
     def add_evaluated(self, count: int) -> None:
         """Counts evaluations the evaluator ran for this session (the progress line's rate)."""

@@ -97,8 +97,14 @@ def plan(state: PolicyState, settings: EvolutionSettings, rng: random.Random) ->
             parent = select_parent(island, rng, settings)
             inspirations = choose_inspirations(island, parent, rng, settings.inspirations)
             top = best(island)
-            proposals.append(Proposal(island=island.id, parent=parent, inspirations=inspirations,
-                                      island_best=top.fitness if top else 0.0))  # fmt: skip
+            proposals.append(
+                Proposal(
+                    island=island.id,
+                    parent=parent,
+                    inspirations=inspirations,
+                    island_best=top.fitness if top else 0.0,
+                )
+            )
     return Plan(islands=islands, proposals=tuple(proposals), moves=moves)
 
 

@@ -90,14 +90,14 @@ class Workshop:
             return done
         if not self._recorder.from_cache([cid], {}):
             return self.archive.evaluation_of(cid)  # type: ignore[return-value]
-        digests = self._recorder.evaluate.digests([candidate])  # builds: outside the lock
+        prepared = self._recorder.prepare([cid])  # builds: outside the lock
         with self._lock:  # a machine-code copy of an evaluated candidate: its result, no GPU
-            _, copies = self._recorder.copies([cid], ordered=False, digests=digests)
+            _, copies = self._recorder.copies(prepared, ordered=False)
         if copies:
             self._budget.copied(candidate.source_hash)  # and no unit of the budget
             return self._recorder.record_copy(cid, copies[cid])
         self._recorder.dispatch([cid])
-        evaluation = self._recorder.on_slot(candidate)
+        evaluation = self._recorder.on_slot(prepared[cid])
         with self._lock:
             self._recorder.add_evaluated(1)
             self.evaluations += 1
@@ -111,7 +111,8 @@ class Workshop:
         with self._lock:
             if not self._budget.recheck():
                 return None
-        evaluation = self._recorder.on_slot(self.source(candidate_id))
+        (prepared,) = self._recorder.evaluate.prepare([self.source(candidate_id)])
+        evaluation = self._recorder.on_slot(prepared)
         with self._lock:
             self._recorder.add_evaluated(1)
         if not evaluation.ok:

@@ -23,12 +23,21 @@ import torch
 
 _LAUNCHER = re.compile(
     r'extern\s+"C"\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?([A-Za-z_][\w:]*)\s+'
-    r"([A-Za-z_]\w*)\s*\(([^)]*)\)", re.S)
+    r"([A-Za-z_]\w*)\s*\(([^)]*)\)",
+    re.S,
+)
 _INT_TYPES = {
-    "int": ctypes.c_int, "int32_t": ctypes.c_int32, "unsigned": ctypes.c_uint,
-    "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
-    "long": ctypes.c_long, "size_t": ctypes.c_size_t, "bool": ctypes.c_bool,
-    "float": ctypes.c_float, "double": ctypes.c_double,
+    "int": ctypes.c_int,
+    "int32_t": ctypes.c_int32,
+    "unsigned": ctypes.c_uint,
+    "uint32_t": ctypes.c_uint32,
+    "int64_t": ctypes.c_int64,
+    "uint64_t": ctypes.c_uint64,
+    "long": ctypes.c_long,
+    "size_t": ctypes.c_size_t,
+    "bool": ctypes.c_bool,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
 }
 
 
@@ -39,8 +48,9 @@ def _c_type(decl: str) -> Any:
     words = decl.split()
     if len(words) < 2:
         raise TypeError(f"cannot read launcher parameter {decl.strip()!r}")
-    type_name = " ".join(words[:-1]).replace("unsigned int", "unsigned").replace(
-        "long long", "int64_t")
+    type_name = (
+        " ".join(words[:-1]).replace("unsigned int", "unsigned").replace("long long", "int64_t")
+    )
     if type_name not in _INT_TYPES:
         raise TypeError(f"unsupported launcher parameter type {type_name!r}")
     return _INT_TYPES[type_name]

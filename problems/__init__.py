@@ -102,7 +102,9 @@ def _library(tasks_dirs: Iterable[Path]) -> tuple[dict[str, TaskSpec], Broken]:
             if task.name in tasks:
                 raise UserError(
                     f"task name {task.name!r} from {task.reference} is already taken by "
-                    f"{tasks[task.name].reference}", "rename one of them")
+                    f"{tasks[task.name].reference}",
+                    "rename one of them",
+                )
             tasks[task.name] = task
     return tasks, broken
 

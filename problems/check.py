@@ -29,13 +29,18 @@ def run_reference(task: TaskSpec, case: Case, device: str = "cpu", seed: int = 0
 
     start = time.perf_counter()
     try:
-        outputs = run_case(task.reference, dict(case.init), dict(case.inputs), device, seed,
-                           dict(case.globals))
+        outputs = run_case(
+            task.reference, dict(case.init), dict(case.inputs), device, seed, dict(case.globals)
+        )
     except Exception as e:  # the reference is the user's code: report, never crash
         first = (str(e).strip().splitlines() or [""])[0]
-        return ReferenceRun(task=task.name, case=case.name, ok=False,
-                            error=f"{type(e).__name__}: {first}",
-                            seconds=time.perf_counter() - start)
+        return ReferenceRun(
+            task=task.name,
+            case=case.name,
+            ok=False,
+            error=f"{type(e).__name__}: {first}",
+            seconds=time.perf_counter() - start,
+        )
     seconds = time.perf_counter() - start
     shapes = [f"{list(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outputs]
     return ReferenceRun(task=task.name, case=case.name, ok=True, seconds=seconds, outputs=shapes)

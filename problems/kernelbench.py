@@ -28,8 +28,11 @@ from pathlib import Path
 from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import Case, TaskSpec, Tolerance
 
-REQUIRED = {"Model": ast.ClassDef, "get_inputs": ast.FunctionDef,
-            "get_init_inputs": ast.FunctionDef}  # fmt: skip
+REQUIRED = {
+    "Model": ast.ClassDef,
+    "get_inputs": ast.FunctionDef,
+    "get_init_inputs": ast.FunctionDef,
+}
 SMALL_INT = 16  # constants at or below this are structure, never scaled
 MAX_DIM = 256  # no scaled constant above this
 SIZE_BUDGET = 1 << 18  # the product of the scaled constants
@@ -47,15 +50,21 @@ def _int_value(node: ast.expr) -> int | None:
     """An integer literal or an arithmetic expression of them (`2048 * 2`), else None."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
-                                                            ast.FloorDiv, ast.Pow)):  # fmt: skip
+    if isinstance(node, ast.BinOp) and isinstance(
+        node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Pow)
+    ):
         a, b = _int_value(node.left), _int_value(node.right)
         if a is None or b is None or (isinstance(node.op, ast.Pow) and b > 64):
             return None
         if isinstance(node.op, ast.FloorDiv) and b == 0:
             return None
-        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
-               ast.FloorDiv: int.__floordiv__, ast.Pow: int.__pow__}  # fmt: skip
+        ops = {
+            ast.Add: int.__add__,
+            ast.Sub: int.__sub__,
+            ast.Mult: int.__mul__,
+            ast.FloorDiv: int.__floordiv__,
+            ast.Pow: int.__pow__,
+        }
         return ops[type(node.op)](a, b)
     return None
 
@@ -79,8 +88,11 @@ def size_constants(tree: ast.Module) -> dict[str, int | list[int] | tuple[int, .
         for target in node.targets:
             if isinstance(target, ast.Name) and (value := _ints(node.value)) is not None:
                 found[target.id] = value
-            elif (isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
-                  and len(target.elts) == len(node.value.elts)):  # fmt: skip
+            elif (
+                isinstance(target, ast.Tuple)
+                and isinstance(node.value, ast.Tuple)
+                and len(target.elts) == len(node.value.elts)
+            ):
                 for name, item in zip(target.elts, node.value.elts, strict=True):
                     if isinstance(name, ast.Name) and (number := _int_value(item)) is not None:
                         found[name.id] = number
@@ -98,8 +110,12 @@ def reduced_globals(constants: dict[str, int | list[int] | tuple[int, ...]]) -> 
     structural = {v for name, c in constants.items() if not _is_batch(name) for v in values(c)}
     # every occurrence counts (height = width = 128 is 128 * 128 elements); a batch equal to a
     # structural constant scales with it
-    large = [v for name, c in constants.items() for v in values(c)
-             if v > SMALL_INT and (not _is_batch(name) or v in structural)]  # fmt: skip
+    large = [
+        v
+        for name, c in constants.items()
+        for v in values(c)
+        if v > SMALL_INT and (not _is_batch(name) or v in structural)
+    ]
 
     def scaled(v: int, shift: int) -> int:
         return v if v <= SMALL_INT else max(1, v >> shift)
@@ -115,9 +131,13 @@ def reduced_globals(constants: dict[str, int | list[int] | tuple[int, ...]]) -> 
     # the deepest shift that keeps the smallest large value at MIN_DIM or more
     deepest = max(0, (min(large) // MIN_DIM).bit_length() - 1) if large else 0
     shift = 0
-    while shift < deepest and keeps_divisors(shift + 1) and (
-        math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET
-        or max(scaled(v, shift) for v in large) > MAX_DIM
+    while (
+        shift < deepest
+        and keeps_divisors(shift + 1)
+        and (
+            math.prod(scaled(v, shift) for v in large) > SIZE_BUDGET
+            or max(scaled(v, shift) for v in large) > MAX_DIM
+        )
     ):
         shift += 1
     reduced = {}
@@ -137,19 +157,33 @@ def load_kernelbench_file(path: Path) -> TaskSpec:
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as e:
-        raise UserError(f"{path}: not valid Python (line {e.lineno}: {e.msg})",
-                        "fix the file or move it out of the tasks folder") from None
+        raise UserError(
+            f"{path}: not valid Python (line {e.lineno}: {e.msg})",
+            "fix the file or move it out of the tasks folder",
+        ) from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise UserError(f"{path}: cannot be read ({type(e).__name__}: {e})",
-                        "fix the file or move it out of the tasks folder") from None
-    defined = {node.name: type(node) for node in tree.body
-               if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+        raise UserError(
+            f"{path}: cannot be read ({type(e).__name__}: {e})",
+            "fix the file or move it out of the tasks folder",
+        ) from None
+    defined = {
+        node.name: type(node)
+        for node in tree.body
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef))
+    }
     missing = [name for name, kind in REQUIRED.items() if defined.get(name) is not kind]
     if missing:
-        raise UserError(f"{path}: not a KernelBench task, missing {', '.join(missing)}",
-                        "define class Model, get_inputs() and get_init_inputs()")
-    doc = ast.get_docstring(tree) or ast.get_docstring(
-        next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")) or ""
+        raise UserError(
+            f"{path}: not a KernelBench task, missing {', '.join(missing)}",
+            "define class Model, get_inputs() and get_init_inputs()",
+        )
+    doc = (
+        ast.get_docstring(tree)
+        or ast.get_docstring(
+            next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")
+        )
+        or ""
+    )
     cases = [Case(name="default", small=False)]
     reduced = reduced_globals(size_constants(tree))
     if reduced:

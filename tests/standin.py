@@ -28,6 +28,7 @@ from hipevolve.core.taskspec import TaskSpec
 from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
 from hipevolve.verifier.evaluators import BaseEvaluator, duel_order
+from hipevolve.verifier.prepared import Prepared
 from hipevolve.verifier.ray import Stateless
 
 GDN_DECODE = BUILTIN_DIR / "gated_delta_net_decode"
@@ -126,12 +127,12 @@ class InertVec(StandIn):
     AMD-only tunables do on NVIDIA): its build-stage digests leave VEC out, so the run loop
     answers a candidate that differs from an evaluated one in VEC alone as a machine-code copy."""
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        out: list[str | None] = []
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        out = []
         for candidate in candidates:
             config = current_configuration(parse_tunables(candidate.hip_source or ""))
             config.pop("VEC", None)
-            out.append(canonical_json(config))
+            out.append(Prepared(candidate=candidate, digest=canonical_json(config)))
         return out
 
 
@@ -312,7 +313,11 @@ class StandInStages:
         return score(ticket.candidate)
 
     def describe(self) -> dict[str, str]:
-        return {"backend": "stand-in", "toolchain": StandIn.toolchain, "device": ""}  # no device: exact numbers
+        return {
+            "backend": "stand-in",
+            "toolchain": StandIn.toolchain,
+            "device": "",
+        }  # no device: exact numbers
 
 
 class JudgedOnCpu:

@@ -18,7 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import offline_suite as osu  # noqa: E402  (bench/ is a folder of scripts, not a package)
 import search_efficiency as se  # noqa: E402
 
-MEMBERS = ("settings_key", "toolchain", "device", "parallelism", "close", "__call__", "digests")
+MEMBERS = (
+    "settings_key",
+    "toolchain",
+    "device",
+    "parallelism",
+    "close",
+    "__call__",
+    "prepare",
+    "run",
+)
 
 
 def _provides(evaluator: Evaluator) -> None:
@@ -26,7 +35,7 @@ def _provides(evaluator: Evaluator) -> None:
     assert evaluator.device is None or isinstance(evaluator.device, str)
     assert isinstance(evaluator.parallelism, int) and evaluator.parallelism >= 1
     assert callable(evaluator.close) and callable(evaluator)
-    assert evaluator.digests([]) == []
+    assert evaluator.prepare([]) == [] and evaluator.run([]) == []
 
 
 def test_the_protocol_names_every_member_its_callers_use() -> None:

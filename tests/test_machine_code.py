@@ -25,7 +25,7 @@ from hipevolve.core.candidate import Candidate, load_candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.verifier.build.compile import Compiler, build
 from hipevolve.verifier.build.machine_code import library_digest
-from hipevolve.verifier.pipeline import _failed_build, machine_digest
+from hipevolve.verifier.pipeline import machine_digest, prepare
 
 SEED = source_of(PREFILL_SEED)
 VARIANTS = {
@@ -108,21 +108,46 @@ def test_model_py_is_part_of_the_digest_but_its_comments_are_not(tmp_path):
     settings = VerifierSettings(cache_dir=tmp_path)
     commented = seed.model_copy(update={"python_source": "# a note\n" + seed.python_source})
     other = seed.model_copy(update={"python_source": seed.python_source + "\nEXTRA = 1\n"})
-    digests = [machine_digest(c, settings, compiler) for c in (seed, commented, other)]
+    digests = []
+    for candidate in (seed, commented, other):
+        built = build(candidate.hip_source, compiler, settings.cache_dir, timeout_s=600)
+        digests.append(machine_digest(candidate, built, compiler))
     assert digests[0] is not None and digests[0] == digests[1] != digests[2]
 
 
-def test_a_candidate_that_does_not_build_has_no_digest_and_is_compiled_once(tmp_path):
+def test_prepare_builds_a_candidate_once_digest_and_verdict_in_one_trip(tmp_path, monkeypatch):
+    from hipevolve.problems import get_task
+    from hipevolve.verifier import pipeline
+    from hipevolve.verifier.build import backends
+
     compiler = _nvcc()
     if compiler is None:
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
-    broken = Candidate(format="native", name="broken", python_source=MODEL,
-                       hip_source=KERNEL.replace("2.0f * x", "2.0f * undeclared"))  # fmt: skip
-    assert machine_digest(broken, VerifierSettings(cache_dir=tmp_path), compiler) is None
-    # prepare (the evaluation that follows) takes the failure instead of compiling again
-    failed = _failed_build(broken.hip_source, compiler)
-    assert failed is not None and not failed.ok and "error" in failed.log
-    assert _failed_build(broken.hip_source, compiler) is None  # handed over once
+    compiles = []
+    monkeypatch.setattr(backends, "compiler_for", lambda backend: compiler)
+    monkeypatch.setattr(pipeline, "build", lambda *a, **k: compiles.append(a[0]) or build(*a, **k))
+    task, settings = get_task("softmax"), VerifierSettings(cache_dir=tmp_path)
+    good = Candidate(format="native", name="good", python_source=MODEL, hip_source=KERNEL)
+    broken = good.model_copy(update={"hip_source": KERNEL.replace("2.0f * x", "2.0f * undeclared")})
+    ready, failed = (prepare(c, task, settings, "cuda") for c in (good, broken))
+    assert ready.done is None and ready.library is not None and ready.digest is not None
+    # a failed build: its verdict is reached here, with no digest, and nothing is left to run
+    assert failed.digest is None and failed.done is not None
+    assert failed.done.status.value == "compile_error" and "error" in failed.done.compile_log
+    assert compiles == [good.hip_source, broken.hip_source]  # each source compiled once
+
+
+def test_a_prepared_candidate_is_not_prepared_again_when_it_is_evaluated(tmp_path, monkeypatch):
+    from hipevolve.core.evaluation import Evaluation, Status
+    from hipevolve.problems import get_task
+    from hipevolve.verifier import pipeline
+
+    task = get_task("softmax")
+    verdict = Evaluation(status=Status.rejected, task=task.name, message="refused")
+    ready = pipeline.Prepared(candidate=load_candidate(PREFILL_SEED), done=verdict)
+    monkeypatch.setattr(pipeline, "prepare", lambda *a: pytest.fail("prepared a second time"))
+    settings = VerifierSettings(cache_dir=tmp_path)
+    assert pipeline.evaluate_many([ready], task, settings, "static") == [verdict]
 
 
 @pytest.mark.rocm_build

@@ -3,7 +3,7 @@ the Recorder) asks the evaluator for each candidate's build-stage digest and ans
 whose machine code and model.py match an evaluated one's from that evaluation.
 
 The evaluator is the run-loop tests' stand-in for the GPU worker (it scores by the tunables and
-logs what it was sent), except that its digests are real: pipeline.machine_digest builds each
+logs what it was sent), except that its digests are real: pipeline.machine_digest digests each
 candidate with nvcc for sm_90, as the cuda backend does, and reads the library's device and host
 code. The seed declares BLOCK (read on every platform) and AMD_WAVES (read only under
 __HIP_PLATFORM_AMD__): four configurations, two machine codes on sm_90.
@@ -28,8 +28,9 @@ from hipevolve.evolution.offline.tunables import current_configuration, parse_tu
 from hipevolve.evolution.recorder import copy_of
 from hipevolve.evolution.run import run_evolution
 from hipevolve.problems import BUILTIN_DIR, load_task_folder
-from hipevolve.verifier.build.compile import Compiler
+from hipevolve.verifier.build.compile import Compiler, build
 from hipevolve.verifier.pipeline import machine_digest
+from hipevolve.verifier.prepared import Prepared
 
 KERNEL = """\
 #include <hip/hip_runtime.h>
@@ -74,15 +75,20 @@ class BuildingStandIn(StandIn):
         super().__init__(log)
         self.compiler, self.settings = _nvcc(), VerifierSettings(cache_dir=cache)
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        return [machine_digest(c, self.settings, self.compiler) for c in candidates]
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        return [Prepared(candidate=c, digest=self._digest(c)) for c in candidates]
+
+    def _digest(self, candidate: Candidate) -> str | None:
+        built = build(candidate.hip_source, self.compiler, self.settings.cache_dir, timeout_s=600)
+        return machine_digest(candidate, built, self.compiler)
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
         results = []
         for candidate in candidates:
             config = current_configuration(parse_tunables(candidate.hip_source or ""))
             speedup = (1.5 if config["BLOCK"] == "256" else 1.0) * (
-                1.2 if config["AMD_WAVES"] == "2" else 1.0)
+                1.2 if config["AMD_WAVES"] == "2" else 1.0
+            )
             case = CaseResult(case="a", correct=True, time_us=100.0 / speedup, ref_time_us=100.0)
             results.append(Evaluation(status=Status.ok, task="stand-in", cases=(case,)))
             with self.log.open("a") as f:
@@ -117,7 +123,11 @@ def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator
                for cid, r in records.items()}  # fmt: skip
     # every configuration was proposed; only one per machine code was sent to the evaluator
     assert sorted((c["BLOCK"], c["AMD_WAVES"]) for c in configs.values()) == [
-        ("128", "1"), ("128", "2"), ("256", "1"), ("256", "2")]
+        ("128", "1"),
+        ("128", "2"),
+        ("256", "1"),
+        ("256", "2"),
+    ]
     sent = logged(log)
     assert len(sent) == 2 and len(set(sent)) == 2
     copies = {cid: copy_of(e) for cid, e in evaluations.items() if copy_of(e) is not None}
@@ -152,7 +162,7 @@ def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_ev
         first, original = workshop.evaluate(Child(candidate=seed, island=0))
         second, copied = workshop.evaluate(Child(candidate=inert, island=0, parents=(first,)))
         # a fresh Recorder (a resumed run) knows the digests from the archive's events
-        assert Recorder(archive, run, evaluator).twins == {evaluator.digests([seed])[0]: first}
+        assert Recorder(archive, run, evaluator).twins == {evaluator._digest(seed): first}
     assert second != first and copy_of(copied) == first and copy_of(original) is None
     assert copied.fitness == original.fitness
     assert logged(log) == [seed.source_hash]
@@ -169,7 +179,8 @@ def test_on_the_gpu_the_pipeline_sends_one_candidate_per_machine_code_to_the_jud
     (folder / "seeds" / "scale" / "kernel.hip").write_text(KERNEL)
     task = load_task_folder(folder, "user")
     evaluator = pipeline_evaluator(
-        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto")
+        task, VerifierSettings(cache_dir=tmp_path / "cache", trials=10), "auto"
+    )
     with Archive.open(tmp_path / "gpu.db") as archive:
         summary = run_evolution(task, archive, EvolutionSettings(islands=2, lag=1), evaluator,
                                 first=first_candidates(task), budget=10, seed=0)  # fmt: skip

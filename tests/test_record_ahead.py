@@ -122,6 +122,22 @@ def test_a_forward_that_computes_with_torch_is_hacked_when_recorded_ahead(
     assert "softmax" in caught.value.message
 
 
+def test_a_launcher_rebound_while_model_py_is_imported_is_hacked_not_a_runtime_error(
+    tmp_path, zygote, library
+):
+    model = tmp_path / "model.py"
+    model.write_text(
+        (SOFTMAX / "model.py").read_text()
+        + "\nfrom hipevolve.runtime import kernels\nkernels.softmax_f32 = print\n"
+    )
+    rec = Recorder(str(tmp_path / "record"), zygote)
+    rec.send(_job(library, model))
+    with pytest.raises(SandboxError) as caught:
+        rec.plan(limit_s=30.0)
+    assert caught.value.status == "hacked", caught.value.message
+    assert caught.value.message.startswith("launch plan refused: model.py rebinds kernels.")
+
+
 def test_a_recorder_stopped_unused_leaves_no_process(tmp_path, zygote):
     rec = Recorder(str(tmp_path / "record"), zygote)  # a cached plan: never given its job
     pid = rec.line.proc.pid

@@ -52,7 +52,7 @@ def cache_key(task: TaskSpec, settings: VerifierSettings, device: str, toolchain
         "reference": _file_digest(task.reference),
         "cases": [
             [c.name, dict(c.init), dict(c.inputs), c.timed] for c in task.cases if not c.globals
-        ],  # fmt: skip
+        ],
         "tolerance": task.tolerance.model_dump(mode="json"),
         "timing": task.timing,
         "baselines": [[b.name, b.kind, _file_digest(b.module)] for b in task.baselines],

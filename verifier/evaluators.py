@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hipevolve.core import cpu_share
 from hipevolve.core.base import canonical_json
@@ -15,6 +15,9 @@ from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.verifier.build.backends import device_name
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.prepared import Prepared
 
 
 class Evaluator(Protocol):
@@ -39,14 +42,23 @@ class Evaluator(Protocol):
 
     def close(self) -> None: ...
 
-    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
+    def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        """The candidates prepared and run: run(prepare(candidates))."""
+        ...
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        """The build stage's word on what each candidate would run, in order: a digest of its
-        device code as built for the target (ids and paths normalised: verifier/build/
-        machine_code.py) and of its model.py, equal for two candidates that would run the same
-        machine code the same way; None where there is none (it fails the screen or the build,
-        a KernelBench file, a stand-in): the run loop then evaluates it."""
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        """Each candidate's one trip through the CPU stages, in order (verifier/pipeline.py
+        prepare: screen, build, digest, and any verdict reached there), handed to `run` after.
+        Its `digest` is the build stage's word on what it would run: a digest of its device
+        code as built for the target (ids and paths normalised: verifier/build/machine_code.py)
+        and of its model.py, equal for two candidates that would run the same machine code the
+        same way; None where there is none (it fails the screen or the build, a KernelBench
+        file, a stand-in): the run loop then evaluates it."""
+        ...
+
+    def run(self, prepared: list[Prepared]) -> list[Evaluation]:
+        """The evaluations of candidates `prepare` made ready, in order: what needs the GPU
+        runs; a verdict prepare reached is returned as it is."""
         ...
 
     def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
@@ -91,9 +103,15 @@ class BaseEvaluator(ABC):
     @abstractmethod
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]: ...
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
         """Nothing is built: no digests, every candidate is evaluated."""
-        return [None] * len(candidates)
+        from hipevolve.verifier.prepared import Prepared
+
+        return [Prepared(candidate=c) for c in candidates]
+
+    def run(self, prepared: list[Prepared]) -> list[Evaluation]:
+        """Their candidates scored by __call__."""
+        return self([p.candidate for p in prepared])
 
     def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
         """No reference is timed: speedups are the evaluations' own."""
@@ -135,8 +153,9 @@ class PipelineEvaluator:
         """The run's bounds from `baseline` (RunBaseline.bounds at the settings' margins), and
         the reference timed inside every `check_every`-th evaluation only."""
         roofline = frozenset(c.name for c in self.task.cases if c.roofline)
-        fastest = baseline.bounds(self.settings.suspect_margin, self.settings.suspect_speedup,
-                                  roofline)  # fmt: skip
+        fastest = baseline.bounds(
+            self.settings.suspect_margin, self.settings.suspect_speedup, roofline
+        )
         with self._starting:
             hidden = self._bounds.hidden_seed
             self._bounds = RunBounds(fastest=fastest, time_reference=False, hidden_seed=hidden)
@@ -147,8 +166,11 @@ class PipelineEvaluator:
         with self._starting:
             self._started_jobs += 1
             due = self._check_every > 0 and self._started_jobs % self._check_every == 0
-            return self._bounds if not due else self._bounds.model_copy(
-                update={"time_reference": True})  # fmt: skip
+            return (
+                self._bounds
+                if not due
+                else self._bounds.model_copy(update={"time_reference": True})
+            )
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -163,25 +185,32 @@ class PipelineEvaluator:
         return max(1, len(self.gpus))
 
     def __call__(self, candidates: list[Candidate]) -> list[Evaluation]:
+        """Each candidate prepared on the CPU stages' threads and run in a slot as soon as it
+        is ready, while the others compile."""
+        return self._evaluate_many(list(candidates))
+
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        """pipeline.prepare on the CPU stages' threads: each candidate screened, built (its
+        digest on the cuda and rocm backends) and analysed once; `run` takes it from there."""
+        from hipevolve.verifier.pipeline import cpu_pool, prepare
+
+        pool = cpu_pool(self.settings.compile_jobs or None)
+        return list(
+            pool.map(lambda c: prepare(c, self.task, self.settings, self.backend), candidates)
+        )
+
+    def run(self, prepared: list[Prepared]) -> list[Evaluation]:
+        """The GPU stage of each, in a slot; the verdicts prepare reached, as they are."""
+        return self._evaluate_many(list(prepared))
+
+    def _evaluate_many(self, items: list) -> list[Evaluation]:
         from hipevolve.verifier.pipeline import evaluate_many
 
         self._started()
         # Slots queue the jobs of concurrent calls in the order they come, one at a time a slot.
-        return evaluate_many(list(candidates), self.task, self.settings, self.backend,
-                             slots=self._slots, bounds=self.bounds)  # fmt: skip
-
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        """Built on the CPU stages' threads (the compile cache keeps each library for the
-        evaluation that may follow): pipeline.machine_digest; None for each on the static
-        backend, which runs nothing."""
-        from hipevolve.verifier.build.backends import compiler_for
-        from hipevolve.verifier.pipeline import cpu_pool, machine_digest
-
-        if self.backend not in ("cuda", "rocm"):
-            return [None] * len(candidates)
-        compiler = compiler_for(self.backend)
-        pool = cpu_pool(self.settings.compile_jobs or None)
-        return list(pool.map(lambda c: machine_digest(c, self.settings, compiler), candidates))
+        return evaluate_many(
+            items, self.task, self.settings, self.backend, slots=self._slots, bounds=self.bounds
+        )
 
     def _started(self):
         from hipevolve.verifier.slots import Slots
@@ -222,8 +251,7 @@ class PipelineEvaluator:
     def _cache_key(self) -> str:
         from hipevolve.verifier import baseline_cache
 
-        return baseline_cache.cache_key(self.task, self.settings, self.device or "",
-                                        self.toolchain)  # fmt: skip
+        return baseline_cache.cache_key(self.task, self.settings, self.device or "", self.toolchain)
 
     def _time(self, trials: int, target: float, *, strong: bool) -> RunBaseline | str | None:
         from hipevolve.verifier.pipeline import time_baseline
@@ -231,10 +259,19 @@ class PipelineEvaluator:
         slots = self._started()
         if slots is None:
             return None
-        return slots.submit(lambda slot: time_baseline(
-            self.task, self.settings, self.backend, slot.judges, trials=trials,
-            device=self.device or "", toolchain=self.toolchain, strong=strong,
-            target=target)).result()  # fmt: skip
+        return slots.submit(
+            lambda slot: time_baseline(
+                self.task,
+                self.settings,
+                self.backend,
+                slot.judges,
+                trials=trials,
+                device=self.device or "",
+                toolchain=self.toolchain,
+                strong=strong,
+                target=target,
+            )
+        ).result()
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one slot (one GPU), one after the other."""
@@ -244,14 +281,22 @@ class PipelineEvaluator:
         order = duel_order(a, b, rounds)
         if slots is None:
             return self(order)
-        ready = {c.source_hash: prepare(c, self.task, self.settings, self.backend)
-                 for c in (a, b)}  # fmt: skip
+        ready = {c.source_hash: prepare(c, self.task, self.settings, self.backend) for c in (a, b)}
 
         def duel(slot) -> list[Evaluation]:
             bounds = self._bounds  # no noise checks inside a head-to-head
-            return [ready[c.source_hash].done or run_prepared(
-                ready[c.source_hash], self.task, self.settings, self.backend, slot.judges,
-                bounds=bounds) for c in order]  # fmt: skip
+            return [
+                ready[c.source_hash].done
+                or run_prepared(
+                    ready[c.source_hash],
+                    self.task,
+                    self.settings,
+                    self.backend,
+                    slot.judges,
+                    bounds=bounds,
+                )
+                for c in order
+            ]
 
         return slots.submit(duel).result()
 

@@ -80,8 +80,11 @@ LOG_TAIL = 600
 
 def timeouts_of(settings: VerifierSettings) -> Timeouts:
     """The judge's stage timeouts: the verifier settings are their one source."""
-    return Timeouts(load=settings.load_timeout_s, check=settings.check_timeout_s,
-                    timing=settings.timing_timeout_s)  # fmt: skip
+    return Timeouts(
+        load=settings.load_timeout_s,
+        check=settings.check_timeout_s,
+        timing=settings.timing_timeout_s,
+    )
 
 
 def case_job(case: Case, fastest: tuple[float, str] | None = None) -> CaseJob:
@@ -90,9 +93,14 @@ def case_job(case: Case, fastest: tuple[float, str] | None = None) -> CaseJob:
     roof = case.roofline.model_dump() if case.roofline else None
     us, why = fastest if fastest else (None, "")
     return CaseJob(
-        name=case.name, init=dict(case.init), inputs=dict(case.inputs), timed=case.timed,
-        roofline=roof, fastest_us=us, fastest_why=why,
-    )  # fmt: skip
+        name=case.name,
+        init=dict(case.init),
+        inputs=dict(case.inputs),
+        timed=case.timed,
+        roofline=roof,
+        fastest_us=us,
+        fastest_why=why,
+    )
 
 
 def job_for_task(
@@ -158,8 +166,9 @@ class WorkerCase(BaseModel):
         if not self.ref_trials:
             return None
         median, ci = median_interval(self.ref_trials)
-        return CaseBaseline(case=self.case, time_us=median, ci=round(ci, 6),
-                            trials=len(self.ref_trials))  # fmt: skip
+        return CaseBaseline(
+            case=self.case, time_us=median, ci=round(ci, 6), trials=len(self.ref_trials)
+        )
 
 
 class BaselineAnswer(BaseModel):
@@ -179,8 +188,9 @@ class BaselineAnswer(BaseModel):
         for case, trials in self.trials.items():
             if trials:
                 median, ci = median_interval(trials)
-                out[case] = CaseBaseline(case=case, time_us=median, ci=round(ci, 6),
-                                         trials=len(trials))  # fmt: skip
+                out[case] = CaseBaseline(
+                    case=case, time_us=median, ci=round(ci, 6), trials=len(trials)
+                )
         return out
 
 
@@ -207,8 +217,9 @@ class WorkerResult(BaseModel):
     killed_pids: list[int] = Field(default_factory=list, description="killed at the deadline")
     reusable: bool = Field(default=False, description="the judge waits for another job")
     baselines: dict[str, BaselineAnswer] = Field(
-        default_factory=dict, description="a reference-only or side-by-side job's strong "
-        "baselines, by name")  # fmt: skip
+        default_factory=dict,
+        description="a reference-only or side-by-side job's strong baselines, by name",
+    )
 
     def case_results(self) -> tuple[CaseResult, ...]:
         return tuple(c.to_case_result() for c in self.cases)
@@ -373,8 +384,9 @@ def wait_retired(timeout: float = 30.0) -> None:
         thread.join(timeout=max(0.0, end - time.monotonic()))
 
 
-def run_worker(job: WorkerJob, standby: Standby | None = None, *,
-               pool: StandbyPool | None = None) -> WorkerResult:  # fmt: skip
+def run_worker(
+    job: WorkerJob, standby: Standby | None = None, *, pool: StandbyPool | None = None
+) -> WorkerResult:
     """Scores one candidate in the given standby judge, or a fresh one.
 
     pool: where the judge goes back when its answer says it can serve another job (a fresh

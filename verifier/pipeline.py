@@ -20,10 +20,10 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from hipevolve.core import cpu_share
 from hipevolve.core.baseline import RunBaseline, RunBounds
@@ -42,6 +42,8 @@ from hipevolve.verifier.build.compile import (
     trim_log,
 )
 from hipevolve.verifier.build.rocm_limits import gate as amd_gate
+from hipevolve.verifier.gpu.refusal import refused
+from hipevolve.verifier.prepared import Prepared
 from hipevolve.verifier.screen.screening import screen
 
 
@@ -70,8 +72,12 @@ def hidden_seed() -> int:
     return random.SystemRandom().randrange(1 << 20, 1 << 31)
 
 
-def static_analysis(source: str, settings: VerifierSettings, cached_only: bool = False,
-                    compiler: Compiler | None = None) -> StaticResult | None:  # fmt: skip
+def static_analysis(
+    source: str,
+    settings: VerifierSettings,
+    cached_only: bool = False,
+    compiler: Compiler | None = None,
+) -> StaticResult | None:
     """Static facts, cached by source, target and toolchain: gfx facts for every configured
     target where the AMD toolchain compiles one, else, for the cuda backend's `compiler`, the
     facts of its CUDA build (verifier/build/cuda_static.py; their target is the sm_XX), so
@@ -102,8 +108,9 @@ def _store_facts(path: Path, facts: list[StaticFacts]) -> None:
     os.replace(tmp, path)
 
 
-def _amd_analysis(source: str, settings: VerifierSettings, cached_only: bool,
-                  tc) -> StaticResult | None:  # noqa: ANN001  # fmt: skip
+def _amd_analysis(
+    source: str, settings: VerifierSettings, cached_only: bool, tc
+) -> StaticResult | None:  # noqa: ANN001
     from hipevolve.verifier.build.amd_static import AmdCompileError, analyze
 
     facts: list[StaticFacts] = []
@@ -136,8 +143,9 @@ def _amd_analysis(source: str, settings: VerifierSettings, cached_only: bool,
     return StaticResult(facts=tuple(facts))
 
 
-def _cuda_analysis(source: str, settings: VerifierSettings, cached_only: bool,
-                   compiler: Compiler) -> StaticResult | None:  # fmt: skip
+def _cuda_analysis(
+    source: str, settings: VerifierSettings, cached_only: bool, compiler: Compiler
+) -> StaticResult | None:
     """The CUDA build's facts. A failed facts compile is a note, never a verdict: the library's
     own build says whether the candidate compiles."""
     from hipevolve.verifier.build.cuda_static import CudaAnalysisError, analyze, facts_command
@@ -175,23 +183,6 @@ def _peak(backend: str):
     return PeakRates(bytes_per_s=gpu.hbm_bytes_per_s, flops_per_s=gpu.bf16_flops_per_s)
 
 
-class Prepared(BaseModel):
-    """A candidate after the CPU stages: finished there (`done`), or ready for a GPU worker."""
-
-    model_config = ConfigDict(frozen=True)
-
-    candidate: Candidate
-    done: Evaluation | None = None
-    library: Path | None = Field(default=None, description="the compiled .so (native, GPU)")
-    extensions: Path | None = Field(
-        default=None,
-        description="the folder of a KernelBench file's prebuilt load_inline "
-        "extensions, <name>.so each (verifier/build/kernelbench.py)",
-    )
-    static: tuple[StaticFacts, ...] = ()
-    flags: tuple[str, ...] = ()
-
-
 _TURN = threading.Lock()  # prepare's pure-Python part, one candidate at a time
 _CPU_POOLS: dict[tuple[int | None, cpu_share.CpuShare], ThreadPoolExecutor] = {}
 _CPU_POOLS_LOCK = threading.Lock()
@@ -209,15 +200,20 @@ def cpu_pool(workers: int | None, share: cpu_share.CpuShare | None = None) -> Th
     with _CPU_POOLS_LOCK:
         if (workers, share) not in _CPU_POOLS:
             _CPU_POOLS[workers, share] = ThreadPoolExecutor(
-                workers, thread_name_prefix="prepare", initializer=cpu_share.lower_this_thread,
-                initargs=(share,))  # fmt: skip
+                workers,
+                thread_name_prefix="prepare",
+                initializer=cpu_share.lower_this_thread,
+                initargs=(share,),
+            )
         return _CPU_POOLS[workers, share]
 
 
 def prepare(
     candidate: Candidate, task: TaskSpec, settings: VerifierSettings, backend: str
 ) -> Prepared:
-    """The CPU stages for one candidate: static screen, compile (cached), AMD analysis.
+    """The CPU stages for one candidate, its one trip through them: static screen, compile
+    (cached), its machine-code digest, AMD analysis, and any verdict they reach (`done`); what
+    is left needs a GPU (run_prepared).
 
     The pure-Python part (the screen and the cache lookups) runs in one turn, one candidate at
     a time: several at once only interleave under the GIL and all finish late, holding back a
@@ -242,12 +238,20 @@ def prepare(
                 candidate.hip_source, settings, cached_only=True, compiler=compiler
             )
     flags = (*checked.flags, *dropped)
-    finished = lambda status, message, **more: Prepared(  # noqa: E731
-        candidate=candidate, flags=flags,
-        done=Evaluation(status=status, task=task.name, backend=backend, message=message,
-                        flags=more.pop("flags", flags), **more))  # fmt: skip
+
+    def finished(status: str, message: str, digest: str | None = None, **more) -> Prepared:
+        done = Evaluation(
+            status=status,
+            task=task.name,
+            backend=backend,
+            message=message,
+            flags=more.pop("flags", flags),
+            **more,
+        )
+        return Prepared(candidate=candidate, flags=flags, done=done, digest=digest)
+
     if not checked.passed:
-        return finished(Status.rejected, checked.message)
+        return finished(*refused("screen", checked.message))
     if candidate.format != "native":
         if backend == "static":  # the device code of its load_inline sources, where there is
             return _kernelbench_static(candidate, settings, finished)
@@ -261,9 +265,7 @@ def prepare(
         )
         if ext.hacked:
             return finished(
-                Status.hacked,
-                f"extension refused: {ext.hacked}",
-                flags=(*flags, kernelbench.LESS_ISOLATED),
+                *refused("extension_check", ext.hacked), flags=(*flags, kernelbench.LESS_ISOLATED)
             )
         if not ext.ok:
             return finished(
@@ -277,25 +279,35 @@ def prepare(
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     if compiler is not None and built is None:
-        built = _failed_build(candidate.hip_source, compiler) or build(
-            candidate.hip_source, compiler, settings.cache_dir,
+        built = build(
+            candidate.hip_source,
+            compiler,
+            settings.cache_dir,
             timeout_s=settings.compile_timeout_s,
-            max_object_bytes=settings.max_object_bytes)  # fmt: skip
+            max_object_bytes=settings.max_object_bytes,
+        )
+    digest = machine_digest(candidate, built, compiler) if compiler and built else None
     if static is None:  # the CUDA facts only of a source that builds: no second failed compile
-        static = static_analysis(candidate.hip_source, settings, compiler=compiler
-                                 if built is None or built.ok else None)  # fmt: skip
+        static = static_analysis(
+            candidate.hip_source, settings, compiler=compiler if built is None or built.ok else None
+        )
     if built is not None and built.hacked:
-        return finished(Status.hacked, f"library refused: {built.hacked}", static=static.facts)
+        return finished(*refused("library_check", built.hacked), static=static.facts)
     if built is not None and not built.ok:
         return finished(
             Status.compile_error, "does not compile", compile_log=built.log, static=static.facts
         )
     if static.error:
-        return finished(Status.compile_error, "does not compile for AMD", compile_log=static.error)
+        return finished(
+            Status.compile_error,
+            "does not compile for AMD",
+            digest,
+            compile_log=static.error,
+        )
     limits = amd_gate(candidate.hip_source, static.facts)
     if not limits.passed:
-        return finished(Status.rejected, "over the AMD target's limits: "
-                        + "; ".join(limits.reasons), static=static.facts)  # fmt: skip
+        why = "; ".join(limits.reasons)
+        return finished(*refused("amd_limits", why), digest, static=static.facts)
     flags = (*flags, *limits.notes)
     if backend == "static":
         return finished(
@@ -309,46 +321,20 @@ def prepare(
         library=built.library if built else None,
         static=static.facts,
         flags=flags,
+        digest=digest,
     )
 
 
-_FAILED: dict[
-    str, BuildResult
-] = {}  # failed builds machine_digest saw, by cache key (oldest first)
-_FAILED_LOCK = threading.Lock()
-
-
-def _failed_build(source: str, compiler: Compiler) -> BuildResult | None:
-    """The failure machine_digest met building this source, once: a candidate that does not
-    compile is compiled one time, not once for its digest and again for its evaluation."""
-    with _FAILED_LOCK:
-        return _FAILED.pop(cache_key(source, compiler.argv, compiler.toolchain), None)
-
-
-def machine_digest(
-    candidate: Candidate, settings: VerifierSettings, compiler: Compiler
-) -> str | None:
-    """The build stage's digest of what a native candidate runs when `compiler` (the cuda or
-    rocm backend's) builds it: its library's device and host code, normalised
+def machine_digest(candidate: Candidate, built: BuildResult, compiler: Compiler) -> str | None:
+    """The digest of what a native candidate runs when `compiler` (the cuda or rocm backend's)
+    built it as `built`: its library's device and host code, normalised
     (verifier/build/machine_code.py), and its model.py, normalised (comments, docstrings and
-    spacing gone). None where there is none: another format, a screen refusal, a failed
-    build, code this module cannot read. The library stays in the compile cache, so the
-    candidate's prepare, if it is evaluated, finds it built."""
+    spacing gone). None where there is none: another format, a failed build, code
+    machine_code.py cannot read. prepare computes it, once, from the build it evaluates."""
     from hipevolve.core.candidate import normalize_python
     from hipevolve.verifier.build.machine_code import library_digest
 
-    if candidate.format != "native" or candidate.hip_source is None:
-        return None
-    if not screen(candidate).passed:
-        return None
-    built = build(candidate.hip_source, compiler, settings.cache_dir,
-                  timeout_s=settings.compile_timeout_s,
-                  max_object_bytes=settings.max_object_bytes)  # fmt: skip
-    if not built.ok or built.library is None:
-        with _FAILED_LOCK:  # the cache keeps no failure: prepare reports this one, not again
-            _FAILED[built.key] = built
-            while len(_FAILED) > 256:
-                _FAILED.pop(next(iter(_FAILED)))
+    if candidate.format != "native" or not built.ok or built.library is None:
         return None
     device = library_digest(built.library, compiler.name)
     if device is None:
@@ -414,9 +400,12 @@ def run_prepared(
     try:
         written = write_candidate(prepared.candidate, workdir / "candidate")
         if prepared.candidate.format == "native":
-            job_candidate = CandidateJob(format="native", model=written / "model.py",
-                                         library=prepared.library,
-                                         source=written / "kernel.hip")  # fmt: skip
+            job_candidate = CandidateJob(
+                format="native",
+                model=written / "model.py",
+                library=prepared.library,
+                source=written / "kernel.hip",
+            )
         else:
             job_candidate = CandidateJob(
                 format="kernelbench", model=written, library=prepared.extensions
@@ -482,16 +471,23 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
     others = baseline_jobs(task)
     t = job.timeouts  # each baseline may import, compile (FLA's Triton kernels) and time
     again = replace(
-        job, seeds=check_seeds(task, settings), cases=tuple(
-            replace(c, fastest_us=None, fastest_why="") for c in job.cases),
-        timing_seed=hidden_seed(), time_reference=False,
-        side_by_side=bool(others), baselines=others,
-        deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing))  # fmt: skip
+        job,
+        seeds=check_seeds(task, settings),
+        cases=tuple(replace(c, fastest_us=None, fastest_why="") for c in job.cases),
+        timing_seed=hidden_seed(),
+        time_reference=False,
+        side_by_side=bool(others),
+        baselines=others,
+        deadline_s=job.deadline() + len(others) * (t.load + t.check + t.timing),
+    )
     worker = run_worker(again, judges.take(), pool=judges)
     side = _side_by_side(worker)
     if worker.status is Status.ok:
-        return worker, f"{RECHECKED} {first.message[:200]}; correct on a fresh hidden seed and " \
-                       f"fresh inputs{side}"  # fmt: skip
+        return (
+            worker,
+            f"{RECHECKED} {first.message[:200]}; correct on a fresh hidden seed and "
+            f"fresh inputs{side}",
+        )
     return worker, f"re-check of a suspect ({first.message[:200]}): {worker.status.value}{side}"
 
 
@@ -532,9 +528,16 @@ def time_baseline(
 
     cases = tuple(c for c in task.cases if not c.globals)
     others = baseline_jobs(task) if strong else ()
-    job = job_for_task(task, None, settings, device=_device(backend), cases=cases,
-                       seeds=check_seeds(task, settings)[:1], reference_only=True,
-                       baselines=others)  # fmt: skip
+    job = job_for_task(
+        task,
+        None,
+        settings,
+        device=_device(backend),
+        cases=cases,
+        seeds=check_seeds(task, settings)[:1],
+        reference_only=True,
+        baselines=others,
+    )
     t = job.timeouts  # each baseline may import, compile (torch.compile, TileLang) and time
     job = replace(
         job,
@@ -561,9 +564,17 @@ def time_baseline(
             if answer.flags:
                 notes[b.name] = "; ".join(answer.flags)[:300]
     pending = () if strong else tuple(b.name for b in task.baselines)
-    return RunBaseline(task=task.name, device=device, toolchain=toolchain, clocks=gpu_clocks(),
-                       cases=timed, others=strong_times, unavailable=unavailable,
-                       notes=notes, pending=pending)  # fmt: skip
+    return RunBaseline(
+        task=task.name,
+        device=device,
+        toolchain=toolchain,
+        clocks=gpu_clocks(),
+        cases=timed,
+        others=strong_times,
+        unavailable=unavailable,
+        notes=notes,
+        pending=pending,
+    )
 
 
 def gpu_clocks() -> str:
@@ -571,9 +582,14 @@ def gpu_clocks() -> str:
     answers: recorded with a baseline so a user can tell a throttled machine from a slow kernel."""
     import subprocess
 
-    queries = (["nvidia-smi", "--query-gpu=index,clocks.sm,clocks.max.sm,clocks.mem,"
-                "temperature.gpu,power.draw", "--format=csv,noheader"],
-               ["rocm-smi", "--showclocks", "--csv"])  # fmt: skip
+    queries = (
+        [
+            "nvidia-smi",
+            "--query-gpu=index,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw",
+            "--format=csv,noheader",
+        ],
+        ["rocm-smi", "--showclocks", "--csv"],
+    )
     for argv in queries:
         if shutil.which(argv[0]) is None:
             continue
@@ -587,7 +603,7 @@ def gpu_clocks() -> str:
 
 
 def evaluate_many(
-    candidates: list[Candidate],
+    candidates: list[Candidate | Prepared],
     task: TaskSpec,
     settings: VerifierSettings,
     backend: str,
@@ -597,7 +613,9 @@ def evaluate_many(
     slots=None,
     bounds: Callable[[], RunBounds] | None = None,
 ) -> list[Evaluation]:
-    """Evaluations in the order of `candidates`.
+    """Evaluations in the order of `candidates`. Each is prepared here (its CPU stages), unless
+    it comes prepared already (`prepare`'s Prepared: what a run's evaluator made when it asked
+    for the candidate's digest), and each left unfinished runs in a GPU slot.
 
     backend: cuda, rocm or static; cpu runs KernelBench-format Python candidates on the CPU (the
     verifier's own tests use it to exercise isolation and checks where no GPU exists).
@@ -619,8 +637,7 @@ def evaluate_many(
         )
     try:
         cpu = cpu_pool(settings.compile_jobs or None)
-        stages = {cpu.submit(prepare, c, task, settings, backend): i
-                  for i, c in enumerate(candidates)}  # fmt: skip
+        stages = {_prepared(cpu, c, task, settings, backend): i for i, c in enumerate(candidates)}
         on_gpu = {}
         # Each candidate goes to a free slot as soon as it is compiled, while others compile.
         for stage in as_completed(stages):
@@ -630,14 +647,37 @@ def evaluate_many(
             else:
                 on_gpu[i] = slots.submit(
                     lambda slot, p=prepared: run_prepared(
-                        p, task, settings, backend, slot.judges, cases=cases,
-                        do_timing=do_timing, bounds=bounds() if bounds else None))  # fmt: skip
+                        p,
+                        task,
+                        settings,
+                        backend,
+                        slot.judges,
+                        cases=cases,
+                        do_timing=do_timing,
+                        bounds=bounds() if bounds else None,
+                    )
+                )
         for i, running in on_gpu.items():
             results[i] = running.result()
     finally:
         if owned is not None:
             owned.close()
     return [r for r in results if r is not None]
+
+
+def _prepared(
+    cpu: ThreadPoolExecutor,
+    candidate: Candidate | Prepared,
+    task: TaskSpec,
+    settings: VerifierSettings,
+    backend: str,
+) -> Future[Prepared]:
+    """The candidate's CPU stages on `cpu`, or, for one that comes prepared, its Prepared."""
+    if isinstance(candidate, Candidate):
+        return cpu.submit(prepare, candidate, task, settings, backend)
+    ready: Future[Prepared] = Future()
+    ready.set_result(candidate)
+    return ready
 
 
 def evaluate(

@@ -39,7 +39,7 @@ from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,6 +50,9 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.verifier.evaluators import settings_key, toolchain_of
+
+if TYPE_CHECKING:
+    from hipevolve.verifier.prepared import Prepared
 
 LOST_LIMIT = 3  # evaluations of one candidate lost with their actor before it counts as a crash
 START_LIMIT_S = 600.0  # how long a batch waits for a worker when none is alive
@@ -145,9 +148,18 @@ class PipelineStages:
         from hipevolve.verifier.pipeline import time_baseline
 
         info = self.describe()
-        return slots.submit(lambda slot: time_baseline(
-            self.task, self.settings, self.backend, slot.judges, trials=trials,
-            device=info["device"], toolchain=info["toolchain"], target=target)).result()  # fmt: skip
+        return slots.submit(
+            lambda slot: time_baseline(
+                self.task,
+                self.settings,
+                self.backend,
+                slot.judges,
+                trials=trials,
+                device=info["device"],
+                toolchain=info["toolchain"],
+                target=target,
+            )
+        ).result()
 
     def describe(self) -> dict[str, str]:
         from hipevolve.verifier.build.backends import device_name
@@ -314,10 +326,17 @@ class RayEvaluator:
         """Evaluations it runs at once: one per worker."""
         return len(self.workers)
 
-    def digests(self, candidates: list[Candidate]) -> list[str | None]:
-        """None for each: the libraries are built on the cluster's machines, not here, so the
-        run loop evaluates every candidate (a machine-code copy costs its GPU time on Ray)."""
-        return [None] * len(candidates)
+    def prepare(self, candidates: list[Candidate]) -> list[Prepared]:
+        """Nothing is prepared here: the cluster's machines prepare each candidate as `run`
+        sends it (a Ray task), so none has a digest and the run loop evaluates every one (a
+        machine-code copy costs its GPU time on Ray)."""
+        from hipevolve.verifier.prepared import Prepared
+
+        return [Prepared(candidate=c) for c in candidates]
+
+    def run(self, prepared: list[Prepared]) -> list[Evaluation]:
+        """Their candidates evaluated on the cluster, CPU stages included (__call__)."""
+        return self([p.candidate for p in prepared])
 
     def _one_worker(self):
         """A started worker for work that must stay on one GPU (a baseline, a head-to-head);
@@ -338,9 +357,13 @@ class RayEvaluator:
         """The run's suspect bounds travel with each shipment from now on (RunBaseline.bounds);
         on Ray the reference is not timed inside evaluations (no periodic noise check)."""
         roofline = frozenset(c.name for c in self.task.cases if c.roofline)
-        self._bounds = RunBounds(fastest=baseline.bounds(
-            self.settings.suspect_margin, self.settings.suspect_speedup, roofline),
-            time_reference=False, hidden_seed=self._bounds.hidden_seed)  # fmt: skip
+        self._bounds = RunBounds(
+            fastest=baseline.bounds(
+                self.settings.suspect_margin, self.settings.suspect_speedup, roofline
+            ),
+            time_reference=False,
+            hidden_seed=self._bounds.hidden_seed,
+        )
 
     def head_to_head(self, a: Candidate, b: Candidate, rounds: int) -> list[Evaluation]:
         """Every evaluation of the duel on one worker's GPU, one after the other."""
@@ -426,8 +449,11 @@ class RayEvaluator:
                 pending = [*preparing, *self._busy, *self._starting]
                 done, _ = ray.wait(pending, num_returns=1, timeout=WAKE_S)
                 if not done:
-                    if (not self._busy and not self._free
-                            and time.monotonic() - idle_since > START_LIMIT_S):  # fmt: skip
+                    if (
+                        not self._busy
+                        and not self._free
+                        and time.monotonic() - idle_since > START_LIMIT_S
+                    ):
                         raise UserError(
                             f"no Ray worker has been alive for {START_LIMIT_S:.0f} s "
                             f"(cluster: {ray.cluster_resources()})",
@@ -520,6 +546,8 @@ def _worker_name(info: dict[str, str]) -> str:
 def _lost(task: TaskSpec, backend: str, times: int, error: Exception) -> Evaluation:
     why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return Evaluation(
-        status=Status.runtime_error, task=task.name, backend=backend,
+        status=Status.runtime_error,
+        task=task.name,
+        backend=backend,
         message=f"its Ray worker died {times} times while evaluating it ({why})",
-    )  # fmt: skip
+    )

@@ -29,11 +29,11 @@ from hipevolve.core.errors import UserError
 from hipevolve.core.taskspec import TaskSpec
 from hipevolve.problems.synthetic.dedupe import graph_hash
 from hipevolve.problems.synthetic.generate import (
-    STAGING,
     GenerationReport,
     KeptTask,
     ModeCounts,
     Rejection,
+    remove_empty_staging,
 )
 from hipevolve.problems.synthetic.render import Mode
 from hipevolve.prompts.render import block, field_lines, render, schema_text
@@ -146,7 +146,5 @@ def generate_with_model(
             report.count(mode, outcome)
             if progress:
                 progress(outcome)
-    staging = out_dir / STAGING
-    if staging.is_dir() and not any(staging.iterdir()):
-        staging.rmdir()
+    remove_empty_staging(out_dir)
     return report

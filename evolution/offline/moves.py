@@ -89,13 +89,17 @@ def steps(parent: Candidate, k: int, rng: random.Random | None = None) -> Iterat
 def mix_configurations(first: list[Tunable], second: Configuration) -> list[Configuration]:
     """Every configuration taking each tunable where the two differ from one of them (a value
     of `second`'s that `first` does not declare is never taken), neither parent's own."""
-    differ = [t for t in first if t.name in second and second[t.name] != t.current
-              and second[t.name] in t.values]  # fmt: skip
+    differ = [
+        t
+        for t in first
+        if t.name in second and second[t.name] != t.current and second[t.name] in t.values
+    ]
     found: list[Configuration] = []
     for picks in itertools.product((False, True), repeat=len(differ)):
         if any(picks) and not all(picks):
-            found.append({t.name: second[t.name] for t, take in zip(differ, picks, strict=True)
-                          if take})  # fmt: skip
+            found.append(
+                {t.name: second[t.name] for t, take in zip(differ, picks, strict=True) if take}
+            )
     return found
 
 
@@ -121,8 +125,9 @@ def edits(parent: Candidate, rng: random.Random | None = None) -> Iterator[Candi
             source = None
         if source is not None:
             base = parent.name.split("@", 1)[0]
-            yield parent.model_copy(update={"hip_source": source, "origin": None,
-                                            "name": f"{base}@{transform.name}"})  # fmt: skip
+            yield parent.model_copy(
+                update={"hip_source": source, "origin": None, "name": f"{base}@{transform.name}"}
+            )
 
 
 def neighbourhood(parent: Candidate, rng: random.Random | None = None) -> Iterator[Candidate]:

@@ -54,9 +54,12 @@ def neighbours(parent: Candidate) -> list[Candidate]:
 
 
 def _drawn(
-    parent: Candidate, others: list[tuple[int, Candidate]], rng: random.Random, seen: Set[str],
+    parent: Candidate,
+    others: list[tuple[int, Candidate]],
+    rng: random.Random,
+    seen: Set[str],
     history: Sequence[tuple[Candidate, float]],
-) -> tuple[Candidate | None, int | None]:  # fmt: skip
+) -> tuple[Candidate | None, int | None]:
     """The child of the drawn move (and the other parent of a crossover), or None. A tunable
     move asks the sampler first (evolution/offline/tuner.py: TPE told the run's history of the
     parent's kernel); without a history, or when it only asks for seen code, a step: each
@@ -82,9 +85,12 @@ def _drawn(
 
 
 def _walk(
-    parent_id: int, others: list[tuple[int, Candidate]], sources: Mapping[int, Candidate],
-    rng: random.Random | None, seen: Set[str],
-) -> Iterator[tuple[Candidate | None, tuple[int, ...], str]]:  # fmt: skip
+    parent_id: int,
+    others: list[tuple[int, Candidate]],
+    sources: Mapping[int, Candidate],
+    rng: random.Random | None,
+    seen: Set[str],
+) -> Iterator[tuple[Candidate | None, tuple[int, ...], str]]:
     """Lazily, each fallback in order: (child or None, parents, kind)."""
     parent = sources[parent_id]
     yield first_unseen(neighbourhood(parent, rng), seen), (parent_id,), "mutation"
@@ -93,9 +99,11 @@ def _walk(
 
 
 def _jump(
-    elite_ids: Iterable[int], sources: Mapping[int, Candidate], rng: random.Random | None,
+    elite_ids: Iterable[int],
+    sources: Mapping[int, Candidate],
+    rng: random.Random | None,
     seen: Set[str],
-) -> tuple[Candidate, int] | None:  # fmt: skip
+) -> tuple[Candidate, int] | None:
     """The first unseen configuration of any of these elites' declared spaces."""
     for elite_id in elite_ids:
         child = first_unseen(jumps(sources[elite_id], rng), seen)
@@ -105,9 +113,12 @@ def _jump(
 
 
 def propose(
-    proposal: Proposal, sources: Mapping[int, Candidate], rng: random.Random, seen: Set[str],
+    proposal: Proposal,
+    sources: Mapping[int, Candidate],
+    rng: random.Random,
+    seen: Set[str],
     history: Sequence[tuple[Candidate, float]] = (),
-) -> Child | None:  # fmt: skip
+) -> Child | None:
     """One unseen child for the proposal, or None when no move from the parent or its
     inspirations reaches unseen code. `history`: the run's candidates with a verdict and their
     fitness, for the tunable sampler.
@@ -140,11 +151,19 @@ def propose(
 
 
 def _child(
-    candidate: Candidate, island: int, parents: tuple[int, ...], kind: str,
+    candidate: Candidate,
+    island: int,
+    parents: tuple[int, ...],
+    kind: str,
     inspirations: Iterable[int],
-) -> Child:  # fmt: skip
-    return Child(candidate=candidate, island=island, parents=parents, kind=kind,
-                 inspirations=tuple(i for i in inspirations if i not in parents))  # fmt: skip
+) -> Child:
+    return Child(
+        candidate=candidate,
+        island=island,
+        parents=parents,
+        kind=kind,
+        inspirations=tuple(i for i in inspirations if i not in parents),
+    )
 
 
 def rescue(

@@ -48,8 +48,9 @@ def family(candidate: Candidate) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def _shape(hip_source: str, python_source: str) -> tuple[str | None, Configuration]:
     """(family key, configuration) of a native candidate's sources; parsed once per source."""
-    candidate = Candidate(format="native", hip_source=hip_source, python_source=python_source,
-                          name="family")
+    candidate = Candidate(
+        format="native", hip_source=hip_source, python_source=python_source, name="family"
+    )
     tunables = tunables_of(candidate)
     if not tunables:
         return None, {}
@@ -82,8 +83,9 @@ def propose(
         config = _within(configuration, tunables) if other == key else None
         if config is None:
             continue
-        study.add_trial(optuna.trial.create_trial(params=config, distributions=space,
-                                                  value=fitness))  # fmt: skip
+        study.add_trial(
+            optuna.trial.create_trial(params=config, distributions=space, value=fitness)
+        )
         known[configuration_key(config)] = fitness
     all_tunables = tunables_of(parent)
     asked: Candidate | None = None

@@ -76,17 +76,29 @@ def prompts_show(
         shown = _run_prompt(role, spec, target, archive, run)
     tokens = shown.tokens()
     if as_json:
-        print(json.dumps({"role": role, "task": shown.task, "backend": chosen, "tokens": tokens,
-                          "messages": shown.messages()}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "role": role,
+                    "task": shown.task,
+                    "backend": chosen,
+                    "tokens": tokens,
+                    "messages": shown.messages(),
+                },
+                indent=2,
+            )
+        )
         return
     from hipevolve.agents.llm.messages import text_of
 
     for message in shown.messages():
         print(f"===== {message['role']} ({tokens[message['role']]} tokens) =====")
         print(text_of(message))
-    err_console.print(f"{role} on {shown.task} ({chosen}): {tokens['total']} tokens "
-                      f"({tokens['system']} system + {tokens['user']} user, cl100k_base); "
-                      f"{tokens['own']} after the cached prefix")  # fmt: skip
+    err_console.print(
+        f"{role} on {shown.task} ({chosen}): {tokens['total']} tokens "
+        f"({tokens['system']} system + {tokens['user']} user, cl100k_base); "
+        f"{tokens['own']} after the cached prefix"
+    )
 
 
 def translate(
@@ -125,8 +137,10 @@ def _run_prompt(role: str, spec, target, path: Path, run: int):  # noqa: ANN001 
     with open_archive(path) as opened:
         info = find_run(opened, run)
         if info.task != spec.name:
-            raise UserError(f"run {run} searched task {info.task}, not {spec.name}",
-                            f"pass --task {info.task}, or another run")  # fmt: skip
+            raise UserError(
+                f"run {run} searched task {info.task}, not {spec.name}",
+                f"pass --task {info.task}, or another run",
+            )
         return seed_prompt(role, spec, target, RunView(opened, run))
 
 

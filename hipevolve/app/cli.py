@@ -28,10 +28,12 @@ import typer
 from hipevolve.app.agent_commands import register as register_agent_commands
 from hipevolve.app.cli_options import (
     MODELS,
+    ApiBase,
     AsJson,
     TasksDir,
     console,
     err_console,
+    model_option,
     print_json,
     settings_with,
     warn,
@@ -43,6 +45,11 @@ from hipevolve.core.errors import UserError
 
 if TYPE_CHECKING:
     from hipevolve.app.run_job import EvaluatorFactory
+
+# --model of the main job: the agents' models
+Agents = model_option(
+    "LLM behind the agents", "none: the offline policies", ", by fitness gained per dollar"
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -57,6 +64,7 @@ SEARCH = "Search (the main job)"
 register_task_commands(app)  # evolve tasks list, show, check, generate
 register_export_commands(app)  # evolve export, evolve report
 register_agent_commands(app)  # evolve prompts show, evolve translate
+
 
 def _show_version(given: bool) -> None:
     if given:
@@ -143,25 +151,8 @@ def search(
             rich_help_panel=SEARCH,
         ),
     ] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="LLM behind the agents, any litellm model string (anthropic/claude-sonnet-4-5, "
-            "openai/gpt-4.1, openai/<name> with --api-base); repeatable: a bandit picks among "
-            "them per call, by fitness gained per dollar; also HIPEVOLVE_MODEL.",
-            show_default="none: the offline policies",
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
-    api_base: Annotated[
-        str | None,
-        typer.Option(
-            help="URL of a local OpenAI-compatible server (vLLM, SGLang, Ollama), e.g. "
-            "http://127.0.0.1:8000/v1.",
-            show_default=False,
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
+    model: Agents = None,
+    api_base: ApiBase = None,
     token_budget: Annotated[
         int | None,
         typer.Option(
@@ -181,13 +172,30 @@ def search(
     ] = None,
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_show_version, is_eager=True,
-                     help="Print hipevolve's version and exit."),
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="Print hipevolve's version and exit.",
+        ),
     ] = False,
 ) -> None:
     """The main job (its help is the app's); a subcommand given instead runs on its own."""
-    given = [task, budget, islands, seed, archive, resume, backend, tasks_dir, ray, model,
-             api_base, token_budget, cost_budget]  # fmt: skip
+    given = [
+        task,
+        budget,
+        islands,
+        seed,
+        archive,
+        resume,
+        backend,
+        tasks_dir,
+        ray,
+        model,
+        api_base,
+        token_budget,
+        cost_budget,
+    ]
     if ctx.invoked_subcommand is not None:
         if any(v is not None for v in given):
             raise UserError(
@@ -210,7 +218,9 @@ def search(
         backend=backend,
         tasks_dirs=tuple(tasks_dir or ()),
         ray=ray,
-        model=tuple(model or ()),  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
+        model=tuple(
+            model or ()
+        ),  # HIPEVOLVE_MODEL when neither this nor ./hipevolve.toml names a model
         api_base=api_base,
         token_budget=token_budget,
         cost_budget_usd=cost_budget,
@@ -231,8 +241,9 @@ def _preflight(options) -> None:
 
     settings = load_settings(options.flags())
     if options.resume is not None and not Path(settings.run.archive).exists():
-        raise UserError(f"no archive at {settings.run.archive}",
-                        "check the path; a search creates it")  # fmt: skip
+        raise UserError(
+            f"no archive at {settings.run.archive}", "check the path; a search creates it"
+        )
     check_models(settings.models)
 
 
@@ -272,8 +283,10 @@ def verify(
         from hipevolve.verifier.pipeline import evaluate
 
         backend_here = resolve_backend(settings.verifier.backend)
-        step(f"verify {candidate} on {spec.name} ({backend_here}): checks, compile, "
-                      "correctness, timing")  # fmt: skip
+        step(
+            f"verify {candidate} on {spec.name} ({backend_here}): checks, compile, "
+            "correctness, timing"
+        )
         evaluation = evaluate(loaded, spec, settings.verifier, backend_here)
     if as_json:
         print(evaluation_json(evaluation))

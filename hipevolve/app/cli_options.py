@@ -24,6 +24,32 @@ TasksDir = Annotated[
     ),
 ]
 
+ApiBase = Annotated[
+    str | None,
+    typer.Option(
+        help="URL of a local OpenAI-compatible server (vLLM, SGLang, Ollama), e.g. "
+        "http://127.0.0.1:8000/v1.",
+        show_default=False,
+        rich_help_panel=MODELS,
+    ),
+]
+
+
+def model_option(what: str, default: str, more: str = ""):  # noqa: ANN201 (an Annotated type)
+    """The --model option of a command whose models do `what` (`default`: what runs without
+    one): any litellm model string, repeatable, a bandit picking among them per call (`more`
+    follows that); also HIPEVOLVE_MODEL."""
+    return Annotated[
+        list[str] | None,
+        typer.Option(
+            help=f"{what}, any litellm model string (anthropic/claude-sonnet-4-5, openai/gpt-4.1, "
+            f"openai/<name> with --api-base); repeatable: a bandit picks among them per call{more}; "
+            "also HIPEVOLVE_MODEL.",
+            show_default=default,
+            rich_help_panel=MODELS,
+        ),
+    ]
+
 
 def warn(line: str) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {escape(line)}")

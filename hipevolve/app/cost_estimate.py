@@ -35,15 +35,20 @@ class CostEstimate:
     def line(self, cap_usd: float | None) -> str:
         tokens = f"{self.tokens_in + self.tokens_out:,} tokens a proposal"
         if self.usd is None:
-            return (f"LLM use: about {tokens} x {self.proposals} proposals with {self.model} "
-                    "(no price known: no dollar figure)")  # fmt: skip
+            return (
+                f"LLM use: about {tokens} x {self.proposals} proposals with {self.model} "
+                "(no price known: no dollar figure)"
+            )
         cap = f"; the run stops at ${cap_usd:g} (raise it with --cost-budget)" if cap_usd else ""
-        return (f"LLM cost: at least ${self.usd:.2f} for {self.proposals} proposals with "
-                f"{self.model} (about {tokens}, ${self.usd_per_proposal:.3f} each){cap}")  # fmt: skip
+        return (
+            f"LLM cost: at least ${self.usd:.2f} for {self.proposals} proposals with "
+            f"{self.model} (about {tokens}, ${self.usd_per_proposal:.3f} each){cap}"
+        )
 
 
-def estimate(model: str, task: TaskSpec, target: Target, proposals: int,
-             api_base: str | None = None) -> CostEstimate:  # fmt: skip
+def estimate(
+    model: str, task: TaskSpec, target: Target, proposals: int, api_base: str | None = None
+) -> CostEstimate:
     """The floor of a run's LLM use: `proposals` proposals of the seed's prompts."""
     tokens_in = tokens_out = 0
     for role in PROPOSAL_ROLES:
@@ -65,5 +70,7 @@ def _price(model: str) -> tuple[float, float] | None:
     for name in (model, model.split("/", 1)[-1]):
         info = litellm.model_cost.get(name)
         if info and info.get("input_cost_per_token") is not None:
-            return float(info["input_cost_per_token"]), float(info.get("output_cost_per_token") or 0)
+            return float(info["input_cost_per_token"]), float(
+                info.get("output_cost_per_token") or 0
+            )
     return None

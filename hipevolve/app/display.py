@@ -120,9 +120,11 @@ def _panel(task: str, intro: str, p: Progress | None, stopping: bool) -> Group:
             parts.append(speedup_table(p.best_speedups))
     if stopping:
         parts.append(
-            Text("stopping: finishing the evaluations in flight (Ctrl-C again to abort now)",
-                 style="yellow")
-        )  # fmt: skip
+            Text(
+                "stopping: finishing the evaluations in flight (Ctrl-C again to abort now)",
+                style="yellow",
+            )
+        )
     return Group(*parts)
 
 
@@ -165,8 +167,9 @@ class RunDisplay:
             self.intro = f"{self.task}: {status}"
             self.live.update(_panel(self.task, self.intro, None, self.is_stopping), refresh=True)
         else:
-            self.console.print(f"{self.task}: {status}", soft_wrap=True, highlight=False,
-                               markup=False)  # fmt: skip
+            self.console.print(
+                f"{self.task}: {status}", soft_wrap=True, highlight=False, markup=False
+            )
 
     def update(self, p: Progress) -> None:
         """Called by the run loop after each generation."""
@@ -185,8 +188,9 @@ class RunDisplay:
         else:
             self.err_console.print(
                 "stopping: finishing the evaluations in flight (Ctrl-C again to abort now)",
-                soft_wrap=True, highlight=False,
-            )  # fmt: skip
+                soft_wrap=True,
+                highlight=False,
+            )
 
 
 def print_outcome(console: Console, outcome: Outcome) -> None:

@@ -25,8 +25,12 @@ def _gpus() -> Check:
 
     build = f"torch {torch.__version__}"
     if not torch.cuda.is_available():
-        return Check(name="GPU", ok=False, detail=f"none visible to {build}",
-                     fix="a ROCm or CUDA build of PyTorch and a GPU; the static backend still works")
+        return Check(
+            name="GPU",
+            ok=False,
+            detail=f"none visible to {build}",
+            fix="a ROCm or CUDA build of PyTorch and a GPU; the static backend still works",
+        )
     backend = "rocm" if torch.version.hip else "cuda"
     names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
     return Check(name="GPU", ok=True, detail=f"{names}: backend {backend} ({build})")
@@ -40,18 +44,27 @@ def _hipcc() -> Check:
 
     hipcc = find_hipcc()
     if not hipcc:
-        return Check(name="hipcc (rocm backend)", ok=False, detail="not found",
-                     fix="install ROCm on an AMD GPU machine; elsewhere " + INSTALL_AMD
-                         + " builds and links the ROCm path without running it")
+        return Check(
+            name="hipcc (rocm backend)",
+            ok=False,
+            detail="not found",
+            fix="install ROCm on an AMD GPU machine; elsewhere "
+            + INSTALL_AMD
+            + " builds and links the ROCm path without running it",
+        )
     out = subprocess.run([hipcc, "--version"], capture_output=True, text=True, timeout=30)
     version = next((ln for ln in out.stdout.splitlines() if "HIP version" in ln), out.stdout[:60])
     detail = f"{hipcc}: {version.strip()}"
     if not Path(hipcc).is_relative_to(HIPEVOLVE_PREFIX):
         return Check(name="hipcc (rocm backend)", ok=True, detail=detail)
     runtime = (HIPEVOLVE_PREFIX / "lib" / "libamdhip64.so").resolve()
-    return Check(name="hipcc (rocm build and link only)", ok=runtime.exists(),
-                 detail=f"{detail}; links against {runtime}; builds gfx942/gfx90a libraries "
-                        "(docs/ROCM.md), runs nothing", fix="" if runtime.exists() else INSTALL_AMD)
+    return Check(
+        name="hipcc (rocm build and link only)",
+        ok=runtime.exists(),
+        detail=f"{detail}; links against {runtime}; builds gfx942/gfx90a libraries "
+        "(docs/ROCM.md), runs nothing",
+        fix="" if runtime.exists() else INSTALL_AMD,
+    )
 
 
 def _nvcc() -> Check:
@@ -59,16 +72,23 @@ def _nvcc() -> Check:
 
     nvcc = find_nvcc()
     if not nvcc:
-        return Check(name="nvcc (cuda backend)", ok=False, detail="not found",
-                     fix="install the CUDA toolkit (NVIDIA's install guide); needed only on NVIDIA")
+        return Check(
+            name="nvcc (cuda backend)",
+            ok=False,
+            detail="not found",
+            fix="install the CUDA toolkit (NVIDIA's install guide); needed only on NVIDIA",
+        )
     import torch
 
     found = f"{nvcc}: {nvcc_version(nvcc)}"
     if torch.version.cuda is None:  # nvcc alone builds nothing the cuda backend can load
-        return Check(name="nvcc (cuda backend)", ok=False,
-                     detail=f"{found}, but torch {torch.__version__} is not a CUDA build",
-                     fix="install a CUDA build of PyTorch (PyTorch's install guide); the static "
-                         "backend works without it")  # fmt: skip
+        return Check(
+            name="nvcc (cuda backend)",
+            ok=False,
+            detail=f"{found}, but torch {torch.__version__} is not a CUDA build",
+            fix="install a CUDA build of PyTorch (PyTorch's install guide); the static "
+            "backend works without it",
+        )
     return Check(name="nvcc (cuda backend)", ok=True, detail=found)
 
 
@@ -79,9 +99,12 @@ def _amd_static() -> Check:
     if tc is None:
         return Check(name="AMD static compiler", ok=False, detail="not found", fix=INSTALL_AMD)
     targets = ", ".join(tc.targets) or "none"
-    return Check(name="AMD static compiler", ok=bool(tc.targets),
-                 detail=f"{tc.clang} ({tc.version}); targets: {targets}",
-                 fix="" if tc.targets else INSTALL_AMD)
+    return Check(
+        name="AMD static compiler",
+        ok=bool(tc.targets),
+        detail=f"{tc.clang} ({tc.version}); targets: {targets}",
+        fix="" if tc.targets else INSTALL_AMD,
+    )
 
 
 CPU_SHARE = "CPU share"
@@ -130,7 +153,9 @@ def print_report(console: Console, checks: list[Check]) -> None:
     for column in ("piece", "", "found", "fix"):
         table.add_column(column, overflow="fold")
     for c in checks:
-        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]missing[/red]", c.detail, c.fix)
+        table.add_row(
+            c.name, "[green]ok[/green]" if c.ok else "[red]missing[/red]", c.detail, c.fix
+        )
     console.print(table)
     found = usable(checks)
     console.print("usable: " + (", ".join(found) if found else "nothing yet"))

@@ -17,8 +17,6 @@ from hipevolve.verifier.evaluators import Evaluator, PipelineEvaluator
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
 
 
-
-
 def require_gpu(requested: str) -> str:
     """The GPU backend to search on ("cuda" or "rocm"); one-line UserError when there is none."""
     if requested == "static":
@@ -51,9 +49,10 @@ def require_gpu(requested: str) -> str:
     for backend, vendor in (("cuda", "NVIDIA"), ("rocm", "AMD")):
         if not why[backend]:
             why[backend] = (
-                f"{torch.cuda.get_device_name(0)} found" if found == backend
+                f"{torch.cuda.get_device_name(0)} found"
+                if found == backend
                 else f"no {vendor} GPU visible to {build}"
-            )  # fmt: skip
+            )
     where = f"cuda: {why['cuda']}, rocm: {why['rocm']}"
     if found is not None:  # a GPU of the other kind
         raise UserError(
@@ -103,9 +102,10 @@ def _require_ray() -> None:
 def _ray_cluster_here() -> bool:
     """Whether `--ray auto` would join a running cluster (RAY_ADDRESS, or the file a Ray head
     on this machine leaves) rather than start one here; read without importing Ray (seconds)."""
-    return bool(os.environ.get("RAY_ADDRESS")) or Path(
-        tempfile.gettempdir(), "ray", "ray_current_cluster"
-    ).exists()
+    return (
+        bool(os.environ.get("RAY_ADDRESS"))
+        or Path(tempfile.gettempdir(), "ray", "ray_current_cluster").exists()
+    )
 
 
 def ray_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator:
@@ -125,5 +125,3 @@ def _cluster_backend() -> str:
     import torch
 
     return "rocm" if torch.version.hip else "cuda"
-
-

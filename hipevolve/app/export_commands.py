@@ -78,8 +78,10 @@ def export(
     """Export the best kernel as a drop-in package (--out), or every evaluation as a dataset (--dataset)."""
     runs = list(run or [])
     if (out is None) == (dataset is None):
-        raise UserError("pass one of --out DIR (a kernel package) and --dataset DIR (JSONL)",
-                        "`evolve export --help` shows both")  # fmt: skip
+        raise UserError(
+            "pass one of --out DIR (a kernel package) and --dataset DIR (JSONL)",
+            "`evolve export --help` shows both",
+        )
     settings = _settings(archive, tasks_dir)
     archive = settings.run.archive
     if dataset is not None:
@@ -87,14 +89,18 @@ def export(
 
         done = export_dataset(archive, dataset, runs=runs, task=task, force=force)
         counts = ", ".join(f"{n} {s}" for s, n in sorted(done.statuses.items()))
-        console.print(f"wrote {done.records} records ({counts}) of run(s) "
-                      f"{', '.join(map(str, done.runs))} to {done.out}/evaluations.jsonl; "
-                      f"schema.json and DATASET.md beside it")  # fmt: skip
+        console.print(
+            f"wrote {done.records} records ({counts}) of run(s) "
+            f"{', '.join(map(str, done.runs))} to {done.out}/evaluations.jsonl; "
+            f"schema.json and DATASET.md beside it"
+        )
         return
     assert out is not None
     if len(runs) > 1:
-        raise UserError("--out exports one kernel: pass at most one --run",
-                        "use --dataset to export several runs")  # fmt: skip
+        raise UserError(
+            "--out exports one kernel: pass at most one --run",
+            "use --dataset to export several runs",
+        )
     if task is None:
         if not runs:
             raise UserError("--task is required with --out", "or pass the --run to export")
@@ -104,11 +110,19 @@ def export(
             task = find_run(opened, runs[0]).task
     from hipevolve.export.package import export_package
 
-    done = export_package(archive, task, out, run=runs[0] if runs else None, force=force,
-                          tasks_dirs=settings.tasks.dirs)  # fmt: skip
+    done = export_package(
+        archive,
+        task,
+        out,
+        run=runs[0] if runs else None,
+        force=force,
+        tasks_dirs=settings.tasks.dirs,
+    )
     op = f"; torch.ops.hipevolve.{done.op}" if done.op else ""
-    console.print(f"exported candidate {done.candidate} of run {done.run} ({done.fitness:.3f}x) "
-                  f"to {done.out}: package {done.package}{op}; see {done.out}/README.md")  # fmt: skip
+    console.print(
+        f"exported candidate {done.candidate} of run {done.run} ({done.fitness:.3f}x) "
+        f"to {done.out}: package {done.package}{op}; see {done.out}/README.md"
+    )
 
 
 def report(
@@ -125,8 +139,10 @@ def report(
     from hipevolve.export.report import write_report
 
     done = write_report(_settings(archive).run.archive, run, out)
-    console.print(f"wrote {done.out} (run {done.run}: {done.evaluations} evaluations, "
-                  f"best {done.best_fitness:.3f}x)")  # fmt: skip
+    console.print(
+        f"wrote {done.out} (run {done.run}: {done.evaluations} evaluations, "
+        f"best {done.best_fitness:.3f}x)"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -38,7 +38,11 @@ class JobOptions(BaseModel):
             "tasks": {"dirs": self.tasks_dirs or None},
             "verifier": {"backend": self.backend, "ray": self.ray},
             "evolution": {"islands": self.islands},
-            "models": {"model": self.model or None, "api_base": self.api_base,
-                       "token_budget": self.token_budget, "cost_budget_usd": self.cost_budget_usd},
+            "models": {
+                "model": self.model or None,
+                "api_base": self.api_base,
+                "token_budget": self.token_budget,
+                "cost_budget_usd": self.cost_budget_usd,
+            },
             "run": {"archive": self.archive, "seed": self.seed},
-        }  # fmt: skip
+        }

@@ -16,8 +16,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 @contextmanager
 def working(console: Console, step: str) -> Iterator[Callable[[str], None]]:
     """Shows `step` while the block runs; yields a function that renames the step."""
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                        console=console, transient=True)  # fmt: skip
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     with progress:
         shown = progress.add_task(step, total=None)
         yield lambda text: progress.update(shown, description=text)

@@ -70,8 +70,12 @@ class ShownPrompt:
     def tokens(self) -> dict[str, int]:
         """The request's tokens; `own`: those after its last cache marker."""
         system, user = count_tokens(self.system), count_tokens(self.user)
-        return {"system": system, "user": user, "total": system + user,
-                "own": count_tokens(self.prompt.tail())}  # fmt: skip
+        return {
+            "system": system,
+            "user": user,
+            "total": system + user,
+            "own": count_tokens(self.prompt.tail()),
+        }
 
     def messages(self) -> list[dict]:
         """The messages as sent: text blocks, the cache markers on the stable ones."""
@@ -101,25 +105,38 @@ class RunView:
         best = self.archive.best(self.run)
         if best is None:
             return None
-        others = sorted({e.candidate_id: e for e in self.archive.elites(self.run)
-                         if e.candidate_id != best.candidate_id}.values(),
-                        key=lambda e: (-e.fitness, e.candidate_id))  # fmt: skip
+        others = sorted(
+            {
+                e.candidate_id: e
+                for e in self.archive.elites(self.run)
+                if e.candidate_id != best.candidate_id
+            }.values(),
+            key=lambda e: (-e.fitness, e.candidate_id),
+        )
         shown = [self._elite(e.candidate_id, e.fitness) for e in others]
-        proposal = Proposal(island=best.island, parent=self._elite(best.candidate_id, best.fitness),
-                            inspirations=tuple(shown[: EvolutionSettings().inspirations]))  # fmt: skip
+        proposal = Proposal(
+            island=best.island,
+            parent=self._elite(best.candidate_id, best.fitness),
+            inspirations=tuple(shown[: EvolutionSettings().inspirations]),
+        )
         return proposal, self.source(best.candidate_id), best.evaluation
 
     def _elite(self, candidate_id: int, fitness: float) -> Elite:
         record = self.archive.candidate(candidate_id)
-        return Elite(candidate_id=candidate_id, fitness=fitness, source_hash=record.source_hash,
-                     cell=("shown",))  # fmt: skip
+        return Elite(
+            candidate_id=candidate_id,
+            fitness=fitness,
+            source_hash=record.source_hash,
+            cell=("shown",),
+        )
 
     def failed(self) -> tuple[Candidate, Evaluation] | None:
         """The run's latest evaluated child that failed, with its evaluation."""
         row = self.archive.db.execute(
             "SELECT c.id FROM candidates c JOIN evaluations e ON e.id = c.evaluation_id"
-            " WHERE c.run = ? AND e.status != 'ok' ORDER BY c.id DESC LIMIT 1", [self.run]
-        ).fetchone()  # fmt: skip
+            " WHERE c.run = ? AND e.status != 'ok' ORDER BY c.id DESC LIMIT 1",
+            [self.run],
+        ).fetchone()
         if row is None:
             return None
         evaluation = self.archive.evaluation_of(row[0])
@@ -133,15 +150,25 @@ def seed_prompt(
     run's best and its evaluation, attempts and notes; UserError for a role with no prompt to
     show (one line: why)."""
     if role in NOT_A_PROMPT:
-        raise UserError(f"the {role} has no prompt to show: {NOT_A_PROMPT[role]}",
-                        f"show one of {', '.join(ROLES)}")  # fmt: skip
+        raise UserError(
+            f"the {role} has no prompt to show: {NOT_A_PROMPT[role]}",
+            f"show one of {', '.join(ROLES)}",
+        )
     if role not in ROLES:
         raise UserError(f"no role {role!r}", f"choose one of {', '.join(ROLES)}")
     if role in FROM_A_RUN and run is None:
-        raise UserError(f"the {role} has no prompt for a seed: {FROM_A_RUN[role]}",
-                        "show one of profiler_reader, optimizer, mutator or translator")  # fmt: skip
-    ctx = AgentContext(task=task, workshop=run, limits=AgentLimits(), ensemble=None,  # type: ignore[arg-type]
-                       rng=random.Random(0), target=target)  # fmt: skip
+        raise UserError(
+            f"the {role} has no prompt for a seed: {FROM_A_RUN[role]}",
+            "show one of profiler_reader, optimizer, mutator or translator",
+        )
+    ctx = AgentContext(
+        task=task,
+        workshop=run,
+        limits=AgentLimits(),
+        ensemble=None,  # type: ignore[arg-type]
+        rng=random.Random(0),
+        target=target,
+    )
     if role == "translator":
         return ShownPrompt(
             role, task.name, target, system_prompt(role), as_prompt(translator.prompt(ctx))
@@ -158,12 +185,14 @@ def seed_prompt(
     elif role == "auditor":
         state |= {"candidate": state["parent"], "evaluation": state["parent_evaluation"]}
         if state["evaluation"] is None:
-            raise UserError(f"run {run.run if run else ''} has no correct candidate yet",
-                            "show another role")  # fmt: skip
+            raise UserError(
+                f"run {run.run if run else ''} has no correct candidate yet", "show another role"
+            )
         user = auditor.prompt(ctx, state)
     else:
-        user = {"profiler_reader": profiler_reader, "optimizer": optimizer,
-                "mutator": mutator}[role].prompt(ctx, state)  # fmt: skip
+        user = {"profiler_reader": profiler_reader, "optimizer": optimizer, "mutator": mutator}[
+            role
+        ].prompt(ctx, state)
     return ShownPrompt(role, task.name, target, system_prompt(role), as_prompt(user))
 
 
@@ -176,8 +205,13 @@ def _state(task: TaskSpec, run: RunView | None) -> ProposalState:
     else:
         proposal, parent, evaluation = Proposal(island=0, parent=None), _first(task), None
     diagnosis = profiler_reader.offline(evaluation).text()
-    return {"proposal": proposal, "parent": parent, "parent_evaluation": evaluation,
-            "diagnosis": diagnosis, "idea": optimizer.offline(diagnosis).idea}  # fmt: skip
+    return {
+        "proposal": proposal,
+        "parent": parent,
+        "parent_evaluation": evaluation,
+        "diagnosis": diagnosis,
+        "idea": optimizer.offline(diagnosis).idea,
+    }
 
 
 def _first(task: TaskSpec) -> Candidate:
@@ -186,6 +220,7 @@ def _first(task: TaskSpec) -> Candidate:
     found = translator.lowered(task)
     if isinstance(found, Candidate):
         return found
-    raise UserError(f"task {task.name!r} has no seed kernel, and its reference does not lower "
-                    f"({found.reason})", "pass --archive and --run to show a run's best, or "
-                    "show the translator's prompt")  # fmt: skip
+    raise UserError(
+        f"task {task.name!r} has no seed kernel, and its reference does not lower ({found.reason})",
+        "pass --archive and --run to show a run's best, or show the translator's prompt",
+    )

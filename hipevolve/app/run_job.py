@@ -62,8 +62,14 @@ EXPORT_DIR = "hipevolve_export"
 
 
 EvaluatorFactory = Callable[[TaskSpec, Settings, str], Evaluator]
-__all__ = ["EvaluatorFactory", "first_candidates", "gpu_evaluator", "ray_evaluator",
-           "require_gpu", "run_job"]  # fmt: skip
+__all__ = [
+    "EvaluatorFactory",
+    "first_candidates",
+    "gpu_evaluator",
+    "ray_evaluator",
+    "require_gpu",
+    "run_job",
+]
 
 
 class _Plan(BaseModel):
@@ -110,10 +116,14 @@ def run_job(
         lambda line: err_console.print(f"[yellow]warning:[/yellow] {escape(line)}"),
     )
     translates = bool(settings.models.role_models().get("translator"))
-    first = first_candidates(task, translates=translates)  # with a model, the translator writes them
+    first = first_candidates(
+        task, translates=translates
+    )  # with a model, the translator writes them
     # In a run the reference timed inside each evaluation is only a check of the machine's
     # noise (the run's baseline is the denominator): a few trials do.
-    verifier = settings.verifier.model_copy(update={"reference_trials": settings.fitness.check_trials})
+    verifier = settings.verifier.model_copy(
+        update={"reference_trials": settings.fitness.check_trials}
+    )
     settings = settings.model_copy(update={"verifier": verifier})
     evaluate = evaluators(task, settings, settings.verifier.backend)
     if settings.models.models() and options.budget:
@@ -122,8 +132,9 @@ def run_job(
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(settings.run.archive, create=options.resume is None) as archive:
             plan = _plan(options, settings, archive, task, evaluate.parallelism)
-            return _drive(options, settings, task, archive, plan, first, evaluate, console,
-                          err_console)  # fmt: skip
+            return _drive(
+                options, settings, task, archive, plan, first, evaluate, console, err_console
+            )
     finally:
         evaluate.close()  # the worker slots' judges, or the Ray workers
 
@@ -165,9 +176,12 @@ def _plan(
     while the slowest evaluations of the last one finish; the lag is recorded with the run's
     settings, and a resumed run keeps its own."""
     if options.resume is None:
-        return _Plan(run=None, budget=options.budget or 0, seed=settings.run.seed,
-                     settings=_fresh(settings.evolution, parallelism,
-                                     paced=bool(settings.models.models())))  # fmt: skip
+        return _Plan(
+            run=None,
+            budget=options.budget or 0,
+            seed=settings.run.seed,
+            settings=_fresh(settings.evolution, parallelism, paced=bool(settings.models.models())),
+        )
     info = _resumed_run(options, archive)
     # The flags given must match the run; the file's [evolution] and run.seed are for new runs.
     asked = None
@@ -207,7 +221,9 @@ def _resumed_run(options: JobOptions, archive: Archive) -> RunInfo:
     return info
 
 
-def _fresh(evolution: EvolutionSettings, parallelism: int, paced: bool = False) -> EvolutionSettings:
+def _fresh(
+    evolution: EvolutionSettings, parallelism: int, paced: bool = False
+) -> EvolutionSettings:
     """A new run's evolution settings: the tree's, with what `evolve` decides where they leave
     it unset (lag 1, or with a model the bound of a lag paced by measured latencies,
     evolution/pace.py; enough proposals per generation to keep every GPU busy)."""
@@ -240,35 +256,68 @@ def _drive(
         try:
             with ctrl_c.searching(), display:
                 summary = run_evolution(
-                    task, archive, plan.settings, evaluate, first=first, budget=plan.budget,
-                    seed=plan.seed, run_id=plan.run, on_progress=display.update,
+                    task,
+                    archive,
+                    plan.settings,
+                    evaluate,
+                    first=first,
+                    budget=plan.budget,
+                    seed=plan.seed,
+                    run_id=plan.run,
+                    on_progress=display.update,
                     on_status=display.say,
-                    should_stop=ctrl_c.stop.is_set, policy=_policy(settings, archive, plan.run, evaluate),
-                    fitness=settings.fitness, pace=_pace(settings, archive, plan, evaluate),
-                )  # fmt: skip
+                    should_stop=ctrl_c.stop.is_set,
+                    policy=_policy(settings, archive, plan.run, evaluate),
+                    fitness=settings.fitness,
+                    pace=_pace(settings, archive, plan, evaluate),
+                )
         except KeyboardInterrupt:  # the second Ctrl-C
             run = _held_here(archive, task)
             run = run if run is not None else plan.run
             best = _save_best(archive, run, task) if run is not None else None
             outcome = _outcome(
-                options, settings, task, archive, run, best, INTERRUPTED,
+                options,
+                settings,
+                task,
+                archive,
+                run,
+                best,
+                INTERRUPTED,
                 "aborted: the evaluations in flight were dropped; resuming evaluates them first",
-            )  # fmt: skip
+            )
         except UserError as e:  # disk full and the like, mid-run: say how to go on
             run = _held_here(archive, task)
             if run is None:  # refused before the run was ours (a live writer holds it, ...)
                 raise
-            resume = resume_command(task.name, settings.run.archive, run, options.tasks_dirs,
-                                    options.backend, options.ray)  # fmt: skip
+            resume = resume_command(
+                task.name,
+                settings.run.archive,
+                run,
+                options.tasks_dirs,
+                options.backend,
+                options.ray,
+            )
             raise UserError(e.problem, f"{e.fix}; then: {resume}" if e.fix else resume) from None
         else:
             best = _save_best(archive, summary.run, task)
-            message = "\n".join(line for line in (
-                _message(summary), _model_lines(archive, summary.run, settings.models.models()),
-            ) if line)  # fmt: skip
+            message = "\n".join(
+                line
+                for line in (
+                    _message(summary),
+                    _model_lines(archive, summary.run, settings.models.models()),
+                )
+                if line
+            )
             outcome = _outcome(
-                options, settings, task, archive, summary.run, best, _exit_code(summary), message,
-            )  # fmt: skip
+                options,
+                settings,
+                task,
+                archive,
+                summary.run,
+                best,
+                _exit_code(summary),
+                message,
+            )
         print_outcome(console, outcome)
     return outcome
 
@@ -302,12 +351,16 @@ def _pace(settings: Settings, archive: Archive, plan: _Plan, evaluate: Evaluator
         paced = "lag" not in settings.evolution.model_fields_set
     else:
         paced = bool(archive.events(plan.run, PACE))
-    return Pace(evaluate.parallelism, concurrency=settings.agents.concurrency,
-                lag_bound=plan.settings.lag if paced else None)  # fmt: skip
+    return Pace(
+        evaluate.parallelism,
+        concurrency=settings.agents.concurrency,
+        lag_bound=plan.settings.lag if paced else None,
+    )
 
 
-def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int,
-              err_console: Console) -> None:  # fmt: skip
+def _say_cost(
+    settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: int, err_console: Console
+) -> None:
     """One line before a run with models: the floor of what it will cost, and the cap."""
     from hipevolve.agents.briefing import Target
     from hipevolve.app.cost_estimate import estimate
@@ -315,9 +368,13 @@ def _say_cost(settings: Settings, task: TaskSpec, evaluate: Evaluator, budget: i
     models = settings.models
     target = Target(evaluate.backend, evaluate.device or "")
     # Several models: the floor is the cheapest one's (the bandit may settle on it).
-    found = min((estimate(m, task, target, budget, models.api_base)
-                 for m in models.role_models().get("mutator") or models.models()),
-                key=lambda f: f.usd or 0.0)  # fmt: skip
+    found = min(
+        (
+            estimate(m, task, target, budget, models.api_base)
+            for m in models.role_models().get("mutator") or models.models()
+        ),
+        key=lambda f: f.usd or 0.0,
+    )
     err_console.print(found.line(models.cost_budget_usd))
 
 
@@ -360,26 +417,45 @@ def _outcome(
 ) -> Outcome:
     resume = export = verify = None
     if run is not None and exit_code == INTERRUPTED:
-        resume = resume_command(task.name, settings.run.archive, run, options.tasks_dirs,
-                                options.backend, options.ray)  # fmt: skip
+        resume = resume_command(
+            task.name, settings.run.archive, run, options.tasks_dirs, options.backend, options.ray
+        )
     if run is not None and best is not None:
         out = archive.path.parent / EXPORT_DIR / archive.path.stem / f"{task.name}-run{run}"
-        export = command("evolve", "export", "--task", task.name, "--run", str(run),
-                         "--archive", settings.run.archive, "--out", out)  # fmt: skip
+        export = command(
+            "evolve",
+            "export",
+            "--task",
+            task.name,
+            "--run",
+            str(run),
+            "--archive",
+            settings.run.archive,
+            "--out",
+            out,
+        )
         dirs = [a for d in options.tasks_dirs for a in ("--tasks-dir", str(d))]
         verify = command("evolve", "verify", best.folder, "--task", task.name, *dirs)
     return Outcome(
-        task=task.name, run=run, archive=settings.run.archive, message=message, best=best,
-        resume=resume, export=export, verify=verify, exit_code=exit_code,
-    )  # fmt: skip
+        task=task.name,
+        run=run,
+        archive=settings.run.archive,
+        message=message,
+        best=best,
+        resume=resume,
+        export=export,
+        verify=verify,
+        exit_code=exit_code,
+    )
 
 
 def _held_here(archive: Archive, task: TaskSpec) -> int | None:
     """The run this process started or resumed and still holds, if it got that far."""
     mine = [
-        r.id for r in archive.runs()
+        r.id
+        for r in archive.runs()
         if r.task == task.name and r.writer_pid == os.getpid() and r.status == "running"
-    ]  # fmt: skip
+    ]
     return mine[-1] if mine else None
 
 

@@ -16,17 +16,25 @@ from typing import Annotated
 import typer
 
 from hipevolve.app.cli_options import (
-    MODELS,
+    ApiBase,
     AsJson,
     TasksDir,
     console,
     err_console,
+    model_option,
     print_json,
     settings_with,
     warn,
 )
 from hipevolve.app.progress import working
 from hipevolve.core.errors import UserError
+
+# --model of `evolve tasks generate`: the task generator's models
+TaskWriters = model_option(
+    "LLM that writes the tasks",
+    "none: the synthetic templates",
+    "; each call is logged to OUT/llm_calls.jsonl",
+)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="The task library.")
 
@@ -127,23 +135,8 @@ def tasks_generate(
         "synthetic_tasks"
     ),
     tasks_dir: TasksDir = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="LLM that writes the tasks (any litellm model string; repeatable: a bandit "
-            "picks per call; also HIPEVOLVE_MODEL); each call is logged to OUT/llm_calls.jsonl.",
-            show_default="none: the synthetic templates",
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
-    api_base: Annotated[
-        str | None,
-        typer.Option(
-            help="URL of a local OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.",
-            show_default=False,
-            rich_help_panel=MODELS,
-        ),
-    ] = None,
+    model: TaskWriters = None,
+    api_base: ApiBase = None,
 ) -> None:
     """Generate new verified tasks (KernelBench format with task.toml) by mutation, composition and constraints; duplicates (same torch.fx graph and shapes) are dropped. With --model the model writes each task, verified and deduplicated the same way."""
     from hipevolve.problems.synthetic.generate import MODES
@@ -186,11 +179,14 @@ def tasks_generate(
         usable = sources or [t for t in library if t.small_cases]
         ensemble = Ensemble(models)
         with working(err_console, f"tasks generate: {n} tasks with {', '.join(writer)}"):
-            report = generate_with_model(n, seed, tuple(mode or MODES), usable, library, out,
-                                         ensemble, progress=show)  # fmt: skip
+            report = generate_with_model(
+                n, seed, tuple(mode or MODES), usable, library, out, ensemble, progress=show
+            )
         stopped = ensemble.stop_reason()
-        console.print(f"{report.summary()}; written to {out}, model calls in {out / CALL_LOG}"
-                      + (f"; stopped early: {stopped}" if stopped else ""))  # fmt: skip
+        console.print(
+            f"{report.summary()}; written to {out}, model calls in {out / CALL_LOG}"
+            + (f"; stopped early: {stopped}" if stopped else "")
+        )
         return
     from hipevolve.problems.synthetic.generate import generate_tasks
 

@@ -62,8 +62,10 @@ def refuse_to_overwrite(out: Path) -> None:
     a translation would replace them."""
     taken = [name for name in (KERNEL_FILE, MODEL_FILE) if (out / name).exists()]
     if taken:
-        raise UserError(f"--out {out} already holds {' and '.join(taken)}, which translating "
-                        "would replace", "pass another --out, or --force to replace them")  # fmt: skip
+        raise UserError(
+            f"--out {out} already holds {' and '.join(taken)}, which translating would replace",
+            "pass another --out, or --force to replace them",
+        )
 
 
 def translate(task: TaskSpec, out: Path, force: bool = False) -> Translated:
@@ -77,8 +79,10 @@ def translate(task: TaskSpec, out: Path, force: bool = False) -> Translated:
     try:
         folder = write_candidate(found, out)
     except OSError as e:
-        raise UserError(f"cannot write the candidate to {out}: {e.strerror or e}",
-                        "pass a writable folder with --out") from None  # fmt: skip
+        raise UserError(
+            f"cannot write the candidate to {out}: {e.strerror or e}",
+            "pass a writable folder with --out",
+        ) from None
     problem = model_builds_on_cpu(found, task, folder)
     return Translated(task=task.name, folder=folder, reason=problem, builds=not problem)
 
@@ -115,7 +119,9 @@ def print_translated(console, result: Translated, tasks_dirs: Iterable[Path] = (
         line = f"{result.task}: written to {result.folder}, but {result.reason}"
     else:
         command = verify_command(result.folder, result.task, tasks_dirs)
-        line = (f"{result.task}: written to {result.folder} ({KERNEL_FILE}, {MODEL_FILE}); "
-                f"score it with `{command}`")  # fmt: skip
+        line = (
+            f"{result.task}: written to {result.folder} ({KERNEL_FILE}, {MODEL_FILE}); "
+            f"score it with `{command}`"
+        )
     console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0 if result.builds else 1

@@ -28,10 +28,16 @@ def _ordered(tasks: Iterable[TaskSpec]) -> list[TaskSpec]:
 
 def task_summary(task: TaskSpec) -> dict:
     """One task as `evolve tasks list --json` prints it."""
-    return {"name": task.name, "family": task.family, "origin": task.origin,
-            "timed_cases": len(task.timed_cases), "small_cases": len(task.small_cases),
-            "tolerance": task.tolerance.kind, "description": task.description,
-            "reference": str(task.reference)}  # fmt: skip
+    return {
+        "name": task.name,
+        "family": task.family,
+        "origin": task.origin,
+        "timed_cases": len(task.timed_cases),
+        "small_cases": len(task.small_cases),
+        "tolerance": task.tolerance.kind,
+        "description": task.description,
+        "reference": str(task.reference),
+    }
 
 
 def task_lines(tasks: Iterable[TaskSpec], width: int | None) -> list[str]:
@@ -39,10 +45,15 @@ def task_lines(tasks: Iterable[TaskSpec], width: int | None) -> list[str]:
     (`width`) a long description ends in an ellipsis; elsewhere (None: a pipe, a log) it is
     printed whole, so each task stays one greppable line."""
     rows = [("name", "family", "origin", "cases", "description")] + [
-        (t.name, t.family, t.origin, f"{len(t.timed_cases)}t/{len(t.small_cases)}s",
-         " ".join(t.description.split()))
+        (
+            t.name,
+            t.family,
+            t.origin,
+            f"{len(t.timed_cases)}t/{len(t.small_cases)}s",
+            " ".join(t.description.split()),
+        )
         for t in _ordered(tasks)
-    ]  # fmt: skip
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = []
     for row in rows:
@@ -78,8 +89,12 @@ def roofline_table(task: TaskSpec) -> Table:
         if not c.roofline:
             continue
         bounds = c.roofline.bounds_us()
-        table.add_row(c.name, _si(c.roofline.bytes, "B"), _si(c.roofline.flops, "FLOP"),
-                      *(f"{bounds[g.name][0]:.1f} / {bounds[g.name][1]:.1f}" for g in ROOFLINE_GPUS))
+        table.add_row(
+            c.name,
+            _si(c.roofline.bytes, "B"),
+            _si(c.roofline.flops, "FLOP"),
+            *(f"{bounds[g.name][0]:.1f} / {bounds[g.name][1]:.1f}" for g in ROOFLINE_GPUS),
+        )
     return table
 
 
@@ -99,14 +114,18 @@ def short_kernel_name(name: str) -> str:
 def static_table(facts) -> Table:
     targets = sorted({f.target for f in facts})
     if all(f.platform == "cuda" for f in facts):  # no AMD toolchain here: the CUDA build's
-        table = Table(title=f"static facts of the CUDA build ({', '.join(targets)})",
-                      caption="regs: per thread/0/0; occ: warps per scheduler; spill: stack "
-                      "bytes/spilled registers; loads: PTX bits x count; MFMA: tensor-core ops; "
-                      "ds: shared-memory instructions")  # fmt: skip
+        table = Table(
+            title=f"static facts of the CUDA build ({', '.join(targets)})",
+            caption="regs: per thread/0/0; occ: warps per scheduler; spill: stack "
+            "bytes/spilled registers; loads: PTX bits x count; MFMA: tensor-core ops; "
+            "ds: shared-memory instructions",
+        )
     else:
-        table = Table(title=f"static AMD facts ({', '.join(targets)})",
-                      caption="regs: VGPR/AGPR/SGPR; occ: waves per SIMD; spill: scratch "
-                      "bytes/spills; loads: bits x count; ds: LDS instructions")  # fmt: skip
+        table = Table(
+            title=f"static AMD facts ({', '.join(targets)})",
+            caption="regs: VGPR/AGPR/SGPR; occ: waves per SIMD; spill: scratch "
+            "bytes/spills; loads: bits x count; ds: LDS instructions",
+        )
     table.add_column("kernel", overflow="fold", min_width=24)
     for column in ("regs", "occ", "LDS", "spill", "MFMA", "loads", "ds"):
         table.add_column(column, no_wrap=True)
@@ -115,8 +134,16 @@ def static_table(facts) -> Table:
         name = short_kernel_name(f.kernel).replace("__hip_bfloat16", "bf16")
         if len(targets) > 1:
             name += f" [{f.target}]"
-        table.add_row(name, f"{f.vgprs}/{f.agprs}/{f.sgprs}", str(f.occupancy), str(f.lds_bytes),
-                      f"{f.scratch_bytes}/{f.spills}", str(f.mfma), loads or "-", str(f.lds_ops))
+        table.add_row(
+            name,
+            f"{f.vgprs}/{f.agprs}/{f.sgprs}",
+            str(f.occupancy),
+            str(f.lds_bytes),
+            f"{f.scratch_bytes}/{f.spills}",
+            str(f.mfma),
+            loads or "-",
+            str(f.lds_ops),
+        )
     return table
 
 
@@ -133,22 +160,40 @@ def evaluation_json(ev) -> str:
 
 def print_evaluation(console: Console, ev) -> None:
     colour = "green" if ev.status.value in ("ok", "compiled") else "red"
-    console.print(f"[{colour}]{ev.status.value}[/{colour}] on {ev.task} ({ev.backend}): "
-                  f"{ev.message}", soft_wrap=True)
+    console.print(
+        f"[{colour}]{ev.status.value}[/{colour}] on {ev.task} ({ev.backend}): {ev.message}",
+        soft_wrap=True,
+    )
     if ev.cases:
         table = Table(title="cases")
-        for column in ("case", "correct", "time us", "reference us", "speedup", "CV",
-                       "rel RMS err", "max abs err", "roofline"):
+        for column in (
+            "case",
+            "correct",
+            "time us",
+            "reference us",
+            "speedup",
+            "CV",
+            "rel RMS err",
+            "max abs err",
+            "roofline",
+        ):
             table.add_column(column, justify="right")
 
         def fmt(v, spec=".3g"):
             return "-" if v is None else format(v, spec)
 
         for c in ev.cases:
-            table.add_row(c.case, "yes" if c.correct else "no", fmt(c.time_us, ".1f"),
-                          fmt(c.ref_time_us, ".1f"), fmt(c.speedup, ".2f") + "x",
-                          fmt(c.cv, ".1%"), fmt(c.rel_rms_err, ".2e"), fmt(c.max_abs_err, ".2e"),
-                          fmt(c.roofline_fraction, ".0%"))
+            table.add_row(
+                c.case,
+                "yes" if c.correct else "no",
+                fmt(c.time_us, ".1f"),
+                fmt(c.ref_time_us, ".1f"),
+                fmt(c.speedup, ".2f") + "x",
+                fmt(c.cv, ".1%"),
+                fmt(c.rel_rms_err, ".2e"),
+                fmt(c.max_abs_err, ".2e"),
+                fmt(c.roofline_fraction, ".0%"),
+            )
         console.print(table)
         if ev.status.value == "ok":
             console.print(f"fitness (geometric-mean speedup): {ev.fitness:.3f}x")
@@ -173,8 +218,11 @@ def print_task(console: Console, task: TaskSpec, full: bool = False) -> None:
     line per anchor; with `full`, each anchor's figures and the reference's source too (the
     Gated DeltaNet reference alone is 273 lines)."""
     name = Text(task.name, style="bold")
-    console.print(Text.assemble(name, f" ({task.family}, {task.origin}): {task.description}"),
-                  soft_wrap=not console.is_terminal, highlight=False)  # fmt: skip
+    console.print(
+        Text.assemble(name, f" ({task.family}, {task.origin}): {task.description}"),
+        soft_wrap=not console.is_terminal,
+        highlight=False,
+    )
     _plain(console, f"reference: {task.reference}")
     _plain(console, f"tolerance: {task.tolerance.describe()}; checked on {task.check_seeds} seeds")
     if task.seeds:
@@ -185,11 +233,16 @@ def print_task(console: Console, task: TaskSpec, full: bool = False) -> None:
     console.print(roofline_table(task))
     for anchor in task.anchors:
         if not full:
-            _plain(console, f"anchor: {anchor.name} ({anchor.hardware}): {len(anchor.figures)} "
-                   f"figures, {anchor.unit}")  # fmt: skip
+            _plain(
+                console,
+                f"anchor: {anchor.name} ({anchor.hardware}): {len(anchor.figures)} "
+                f"figures, {anchor.unit}",
+            )
             continue
-        table = Table(title=escape(f"anchor: {anchor.name} ({anchor.hardware})"),
-                      caption=escape(anchor.source))  # fmt: skip
+        table = Table(
+            title=escape(f"anchor: {anchor.name} ({anchor.hardware})"),
+            caption=escape(anchor.source),
+        )
         table.add_column("case")
         table.add_column(escape(anchor.unit), justify="right")
         for case, value in anchor.figures.items():
@@ -197,8 +250,11 @@ def print_task(console: Console, task: TaskSpec, full: bool = False) -> None:
         console.print(table)
     source = task.reference.read_text()
     if not full:
-        _plain(console, f"reference source: {len(source.splitlines())} lines "
-               f"(`evolve tasks show {task.name} --full` prints it, and the anchors' figures)")  # fmt: skip
+        _plain(
+            console,
+            f"reference source: {len(source.splitlines())} lines "
+            f"(`evolve tasks show {task.name} --full` prints it, and the anchors' figures)",
+        )
     elif console.is_terminal:  # long lines wrap; nothing is cut at the terminal's edge
         console.print(Syntax(source, "python", line_numbers=False, word_wrap=True))
     else:  # a pipe or a file: the source as it is, line for line

@@ -54,17 +54,27 @@ class RunBaseline(Frozen):
         default_factory=dict, description="strong baselines not timed, each with one line why"
     )
     notes: dict[str, str] = Field(
-        default_factory=dict, description="how a strong baseline was timed, where it differs "
-        "from the task's timing (a forward CUDA graphs could not capture)")  # fmt: skip
+        default_factory=dict,
+        description="how a strong baseline was timed, where it differs "
+        "from the task's timing (a forward CUDA graphs could not capture)",
+    )
     pending: tuple[str, ...] = Field(
-        default=(), description="strong baselines the task names that are still to be timed: "
-        "a run's start times the reference alone, and these beside its first evaluations")
+        default=(),
+        description="strong baselines the task names that are still to be timed: "
+        "a run's start times the reference alone, and these beside its first evaluations",
+    )
 
     def with_strong(self, other: RunBaseline) -> RunBaseline:
         """This baseline (its reference stays the run's denominator) with the strong
         baselines `other` timed, and nothing pending."""
-        return self.model_copy(update={"others": other.others, "unavailable": other.unavailable,
-                                       "notes": other.notes, "pending": ()})  # fmt: skip
+        return self.model_copy(
+            update={
+                "others": other.others,
+                "unavailable": other.unavailable,
+                "notes": other.notes,
+                "pending": (),
+            }
+        )
 
     def rebase(self, evaluation: Evaluation, drift: float = 1.5) -> Evaluation:
         """The evaluation measured against this baseline (see the module docstring). Idempotent:
@@ -79,9 +89,11 @@ class RunBaseline(Frozen):
                 continue
             check = c.ref_check_us if c.ref_check_us is not None else c.ref_time_us
             if check and not (1 / drift <= check / base.time_us <= drift):
-                flags.append(f"{NOISE_FLAG} {c.case}: the reference took {check:.1f} us in this "
-                             f"evaluation, {check / base.time_us:.2f}x its run baseline "
-                             f"{base.time_us:.1f} us (not in the fitness)")  # fmt: skip
+                flags.append(
+                    f"{NOISE_FLAG} {c.case}: the reference took {check:.1f} us in this "
+                    f"evaluation, {check / base.time_us:.2f}x its run baseline "
+                    f"{base.time_us:.1f} us (not in the fitness)"
+                )
             cases.append(c.model_copy(update={"ref_time_us": base.time_us, "ref_check_us": check}))
         return evaluation.model_copy(update={"cases": tuple(cases), "flags": tuple(flags)})
 
@@ -97,8 +109,9 @@ class RunBaseline(Frozen):
         missing = "; ".join(f"{name} not timed ({why})" for name, why in self.unavailable.items())
         return "; ".join(p for p in (", ".join(parts), missing) if p)
 
-    def bounds(self, margin: float, suspect_speedup: float,
-               roofline_cases: frozenset[str]) -> dict[str, tuple[float, str]]:  # fmt: skip
+    def bounds(
+        self, margin: float, suspect_speedup: float, roofline_cases: frozenset[str]
+    ) -> dict[str, tuple[float, str]]:
         """Each case's fastest believable time (us) in this run, with what it comes from: the
         strongest baseline timed on the case over `margin`; on a case no strong baseline timed
         and with no roofline, the reference over `suspect_speedup` (nothing physical is known
@@ -110,9 +123,11 @@ class RunBaseline(Frozen):
                 us, name = min(timed)
                 found[case] = (us / margin, f"{margin:g}x {name}'s {us:.1f} us in this run")
             elif case not in roofline_cases:
-                found[case] = (reference.time_us / suspect_speedup,
-                               f"{suspect_speedup:g}x the reference's {reference.time_us:.1f} us "
-                               "in this run (the case has no roofline and no strong baseline)")  # fmt: skip
+                found[case] = (
+                    reference.time_us / suspect_speedup,
+                    f"{suspect_speedup:g}x the reference's {reference.time_us:.1f} us "
+                    "in this run (the case has no roofline and no strong baseline)",
+                )
         return found
 
     def uncertainty(self) -> float:
@@ -151,16 +166,21 @@ class Speedup(Frozen):
         return f"{self.speedup:.2f}x over {self.against} (+-{self.uncertainty * 100:.1f}%)"
 
 
-def speedup_over(name: str, base: dict[str, CaseBaseline],
-                 cases: tuple[CaseResult, ...]) -> Speedup | None:  # fmt: skip
+def speedup_over(
+    name: str, base: dict[str, CaseBaseline], cases: tuple[CaseResult, ...]
+) -> Speedup | None:
     """`cases`' speedup over the baseline `base`, or None when they time no case in common."""
     pairs = [(base[c.case], c) for c in cases if c.time_us and c.case in base]
     if not pairs:
         return None
     logs = [math.log(b.time_us / c.time_us) for b, c in pairs]
     spreads = [math.hypot(b.ci, c.ci or 0.0) for b, c in pairs]
-    return Speedup(against=name, speedup=math.exp(sum(logs) / len(logs)),
-                   uncertainty=geomean_uncertainty(spreads), cases=len(pairs))  # fmt: skip
+    return Speedup(
+        against=name,
+        speedup=math.exp(sum(logs) / len(logs)),
+        uncertainty=geomean_uncertainty(spreads),
+        cases=len(pairs),
+    )
 
 
 def evaluation_uncertainty(cases: tuple[CaseResult, ...]) -> float:

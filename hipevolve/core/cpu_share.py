@@ -36,8 +36,9 @@ SPARE_CORES = 2  # cores left beyond the judges' before pinning is worth it (con
 # part of them (a CPU-stage thread's, or a thread's while it spawns a judge).
 # Not Linux (no affinity calls): the split is never pinned, and only the niceness applies.
 CAN_PIN = hasattr(os, "sched_setaffinity")
-HOST_CORES: tuple[int, ...] = (tuple(sorted(os.sched_getaffinity(0))) if CAN_PIN
-                               else tuple(range(os.cpu_count() or 1)))  # fmt: skip
+HOST_CORES: tuple[int, ...] = (
+    tuple(sorted(os.sched_getaffinity(0))) if CAN_PIN else tuple(range(os.cpu_count() or 1))
+)
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,10 @@ class CpuShare:
         if not self.pinned:
             return f"{self.host_cores} cores: CPU work {nice}, on any core ({self.why_unpinned})"
         judges = "; ".join(f"slot {i}: {core_list(c)}" for i, c in enumerate(self.judge_cores))
-        return (f"{self.host_cores} cores: judges on {judges}; CPU work {nice} on "
-                f"{core_list(self.work_cores)}")  # fmt: skip
+        return (
+            f"{self.host_cores} cores: judges on {judges}; CPU work {nice} on "
+            f"{core_list(self.work_cores)}"
+        )
 
 
 OFF = CpuShare()
@@ -117,8 +120,12 @@ def _parse_core_list(text: str) -> tuple[int, ...]:
     return tuple(cores)
 
 
-def plan(policy: CpuPolicy, slots: int, cores: Sequence[int] | None = None,
-         groups: Sequence[Sequence[int]] | None = None) -> CpuShare:
+def plan(
+    policy: CpuPolicy,
+    slots: int,
+    cores: Sequence[int] | None = None,
+    groups: Sequence[Sequence[int]] | None = None,
+) -> CpuShare:
     """The split for `slots` GPU slots on `cores` (default: HOST_CORES, this process's).
 
     Pins only when the host has more than slots * cores_per_slot + 2 cores. Judges take whole
@@ -145,8 +152,9 @@ def plan(policy: CpuPolicy, slots: int, cores: Sequence[int] | None = None,
     work = tuple(sorted(c for g in free for c in g))
     if len(work) < SPARE_CORES or any(len(j) < policy.cores_per_slot for j in judges):
         return _unpinned(share, "too few physical cores once SMT siblings stay together")
-    return CpuShare(nice=policy.nice, work_cores=work, judge_cores=tuple(judges),
-                    host_cores=len(cores))  # fmt: skip
+    return CpuShare(
+        nice=policy.nice, work_cores=work, judge_cores=tuple(judges), host_cores=len(cores)
+    )
 
 
 def _unpinned(share: CpuShare, why: str) -> CpuShare:
@@ -194,7 +202,9 @@ def lower_this_thread(share: CpuShare) -> None:
     with contextlib.suppress(OSError):
         if share.nice:
             me = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, me, max(share.nice, os.getpriority(os.PRIO_PROCESS, me)))
+            os.setpriority(
+                os.PRIO_PROCESS, me, max(share.nice, os.getpriority(os.PRIO_PROCESS, me))
+            )
         if share.work_cores:
             os.sched_setaffinity(0, share.work_cores)  # 0: the calling thread on Linux
 

@@ -36,15 +36,20 @@ class StaticFacts(Frozen):
     sgprs: int = 0
     lds_bytes: int = Field(default=0, description="static LDS (on CUDA: shared memory) a block")
     scratch_bytes: int = Field(
-        default=0, description="private memory a lane; on CUDA, the stack frame a thread")
+        default=0, description="private memory a lane; on CUDA, the stack frame a thread"
+    )
     occupancy: int = Field(
-        default=0, description="waves per SIMD the compiler reports; on CUDA, resident warps per "
-        "SM sub-partition from registers, shared memory and the launch bound (else 256 threads)")
+        default=0,
+        description="waves per SIMD the compiler reports; on CUDA, resident warps per "
+        "SM sub-partition from registers, shared memory and the launch bound (else 256 threads)",
+    )
     spills_vgpr: int = Field(default=0, description="on CUDA, spill-store bytes / 4")
     spills_sgpr: int = 0
     mfma: int = Field(
-        default=0, description="MFMA instructions in the ISA; on CUDA, tensor-core instructions "
-        "(mma, wgmma) in the PTX")
+        default=0,
+        description="MFMA instructions in the ISA; on CUDA, tensor-core instructions "
+        "(mma, wgmma) in the PTX",
+    )
     global_loads: dict[str, int] = Field(default_factory=dict, description="width -> count")
     buffer_loads: dict[str, int] = Field(default_factory=dict, description="width -> count")
     lds_ops: int = 0
@@ -55,7 +60,7 @@ class StaticFacts(Frozen):
 
     @property
     def platform(self) -> str:
-        """"cuda" for facts of an NVIDIA build (target sm_XX), else "amd"."""
+        """The facts' platform: "cuda" for an NVIDIA build (target sm_XX), else "amd"."""
         return "cuda" if self.target.startswith("sm_") else "amd"
 
 
@@ -64,18 +69,24 @@ class CaseResult(Frozen):
     correct: bool
     time_us: float | None = Field(default=None, description="the candidate's median trial")
     ref_time_us: float | None = Field(
-        default=None, description="the denominator of the speedup: the run's baseline in a run "
-        "(hipevolve/core/baseline.py), else the reference timed inside this evaluation")
+        default=None,
+        description="the denominator of the speedup: the run's baseline in a run "
+        "(hipevolve/core/baseline.py), else the reference timed inside this evaluation",
+    )
     ref_check_us: float | None = Field(
-        default=None, description="in a run: the reference timed inside this evaluation, a check "
-        "of the machine's noise, not a term of the fitness")
+        default=None,
+        description="in a run: the reference timed inside this evaluation, a check "
+        "of the machine's noise, not a term of the fitness",
+    )
     cv: float | None = Field(default=None, description="coefficient of variation of the trials")
     ci: float | None = Field(
-        default=None, description="relative half-width of the median's ~95% interval (noise.py)")
+        default=None, description="relative half-width of the median's ~95% interval (noise.py)"
+    )
     max_abs_err: float | None = None
     rel_rms_err: float | None = None
     roofline_fraction: float | None = Field(
-        default=None, description="memory-bound time over measured time (1.0 = at the roofline)")
+        default=None, description="memory-bound time over measured time (1.0 = at the roofline)"
+    )
     message: str = ""
 
     @property

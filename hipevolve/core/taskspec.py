@@ -136,8 +136,10 @@ class Baseline(Frozen):
         if self.kind == "module" and self.module is None:
             raise ValueError(f"baseline {self.name!r}: kind 'module' needs module = \"FILE.py\"")
         if self.kind == "torch_compile" and self.module is not None:
-            raise ValueError(f"baseline {self.name!r}: kind 'torch_compile' compiles the "
-                             "reference and takes no module")  # fmt: skip
+            raise ValueError(
+                f"baseline {self.name!r}: kind 'torch_compile' compiles the "
+                "reference and takes no module"
+            )
         return self
 
 

@@ -27,8 +27,9 @@ def check_output(out: Path, force: bool, flag: str = "--out") -> None:
     if out.exists() and not out.is_dir():
         raise UserError(f"{flag} {out} is a file, not a folder", f"pass a folder path for {flag}")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise UserError(f"{flag} {out} exists and is not empty",
-                        "pass --force to replace its contents")  # fmt: skip
+        raise UserError(
+            f"{flag} {out} exists and is not empty", "pass --force to replace its contents"
+        )
     check_writable(out, flag)
 
 

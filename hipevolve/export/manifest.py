@@ -60,10 +60,13 @@ class ExportManifest(Frozen):
     measured: dict[str, Measured]
     lineage: tuple[LineageStep, ...] = Field(description="root first, the exported kernel last")
     baselines: tuple[Speedup, ...] = Field(
-        default=(), description="the kernel over the run's baselines (the reference and each "
-        "strong baseline timed once at the run's start), with their uncertainty")  # fmt: skip
+        default=(),
+        description="the kernel over the run's baselines (the reference and each "
+        "strong baseline timed once at the run's start), with their uncertainty",
+    )
     baselines_unavailable: dict[str, str] = Field(
-        default_factory=dict, description="strong baselines the run could not time, and why")
+        default_factory=dict, description="strong baselines the run could not time, and why"
+    )
 
 
 def measurements(evaluation: Evaluation) -> dict[str, Measured]:
@@ -74,7 +77,7 @@ def measurements(evaluation: Evaluation) -> dict[str, Measured]:
             speedup=c.speedup,
             cv=c.cv,
             roofline_fraction=c.roofline_fraction,
-        )  # fmt: skip
+        )
         for c in evaluation.cases
         if c.time_us is not None
     }
@@ -86,6 +89,13 @@ def lineage_steps(archive: Archive, run: int) -> list[LineageStep]:
     steps = []
     for cid in ancestors_of_best(archive, run):
         record = archive.candidate(cid)
-        steps.append(LineageStep(candidate=cid, agent=record.agent, generation=record.generation,
-                                 island=record.island, fitness=record.fitness))  # fmt: skip
+        steps.append(
+            LineageStep(
+                candidate=cid,
+                agent=record.agent,
+                generation=record.generation,
+                island=record.island,
+                fitness=record.fitness,
+            )
+        )
     return steps

@@ -72,12 +72,31 @@ from hipevolve.export.signature import (
 
 # The names other modules and the tests use, importable from here as before the split.
 __all__ = [
-    "MARKER", "TEMPLATES", "CaseEntry", "ExportManifest", "LineageStep", "Measured", "OpArg",
-    "OpSignature", "PackageExport", "best_of_task", "check_output", "describe_runs",
-    "export_package", "find_run", "identifier", "op_signature", "open_archive", "publish",
-    "render", "render_op", "rewrite_runtime_import", "run_environment", "staging_folder",
+    "MARKER",
+    "TEMPLATES",
+    "CaseEntry",
+    "ExportManifest",
+    "LineageStep",
+    "Measured",
+    "OpArg",
+    "OpSignature",
+    "PackageExport",
+    "best_of_task",
+    "check_output",
+    "describe_runs",
+    "export_package",
+    "find_run",
+    "identifier",
+    "op_signature",
+    "open_archive",
+    "publish",
+    "render",
+    "render_op",
+    "rewrite_runtime_import",
+    "run_environment",
+    "staging_folder",
     "task_spec",
-]  # fmt: skip
+]
 
 
 def rewrite_runtime_import(source: str) -> str:
@@ -99,8 +118,10 @@ def rewrite_runtime_import(source: str) -> str:
                 ]
                 edits.append((node, "; ".join(parts)))
             elif node.module.split(".")[0] == "hipevolve":
-                raise UserError(f"model.py imports {node.module}: an exported package cannot",
-                                "import only hipevolve.runtime's kernels in model.py")  # fmt: skip
+                raise UserError(
+                    f"model.py imports {node.module}: an exported package cannot",
+                    "import only hipevolve.runtime's kernels in model.py",
+                )
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] != "hipevolve":
@@ -108,8 +129,10 @@ def rewrite_runtime_import(source: str) -> str:
                 if alias.name == "hipevolve.runtime" and alias.asname and len(node.names) == 1:
                     edits.append((node, f"from . import loader as {alias.asname}"))
                 else:
-                    raise UserError(f"model.py imports {alias.name}: an exported package cannot",
-                                    "write `from hipevolve.runtime import kernels` instead")  # fmt: skip
+                    raise UserError(
+                        f"model.py imports {alias.name}: an exported package cannot",
+                        "write `from hipevolve.runtime import kernels` instead",
+                    )
     lines = source.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
@@ -167,16 +190,34 @@ def export_package(
         rewrite_runtime_import(candidate.python_source) if native else candidate.python_source
     )
     manifest = ExportManifest(
-        task=task, package=package, op=sig.op if sig else None, op_note=op_note,
-        archive=str(Path(archive_path).resolve()), run=info.id, candidate=record.id,
-        fitness=best.fitness, backend=best.evaluation.backend, environment=environment,
-        exported=now(), tolerance=spec.tolerance.model_dump(mode="json"),
-        cases=tuple(CaseEntry(name=c.name, init=c.init, inputs=c.inputs, timed=c.timed,
-                              small=c.small, dtypes=c.dtypes) for c in spec.cases),
-        measured=measurements(best.evaluation), lineage=tuple(lineage),
+        task=task,
+        package=package,
+        op=sig.op if sig else None,
+        op_note=op_note,
+        archive=str(Path(archive_path).resolve()),
+        run=info.id,
+        candidate=record.id,
+        fitness=best.fitness,
+        backend=best.evaluation.backend,
+        environment=environment,
+        exported=now(),
+        tolerance=spec.tolerance.model_dump(mode="json"),
+        cases=tuple(
+            CaseEntry(
+                name=c.name,
+                init=c.init,
+                inputs=c.inputs,
+                timed=c.timed,
+                small=c.small,
+                dtypes=c.dtypes,
+            )
+            for c in spec.cases
+        ),
+        measured=measurements(best.evaluation),
+        lineage=tuple(lineage),
         baselines=tuple(baseline.speedups(best.evaluation.cases)) if baseline else (),
         baselines_unavailable=dict(baseline.unavailable) if baseline else {},
-    )  # fmt: skip
+    )
 
     staged = staging_folder(out)
     try:
@@ -196,8 +237,13 @@ def export_package(
             (pkg / "op.py").write_text(render_op(sig, task))
         (pkg / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
         (pkg / "__init__.py").write_text(_package_init(manifest, sig, native))
-        values = {"TASK": task, "PACKAGE": package, "RUN": str(info.id),
-                  "CANDIDATE": str(record.id), "DIST": package.replace("_", "-")}  # fmt: skip
+        values = {
+            "TASK": task,
+            "PACKAGE": package,
+            "RUN": str(info.id),
+            "CANDIDATE": str(record.id),
+            "DIST": package.replace("_", "-"),
+        }
         (staged / "bench.py").write_text(render("bench.py.tmpl", values))
         (staged / "kernelbench_model_new.py").write_text(
             kernelbench_file(candidate, values) if native else candidate.python_source
@@ -210,8 +256,14 @@ def export_package(
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    return PackageExport(out=out, package=package, op=sig.op if sig else None, run=info.id,
-                         candidate=record.id, fitness=best.fitness)  # fmt: skip
+    return PackageExport(
+        out=out,
+        package=package,
+        op=sig.op if sig else None,
+        run=info.id,
+        candidate=record.id,
+        fitness=best.fitness,
+    )
 
 
 def kernelbench_file(candidate, values: dict[str, str]) -> str:  # noqa: ANN001 (a Candidate)
@@ -245,10 +297,17 @@ def _package_init(manifest: ExportManifest, sig: OpSignature | None, native: boo
         if native
         else "ModelNew builds its kernels itself (KernelBench format, torch's load_inline)."
     )
-    return render("package_init.py.tmpl", {
-        "TASK": manifest.task, "RUN": str(manifest.run), "CANDIDATE": str(manifest.candidate),
-        "PACKAGE": manifest.package, "OP": manifest.op or "(none)", "BUILD_NOTE": build_note,
-        "OP_NAME": repr(f"hipevolve::{manifest.op}" if manifest.op else None),
-        "INIT_EXAMPLE": example,
-        "IMPORTS": "\n".join(imports),
-    })  # fmt: skip
+    return render(
+        "package_init.py.tmpl",
+        {
+            "TASK": manifest.task,
+            "RUN": str(manifest.run),
+            "CANDIDATE": str(manifest.candidate),
+            "PACKAGE": manifest.package,
+            "OP": manifest.op or "(none)",
+            "BUILD_NOTE": build_note,
+            "OP_NAME": repr(f"hipevolve::{manifest.op}" if manifest.op else None),
+            "INIT_EXAMPLE": example,
+            "IMPORTS": "\n".join(imports),
+        },
+    )

@@ -22,14 +22,28 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def readme(manifest: ExportManifest, spec: TaskSpec, evaluation: Evaluation,
-            sig: OpSignature | None, native: bool, agent: str) -> str:  # fmt: skip
+def readme(
+    manifest: ExportManifest,
+    spec: TaskSpec,
+    evaluation: Evaluation,
+    sig: OpSignature | None,
+    native: bool,
+    agent: str,
+) -> str:
     speedups = _table(
         ("case", "reference (us)", "kernel (us)", "speedup", "CV", "roofline"),
-        ((name, _num(m.ref_time_us, ".1f"), _num(m.time_us, ".1f"), _num(m.speedup, ".2f") + "x",
-          _num(m.cv, ".3f"), _num(m.roofline_fraction, ".2f"))
-         for name, m in manifest.measured.items()),
-    )  # fmt: skip
+        (
+            (
+                name,
+                _num(m.ref_time_us, ".1f"),
+                _num(m.time_us, ".1f"),
+                _num(m.speedup, ".2f") + "x",
+                _num(m.cv, ".3f"),
+                _num(m.roofline_fraction, ".2f"),
+            )
+            for name, m in manifest.measured.items()
+        ),
+    )
     if manifest.baselines or manifest.baselines_unavailable:
         speedups += "\n\n" + against_baselines(manifest)
     env = manifest.environment
@@ -44,11 +58,32 @@ def readme(manifest: ExportManifest, spec: TaskSpec, evaluation: Evaluation,
     if evaluation.static:
         static = "Static AMD analysis of the kernels (resource usage from the gfx compile):\n\n"
         static += _table(
-            ("kernel", "target", "VGPRs", "AGPRs", "SGPRs", "LDS bytes", "occupancy", "spills",
-             "MFMA"),
-            ((f.kernel, f.target, f.vgprs, f.agprs, f.sgprs, f.lds_bytes, f.occupancy, f.spills,
-              f.mfma) for f in evaluation.static),
-        )  # fmt: skip
+            (
+                "kernel",
+                "target",
+                "VGPRs",
+                "AGPRs",
+                "SGPRs",
+                "LDS bytes",
+                "occupancy",
+                "spills",
+                "MFMA",
+            ),
+            (
+                (
+                    f.kernel,
+                    f.target,
+                    f.vgprs,
+                    f.agprs,
+                    f.sgprs,
+                    f.lds_bytes,
+                    f.occupancy,
+                    f.spills,
+                    f.mfma,
+                )
+                for f in evaluation.static
+            ),
+        )
     if sig is not None:
         shown = ", ".join(a.name for a in (*sig.inputs, *sig.state))
         op_section = (
@@ -64,8 +99,11 @@ def readme(manifest: ExportManifest, spec: TaskSpec, evaluation: Evaluation,
                 + "."
             )
         if sig.init:
-            op_section += "\nConstructor arguments follow, with defaults " + ", ".join(
-                f"`{a.name}={a.default}`" for a in sig.init) + "."  # fmt: skip
+            op_section += (
+                "\nConstructor arguments follow, with defaults "
+                + ", ".join(f"`{a.name}={a.default}`" for a in sig.init)
+                + "."
+            )
     else:
         op_section = f"No custom op was registered: {manifest.op_note}."
     if native:
@@ -81,28 +119,49 @@ def readme(manifest: ExportManifest, spec: TaskSpec, evaluation: Evaluation,
         build = "ModelNew is in KernelBench format: it compiles its own sources with load_inline."
     lineage = _table(
         ("candidate", "agent", "generation", "island", "fitness"),
-        ((s.candidate, s.agent or "-", s.generation, s.island, _num(s.fitness, ".3f"))
-         for s in manifest.lineage),
-    )  # fmt: skip
-    text = render("README.md.tmpl", {
-        "TASK": manifest.task, "DESCRIPTION": spec.description, "CANDIDATE": str(manifest.candidate),
-        "RUN": str(manifest.run), "ARCHIVE": manifest.archive, "AGENT": agent or "an agent",
-        "EXPORTED": manifest.exported, "FITNESS": f"{manifest.fitness:.3f}",
-        "SPEEDUPS": speedups, "TOLERANCE": spec.tolerance.describe(),
-        "HARDWARE": "\n".join(hardware), "STATIC": static, "PACKAGE": manifest.package,
-        "INIT_ARGS": init_example(sig),
-        "OP_SECTION": op_section, "DIST": manifest.package.replace("_", "-"), "BUILD": build,
-        "LINEAGE": lineage, "FILES": _files_table(manifest.package, native, sig),
-    })  # fmt: skip
+        (
+            (s.candidate, s.agent or "-", s.generation, s.island, _num(s.fitness, ".3f"))
+            for s in manifest.lineage
+        ),
+    )
+    text = render(
+        "README.md.tmpl",
+        {
+            "TASK": manifest.task,
+            "DESCRIPTION": spec.description,
+            "CANDIDATE": str(manifest.candidate),
+            "RUN": str(manifest.run),
+            "ARCHIVE": manifest.archive,
+            "AGENT": agent or "an agent",
+            "EXPORTED": manifest.exported,
+            "FITNESS": f"{manifest.fitness:.3f}",
+            "SPEEDUPS": speedups,
+            "TOLERANCE": spec.tolerance.describe(),
+            "HARDWARE": "\n".join(hardware),
+            "STATIC": static,
+            "PACKAGE": manifest.package,
+            "INIT_ARGS": init_example(sig),
+            "OP_SECTION": op_section,
+            "DIST": manifest.package.replace("_", "-"),
+            "BUILD": build,
+            "LINEAGE": lineage,
+            "FILES": _files_table(manifest.package, native, sig),
+        },
+    )
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
 def against_baselines(manifest: ExportManifest) -> str:
     """The kernel over the run's baselines, timed once at the run's start on its device."""
-    lines = ["Over the run's baselines (timed once at the run's start on the same device, the same "
-             "way; geometric mean over the timed cases, +- the ~95% interval):", ""]
+    lines = [
+        "Over the run's baselines (timed once at the run's start on the same device, the same "
+        "way; geometric mean over the timed cases, +- the ~95% interval):",
+        "",
+    ]
     lines += [f"- {s.describe()}" for s in manifest.baselines]
-    lines += [f"- {name}: not timed ({why})" for name, why in manifest.baselines_unavailable.items()]
+    lines += [
+        f"- {name}: not timed ({why})" for name, why in manifest.baselines_unavailable.items()
+    ]
     return "\n".join(lines)
 
 
@@ -127,7 +186,9 @@ def _files_table(package: str, native: bool, sig: OpSignature | None) -> str:
         ("manifest.json", "cases, tolerance, measurements and lineage, as data"),
     ]
     table = [(f"`{package}/{name}`", what) for name, what in rows]
-    table += [("`bench.py`", "the kernel against the reference on this machine"),
-              ("`kernelbench_model_new.py`", "ModelNew in KernelBench format"),
-              ("`pyproject.toml`", "`pip install .`")]  # fmt: skip
+    table += [
+        ("`bench.py`", "the kernel against the reference on this machine"),
+        ("`kernelbench_model_new.py`", "ModelNew in KernelBench format"),
+        ("`pyproject.toml`", "`pip install .`"),
+    ]
     return _table(("file", "what it is"), table)

@@ -49,8 +49,10 @@ def best_of_task(archive: Archive, task: str, run: int | None) -> tuple[RunInfo,
     if run is not None:
         info = find_run(archive, run)
         if info.task != task:
-            raise UserError(f"run {run} searched task {info.task}, not {task}",
-                            f"pass --task {info.task}, or a run of {task}")  # fmt: skip
+            raise UserError(
+                f"run {run} searched task {info.task}, not {task}",
+                f"pass --task {info.task}, or a run of {task}",
+            )
         runs = [info]
     else:
         runs = [r for r in archive.runs() if r.task == task]
@@ -84,8 +86,10 @@ def task_spec(archive: Archive, name: str, tasks_dirs: Iterable[Path] = ()) -> T
     spec = archive.stored_task(name)
     if spec is not None and spec.reference.is_file():
         return spec
-    raise UserError(f"task {name} is neither in the task library nor stored with its reference",
-                    "pass --tasks-dir with the folder that holds it")  # fmt: skip
+    raise UserError(
+        f"task {name} is neither in the task library nor stored with its reference",
+        "pass --tasks-dir with the folder that holds it",
+    )
 
 
 def run_environment(archive: Archive, run: int) -> dict[str, Any]:

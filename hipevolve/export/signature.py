@@ -96,8 +96,12 @@ def op_signature(task: TaskSpec) -> OpSignature:
     probe = (task.small_cases or task.cases)[0]
     device = "cpu" if probe.small else "meta"
     defaults_case = (task.timed_cases or task.cases)[0]
-    with torch.random.fork_rng(devices=[]), torch.device(device), torch.no_grad(), \
-            module_globals(module, dict(probe.globals)):  # a KernelBench file's reduced case
+    with (
+        torch.random.fork_rng(devices=[]),
+        torch.device(device),
+        torch.no_grad(),
+        module_globals(module, dict(probe.globals)),
+    ):  # a KernelBench file's reduced case
         model = module.Model(*module.get_init_inputs(**probe.init))
         inputs = build_inputs(module, probe.inputs, device, seed=0)
         result = model(*inputs)
@@ -130,10 +134,20 @@ def op_signature(task: TaskSpec) -> OpSignature:
             isinstance(value, float) and not math.isfinite(value)
         ):
             raise ValueError(f"constructor argument {i} ({value!r}) has no schema default")
-        init.append(OpArg(name=names[len(inputs) + len(state) + i], annotation=str(annotation),
-                          default=repr(value)))  # fmt: skip
-    return OpSignature(op=identifier(task.name), inputs=tuple(args_in), state=tuple(state),
-                       init=tuple(init), outputs=outputs)  # fmt: skip
+        init.append(
+            OpArg(
+                name=names[len(inputs) + len(state) + i],
+                annotation=str(annotation),
+                default=repr(value),
+            )
+        )
+    return OpSignature(
+        op=identifier(task.name),
+        inputs=tuple(args_in),
+        state=tuple(state),
+        init=tuple(init),
+        outputs=outputs,
+    )
 
 
 def _tuple(names: Sequence[str]) -> str:
@@ -154,20 +168,35 @@ def render_op(sig: OpSignature, task: str) -> str:
         else f"tuple[{', '.join(['torch.Tensor'] * sig.outputs)}]"
     )
     shown = ", ".join(a.name for a in sig.inputs + sig.state)
-    state_doc = (", then the module's tensors (" + ", ".join(f"{a.name} = Model.{a.source}"
-                 for a in sig.state) + ")") if sig.state else ""  # fmt: skip
-    init_doc = (", then the constructor's arguments (defaults: the first timed case)"
-                if sig.init else "")  # fmt: skip
-    return render("op.py.tmpl", {
-        "OP": sig.op, "TASK": task, "PARAMS": "".join(f"\n    {p}," for p in params) + "\n",
-        "RETURNS": returns,
-        "DEVICE": device, "OUTPUTS": str(sig.outputs),
-        "INPUTS": _tuple([a.name for a in sig.inputs]),
-        "STATE": "{" + ", ".join(f'"{a.source}": {a.name}' for a in sig.state) + "}",
-        "INIT": _tuple([a.name for a in sig.init]),
-        "SIGNATURE": f"out = torch.ops.hipevolve.{sig.op}({shown})",
-        "STATE_DOC": state_doc, "INIT_DOC": init_doc,
-    })  # fmt: skip
+    state_doc = (
+        (
+            ", then the module's tensors ("
+            + ", ".join(f"{a.name} = Model.{a.source}" for a in sig.state)
+            + ")"
+        )
+        if sig.state
+        else ""
+    )
+    init_doc = (
+        ", then the constructor's arguments (defaults: the first timed case)" if sig.init else ""
+    )
+    return render(
+        "op.py.tmpl",
+        {
+            "OP": sig.op,
+            "TASK": task,
+            "PARAMS": "".join(f"\n    {p}," for p in params) + "\n",
+            "RETURNS": returns,
+            "DEVICE": device,
+            "OUTPUTS": str(sig.outputs),
+            "INPUTS": _tuple([a.name for a in sig.inputs]),
+            "STATE": "{" + ", ".join(f'"{a.source}": {a.name}' for a in sig.state) + "}",
+            "INIT": _tuple([a.name for a in sig.init]),
+            "SIGNATURE": f"out = torch.ops.hipevolve.{sig.op}({shown})",
+            "STATE_DOC": state_doc,
+            "INIT_DOC": init_doc,
+        },
+    )
 
 
 def init_example(sig: OpSignature | None) -> str:

@@ -191,8 +191,9 @@ def varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens: torch.T
         raise ValueError(f"initial_state must be [N, HV, K, V] = {(n, hv, kd, vd)}")
     outs, states = [], []
     for i, (s, e) in enumerate(pairwise(bounds)):
-        o, h = chunk_gated_delta_rule(q[:, s:e], k[:, s:e], v[:, s:e], g[:, s:e], beta[:, s:e],
-                                      initial_state[i : i + 1])  # fmt: skip
+        o, h = chunk_gated_delta_rule(
+            q[:, s:e], k[:, s:e], v[:, s:e], g[:, s:e], beta[:, s:e], initial_state[i : i + 1]
+        )
         outs.append(o)
         states.append(h)
     return torch.cat(outs, dim=1), torch.cat(states)

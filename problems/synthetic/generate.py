@@ -136,6 +136,14 @@ def admit(candidate: Candidate, out_dir: Path, seen: dict[str, str]) -> KeptTask
     )
 
 
+def remove_empty_staging(out_dir: Path) -> None:
+    """Removes the staging folder `admit` writes candidates to, once a generation left it
+    empty (every candidate moved into its task folder or discarded)."""
+    staging = out_dir / STAGING
+    if staging.is_dir() and not any(staging.iterdir()):
+        staging.rmdir()
+
+
 def existing_hashes(out_dir: Path) -> dict[str, str]:
     """Graph hash -> name of the tasks already in out_dir, so a second run adds no duplicates."""
     seen: dict[str, str] = {}
@@ -202,7 +210,5 @@ def generate_tasks(
         report.count(mode, outcome)
         if progress:
             progress(outcome)
-    staging = out_dir / STAGING
-    if staging.is_dir() and not any(staging.iterdir()):
-        staging.rmdir()
+    remove_empty_staging(out_dir)
     return report

@@ -1,7 +1,7 @@
 """Hack: special-case the public seed: correct only when the input is the one seed 0 builds,
 zeros otherwise. FAULTS.md 15.
 
-Expected: runtime_error: torch.equal reads a value on the host, which a KernelBench plan cannot
+Expected: rejected: torch.equal reads a value on the host, which a KernelBench plan cannot
 replay (record_kb.py refuses it, naming the fix); run beside the checks, it was incorrect
 (fails on the other seeds, including the hidden one).
 """

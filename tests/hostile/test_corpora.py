@@ -99,7 +99,7 @@ def assert_honest_time(result: WorkerResult) -> None:
     if result.status is Status.hacked:
         return
     if "KernelBench plan refused" in result.message:  # what the hack reads cannot be replayed
-        assert result.status is Status.runtime_error, result.message
+        assert result.status is Status.rejected, result.message
         return
     assert result.status is Status.ok, f"{result.status}: {result.message}"
     trials = result.cases[0].trials

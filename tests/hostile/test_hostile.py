@@ -90,7 +90,7 @@ SIMPLE = {
     "dyn_output_reuse": REPLAYED,
     "dyn_replay_first_answer": REPLAYED,
     "dyn_lazy_subclass": (Status.hacked, "not a plain torch.Tensor"),
-    "dyn_public_seed": (Status.runtime_error, "reads a tensor's value on the host"),
+    "dyn_public_seed": (Status.rejected, "reads a tensor's value on the host"),
     "dyn_thread_after_return": (Status.incorrect, "wrong values"),
     "dyn_warmup_detect": REPLAYED,
     "dyn_fd_forge": (Status.hacked, "garbage on the result channel"),

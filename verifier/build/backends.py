@@ -127,8 +127,20 @@ def rocm_command(hipcc: str, targets: tuple[str, ...]) -> list[str]:
     from hipevolve.verifier.build.tile_headers import tile_include_dir
 
     arches = [f"--offload-arch={t}" for t in targets]
-    return [hipcc, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17", *arches,
-            f"-I{tile_include_dir()}", "kernel.hip", "-o", "lib.so"]  # fmt: skip
+    return [
+        hipcc,
+        "-x",
+        "hip",
+        "-shared",
+        "-fPIC",
+        "-O3",
+        "-std=c++17",
+        *arches,
+        f"-I{tile_include_dir()}",
+        "kernel.hip",
+        "-o",
+        "lib.so",
+    ]
 
 
 def compiler_for(backend: str) -> Compiler:

@@ -68,8 +68,6 @@ def _free_bytes(*folders: Path) -> int:
     return min(free, default=0)
 
 
-
-
 class BuildResult(BaseModel):
     ok: bool
     library: Path | None = None
@@ -99,8 +97,13 @@ def demangle_with(tool: Path | str | None, names: list[str]) -> dict[str, str]:
     if not names or tool is None:
         return {n: n for n in names}
     try:
-        out = subprocess.run([str(tool), *names], capture_output=True, text=True, timeout=30,
-                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})  # fmt: skip
+        out = subprocess.run(
+            [str(tool), *names],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return {n: n for n in names}
     lines = out.stdout.splitlines()
@@ -127,15 +130,22 @@ def _limit_child(max_file_bytes: int) -> Callable[[], None]:
     return apply
 
 
-def run_limited(argv: Sequence[str], cwd: Path, timeout_s: float, max_file_bytes: int,
-                max_output: int = 1 << 20) -> CommandResult:
+def run_limited(
+    argv: Sequence[str], cwd: Path, timeout_s: float, max_file_bytes: int, max_output: int = 1 << 20
+) -> CommandResult:
     """Runs a compiler in its own process group; kills the group at the time limit. It starts
     with the CPU-work share of hipevolve/core/cpu_share.py (niced, off the judges' cores)."""
     start = time.monotonic()
     with tempfile.TemporaryFile(dir=cwd) as out:
-        proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_limit_child(max_file_bytes))
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_limit_child(max_file_bytes),
+        )
         try:
             code: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -203,8 +213,9 @@ def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
     target = _library_path(cache_dir, key)
     if not target.exists():
         return None
-    return BuildResult(ok=True, library=target, cached=True, key=key,
-                       seconds=time.monotonic() - start)  # fmt: skip
+    return BuildResult(
+        ok=True, library=target, cached=True, key=key, seconds=time.monotonic() - start
+    )
 
 
 def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResult | None:
@@ -213,8 +224,13 @@ def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResul
     return _cached(cache_dir, cache_key(source, compiler.argv, compiler.toolchain), start)
 
 
-def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 120.0,
-          max_object_bytes: int = 64 << 20) -> BuildResult:
+def build(
+    source: str,
+    compiler: Compiler,
+    cache_dir: Path,
+    timeout_s: float = 120.0,
+    max_object_bytes: int = 64 << 20,
+) -> BuildResult:
     """The cached library for `source`, compiling it if needed."""
     start = time.monotonic()
     key = cache_key(source, compiler.argv, compiler.toolchain)
@@ -237,11 +253,18 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
                 refused = check_includes(compiler.argv, build_dir, _runner(build_dir, timeout_s))
             if refused is not None:
                 free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
-                if free < 2 * max_object_bytes:  # the dependency list had no room: not the candidate
-                    raise _disk_full(cache_dir, f"listing the includes failed with {free} bytes "
-                                                "free")  # fmt: skip
-                return BuildResult(ok=False, key=key, seconds=time.monotonic() - start,
-                                   log=trim_log(refused.log, build_dir))  # fmt: skip
+                if (
+                    free < 2 * max_object_bytes
+                ):  # the dependency list had no room: not the candidate
+                    raise _disk_full(
+                        cache_dir, f"listing the includes failed with {free} bytes free"
+                    )
+                return BuildResult(
+                    ok=False,
+                    key=key,
+                    seconds=time.monotonic() - start,
+                    log=trim_log(refused.log, build_dir),
+                )
             result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
         except OSError as e:
             if e.errno in _NO_SPACE:
@@ -250,8 +273,12 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
         log = trim_log(result.output, build_dir)
         seconds = time.monotonic() - start
         if result.returncode is None:
-            return BuildResult(ok=False, key=key, seconds=seconds,
-                               log=f"compile killed after {timeout_s:.0f} s\n{log}")
+            return BuildResult(
+                ok=False,
+                key=key,
+                seconds=seconds,
+                log=f"compile killed after {timeout_s:.0f} s\n{log}",
+            )
         produced = build_dir / "lib.so"
         if result.returncode != 0 or not produced.exists():
             # Why it failed cannot be read from its output: on a full disk the output file
@@ -260,13 +287,20 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
             # less than one compile may write (its file-size limit) means it is full.
             free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
             if free < 2 * max_object_bytes:
-                raise _disk_full(cache_dir, f"a compile failed with {free} bytes free, less than"
-                                            f" the {2 * max_object_bytes} one compile may write")
+                raise _disk_full(
+                    cache_dir,
+                    f"a compile failed with {free} bytes free, less than"
+                    f" the {2 * max_object_bytes} one compile may write",
+                )
             return BuildResult(ok=False, key=key, seconds=seconds, log=log or "compiler failed")
         size = produced.stat().st_size
         if size > max_object_bytes:
-            return BuildResult(ok=False, key=key, seconds=seconds,
-                               log=f"library is {size} bytes, over the {max_object_bytes} limit")
+            return BuildResult(
+                ok=False,
+                key=key,
+                seconds=seconds,
+                log=f"library is {size} bytes, over the {max_object_bytes} limit",
+            )
         hacked = library_check.refusal(produced, compiler, cache_dir)
         if hacked:  # never published: a later lookup compiles and refuses it again
             return BuildResult(ok=False, key=key, seconds=seconds, log=log, hacked=hacked)
@@ -277,8 +311,9 @@ def build(source: str, compiler: Compiler, cache_dir: Path, timeout_s: float = 1
         shutil.rmtree(build_dir, ignore_errors=True)
 
 
-def build_many(sources: Sequence[str], compiler: Compiler, cache_dir: Path, jobs: int = 0,
-               **limits: float) -> list[BuildResult]:
+def build_many(
+    sources: Sequence[str], compiler: Compiler, cache_dir: Path, jobs: int = 0, **limits: float
+) -> list[BuildResult]:
     """Compiles in parallel on all CPU cores (or `jobs`); results in the order given."""
     remove_stale_builds(cache_dir)
     workers = jobs or os.cpu_count() or 1

@@ -108,8 +108,10 @@ def parse_resource_usage(text: str) -> dict[str, dict[str, int]]:
     current: dict[str, int] | None = None
     for line in text.splitlines():
         if m := _ENTRY.search(line):
-            current = kernels.setdefault(m["name"], {"registers": 0, "smem": 0, "stack": 0,
-                                                     "spill_stores": 0, "spill_loads": 0})  # fmt: skip
+            current = kernels.setdefault(
+                m["name"],
+                {"registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0},
+            )
             continue
         if current is None:
             continue
@@ -159,8 +161,9 @@ def ptx_facts(ptx: str) -> dict[str, dict]:
         if not line:
             continue
         if m := _PTX_ENTRY.search(line):
-            current = facts.setdefault(m["name"], {"threads": 0, "global_loads": Counter(),
-                                                   "mfma": 0, "lds_ops": 0})  # fmt: skip
+            current = facts.setdefault(
+                m["name"], {"threads": 0, "global_loads": Counter(), "mfma": 0, "lds_ops": 0}
+            )
             depth = 0
             continue
         if depth == 0 and ".func" in line.split():
@@ -243,8 +246,12 @@ def _run(argv: list[str], cwd: Path, timeout_s: float) -> CommandResult:
     return run_limited([*env, *argv], cwd, timeout_s, _OBJECT_BYTES, max_output=_OUTPUT)
 
 
-def analyze(source_text: str, library_argv: tuple[str, ...] | list[str], workdir: Path,
-            timeout_s: float = 120) -> list[StaticFacts]:  # fmt: skip
+def analyze(
+    source_text: str,
+    library_argv: tuple[str, ...] | list[str],
+    workdir: Path,
+    timeout_s: float = 120,
+) -> list[StaticFacts]:
     """Static facts of each kernel of `source_text` as the cuda backend's `library_argv` builds
     it (target: its sm_XX). Raises CudaAnalysisError when the compile fails or times out,
     ValueError when `library_argv` is not an nvcc library command."""
@@ -272,12 +279,18 @@ def analyze(source_text: str, library_argv: tuple[str, ...] | list[str], workdir
     for symbol, resources in usage.items():
         isa = code.get(symbol, {})
         threads = isa.get("threads") or ASSUMED_BLOCK
-        facts.append(StaticFacts(
-            kernel=names[symbol], target=arch, vgprs=resources["registers"],
-            lds_bytes=resources["smem"], scratch_bytes=resources["stack"],
-            occupancy=occupancy(resources["registers"], resources["smem"], threads, arch),
-            spills_vgpr=math.ceil(resources["spill_stores"] / 4),
-            mfma=isa.get("mfma", 0), global_loads=isa.get("global_loads", {}),
-            lds_ops=isa.get("lds_ops", 0),
-        ))  # fmt: skip
+        facts.append(
+            StaticFacts(
+                kernel=names[symbol],
+                target=arch,
+                vgprs=resources["registers"],
+                lds_bytes=resources["smem"],
+                scratch_bytes=resources["stack"],
+                occupancy=occupancy(resources["registers"], resources["smem"], threads, arch),
+                spills_vgpr=math.ceil(resources["spill_stores"] / 4),
+                mfma=isa.get("mfma", 0),
+                global_loads=isa.get("global_loads", {}),
+                lds_ops=isa.get("lds_ops", 0),
+            )
+        )
     return facts

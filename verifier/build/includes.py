@@ -45,8 +45,16 @@ def project_headers() -> list[Path]:
 def system_roots() -> tuple[Path, ...]:
     """Folders of system and toolchain headers and binaries: public files, safe to name and
     quote in a log."""
-    patterns = ["/usr/include", "/usr/lib/gcc", "/usr/lib/llvm-*", "/usr/local/cuda*",
-                "/opt/rocm*", "/opt/hipevolve-amd", "/usr/bin", "/usr/libexec"]  # fmt: skip
+    patterns = [
+        "/usr/include",
+        "/usr/lib/gcc",
+        "/usr/lib/llvm-*",
+        "/usr/local/cuda*",
+        "/opt/rocm*",
+        "/opt/hipevolve-amd",
+        "/usr/bin",
+        "/usr/libexec",
+    ]
     found = {Path(os.path.realpath(p)) for pattern in patterns for p in glob.glob(pattern)}
     found.add(include_dir().resolve())
     found.add(tile_include_dir())
@@ -150,8 +158,10 @@ def check_includes(
     if not bad:
         return None
     shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-    return Refusal(f"an #include resolves to {shown}, outside the allowed header folders: "
-                   "refused before compiling (FAULTS 23)")  # fmt: skip
+    return Refusal(
+        f"an #include resolves to {shown}, outside the allowed header folders: "
+        "refused before compiling (FAULTS 23)"
+    )
 
 
 # A diagnostic's location: clang and gcc write `file:line:col:`, nvcc's front end `file(line):`;
@@ -187,8 +197,10 @@ def scrub_log(output: str, build_dir: Path, roots: Sequence[Path] | None = None)
             hiding = path not in own and not _inside(path, roots)
             if hiding:
                 kind = re.search(r"\b(fatal error|error|warning|note|remark)\b", line)
-                note = (f"{name}: {kind[1] if kind else 'diagnostic'} in a file outside the "
-                        "allowed header folders (not shown)")  # fmt: skip
+                note = (
+                    f"{name}: {kind[1] if kind else 'diagnostic'} in a file outside the "
+                    "allowed header folders (not shown)"
+                )
                 if not kept or kept[-1] != note:
                     kept.append(note)
                 continue

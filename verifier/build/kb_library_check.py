@@ -66,8 +66,10 @@ _VENDOR = re.compile(
     r"cudaLibraryLoad|hipLibraryLoad)\w*$"
 )
 _OPERATOR = re.compile(r"operator(?:<=>|<<=?|>>=?|<=|>=|->\*?|<|>|\(\))")
-_LOOKUP = re.compile(r"^(?:dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dlinfo|dl_iterate_phdr|_r_debug|"
-                     r"_dl_\w+)$")  # fmt: skip
+_LOOKUP = re.compile(
+    r"^(?:dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dlinfo|dl_iterate_phdr|_r_debug|"
+    r"_dl_\w+)$"
+)
 
 
 # The Python C API's ways to run Python: import a module, run or compile source, call an object.
@@ -89,8 +91,9 @@ class ToolError(Exception):
 
 def _run(argv: list[str], stdin: str | None = None) -> str:
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True,
-                              timeout=_TOOL_S, check=False)  # fmt: skip
+        done = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, timeout=_TOOL_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ToolError(f"{argv[0]}: {e}") from None
     if done.returncode != 0:

@@ -56,8 +56,15 @@ LESS_ISOLATED = (
     "beside the checks)"
 )
 _COMPILER_KEYS = ("CXX", "CC")
-_LISTS = ("cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
-          "extra_ldflags", "extra_include_paths")  # fmt: skip
+_LISTS = (
+    "cpp_sources",
+    "cuda_sources",
+    "functions",
+    "extra_cflags",
+    "extra_cuda_cflags",
+    "extra_ldflags",
+    "extra_include_paths",
+)
 
 
 class KernelBenchBuildError(Exception):
@@ -132,11 +139,17 @@ def _sets_compiler(node: ast.stmt) -> bool:
     if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
         return False
     target, value = node.targets[0], node.value
-    return (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute)
-            and isinstance(target.value.value, ast.Name) and target.value.value.id == "os"
-            and target.value.attr == "environ" and isinstance(target.slice, ast.Constant)
-            and target.slice.value in _COMPILER_KEYS
-            and isinstance(value, ast.Constant) and isinstance(value.value, str))  # fmt: skip
+    return (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Attribute)
+        and isinstance(target.value.value, ast.Name)
+        and target.value.value.id == "os"
+        and target.value.attr == "environ"
+        and isinstance(target.slice, ast.Constant)
+        and target.slice.value in _COMPILER_KEYS
+        and isinstance(value, ast.Constant)
+        and isinstance(value.value, str)
+    )
 
 
 def extensions(candidate: Candidate) -> list[InlineExtension]:
@@ -158,7 +171,8 @@ def extensions(candidate: Candidate) -> list[InlineExtension]:
             if parts is None:
                 raise KernelBenchBuildError(
                     f"load_inline's {key} (line {call.lineno}) is not a literal: the build "
-                    "stage builds only what it can read")  # fmt: skip
+                    "stage builds only what it can read"
+                )
             fields[key] = parts[0][0] if key == "name" else tuple(t for t, _ in parts)
         if "name" not in fields:
             raise KernelBenchBuildError(f"load_inline (line {call.lineno}) has no literal name")
@@ -223,8 +237,14 @@ def _arch_env(backend: str) -> dict[str, str]:
     return {"PYTORCH_ROCM_ARCH": backends._rocm_arch()}
 
 
-def build(candidate: Candidate, backend: str, cache_dir: Path, timeout_s: float = 600.0,
-          *, library_check: bool = True) -> ExtensionsBuild:  # fmt: skip
+def build(
+    candidate: Candidate,
+    backend: str,
+    cache_dir: Path,
+    timeout_s: float = 600.0,
+    *,
+    library_check: bool = True,
+) -> ExtensionsBuild:
     """Every extension of the file built for `backend` (cuda, rocm, or cpu for plain C++),
     cached; the folder holds `<name>.so` per extension. library_check: each library's imports
     are read (kb_library_check) and a refused one is never published; off only for the
@@ -237,8 +257,9 @@ def build(candidate: Candidate, backend: str, cache_dir: Path, timeout_s: float 
     except KernelBenchBuildError as e:
         return ExtensionsBuild(ok=False, log=str(e))
     stamp = _toolchain_stamp(backend)
-    key = hashlib.sha256(json.dumps([stamp, [[e.name, k, v] for e, k, v in plans]],
-                                    sort_keys=True).encode()).hexdigest()[:24]  # fmt: skip
+    key = hashlib.sha256(
+        json.dumps([stamp, [[e.name, k, v] for e, k, v in plans]], sort_keys=True).encode()
+    ).hexdigest()[:24]
     folder = cache_dir / "kernelbench" / key
     if all((folder / f"{e.name}.so").is_file() for e in exts):
         # checked again: a cache may hold what an older version of the check let through
@@ -254,14 +275,19 @@ def build(candidate: Candidate, backend: str, cache_dir: Path, timeout_s: float 
             workdir.mkdir()
             spec = {"name": ext.name, "kwargs": kwargs, "env": {**_arch_env(backend), **env}}
             (workdir / "spec.json").write_text(json.dumps(spec))
-            argv = [sys.executable, "-m", "hipevolve.verifier.build.kernelbench",
-                    str(workdir / "spec.json")]  # fmt: skip
+            argv = [
+                sys.executable,
+                "-m",
+                "hipevolve.verifier.build.kernelbench",
+                str(workdir / "spec.json"),
+            ]
             done = run_limited(argv, workdir, timeout_s, max_file_bytes=1 << 30)
             built = workdir / "build" / f"{ext.name}.so"
             if done.returncode != 0 or not built.is_file():
                 why = "timed out" if done.returncode is None else "does not build"
-                return ExtensionsBuild(ok=False, log=f"{ext.name} {why}:\n"
-                                       + trim_log(done.output, workdir / "build"))  # fmt: skip
+                return ExtensionsBuild(
+                    ok=False, log=f"{ext.name} {why}:\n" + trim_log(done.output, workdir / "build")
+                )
             shutil.copy2(built, staging / f"{ext.name}.so")
         for ext in exts:
             shutil.rmtree(staging / ext.name, ignore_errors=True)
@@ -343,18 +369,26 @@ def main() -> None:
     build_dir = Path(sys.argv[1]).parent / "build"
     build_dir.mkdir(exist_ok=True)
     kwargs = {k: v for k, v in spec["kwargs"].items() if v}
-    cpp.load_inline(spec["name"], cpp_sources=kwargs.pop("cpp_sources", []),
-                    build_directory=str(build_dir), verbose=True, **kwargs)  # fmt: skip
+    cpp.load_inline(
+        spec["name"],
+        cpp_sources=kwargs.pop("cpp_sources", []),
+        build_directory=str(build_dir),
+        verbose=True,
+        **kwargs,
+    )
 
 
 # ------------------------------------------------------------------------ the static backend
 
-_HOST_ONLY = re.compile(r"\b(?:torch|at|c10|pybind11)::|\bTORCH_|\bAT_|\bC10_|PYBIND11_|"
-                        r"\bTensor\b")  # fmt: skip
+_HOST_ONLY = re.compile(
+    r"\b(?:torch|at|c10|pybind11)::|\bTORCH_|\bAT_|\bC10_|PYBIND11_|"
+    r"\bTensor\b"
+)
 _TORCH_INCLUDE = re.compile(r'#\s*include\s*[<"](?:torch|ATen|c10|pybind11)/')
 _TEMPLATE_KERNEL = re.compile(
     r"template\s*<\s*(?:typename|class)\s+(\w+)\s*>\s*__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?"
-    r"void\s+(\w+)\s*\(([^)]*)\)")  # fmt: skip
+    r"void\s+(\w+)\s*\(([^)]*)\)"
+)
 
 
 def _top_level_chunks(code: str) -> list[str]:
@@ -387,8 +421,11 @@ def device_source(ext: InlineExtension) -> tuple[str, int]:
     defines: host code that uses torch dropped, CUDA hipified, one-type templates instantiated
     for float."""
     code = strip_c_comments("\n".join((*ext.cpp_sources, *ext.cuda_sources)))
-    kept = [c for c in _top_level_chunks(code)
-            if not _TORCH_INCLUDE.search(c) and not _HOST_ONLY.search(c)]  # fmt: skip
+    kept = [
+        c
+        for c in _top_level_chunks(code)
+        if not _TORCH_INCLUDE.search(c) and not _HOST_ONLY.search(c)
+    ]
     text = "".join(kept)
     kernels = len(re.findall(r"__global__", text))
     if re.search(r"\bcuda|\bcu[A-Z]|__nv_|<cuda", text):
@@ -411,8 +448,14 @@ def _hipify(cuda_source: str) -> str:
         src.mkdir()
         (src / "kernel.cu").write_text(cuda_source)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            hipify(project_directory=str(src), output_directory=str(out), includes=["*"],
-                   extensions=(".cu",), show_progress=False, is_pytorch_extension=False)  # fmt: skip
+            hipify(
+                project_directory=str(src),
+                output_directory=str(out),
+                includes=["*"],
+                extensions=(".cu",),
+                show_progress=False,
+                is_pytorch_extension=False,
+            )
         produced = sorted(out.rglob("*.hip"))
         return produced[0].read_text() if produced else cuda_source
 

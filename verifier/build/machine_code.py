@@ -93,7 +93,9 @@ def _host_digest(library: bytes, h, build_dir: str) -> None:
     """Feeds the library's own host code and data sections into `h`."""
     for name, _type, _link, contents in elf_sections(library):
         if name in _HOST:
-            h.update(name.encode() + b"\0" + hashlib.sha256(_normalise(contents, build_dir)).digest())
+            h.update(
+                name.encode() + b"\0" + hashlib.sha256(_normalise(contents, build_dir)).digest()
+            )
 
 
 def _fatbin_entries(section: bytes) -> Iterator[bytes]:

@@ -86,8 +86,10 @@ class RocmLibrary(BaseModel):
 
     def describe(self) -> str:
         """A few lines: the library, then each target's kernels and their static facts."""
-        lines = [f"{self.library.name}: {self.bytes} bytes, needs {', '.join(self.needed)}; "
-                 f"calls {', '.join(self.hip_symbols)}"]  # fmt: skip
+        lines = [
+            f"{self.library.name}: {self.bytes} bytes, needs {', '.join(self.needed)}; "
+            f"calls {', '.join(self.hip_symbols)}"
+        ]
         for co in self.code_objects:
             lines.append(f"  {co.target}: code object {co.bytes} bytes")
             for k in co.kernels:
@@ -103,7 +105,7 @@ def elf_section(data: bytes, name: str) -> bytes | None:
     """The contents of section `name` of a little-endian ELF64 file, or None."""
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise ValueError("not a little-endian ELF64 file")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
     str_off, str_size = headers[shstrndx][4], headers[shstrndx][5]
@@ -119,7 +121,7 @@ def offload_bundle(data: bytes) -> list[tuple[str, bytes]]:
     """(triple, code object) for each entry of a clang offload bundle (the .hip_fatbin)."""
     if not data.startswith(_BUNDLE_MAGIC):
         raise ValueError("not a clang offload bundle")
-    count, = struct.unpack_from("<Q", data, len(_BUNDLE_MAGIC))
+    (count,) = struct.unpack_from("<Q", data, len(_BUNDLE_MAGIC))
     pos, entries = len(_BUNDLE_MAGIC) + 8, []
     for _ in range(count):
         offset, size, triple_size = struct.unpack_from("<QQQ", data, pos)
@@ -132,11 +134,16 @@ def offload_bundle(data: bytes) -> list[tuple[str, bytes]]:
 
 _META = re.compile(r"^(?:  - |    )\.(?P<key>\w+):\s+(?P<value>\S+)\s*$")
 _META_KEYS = {
-    "name": "name", "group_segment_fixed_size": "lds_bytes", "vgpr_count": "vgprs",
-    "agpr_count": "agprs", "sgpr_count": "sgprs", "private_segment_fixed_size": "scratch_bytes",
-    "vgpr_spill_count": "spills_vgpr", "wavefront_size": "wavefront_size",
+    "name": "name",
+    "group_segment_fixed_size": "lds_bytes",
+    "vgpr_count": "vgprs",
+    "agpr_count": "agprs",
+    "sgpr_count": "sgprs",
+    "private_segment_fixed_size": "scratch_bytes",
+    "vgpr_spill_count": "spills_vgpr",
+    "wavefront_size": "wavefront_size",
     "max_flat_workgroup_size": "max_workgroup_size",
-}  # fmt: skip
+}
 
 
 def parse_kernel_notes(text: str) -> list[KernelMetadata]:
@@ -164,11 +171,16 @@ def _readelf(objdump: Path) -> Path:
 
 
 def _dynamic(readelf: Path, library: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    syms = subprocess.run([str(readelf), "--dyn-syms", "--wide", str(library)],
-                          capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+    syms = subprocess.run(
+        [str(readelf), "--dyn-syms", "--wide", str(library)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     hip = sorted({m.group(1) for m in re.finditer(r"UND\s+(\w*hip\w*)(?:@\S+)?\s*$", syms, re.M)})
-    dyn = subprocess.run([str(readelf), "--dynamic", str(library)],
-                         capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+    dyn = subprocess.run(
+        [str(readelf), "--dynamic", str(library)], capture_output=True, text=True, timeout=60
+    ).stdout
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
     return tuple(hip), tuple(needed)
 
@@ -196,8 +208,9 @@ def inspect_library(library: Path, objdump: Path, workdir: Path) -> RocmLibrary:
             continue  # the host entry is empty
         path = workdir / f"{library.stem}-{m['target']}.co"
         path.write_bytes(code)
-        notes = subprocess.run([str(readelf), "--notes", str(path)],
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        notes = subprocess.run(
+            [str(readelf), "--notes", str(path)], capture_output=True, text=True, timeout=60
+        )
         if notes.returncode != 0:
             raise RuntimeError(f"llvm-readelf --notes {path}: {notes.stderr[:300]}")
         kernels = parse_kernel_notes(notes.stdout)
@@ -205,5 +218,10 @@ def inspect_library(library: Path, objdump: Path, workdir: Path) -> RocmLibrary:
         kernels = [k.model_copy(update={"readable": readable.get(k.name, "")}) for k in kernels]
         objects.append(CodeObject(target=m["target"], bytes=len(code), kernels=tuple(kernels)))
     hip, needed = _dynamic(readelf, library)
-    return RocmLibrary(library=library, bytes=len(data), code_objects=tuple(objects),
-                       hip_symbols=hip, needed=needed)  # fmt: skip
+    return RocmLibrary(
+        library=library,
+        bytes=len(data),
+        code_objects=tuple(objects),
+        hip_symbols=hip,
+        needed=needed,
+    )

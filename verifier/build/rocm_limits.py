@@ -35,24 +35,55 @@ REGISTER_BUDGET = 512  # VGPRs + AGPRs per lane of one wave (CDNA2/CDNA3 unified
 SCRATCH_LIMIT = 4096  # bytes of private memory per lane: beyond this a kernel is spill-bound
 
 _SIZEOF = {
-    "char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1, "short": 2, "int16_t": 2, "uint16_t": 2,
-    "half": 2, "__half": 2, "_Float16": 2, "__hip_bfloat16": 2, "hip_bfloat16": 2,
-    "__bf16": 2, "int": 4, "unsigned": 4, "int32_t": 4, "uint32_t": 4, "float": 4,
-    "unsigned int": 4, "double": 8, "int64_t": 8, "uint64_t": 8, "long": 8, "size_t": 8,
-    "float2": 8, "float4": 16, "int4": 16, "__half2": 4, "half2": 4,
-}  # fmt: skip
+    "char": 1,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "bool": 1,
+    "short": 2,
+    "int16_t": 2,
+    "uint16_t": 2,
+    "half": 2,
+    "__half": 2,
+    "_Float16": 2,
+    "__hip_bfloat16": 2,
+    "hip_bfloat16": 2,
+    "__bf16": 2,
+    "int": 4,
+    "unsigned": 4,
+    "int32_t": 4,
+    "uint32_t": 4,
+    "float": 4,
+    "unsigned int": 4,
+    "double": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+    "long": 8,
+    "size_t": 8,
+    "float2": 8,
+    "float4": 16,
+    "int4": 16,
+    "__half2": 4,
+    "half2": 4,
+}
 _CONST = re.compile(
     r"(?:^\s*#\s*define\s+(?P<macro>[A-Za-z_]\w*)\s+(?P<mvalue>[^\n]+?)\s*$)"
     r"|(?:\b(?:static\s+)?(?:(?:constexpr|const)\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|"
     r"size_t|int32_t|uint32_t|int64_t|unsigned)\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>[^;{}]+);)",
     re.M,
 )
-_ASSIGNED = r"(?:\b{0}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+\s*{0}\b|\b{0}\s*\+\+|--\s*{0}\b|\b{0}\s*--)"
+_ASSIGNED = (
+    r"(?:\b{0}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+\s*{0}\b|\b{0}\s*\+\+|--\s*{0}\b|\b{0}\s*--)"
+)
 _OPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod,
-    ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-}  # fmt: skip
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
 
 
 class LaunchLds(BaseModel):
@@ -79,8 +110,11 @@ class GateVerdict(BaseModel):
 
 def _integer(expr: str, consts: dict[str, int]) -> int | None:
     text = re.sub(r"\b(?:static_cast|size_t|unsigned|int)\s*<[^>]*>", "", expr)
-    text = re.sub(r"\bsizeof\s*\(\s*([A-Za-z_][\w ]*?)\s*\)",
-                  lambda m: str(_SIZEOF.get(m[1], f"__unknown_{m[1]}")), text)  # fmt: skip
+    text = re.sub(
+        r"\bsizeof\s*\(\s*([A-Za-z_][\w ]*?)\s*\)",
+        lambda m: str(_SIZEOF.get(m[1], f"__unknown_{m[1]}")),
+        text,
+    )
     text = re.sub(r"(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b", r"\1", text)
     text = re.sub(r"\((?:size_t|int|unsigned|unsigned int|long)\)", "", text)
     try:
@@ -113,9 +147,12 @@ def constants(source: str) -> dict[str, int]:
     """Integer constants of the source: #defines, and integer variables (const or not) that are
     initialised once and never assigned again, with one value wherever they are declared."""
     raw = [(m["macro"] or m["name"], m["mvalue"] or m["value"]) for m in _CONST.finditer(source)]
-    once = {n for n in {n for n, _ in raw}
-            if len(re.findall(_ASSIGNED.format(re.escape(n)), source)) <= 1
-            and len({v.strip() for m, v in raw if m == n}) == 1}  # fmt: skip
+    once = {
+        n
+        for n in {n for n, _ in raw}
+        if len(re.findall(_ASSIGNED.format(re.escape(n)), source)) <= 1
+        and len({v.strip() for m, v in raw if m == n}) == 1
+    }
     raw = [(n, v) for n, v in raw if n in once]
     found: dict[str, int] = {}
     for _ in range(4):  # constants defined from constants
@@ -171,8 +208,14 @@ def dynamic_lds(source: str) -> list[LaunchLds]:
     out = []
     for kernel, pos, expr in launches:
         expr = " ".join(expr.split())
-        out.append(LaunchLds(kernel=_kernel_id(kernel), line=source.count("\n", 0, pos) + 1,
-                             expression=expr, bytes=_integer(expr, consts)))  # fmt: skip
+        out.append(
+            LaunchLds(
+                kernel=_kernel_id(kernel),
+                line=source.count("\n", 0, pos) + 1,
+                expression=expr,
+                bytes=_integer(expr, consts),
+            )
+        )
     return out
 
 
@@ -193,19 +236,27 @@ def gate(source: str, facts: tuple[StaticFacts, ...] | list[StaticFacts]) -> Gat
         by_target.setdefault(f.target, []).append(f)
         registers = f.vgprs + f.agprs
         if registers > REGISTER_BUDGET:
-            reasons.append(f"{f.kernel} on {f.target}: {f.vgprs} VGPRs + {f.agprs} AGPRs = "
-                           f"{registers}, over the {REGISTER_BUDGET}-register budget per wave")
+            reasons.append(
+                f"{f.kernel} on {f.target}: {f.vgprs} VGPRs + {f.agprs} AGPRs = "
+                f"{registers}, over the {REGISTER_BUDGET}-register budget per wave"
+            )
         if f.scratch_bytes > SCRATCH_LIMIT:
-            reasons.append(f"{f.kernel} on {f.target}: {f.scratch_bytes} bytes of scratch per lane "
-                           f"(spills {f.spills}), over the {SCRATCH_LIMIT}-byte threshold")
+            reasons.append(
+                f"{f.kernel} on {f.target}: {f.scratch_bytes} bytes of scratch per lane "
+                f"(spills {f.spills}), over the {SCRATCH_LIMIT}-byte threshold"
+            )
         limit = LDS_LIMIT.get(f.target)
         if limit is not None and f.lds_bytes > limit:
-            reasons.append(f"{f.kernel} on {f.target}: {f.lds_bytes} bytes of static LDS per "
-                           f"workgroup, over the target's {limit}")
+            reasons.append(
+                f"{f.kernel} on {f.target}: {f.lds_bytes} bytes of static LDS per "
+                f"workgroup, over the target's {limit}"
+            )
     for launch in dynamic_lds(source):
         if launch.bytes is None:
-            notes.append(f"dynamic LDS of {launch.kernel} (kernel.hip:{launch.line}: "
-                         f"{launch.expression}) is not computable statically: unchecked")
+            notes.append(
+                f"dynamic LDS of {launch.kernel} (kernel.hip:{launch.line}: "
+                f"{launch.expression}) is not computable statically: unchecked"
+            )
             continue
         for target, kernels in by_target.items():
             limit = LDS_LIMIT.get(target)

@@ -196,9 +196,25 @@ _SCOPES = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
 # the system's programs and libraries (CUDA's and ROCm's under /usr or /opt), the kernel's views
 # of itself, the dynamic loader's cache and the time zone. Not /etc as a whole (keys, passwords),
 # /home, /root, /tmp, /var or /dev's disks.
-SYSTEM_READABLE = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc",
-                   "/sys", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-                   "/etc/localtime", "/etc/nsswitch.conf", "/dev/urandom", "/dev/random")  # fmt: skip
+SYSTEM_READABLE = (
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/bin",
+    "/sbin",
+    "/opt",
+    "/proc",
+    "/sys",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/dev/urandom",
+    "/dev/random",
+)
 
 
 def landlock_abi() -> int:
@@ -268,8 +284,16 @@ def _add_rule(ruleset: int, path: str, rights: int) -> str:
         if not os.path.isdir(path):
             rights &= _FILE_RIGHTS
         rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))
-        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), rule,
-                         ctypes.c_uint32(0)) != 0:  # fmt: skip
+        if (
+            _libc.syscall(
+                SYS_LANDLOCK_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(1),
+                rule,
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             return f"landlock:failed (add_rule {path} errno {ctypes.get_errno()})"
         return ""
     finally:
@@ -285,8 +309,9 @@ def restrict_files(writable: list[str], readable: list[str], listable: list[str]
     if abi < 1:
         return f"landlock:unavailable (kernel: {errno.errorcode.get(ctypes.get_errno(), '?')})"
     writes = sum(bits for level, bits in _FS_WRITE.items() if abi >= level)
-    attr = struct.pack("QQQ", writes | _FS_READ, _NET_TCP if abi >= 4 else 0,
-                       _SCOPES if abi >= 6 else 0)  # fmt: skip
+    attr = struct.pack(
+        "QQQ", writes | _FS_READ, _NET_TCP if abi >= 4 else 0, _SCOPES if abi >= 6 else 0
+    )
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     abuf = ctypes.create_string_buffer(attr[:size])
     ruleset = _libc.syscall(
@@ -310,8 +335,15 @@ def restrict_files(writable: list[str], readable: list[str], listable: list[str]
 
 
 # Device nodes a GPU process writes: NVIDIA's and AMD's, and the harmless sinks.
-DEVICE_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri", "/dev/null",
-                "/dev/zero", "/dev/full")  # fmt: skip
+DEVICE_NODES = (
+    "/dev/nvidia*",
+    "/dev/nvidia-caps",
+    "/dev/kfd",
+    "/dev/dri",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+)
 SHM = "/dev/shm"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -381,8 +413,13 @@ def confine_process(writable: list[str], shared_memory: bool = True) -> list[str
     shm = private_shm()
     flags.append(shm)
     read, listed = python_roots()
-    flags.append(restrict_files(expand_writable(writable, shm == "shm:private" or shared_memory),
-                                list(SYSTEM_READABLE) + read, listed))  # fmt: skip
+    flags.append(
+        restrict_files(
+            expand_writable(writable, shm == "shm:private" or shared_memory),
+            list(SYSTEM_READABLE) + read,
+            listed,
+        )
+    )
     flags.append(drop_capabilities())
     return flags
 

@@ -117,8 +117,10 @@ class BaselineJob:
     module: Path | None = None  # kind "module": its file, a Model like the reference's
 
     def __post_init__(self) -> None:
-        _require(self.kind in BASELINE_KINDS, f"baseline kind {self.kind!r} is not one of "
-                 f"{BASELINE_KINDS}")  # fmt: skip
+        _require(
+            self.kind in BASELINE_KINDS,
+            f"baseline kind {self.kind!r} is not one of {BASELINE_KINDS}",
+        )
         _set(self, "module", _path(self.module))
 
     def resolved(self) -> dict[str, str | None]:
@@ -226,8 +228,10 @@ class WorkerJob:
             "only a reference-only or side-by-side job times strong baselines",
         )
         _require(self.flush_bytes >= 0 and self.min_trial_us >= 0, "negative flush or floor")
-        _require(self.device_memory_bytes is None or self.device_memory_bytes > 0,
-                 "device_memory_bytes must be positive")  # fmt: skip
+        _require(
+            self.device_memory_bytes is None or self.device_memory_bytes > 0,
+            "device_memory_bytes must be positive",
+        )
 
     def case(self, name: str) -> CaseJob:
         return next(c for c in self.cases if c.name == name)

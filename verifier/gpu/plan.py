@@ -252,9 +252,7 @@ def validate(plan: CasePlan, signatures: dict[str, tuple[str, list[str]]]) -> No
             raise PlanError(f"buffer a{j}: dtype {b.dtype!r} does not fit {b.nbytes} bytes")
         if b.fill is not None:
             _number(b.fill)
-        if b.param and (
-            b.device != "cuda" or b.fill is not None or not _PARAM.fullmatch(b.param)
-        ):
+        if b.param and (b.device != "cuda" or b.fill is not None or not _PARAM.fullmatch(b.param)):
             raise PlanError(f"buffer a{j}: parameter {b.param[:60]!r} is not allowed")
         sizes[f"a{j}"] = (b.device, b.nbytes)
     for step in plan.steps:

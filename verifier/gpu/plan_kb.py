@@ -57,8 +57,18 @@ MAX_STR = 64
 MAX_CONST = 4096  # elements of a constant of Python data (torch.tensor(...) in a forward)
 # Ops with effects beyond their outputs: storage swaps and resizes of tensors the executor owns
 # (inputs, parameters), stream bookkeeping of the caching allocator.
-DENIED = frozenset({"set_", "resize_", "resize_as_", "record_stream", "_resize_output_",
-                    "_local_scalar_dense", "_assert_async", "_print"})  # fmt: skip
+DENIED = frozenset(
+    {
+        "set_",
+        "resize_",
+        "resize_as_",
+        "record_stream",
+        "_resize_output_",
+        "_local_scalar_dense",
+        "_assert_async",
+        "_print",
+    }
+)
 LAYOUTS = ("strided",)
 MEMORY_FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
@@ -71,25 +81,83 @@ _REF = re.compile(r"(in|p|v)([0-9]{1,6})")
 # (verifier/screen/compute.py). Any other op computes on data, and under a kernels-only job
 # (every KernelBench candidate the pipeline verifies) the candidate is hacked if its forward, or
 # its extension's C++, has PyTorch compute it: the screen's rule, on what really ran.
-MOVES_DATA = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
-    "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
-    "fill_", "zero_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "view", "_unsafe_view",
-    "reshape", "_reshape_alias", "view_as", "expand", "expand_as", "permute", "transpose",
-    "transpose_", "t", "t_", "slice", "select", "narrow", "squeeze", "squeeze_", "unsqueeze",
-    "unsqueeze_", "as_strided", "alias", "detach", "detach_", "split", "split_with_sizes",
-    "unbind", "chunk", "flatten", "unflatten", "movedim", "contiguous", "clone", "copy_",
-    "_to_copy", "to", "_copy_from", "_copy_from_and_resize", "set_requires_grad",
-    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size", "stride", "dim",
-    "is_contiguous", "record_stream",
-})  # fmt: skip
+MOVES_DATA = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "full",
+        "full_like",
+        "new_full",
+        "fill_",
+        "zero_",
+        "scalar_tensor",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "view_as",
+        "expand",
+        "expand_as",
+        "permute",
+        "transpose",
+        "transpose_",
+        "t",
+        "t_",
+        "slice",
+        "select",
+        "narrow",
+        "squeeze",
+        "squeeze_",
+        "unsqueeze",
+        "unsqueeze_",
+        "as_strided",
+        "alias",
+        "detach",
+        "detach_",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "flatten",
+        "unflatten",
+        "movedim",
+        "contiguous",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "to",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "set_requires_grad",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "size",
+        "stride",
+        "dim",
+        "is_contiguous",
+        "record_stream",
+    }
+)
 
 
 class Hacked(RuntimeError):
     """Raised by the executor when what ran is a hack (PyTorch compute inside an extension);
-    the sandbox reports its `verdict`."""
+    the sandbox reports its `rule` (verifier/gpu/refusal.py)."""
 
-    verdict = "hacked"
+    rule = "executor"
 
 
 def computes(plan: dict) -> list[str]:
@@ -183,8 +251,9 @@ def validate(plan: dict, extensions: set[str]) -> None:
 
 def _check_spec(spec: Any, where: str) -> None:  # noqa: ANN401
     if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
-        raise PlanError(f"{where}: dtype {str(getattr(spec, 'get', dict().get)('dtype'))[:30]!r}"
-                        " is not allowed")  # fmt: skip
+        raise PlanError(
+            f"{where}: dtype {str(getattr(spec, 'get', dict().get)('dtype'))[:30]!r} is not allowed"
+        )
     shape, stride = spec.get("shape"), spec.get("stride")
     if (
         not isinstance(shape, list)

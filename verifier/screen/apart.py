@@ -26,8 +26,11 @@ _starting = threading.Lock()
 
 def workers() -> int:
     """Worker processes: every core but the one the caller's interpreter runs on."""
-    return max(0, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else os.cpu_count() or 1) - 1)  # fmt: skip
+    return max(
+        0,
+        (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        - 1,
+    )
 
 
 def screen_apart(candidate: Candidate) -> Screening:

@@ -26,9 +26,14 @@ from hipevolve.verifier.screen.cxx import CxxSource
 
 PLATFORM_DEFINES = {
     "amd": ("-D__HIP_PLATFORM_AMD__=1", "-D__HIP_PLATFORM_HCC__=1", "-D__HIPCC__=1"),
-    "nvidia": ("-D__HIP_PLATFORM_NVIDIA__=1", "-D__HIP_PLATFORM_NVCC__=1", "-D__CUDACC__=1",
-               "-D__NVCC__=1", "-D__HIPCC__=1"),
-}  # fmt: skip
+    "nvidia": (
+        "-D__HIP_PLATFORM_NVIDIA__=1",
+        "-D__HIP_PLATFORM_NVCC__=1",
+        "-D__CUDACC__=1",
+        "-D__NVCC__=1",
+        "-D__HIPCC__=1",
+    ),
+}
 _FILE_DIRECTIVES = {"include", "include_next", "import", "embed", "line"}
 _MARKER = re.compile(r'^#\s*(\d+)\s+"([^"]*)"')
 TIMEOUT_S = 10.0
@@ -59,8 +64,14 @@ def expanded_views(src: CxxSource) -> list[CxxSource]:
     for defines in PLATFORM_DEFINES.values():
         out = _preprocess(cpp, text, defines)
         if out is not None:
-            views.append(CxxSource(src.file, _on_original_lines(out, len(lines)),
-                                   inline=True, line_offset=src.line_offset))  # fmt: skip
+            views.append(
+                CxxSource(
+                    src.file,
+                    _on_original_lines(out, len(lines)),
+                    inline=True,
+                    line_offset=src.line_offset,
+                )
+            )
     return views
 
 
@@ -69,8 +80,12 @@ def _preprocess(cpp: str, text: str, defines: tuple[str, ...]) -> str | None:
         try:
             done = subprocess.run(
                 [cpp, "-x", "c++", "-std=gnu++17", "-nostdinc", "-w", *defines, "-"],
-                input=text.encode(), capture_output=True, timeout=TIMEOUT_S, cwd=folder, env={},
-            )  # fmt: skip
+                input=text.encode(),
+                capture_output=True,
+                timeout=TIMEOUT_S,
+                cwd=folder,
+                env={},
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
     if done.returncode != 0 or len(done.stdout) > MAX_OUTPUT:

@@ -250,8 +250,12 @@ def string_value(literal: str) -> str:
         open_paren = body.find("(")
         return body[open_paren + 1 : body.rfind(")")]
     body = literal[m.end() :].removesuffix('"')
-    return re.sub(r"\\(x[0-9A-Fa-f]+|[0-7]{1,3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)",
-                  _unescape, body, flags=re.S)  # fmt: skip
+    return re.sub(
+        r"\\(x[0-9A-Fa-f]+|[0-7]{1,3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)",
+        _unescape,
+        body,
+        flags=re.S,
+    )
 
 
 def _unescape(m: re.Match[str]) -> str:

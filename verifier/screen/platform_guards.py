@@ -16,8 +16,13 @@ from __future__ import annotations
 import ast
 import re
 
-NVIDIA_MACROS = ("__HIP_PLATFORM_NVIDIA__", "__HIP_PLATFORM_NVCC__", "__CUDA_ARCH__",
-                 "__NVCC__", "__CUDACC__")  # fmt: skip
+NVIDIA_MACROS = (
+    "__HIP_PLATFORM_NVIDIA__",
+    "__HIP_PLATFORM_NVCC__",
+    "__CUDA_ARCH__",
+    "__NVCC__",
+    "__CUDACC__",
+)
 AMD_MACROS = ("__HIP_PLATFORM_AMD__", "__HIP_PLATFORM_HCC__")  # per target: __gfx942__ unknown
 _DIRECTIVE = re.compile(r"^\s*#\s*(?P<kind>if|ifdef|ifndef|elif|else|endif)\b(?P<rest>.*)$")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(?P<name>[A-Za-z_]\w*)(?P<value>[^(\w].*)?$")
@@ -38,8 +43,14 @@ def _compare(node: ast.Compare, macros: Macros) -> bool | None:
     values, right = macros.get(node.left.id), node.comparators[0]
     if not values or not (isinstance(right, ast.Constant) and isinstance(right.value, int)):
         return None
-    test = {ast.Eq: int.__eq__, ast.NotEq: int.__ne__, ast.Lt: int.__lt__, ast.LtE: int.__le__,
-            ast.Gt: int.__gt__, ast.GtE: int.__ge__}.get(type(node.ops[0]))  # fmt: skip
+    test = {
+        ast.Eq: int.__eq__,
+        ast.NotEq: int.__ne__,
+        ast.Lt: int.__lt__,
+        ast.LtE: int.__le__,
+        ast.Gt: int.__gt__,
+        ast.GtE: int.__ge__,
+    }.get(type(node.ops[0]))
     if test is None:
         return None
     results = {test(v, right.value) for v in values}
@@ -102,8 +113,13 @@ def nvidia_only_lines(source: str) -> set[int]:
         kind = m["kind"] if m else None
         if kind in ("if", "ifdef", "ifndef"):
             rest = m["rest"].strip()
-            cond = (condition_on_amd(rest, macros) if kind == "if" else _known(rest.split()[0])
-                    if rest else None)  # fmt: skip
+            cond = (
+                condition_on_amd(rest, macros)
+                if kind == "if"
+                else _known(rest.split()[0])
+                if rest
+                else None
+            )
             if kind == "ifndef" and cond is not None:
                 cond = not cond
             stack.append((cond is not False, cond is True, live))

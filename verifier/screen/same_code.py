@@ -20,10 +20,13 @@ import re
 from hipevolve.core.candidate import Candidate, normalize_python, strip_c_comments
 from hipevolve.verifier.screen.lexer import lex
 
-_PUNCTUATORS = (r">>=|<<=|<=>|->\*|\.\.\.|::|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||"
-                r"\+=|-=|\*=|/=|%=|&=|\|=|\^=|##|\.\*")  # fmt: skip
+_PUNCTUATORS = (
+    r">>=|<<=|<=>|->\*|\.\.\.|::|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||"
+    r"\+=|-=|\*=|/=|%=|&=|\|=|\^=|##|\.\*"
+)
 _TOKEN = re.compile(
-    r'"[^"\n]*"|' r"'[^'\n]*'|"  # literals (their contents are blanked in `bare`)
+    r'"[^"\n]*"|'
+    r"'[^'\n]*'|"  # literals (their contents are blanked in `bare`)
     r"[A-Za-z_$][\w$]*|\.?\d(?:[eEpP][+-]|'\w|[\w.])*|" + _PUNCTUATORS + r"|\S"
 )
 

@@ -169,22 +169,35 @@ def hip_include(s: Sources) -> Iterator[Hit]:
                 if problem:
                     yield Hit(src.file, line, problem)
             elif directive and directive not in _DIRECTIVES:
-                yield Hit(src.file, line, f"#{directive} {rest}".strip() + ": this directive "
-                          "is not allowed (FAULTS 23)")  # fmt: skip
+                yield Hit(
+                    src.file,
+                    line,
+                    f"#{directive} {rest}".strip() + ": this directive is not allowed (FAULTS 23)",
+                )
         for m in _HAS_INCLUDE.finditer(src.bare):
             arg = re.match(r"\s*\(\s*(<[^>\n]*>)\s*\)", src.code[m.end() :])
             problem = arg and _include_problem(src, "include", arg[1])
             if arg is None or problem:
                 spelled = src.code[m.start() : m.end() + 40].split("\n")[0]
-                yield Hit(src.file, src.line(m.start()),
-                          f"{spelled.strip()}: probes a header outside the allowlist")  # fmt: skip
+                yield Hit(
+                    src.file,
+                    src.line(m.start()),
+                    f"{spelled.strip()}: probes a header outside the allowlist",
+                )
         for pos, value in joined_strings(src.lexed):
             if _ASM_FILE.search(value):
-                yield Hit(src.file, src.line(pos), f"string {value[:60]!r} names an assembler "
-                          "file directive (.incbin/.include): reads host files")  # fmt: skip
+                yield Hit(
+                    src.file,
+                    src.line(pos),
+                    f"string {value[:60]!r} names an assembler "
+                    "file directive (.incbin/.include): reads host files",
+                )
         for m in _ASM_FILE.finditer(src.bare):
-            yield Hit(src.file, src.line(m.start()), f"{m[0]}: assembler file directives are "
-                      "refused, however spelled")  # fmt: skip
+            yield Hit(
+                src.file,
+                src.line(m.start()),
+                f"{m[0]}: assembler file directives are refused, however spelled",
+            )
 
 
 @check("cxx-lexing", "strict")

@@ -64,7 +64,8 @@ def find_compiler(backend: str) -> str:
         # ROCm's hipcc, else the hipcc that hipevolve's scripts/install_amd_toolchain.sh makes
         # (clang with Debian's HIP headers and runtime): builds ahead of time without ROCm.
         found = shutil.which("hipcc") or next(
-            (str(p) for p in (ROCM_BIN / "hipcc", AMD_PREFIX_HIPCC) if p.is_file()), None)
+            (str(p) for p in (ROCM_BIN / "hipcc", AMD_PREFIX_HIPCC) if p.is_file()), None
+        )
         hint = "install ROCm (hipcc)"
     else:
         found = shutil.which("nvcc")
@@ -80,17 +81,44 @@ def find_compiler(backend: str) -> str:
 def command(backend: str, arch: str, compiler: str, source: Path, output: Path) -> list[str]:
     """The compile command: the same flags hipevolve's verifier built and measured with."""
     if backend == "rocm":
-        return [compiler, "-x", "hip", "-shared", "-fPIC", "-O3", "-std=c++17",
-                f"--offload-arch={arch}", f"-I{TILES}", str(source), "-o", str(output)]  # fmt: skip
+        return [
+            compiler,
+            "-x",
+            "hip",
+            "-shared",
+            "-fPIC",
+            "-O3",
+            "-std=c++17",
+            f"--offload-arch={arch}",
+            f"-I{TILES}",
+            str(source),
+            "-o",
+            str(output),
+        ]
     if backend != "cuda":
         raise ValueError(f"unknown backend {backend!r}: rocm or cuda")
     digits = arch.removeprefix("sm_")
     return [
-        compiler, "-x", "cu", "-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17",
-        "-lineinfo", "--expt-relaxed-constexpr", "-cudart", "static",
-        f"-gencode=arch=compute_{digits},code={arch}", f"-I{INCLUDE}",
-        f"-I{TILES}", "-D__HIP_PLATFORM_NVIDIA__", "-o", str(output), str(source),
-    ]  # fmt: skip
+        compiler,
+        "-x",
+        "cu",
+        "-shared",
+        "-Xcompiler",
+        "-fPIC",
+        "-O3",
+        "-std=c++17",
+        "-lineinfo",
+        "--expt-relaxed-constexpr",
+        "-cudart",
+        "static",
+        f"-gencode=arch=compute_{digits},code={arch}",
+        f"-I{INCLUDE}",
+        f"-I{TILES}",
+        "-D__HIP_PLATFORM_NVIDIA__",
+        "-o",
+        str(output),
+        str(source),
+    ]
 
 
 def cache_root() -> Path:
@@ -132,8 +160,11 @@ def build_library(
         # The source is compiled where it lies so that messages name kernel.hip's own lines.
         run = subprocess.run(
             command(backend, arch, compiler, SOURCE, output),
-            capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, cwd=tmp,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=COMPILE_TIMEOUT_S,
+            cwd=tmp,
+        )
         if run.returncode != 0 or not output.exists():
             raise RuntimeError(f"compiling {SOURCE} failed:\n{run.stdout}{run.stderr}")
         os.replace(output, target)  # atomic publish

@@ -18,7 +18,14 @@ except Exception as e:  # noqa: BLE001 (any import failure: the baseline is not 
 class Model(nn.Module):
     def forward(self, q, k, v, g, beta, initial_state, cu_seqlens=None):  # noqa: ANN001, ANN201
         return chunk_gated_delta_rule(
-            q, k, v, g, beta, scale=q.shape[-1] ** -0.5, initial_state=initial_state,
-            output_final_state=True, use_qk_l2norm_in_kernel=False,
+            q,
+            k,
+            v,
+            g,
+            beta,
+            scale=q.shape[-1] ** -0.5,
+            initial_state=initial_state,
+            output_final_state=True,
+            use_qk_l2norm_in_kernel=False,
             cu_seqlens=cu_seqlens,
-        )  # fmt: skip
+        )

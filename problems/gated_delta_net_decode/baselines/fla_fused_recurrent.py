@@ -18,6 +18,13 @@ except Exception as e:  # noqa: BLE001 (any import failure: the baseline is not 
 class Model(nn.Module):
     def forward(self, q, k, v, g, beta, state):  # noqa: ANN001, ANN201
         return fused_recurrent_gated_delta_rule(
-            q, k, v, g=g, beta=beta, scale=q.shape[-1] ** -0.5, initial_state=state,
-            output_final_state=True, use_qk_l2norm_in_kernel=False,
-        )  # fmt: skip
+            q,
+            k,
+            v,
+            g=g,
+            beta=beta,
+            scale=q.shape[-1] ** -0.5,
+            initial_state=state,
+            output_final_state=True,
+            use_qk_l2norm_in_kernel=False,
+        )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from hipevolve.verifier.gpu import confine
+from hipevolve.verifier.gpu.refusal import RULES, refused
 from hipevolve.verifier.gpu.sandbox.zygote import Forked, Zygote, ZygoteError
 
 if TYPE_CHECKING:
@@ -46,6 +47,16 @@ class SandboxError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def sandbox_error(header: dict, stage: str) -> SandboxError:
+    """The error a sandbox reported: a rule's refusal where it names one (refusal.py: the
+    recorder's or the executor's, raised outside a plan's cases), else a runtime_error."""
+    message = f"{header.get('message', '')} (stage {header.get('stage', stage)})"
+    rule = header.get("rule")
+    if isinstance(rule, str) and rule in RULES:
+        return SandboxError(*refused(rule, message))
+    return SandboxError("runtime_error", message)
 
 
 def _drain(stream, keep: bytearray) -> None:  # noqa: ANN001
@@ -257,10 +268,7 @@ class Channel:
                 raise self._ended(stage, tensors)
             if header["kind"] == "error":
                 self.kill()
-                raise SandboxError(
-                    "hacked" if header.get("verdict") == "hacked" else "runtime_error",
-                    f"{header.get('message', '')} (stage {header.get('stage', stage)})",
-                )
+                raise sandbox_error(header, stage)
             return header, tensors, at
 
     def _ended(self, stage: str, how: str) -> SandboxError:

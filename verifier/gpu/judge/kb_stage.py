@@ -23,6 +23,7 @@ from typing import Any
 
 from hipevolve.verifier.gpu.judge.channel import Channel, SandboxError, hand_over
 from hipevolve.verifier.gpu.plan_kb import computes
+from hipevolve.verifier.gpu.refusal import refused
 
 
 def plannable(candidate: Any) -> bool:  # noqa: ANN401 (a job.CandidateJob)
@@ -32,8 +33,8 @@ def plannable(candidate: Any) -> bool:  # noqa: ANN401 (a job.CandidateJob)
 
 
 def record_kb_plan(judge: Any, deadline: float) -> dict:  # noqa: ANN401 (a worker.Judge)
-    """The candidate's plan. A refused forward is `runtime_error` (or `hacked` where what it
-    did can only be a hack), with the recorder's one-line reason and its fix."""
+    """The candidate's plan. A refused forward is `rejected` (or `hacked` where what it did can
+    only be a hack), with the recorder's one-line reason and its fix (refusal.py's rules)."""
     from hipevolve.verifier.gpu.plan import input_specs
 
     job = judge.job
@@ -65,8 +66,9 @@ def record_kb_plan(judge: Any, deadline: float) -> dict:  # noqa: ANN401 (a work
         with contextlib.suppress(Exception):
             rec.proc.wait(timeout=5)
     if header["kind"] == "refused":
-        status = "hacked" if header.get("hacked") is True else "runtime_error"
-        raise SandboxError(status, f"KernelBench plan refused: {header.get('message', '')}"[:400])
+        rule = "kb_plan_hack" if header.get("hacked") is True else "kb_plan"
+        status, message = refused(rule, str(header.get("message", "")))
+        raise SandboxError(status, message[:400])
     if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
         raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
     plan = header["plan"]
@@ -74,10 +76,13 @@ def record_kb_plan(judge: Any, deadline: float) -> dict:  # noqa: ANN401 (a work
         found = [n for c in (plan.get("cases") or {}).values() if isinstance(c, dict)
                  for n in computes(c)]  # fmt: skip
         if found:
-            raise SandboxError("hacked", (
-                f"the forward computes {', '.join(f'aten.{n}' for n in dict.fromkeys(found))} "
-                "with PyTorch outside its kernels: a KernelBench candidate's forward may only "
-                "allocate, view, copy and call its extension")[:400])  # fmt: skip
+            ops = ", ".join(f"aten.{n}" for n in dict.fromkeys(found))
+            status, message = refused(
+                "kernels_only",
+                f"the forward computes {ops} with PyTorch outside its kernels: a KernelBench "
+                "candidate's forward may only allocate, view, copy and call its extension",
+            )
+            raise SandboxError(status, message[:400])
     return plan
 
 

@@ -43,6 +43,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hipevolve.verifier.gpu.judge.channel import Channel, SandboxError
+from hipevolve.verifier.gpu.refusal import refused
 
 if TYPE_CHECKING:
     from hipevolve.verifier.gpu.job import RecordJob, WorkerJob
@@ -79,7 +80,7 @@ class Recorder:
         if at - self.sent_at > limit_s:
             raise SandboxError("timeout", "timeout in stage record: the candidate was killed")
         if header["kind"] == "refused":
-            raise SandboxError("hacked", f"launch plan refused: {header.get('message', '')}")
+            raise SandboxError(*refused("launch_plan", str(header.get("message", ""))))
         if header["kind"] != "plan" or not isinstance(header.get("plan"), dict):
             raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
         return header["plan"]

@@ -50,7 +50,10 @@ aten = torch.ops.aten
 
 
 class Refused(Exception):
-    """What model.py did that a launch plan cannot hold, in one line."""
+    """What model.py did that a launch plan cannot hold, in one line; the `rule` it breaks
+    (verifier/gpu/refusal.py), raised in a case or while model.py is imported."""
+
+    rule = "launch_plan"
 
 
 # name -> index of the fill value among the arguments (None: zeros; -1: ones)

@@ -42,8 +42,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from hipevolve.verifier.gpu.plan_kb import DENIED, MAX_CONST, MAX_STEPS, to_json
 
-_DATA_DEPENDENT = frozenset({"nonzero", "nonzero_static", "masked_select", "_unique", "_unique2",
-                             "unique_dim", "unique_consecutive", "_local_scalar_dense"})  # fmt: skip
+_DATA_DEPENDENT = frozenset(
+    {
+        "nonzero",
+        "nonzero_static",
+        "masked_select",
+        "_unique",
+        "_unique2",
+        "unique_dim",
+        "unique_consecutive",
+        "_local_scalar_dense",
+    }
+)
 MAX_PLAN_BYTES = 3 << 20
 _TENSOR_RETURNS = ("Tensor", "Tensor[]", "Optional[Tensor]", "Tensor?")
 
@@ -55,6 +65,7 @@ class Refused(Exception):
     def __init__(self, message: str, hacked: bool = False) -> None:
         super().__init__(message)
         self.hacked = hacked
+        self.rule = "kb_plan_hack" if hacked else "kb_plan"  # verifier/gpu/refusal.py
 
 
 def spec_of(t: torch.Tensor) -> dict:
@@ -363,8 +374,12 @@ def record_job(data: dict, send: Any) -> None:  # noqa: ANN401
             return
     text = to_json(cases)
     if len(text) > MAX_PLAN_BYTES:  # the wire's header limit (wire.MAX_HEADER) is 4 MiB
-        send("refused", message=f"the plan is {len(text) >> 10} KiB of JSON, over "
-             f"{MAX_PLAN_BYTES >> 10} KiB: the forward makes too many ops or holds too much "
-             "Python data", hacked=False)  # fmt: skip
+        send(
+            "refused",
+            message=f"the plan is {len(text) >> 10} KiB of JSON, over "
+            f"{MAX_PLAN_BYTES >> 10} KiB: the forward makes too many ops or holds too much "
+            "Python data",
+            hacked=False,
+        )
         return
     send("plan", plan=json.loads(text))

@@ -134,15 +134,23 @@ class KbPlanModel:
                 f"{where} returned {len(outs)} tensors, recorded {len(step['results'])}"
             )
         for k, (t, want) in enumerate(zip(outs, step["results"], strict=True)):
-            got = None if type(t) is not torch.Tensor else {
-                "dtype": str(t.dtype).removeprefix("torch."),
-                "shape": list(t.shape),
-                "stride": list(t.stride()),
-                "device": "job" if t.device.type == torch.device(self.device).type else t.device.type,
-            }  # fmt: skip
+            got = (
+                None
+                if type(t) is not torch.Tensor
+                else {
+                    "dtype": str(t.dtype).removeprefix("torch."),
+                    "shape": list(t.shape),
+                    "stride": list(t.stride()),
+                    "device": "job"
+                    if t.device.type == torch.device(self.device).type
+                    else t.device.type,
+                }
+            )
             if got != want:
-                raise RuntimeError(f"{where} result {k} is {got}, recorded {want}: an extension "
-                                   "must return what it returned when recorded")  # fmt: skip
+                raise RuntimeError(
+                    f"{where} result {k} is {got}, recorded {want}: an extension "
+                    "must return what it returned when recorded"
+                )
 
     def value(self, v: dict, values: dict[str, Any], results: list) -> Any:  # noqa: ANN401, PLR0911
         if "t" in v:

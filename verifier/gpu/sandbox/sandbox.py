@@ -274,8 +274,9 @@ class Sandbox:
                         del kept[:-window]
                         self.give_back()
                 del base
-            self.send("case_checked", case=case.name,
-                      reuse=reuse[:5] if window else _shared_storage(kept))  # fmt: skip
+            self.send(
+                "case_checked", case=case.name, reuse=reuse[:5] if window else _shared_storage(kept)
+            )
             del kept
         self.send("checked", threads=self.active_count())
 
@@ -306,14 +307,24 @@ class Sandbox:
         to be checked, as a graph's replays' do."""
         job = self.job
         got = self.timing.time_fresh_trials(
-            self.clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup,
-            fresh=lambda i: self.inputs(case, job.timing_seed + i), keep=CHECKED_TRIALS,
+            self.clock,
+            lambda a, m=model: m(*a),
+            sets,
+            job.trials,
+            job.warmup,
+            fresh=lambda i: self.inputs(case, job.timing_seed + i),
+            keep=CHECKED_TRIALS,
             kept=self.to_host,
-        )  # fmt: skip
+        )
         sets.clear()
         self.give_back()
-        self.send("timing_done", case=case.name, trials=got.times, windows=got.windows,
-                  threads=self.active_count())  # fmt: skip
+        self.send(
+            "timing_done",
+            case=case.name,
+            trials=got.times,
+            windows=got.windows,
+            threads=self.active_count(),
+        )
         for index, outs in got.kept:
             self.send_timed(case, job.timing_seed + index, index, outs)
 
@@ -324,9 +335,14 @@ class Sandbox:
         forward that does less while it is captured shows there."""
         job = self.job
         got = self.timing.time_graph_trials(
-            self.clock, lambda a, m=model: m(*a), sets, job.trials, job.warmup,
-            keep=CHECKED_TRIALS, poison=True,
-        )  # fmt: skip
+            self.clock,
+            lambda a, m=model: m(*a),
+            sets,
+            job.trials,
+            job.warmup,
+            keep=CHECKED_TRIALS,
+            poison=True,
+        )
         self.send(
             "timing_done",
             case=case.name,

@@ -75,8 +75,10 @@ def _error_fields(e: BaseException, torch) -> dict:  # noqa: ANN001
     )
     line = first_line(e)
     found = {"message": f"resource exhaustion: {line}" if oom else line, "oom": oom}
-    if getattr(type(e), "verdict", None) == "hacked":  # the executor's own finding (plan_kb.Hacked)
-        found["verdict"] = "hacked"
+    rule = getattr(e, "rule", None)  # a rule's refusal (verifier/gpu/refusal.py), not a crash
+    if isinstance(rule, str):
+        found["rule"] = rule
+        found["message"] = (str(e).strip().splitlines() or [""])[0][:300]
     return found
 
 
