@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const int cg = t % CG;
     const int rg = t / CG;
     const bool msl = MODE == GDN_SUMMARY && blockIdx.x >= DV / BV;  // a slice of M (summary)
-    const int v0 = blockIdx.x % (DV / BV) * BV;
+    const int v0 = (MODE == GDN_SUMMARY ? blockIdx.x % (DV / BV) : blockIdx.x) * BV;
     const int hv = blockIdx.y;
     const int b = blockIdx.z;
     const int hk = hv / (HV / H);
