@@ -3,13 +3,14 @@ each sequence cut into segments of L chunks run side by side, every segment's in
 exact by its state map (S_out = M S_in + c) chained in series in fp32 (kernel.hip, gdn_cp_fwd).
 
 Without a GPU: the seed's CP launcher runs on CPU threads (gdn_cpu_threads.py: the fused fp32
-kernel in its summary and CP-main modes, the plan and the fixup kernels) and must match the task's
+kernel in its two summary modes and its plain mode over the segments, the plan, fixup and
+final-state copy kernels) and must match the task's
 reference at the fp32 path's accuracy, on batch rows and on ragged packed sequences from random
 states, with grouped value heads and segment counts that do not divide the lengths; model.py's
 dispatch runs end to end there with CP forced on; the wave model picks CP for the long H200 cases
 and not for the packed batches; the new kernels build for gfx942 and sm_90 without spills. The
-NVIDIA main pass is the tensor-core scan (gdn_tc_scan in GDN_CP_MAIN mode): mma.sync does not run
-on CPU threads, so only its build is checked here.
+NVIDIA summary and main pass are the tensor-core scan (gdn_tc_scan in GDN_SUMMARY and GDN_PLAIN
+modes): mma.sync does not run on CPU threads, so only its build is checked here.
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def test_the_wave_model_picks_cp_for_long_sequences_on_an_h200(tmp_path):
 
 # ----------------------------------------------------------------------------- builds
 
-_NEW_KERNELS = ("gdn_cp_fixup", "gdn_cp_plan", "gdn_chunk_kernel<1>", "gdn_chunk_kernel<2>")
+_NEW_KERNELS = ("gdn_cp_fixup", "gdn_cp_plan", "gdn_cp_final", "gdn_chunk_kernel<1>",
+                "gdn_chunk_kernel<2>")  # fmt: skip
 
 
 @pytest.mark.parametrize("fix_bv", [8, 16, 32])
@@ -204,8 +206,8 @@ def test_cp_kernels_build_for_sm90_without_spills(tmp_path):
     entries = re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", done.stderr,
                          re.S)  # fmt: skip
     names = " ".join(name for name, _ in entries)
-    for kernel in ("gdn_cp_fixup", "gdn_cp_plan", "gdn_tc_scanILi64ELi2ELi1E",
-                   "gdn_tc_scanILi64ELi2ELi2E", "gdn_tc_scanILi32ELi3ELi1E"):  # fmt: skip
+    for kernel in ("gdn_cp_fixup", "gdn_cp_plan", "gdn_cp_final", "gdn_tc_scanILi64ELi2ELi0E",
+                   "gdn_tc_scanILi64ELi2ELi3E", "gdn_tc_scanILi32ELi3ELi3E"):  # fmt: skip
         assert kernel in names, kernel
     assert "bytes spill" in done.stderr
     assert not re.search(r"[1-9]\d* bytes spill", done.stderr), done.stderr[-3000:]

@@ -182,49 +182,48 @@ __device__ __forceinline__ Seq seq_of(const int64_t* cu_seqlens, int b, int T) {
 // - GDN_SUMMARY: no o; the segment's state map S_out = M S_in + c: twice the V slices, the first
 //   half from a zero state with the real v (c), the second from the identity with v = 0 (M, as
 //   the state from I is M I); both into cm [S, HV, 128, 256] (c | M, fp32). Segments that end
-//   their sequence (out_row >= 0) and empty ones leave at once;
-// - GDN_CP_MAIN: as PLAIN, the final state stored only for segments that end a sequence, in
-//   row out_row[segment] of ht.
-enum { GDN_PLAIN = 0, GDN_SUMMARY = 1, GDN_CP_MAIN = 2 };
+//   their sequence (out_row >= 0) and empty ones leave at once. The tensor-core scan tells the
+//   halves apart at run time; the fused kernel runs each half as its own kernel and launch,
+//   GDN_SUM_C (c) and GDN_SUM_M (M): on gfx942 at MFMA_KSTEP 32 a run-time slice flag cost 4
+//   SGPR spills, and both halves as compile-time branches of one kernel 8 (each alone: none).
+// CP's main pass is GDN_PLAIN over the segments (every segment's final state stored, the ones
+// that end a sequence then copied out by gdn_cp_final).
+enum { GDN_PLAIN = 0, GDN_SUM_C = 1, GDN_SUM_M = 2, GDN_SUMMARY = 3 };
 
-// The initial state's entry (row, col) of this block: h0's, or in a summary 0 (c) / I (M).
+constexpr bool is_summary(int mode) { return mode != GDN_PLAIN; }
+
+// The initial state's entry (row, col) of this block: h0's, or in a summary 0 (c) / I (M); msl:
+// the block computes a slice of M (GDN_SUMMARY only).
 template <int MODE>
 __device__ __forceinline__ float h0_at(const float* h0, int64_t bh, int row, int col, bool msl) {
     if constexpr (MODE == GDN_SUMMARY) return msl && row == col ? 1.0f : 0.0f;
+    if constexpr (MODE == GDN_SUM_C) return 0.0f;
+    if constexpr (MODE == GDN_SUM_M) return row == col ? 1.0f : 0.0f;
     return h0[(bh * DK + row) * DV + col];
 }
 
 // Where this block's final state goes: row 0, column 0 of its (sequence, head) in ht (cm in a
-// summary, whose rows are 2 DV wide), or nullptr when nothing is stored.
+// summary, whose rows are 2 DV wide: c, then M).
 template <int MODE>
-__device__ __forceinline__ float* state_out(float* ht, const int* out_row, int b, int hv, int HV,
-                                            bool msl) {
-    if constexpr (MODE == GDN_SUMMARY) {
-        return ht + (static_cast<int64_t>(b) * HV + hv) * DK * (2 * DV) + (msl ? DV : 0);
-    } else if constexpr (MODE == GDN_CP_MAIN) {
-        const int row = out_row[b];
-        return row < 0 ? nullptr : ht + (static_cast<int64_t>(row) * HV + hv) * DK * DV;
-    }
-    return ht + (static_cast<int64_t>(b) * HV + hv) * DK * DV;
+__device__ __forceinline__ float* state_out(float* ht, int64_t bh, bool msl) {
+    if constexpr (MODE == GDN_SUMMARY) return ht + bh * DK * (2 * DV) + (msl ? DV : 0);
+    if constexpr (MODE == GDN_SUM_C) return ht + bh * DK * (2 * DV);
+    if constexpr (MODE == GDN_SUM_M) return ht + bh * DK * (2 * DV) + DV;
+    return ht + bh * DK * DV;
 }
 template <int MODE>
-constexpr int STATE_LD = MODE == GDN_SUMMARY ? 2 * DV : DV;  // row stride of state_out
+constexpr int STATE_LD = is_summary(MODE) ? 2 * DV : DV;  // row stride of state_out
 
+// One block of the fused kernel in body mode MODE (GDN_PLAIN, GDN_SUM_C or GDN_SUM_M): V slice
+// `slice` of value head blockIdx.y of sequence blockIdx.z, LDS at smem (gdn_chunk_kernel's).
 template <int MODE>
-__global__ void __launch_bounds__(NT) gdn_chunk_kernel(
-    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+__device__ __forceinline__ void gdn_chunk_body(
+    unsigned char* smem, const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
     const float* __restrict__ beta, const float* __restrict__ h0,
     uint16_t* __restrict__ o, float* __restrict__ ht, const int64_t* __restrict__ cu_seqlens,
-    const int* __restrict__ out_row, int T, int H, int HV) {
-#if defined(__HIP_PLATFORM_AMD__)
-    // Static on AMD, so the static analysis reports the LDS this kernel uses.
-    __shared__ float4 smem4[SMEM_BYTES / 16];
-#else
-    // Over 48 KB: NVIDIA needs dynamic shared memory (the launcher raises the limit).
-    HIP_DYNAMIC_SHARED(float4, smem4)
-#endif
-    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    int slice, int T, int H, int HV) {
+    static_assert(MODE == GDN_PLAIN || MODE == GDN_SUM_C || MODE == GDN_SUM_M, "a body mode");
     uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
     uint16_t* sQ = reinterpret_cast<uint16_t*>(smem + OFF_Q);
     float* sR = reinterpret_cast<float*>(smem + OFF_Q);    // R, then Vn: [C][BV], over Q
@@ -239,16 +238,16 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const int t = threadIdx.x;
     const int cg = t % CG;
     const int rg = t / CG;
-    const bool msl = MODE == GDN_SUMMARY && blockIdx.x >= DV / BV;  // a slice of M (summary)
-    const int v0 = (MODE == GDN_SUMMARY ? blockIdx.x % (DV / BV) : blockIdx.x) * BV;
+    constexpr bool msl = false;         // (h0_at's and state_out's run-time flag: unused here)
+    constexpr bool zero_v = MODE == GDN_SUM_M;  // M: from I with v = 0
+    constexpr bool no_o = is_summary(MODE);
+    const int v0 = slice * BV;
     const int hv = blockIdx.y;
     const int b = blockIdx.z;
     const int hk = hv / (HV / H);
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
     const int64_t bh = static_cast<int64_t>(b) * HV + hv;
     const Seq seq = seq_of(cu_seqlens, b, T);  // its tokens: seq.bos .. seq.bos + seq.len - 1
-    if (MODE == GDN_SUMMARY && (seq.len == 0 || out_row[b] >= 0)) return;  // no map needed
-    const bool zero_v = MODE == GDN_SUMMARY && msl;
 
 #if AMD_MFMA_STATE
     // The state slice in MFMA accumulators: wave w updates rows 32 w .. 32 w + 31.
@@ -265,7 +264,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #pragma unroll
         for (int i = 0; i < RH; ++i) {
             const int row = rg * RH + i, col = v0 + cg * 4;
-            if constexpr (MODE == GDN_SUMMARY) {
+            if constexpr (is_summary(MODE)) {
                 hreg[i].x = h0_at<MODE>(h0, bh, row, col, msl);
                 hreg[i].y = h0_at<MODE>(h0, bh, row, col + 1, msl);
                 hreg[i].z = h0_at<MODE>(h0, bh, row, col + 2, msl);
@@ -556,7 +555,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             const int row = wrow + r;
             float out = scale * sEg[row] * x;
             for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * BV + c];
-            if (MODE != GDN_SUMMARY && t0 + row < seq.len) {
+            if (!no_o && t0 + row < seq.len) {
                 const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
             }
@@ -586,7 +585,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #pragma unroll
             for (int i = 0; i < RI; ++i) {
                 const int tok = t0 + rg * RI + i;
-                if (MODE != GDN_SUMMARY && tok < seq.len) {
+                if (!no_o && tok < seq.len) {
                     uint2 packed;
                     packed.x = bf16_bits(out[i][0]) | (bf16_bits(out[i][1]) << 16);
                     packed.y = bf16_bits(out[i][2]) | (bf16_bits(out[i][3]) << 16);
@@ -670,8 +669,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #endif
     }
 
-    float* out = state_out<MODE>(ht, out_row, b, hv, HV, msl);
-    if (out == nullptr) return;
+    float* out = state_out<MODE>(ht, bh, msl);
     constexpr int LD = STATE_LD<MODE>;
 #if AMD_MFMA_STATE
     hvt::each(hs, [&](int r, int c, float& x) { out[(hrow + r) * LD + v0 + c] = x; });
@@ -680,6 +678,30 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #pragma unroll
     for (int i = 0; i < RH; ++i) *reinterpret_cast<float4*>(dst + i * LD) = hreg[i];
 #endif
+}
+
+// The fused kernel, grid DV / BV slices x HV x sequences: MODE GDN_PLAIN, GDN_SUM_C or GDN_SUM_M
+// (the summary's two halves; out_row, read only by them, skips segments that end their sequence).
+template <int MODE>
+__global__ void __launch_bounds__(NT) gdn_chunk_kernel(
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ v, const float* __restrict__ g,
+    const float* __restrict__ beta, const float* __restrict__ h0,
+    uint16_t* __restrict__ o, float* __restrict__ ht, const int64_t* __restrict__ cu_seqlens,
+    const int* __restrict__ out_row, int T, int H, int HV) {
+#if defined(__HIP_PLATFORM_AMD__)
+    // Static on AMD, so the static analysis reports the LDS this kernel uses.
+    __shared__ float4 smem4[SMEM_BYTES / 16];
+#else
+    // Over 48 KB: NVIDIA needs dynamic shared memory (the launcher raises the limit).
+    HIP_DYNAMIC_SHARED(float4, smem4)
+#endif
+    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    if constexpr (is_summary(MODE)) {
+        const int b = blockIdx.z;
+        if (out_row[b] >= 0 || seq_of(cu_seqlens, b, T).len == 0) return;  // no map needed
+    }
+    gdn_chunk_body<MODE>(smem, q, k, v, g, beta, h0, o, ht, cu_seqlens, blockIdx.x, T, H, HV);
 }
 
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
@@ -1451,8 +1473,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
         }
     }
 
-    float* out = state_out<MODE>(ht, out_row, b, hv, HV, msl);
-    if (out == nullptr) return;
+    float* out = state_out<MODE>(ht, bh, msl);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
@@ -1515,17 +1536,16 @@ static hipError_t tc_device(TcDevice* out) {
             err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_prep),
                                       hipFuncAttributePreferredSharedMemoryCarveout, 100);
         }
-        const auto raise_modes = [&](bool use, auto plain, auto summary, auto cp_main, int bytes) {
+        const auto raise_modes = [&](bool use, auto plain, auto summary, int bytes) {
             raise(use, reinterpret_cast<const void*>(plain), bytes);
             raise(use, reinterpret_cast<const void*>(summary), bytes);
-            raise(use, reinterpret_cast<const void*>(cp_main), bytes);
         };
         raise_modes(facts.usable, gdn_tc_scan<32, 2, GDN_PLAIN>, gdn_tc_scan<32, 2, GDN_SUMMARY>,
-                    gdn_tc_scan<32, 2, GDN_CP_MAIN>, ScanNarrow::BYTES);
+                    ScanNarrow::BYTES);
         raise_modes(facts.deep, gdn_tc_scan<32, 3, GDN_PLAIN>, gdn_tc_scan<32, 3, GDN_SUMMARY>,
-                    gdn_tc_scan<32, 3, GDN_CP_MAIN>, ScanNarrowDeep::BYTES);
+                    ScanNarrowDeep::BYTES);
         raise_modes(facts.wide, gdn_tc_scan<64, 2, GDN_PLAIN>, gdn_tc_scan<64, 2, GDN_SUMMARY>,
-                    gdn_tc_scan<64, 2, GDN_CP_MAIN>, ScanWide::BYTES);
+                    ScanWide::BYTES);
         if (err != hipSuccess) return err;
         known[device] = facts;
         __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
@@ -1639,7 +1659,7 @@ static hipError_t gdn_fused_launch(const uint16_t* q, const uint16_t* k, const u
                                    const float* g, const float* beta, const float* h0,
                                    const int64_t* cu_seqlens, const int* out_row, uint16_t* o,
                                    float* ht, int B, int T, int H, int HV, hipStream_t stream) {
-    const dim3 grid((MODE == GDN_SUMMARY ? 2 : 1) * DV / BV, HV, B);
+    const dim3 grid(DV / BV, HV, B);
 #if defined(__HIP_PLATFORM_AMD__)
     hipLaunchKernelGGL(gdn_chunk_kernel<MODE>, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o,
                        ht, cu_seqlens, out_row, T, H, HV);
@@ -1687,8 +1707,9 @@ static hipError_t gdn_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* 
 //      the segments', computed once and shared with step 4);
 //   3. gdn_cp_fixup, in series over a sequence's segments: h_0 = the sequence's initial state,
 //      h_{s+1} = M_s h_s + c_s, every h_s stored as segment s's initial state; fp32 throughout;
-//   4. the chunk loop in GDN_CP_MAIN mode over all segments in parallel, each from its h_s:
-//      o, and the final state of the segment that ends each sequence.
+//   4. the chunk loop in GDN_PLAIN mode over all segments in parallel, each from its h_s: o,
+//      and every segment's final state (into cm, free once the fixup is done);
+//   5. gdn_cp_final: the final state of the segment that ends each sequence, copied to ht.
 // Ideas and sources (problems/gated_delta_net/seeds/chunked/README.md): FLA's intra-card CP
 // (fp32 [h | M] per segment), FlashQLA's segment split and wave-model choice of the segment
 // length, FlashInfer's fp32 fixup chain.
@@ -1834,9 +1855,26 @@ __global__ void __launch_bounds__(FIX_NT) gdn_cp_fixup(const float* __restrict__
     }
 }
 
+// Step 5: ht[i] = the final state of sequence i's last segment (seq_seg0[i + 1] - 1: the plan
+// gives every sequence at least one), from the main pass's per-segment states. A block copies
+// FIN_NT float4 of one (sequence, head).
+constexpr int FIN_NT = 256;
+__global__ void __launch_bounds__(FIN_NT) gdn_cp_final(const float* __restrict__ seg_ht,
+                                                        const int* __restrict__ seq_seg0,
+                                                        float* __restrict__ ht, int HV) {
+    const int hv = blockIdx.y, i = blockIdx.z;
+    const int64_t state = static_cast<int64_t>(DK) * DV;
+    const int64_t at = static_cast<int64_t>(blockIdx.x) * FIN_NT * 4 + threadIdx.x * 4;
+    const int64_t src = (static_cast<int64_t>(seq_seg0[i + 1] - 1) * HV + hv) * state + at;
+    *reinterpret_cast<float4*>(ht + (static_cast<int64_t>(i) * HV + hv) * state + at) =
+        *reinterpret_cast<const float4*>(seg_ht + src);
+}
+static_assert(DK * DV % (4 * FIN_NT) == 0, "gdn_cp_final's grid");
+
 // Segments the plan can make (a bound: each sequence makes at most one more than its whole
 // segments), and the CP workspace: segment bounds, out_row, each sequence's first segment, the
-// maps cm (c | M, fp32), the segments' initial states (fp32), then the chunk loop's workspace.
+// maps cm (c | M, fp32; then the segments' final states), the segments' initial states (fp32),
+// then the chunk loop's workspace.
 static int cp_segments(bool packed, int N, int T, int L) {
     const int64_t span = static_cast<int64_t>(L) * C;
     return packed ? static_cast<int>(T / span) + N : N * static_cast<int>((T + span - 1) / span);
@@ -1957,6 +1995,11 @@ extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uin
                            w.cm, w.seq_seg0, w.seg_h0, HV);
         return hipGetLastError();
     };
+    const auto final_states = [&]() {  // the main pass left every segment's final state in cm
+        hipLaunchKernelGGL(gdn_cp_final, dim3(DK * DV / (4 * FIN_NT), HV, N), dim3(FIN_NT), 0,
+                           stream, w.cm, w.seq_seg0, ht, HV);
+        return hipGetLastError();
+    };
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
     TcDevice device;
     err = tc_device(&device);
@@ -1969,17 +2012,25 @@ extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uin
                                                w.out_row, S, total, H, HV, device, stream);
         }
         if (err == hipSuccess) err = fixup();
-        if (err != hipSuccess) return err;
-        return gdn_tc_scan_any<GDN_CP_MAIN>(q, k, ws, w.seg_h0, o, ht, w.seg_cu, w.out_row, S,
-                                            total, H, HV, device, stream);
+        if (err == hipSuccess) {
+            err = gdn_tc_scan_any<GDN_PLAIN>(q, k, ws, w.seg_h0, o, w.cm, w.seg_cu, nullptr, S,
+                                             total, H, HV, device, stream);
+        }
+        return err == hipSuccess ? final_states() : err;
     }
 #endif
-    err = gdn_fused_launch<GDN_SUMMARY>(q, k, v, g, beta, nullptr, w.seg_cu, w.out_row, nullptr,
-                                        w.cm, S, total, H, HV, stream);
+    err = gdn_fused_launch<GDN_SUM_C>(q, k, v, g, beta, nullptr, w.seg_cu, w.out_row, nullptr,
+                                      w.cm, S, total, H, HV, stream);
+    if (err == hipSuccess) {
+        err = gdn_fused_launch<GDN_SUM_M>(q, k, v, g, beta, nullptr, w.seg_cu, w.out_row, nullptr,
+                                          w.cm, S, total, H, HV, stream);
+    }
     if (err == hipSuccess) err = fixup();
-    if (err != hipSuccess) return err;
-    return gdn_fused_launch<GDN_CP_MAIN>(q, k, v, g, beta, w.seg_h0, w.seg_cu, w.out_row, o, ht,
-                                         S, total, H, HV, stream);
+    if (err == hipSuccess) {
+        err = gdn_fused_launch<GDN_PLAIN>(q, k, v, g, beta, w.seg_h0, w.seg_cu, nullptr, o, w.cm,
+                                          S, total, H, HV, stream);
+    }
+    return err == hipSuccess ? final_states() : err;
 }
 
 // Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).
