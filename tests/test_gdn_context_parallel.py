@@ -154,21 +154,54 @@ H200_PICKS = {"qwen35_tp8_32k": True, "long_32": False, "qwen35_tp1_32k": False,
               "qwen_tp1_short": False, "qwen_tp1_batch": False, "mha_16": False,
               "qwen35_tp4_varlen_8x4096": False}  # fmt: skip
 
+# Graph-mode times on an H200 (bench/gdn_vs_fla.py, one process) the model was fitted to:
+# (case, segment chunks: 0 plain, us measured). The CP row is the one the summary's step was
+# fitted on; the others only set the step times with the prep per chunk-head.
+H200_MEASURED = [("qwen_tp1_short", 0, 241.5), ("qwen_tp1_batch", 0, 1425.3), ("mha_16", 0, 378.0),
+                 ("long_32", 0, 1780.5), ("qwen35_tp8_32k", 0, 1361.2),
+                 ("qwen35_tp8_32k", 64, 681.4)]  # fmt: skip
+
+
+def tc_model_library(tmp_path):
+    """A CPU build whose wave model costs the tensor-core path (CP_MODEL_TC 1), as on the H200."""
+    return cpu_library("#define CP_MODEL_TC 1\n" + source_of(PREFILL_SEED), tmp_path, warp=32)
+
+
+def predict(lib: ctypes.CDLL, n: int, t: int, hv: int, packed: bool, sms: int, chunks: int):
+    fn = lib.gdn_cp_predict
+    fn.argtypes = [ctypes.c_int] * 6 + [ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    out = torch.zeros(1, dtype=torch.float64)
+    assert fn(n, t, hv, int(packed), sms, chunks, out.data_ptr()) == 0
+    return float(out[0])
+
+
+def h200_shape(name: str) -> tuple[int, int, int, bool]:
+    x = {c.name: c.inputs for c in PREFILL.cases}[name]
+    seqlens = x.get("seqlens", "")
+    n = len(seqlens.split(",")) if seqlens else x["B"]
+    return n, x["T"], x["HV"], bool(seqlens)
+
 
 def test_the_wave_model_picks_cp_for_long_sequences_on_an_h200(tmp_path):
-    lib = cpu_library(source_of(PREFILL_SEED), tmp_path, warp=32)
-    cases = {c.name: c.inputs for c in PREFILL.cases}
+    lib = tc_model_library(tmp_path)
     for name, wants_cp in H200_PICKS.items():
-        x = cases[name]
-        seqlens = x.get("seqlens", "")
-        n = len(seqlens.split(",")) if seqlens else x["B"]
-        chunks, size = choose(lib, n, x["T"], x["HV"], bool(seqlens), H200_SMS)
+        n, t, hv, packed = h200_shape(name)
+        chunks, size = choose(lib, n, t, hv, packed, H200_SMS)
         assert (chunks > 0) == wants_cp, (name, chunks)
         if chunks:
-            assert 0 < size <= cp_bytes(n, x["T"], x["HV"], bool(seqlens), chunks) + (1 << 30)
+            assert 0 < size <= cp_bytes(n, t, hv, packed, chunks) + (1 << 30)
+    assert choose(lib, *h200_shape("qwen35_tp8_32k"), H200_SMS)[0] == 64
     off = with_defines(CP_MODE=0)
     lib_off = cpu_library(off, tmp_path / "off", warp=32)
     assert choose(lib_off, 1, 32768, 8, False, H200_SMS) == (0, 0)
+
+
+def test_the_wave_model_reproduces_the_h200_times_it_was_fitted_to(tmp_path):
+    lib = tc_model_library(tmp_path)
+    for name, chunks, measured in H200_MEASURED:
+        got = predict(lib, *h200_shape(name), H200_SMS, chunks)
+        assert abs(got / measured - 1) < 0.08, (name, chunks, got, measured)
 
 
 # ----------------------------------------------------------------------------- builds

@@ -1917,37 +1917,88 @@ static hipError_t cp_layout(bool packed, int N, int T, int HV, int L, unsigned c
     return hipSuccess;
 }
 
-// The wave model (GDN-DESIGN.md 4.1): a chunk loop of `blocks` 32-column blocks, one block per
-// SM, takes ceil(blocks / SMs) waves x depth chunk steps (64-column blocks, half as many, once
-// the 32-column ones pass one wave, as gdn_tc_scan_any picks). Step times in microseconds from
-// the H200 (32 columns: (1365 - 180) us / 512 chunks on qwen35_tp8_32k; 64 columns guessed);
-// a summary step has no Q, P or o, about 3/4 of one; a fixup step about 1.5 us; a launch 4.
-static double cp_scan_us(int64_t blocks32, int depth, int sms) {
-    const bool narrow = blocks32 <= sms;
-    const int64_t blocks = narrow ? blocks32 : (blocks32 + 1) / 2;
-    return static_cast<double>((blocks + sms - 1) / sms) * depth * (narrow ? 2.3 : 2.9);
+// The wave model (GDN-DESIGN.md 4.1): a chunk loop of `blocks` blocks, one block per SM, takes
+// ceil(blocks / SMs) waves x depth chunk steps. On NVIDIA the tensor-core scan runs 32-column
+// blocks while they fit in one wave, else 64-column ones, half as many (gdn_tc_scan_any), after
+// the prep (a cost per chunk and value head, the same with CP or without); the summary is one
+// launch of twice the main pass's blocks. Elsewhere the fused kernel runs BV-column blocks and the
+// summary two launches (c, then M), no prep. Times in microseconds, fitted on an H200
+// (bench/gdn_vs_fla.py, graph mode, 132 SMs; the seed README lists each case's prediction):
+// - CP_STEP_NARROW_US, one 32-column scan step: qwen35_tp8_32k (1361 us plain, 32 blocks)
+//   less its prep, over 512 chunks: 2.30 (qwen_tp1_short 2.23, long_32 2.06: 128 blocks);
+// - CP_STEP_WIDE_US, one 64-column step: qwen_tp1_batch 2.73 (4 waves x 64), mha_16 3.08;
+// - CP_PREP_US, the prep per chunk and value head: long_32's 726 us over 16384 (U_BF16's note);
+// - CP_SUMMARY_STEP, a summary step over a main step (no Q, P, o): 0.8, from qwen35_tp8_32k
+//   with CP (681.4 us at L = 64: prep 181, main 186, summary 297, fixup 10, launches 12);
+// - CP_FIX_STEP_US, a fixup step (one 128 x 128 x CP_FIX_BV product): 1.5, not measured alone;
+// - CP_LAUNCH_US, each launch CP adds (plan, summary, fixup, final; the summary's second on the
+//   fused path): 4, not measured alone.
+// The fused kernel's steps (AMD) are not measured yet: the H200's stand in for them.
+constexpr double CP_STEP_NARROW_US = 2.3;
+constexpr double CP_STEP_WIDE_US = 2.9;
+constexpr double CP_PREP_US = 726.0 / 16384;
+constexpr double CP_SUMMARY_STEP = 0.8;
+constexpr double CP_FIX_STEP_US = 1.5;
+constexpr double CP_LAUNCH_US = 4.0;
+// Which path the model costs: the tensor-core one (1) or the fused kernel's (0); the build's own
+// unless set before this file (tests on CPU threads set 1 to check the H200 picks).
+#ifndef CP_MODEL_TC
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+#define CP_MODEL_TC 1
+#else
+#define CP_MODEL_TC 0
+#endif
+#endif
+constexpr bool CP_TC = CP_MODEL_TC;
+
+static double cp_waves(int64_t blocks, int sms) {
+    return static_cast<double>((blocks + sms - 1) / sms);
+}
+
+// One chunk-loop launch over `seqs` sequences of `depth` chunks and HV heads, `copies` times the
+// slices (the tensor-core summary: 2), each step `step` times a main one.
+static double cp_loop_us(int64_t seqs, int HV, int depth, int copies, double step, int sms) {
+    if (!CP_TC) {
+        return cp_waves(seqs * HV * (DV / BV) * copies, sms) * depth * step * CP_STEP_NARROW_US;
+    }
+    const int64_t narrow = seqs * HV * (DV / 32) * copies;
+    if (narrow <= sms) return cp_waves(narrow, sms) * depth * step * CP_STEP_NARROW_US;
+    return cp_waves((narrow + 1) / 2, sms) * depth * step * CP_STEP_WIDE_US;
+}
+
+// Predicted microseconds of the forward over N sequences of nt chunks each: plain (L = 0) or CP
+// with L-chunk segments.
+static double cp_predict_us(int N, int nt, int HV, int L, int sms) {
+    const double prep = CP_TC ? CP_PREP_US * N * nt * HV : 0.0;
+    if (L <= 0 || nt <= L) return prep + cp_loop_us(N, HV, nt, 1, 1.0, sms);
+    const int segs = (nt + L - 1) / L;
+    const int64_t S = static_cast<int64_t>(N) * segs;
+    const double main = cp_loop_us(S, HV, L, 1, 1.0, sms);
+    const double summary = CP_TC ? cp_loop_us(S - N, HV, L, 2, CP_SUMMARY_STEP, sms)
+                                 : 2 * cp_loop_us(S - N, HV, L, 1, CP_SUMMARY_STEP, sms);
+    const int64_t fix_blocks = static_cast<int64_t>(N) * HV * (DV / CP_FIX_BV);
+    const double fixup = CP_FIX_STEP_US * (segs - 1) * cp_waves(fix_blocks, sms);
+    return prep + main + summary + fixup + (CP_TC ? 4 : 5) * CP_LAUNCH_US;
+}
+
+// Chunks per sequence: batch rows all have T tokens; packed lengths live on the device, so the
+// mean stands in for them (CP then splits only what is longer than a segment).
+static int cp_chunks(bool packed, int N, int T) {
+    const int64_t per_seq = packed ? (static_cast<int64_t>(T) + N - 1) / N : T;
+    return static_cast<int>((per_seq + C - 1) / C);
 }
 
 static int cp_choose(bool packed, int N, int T, int HV, int sms) {
     if (CP_MODE == 0 || N <= 0 || T <= 0 || HV <= 0 || sms <= 0) return 0;
-    // Chunks per sequence: batch rows all have T tokens; packed lengths live on the device, so
-    // the mean stands in for them (CP then splits only what is longer than a segment).
-    const int64_t per_seq = packed ? (T + N - 1) / N : T;
-    const int nt = static_cast<int>((per_seq + C - 1) / C);
-    const double plain = cp_scan_us(static_cast<int64_t>(N) * HV * (DV / 32), nt, sms);
+    const int nt = cp_chunks(packed, N, T);
+    const double plain = cp_predict_us(N, nt, HV, 0, sms);
     int best = 0;
     double best_us = 0.0;
     const int candidates[] = {8, 16, 32, 64, 128};
     for (int L : candidates) {
         if (CP_SEG_CHUNKS != 0 && L != CP_SEG_CHUNKS) continue;
         if (nt <= L) continue;
-        const int segs = (nt + L - 1) / L;
-        const int64_t S = static_cast<int64_t>(N) * segs;
-        const double main = cp_scan_us(S * HV * (DV / 32), L, sms);
-        const double summary = 0.75 * cp_scan_us((S - N) * HV * 2 * (DV / 32), L, sms);
-        const int64_t fix_blocks = static_cast<int64_t>(N) * HV * (DV / CP_FIX_BV);
-        const double fixup = 1.5 * (segs - 1) * static_cast<double>((fix_blocks + sms - 1) / sms);
-        const double us = main + summary + fixup + 3 * 4.0;
+        const double us = cp_predict_us(N, nt, HV, L, sms);
         if (best == 0 || us < best_us) {
             best = L;
             best_us = us;
@@ -1955,6 +2006,15 @@ static int cp_choose(bool packed, int N, int T, int HV, int sms) {
     }
     if (best != 0 && CP_MODE == 1 && best_us > 0.95 * plain) return 0;
     return best;
+}
+
+// The wave model's prediction in microseconds (out[0]) for L-chunk segments (0: the plain
+// path), with gdn_cp_choose's N, T, HV, packed and sms: for the seed README's table and tests.
+extern "C" hipError_t gdn_cp_predict(int N, int T, int HV, int packed, int sms, int L,
+                                     double* out) {
+    if (N <= 0 || T < 0 || HV <= 0 || sms <= 0 || L < 0) return hipErrorInvalidValue;
+    out[0] = cp_predict_us(N, cp_chunks(packed != 0, N, T), HV, L, sms);
+    return hipSuccess;
 }
 
 // CP or not, and its workspace: out[0] = the segment length in chunks (0: no CP, use
