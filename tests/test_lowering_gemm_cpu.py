@@ -17,17 +17,22 @@ from lowering_gemm_support import CHAINS, GEMM, SIXTEEN_BIT, TASKS, candidate
 from test_lowering import _OnGpu, assert_matches_reference, import_model, task_named
 
 import hipevolve.runtime as runtime
+from hipevolve.agents.lowering.lower import lower
+from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.offline.tunables import with_values
+from hipevolve.problems.kernelbench import load_kernelbench_file
 from hipevolve.runtime import Kernels
 
 # ----------------------------------------------------------------------------- CPU threads
 # (the matrix-core instructions are emulated in gemm_emulation.py)
 
 
-def model_on_cpu(name: str, config: dict, warp: int, path: str, folder: Path, monkeypatch):
-    """The candidate's model.py module, its kernels bound to the CPU-built library."""
-    c = candidate(name)
-    source = with_values(c.hip_source, config)
+def model_on_cpu(name: str | Candidate, config: dict, warp: int, path: str, folder: Path,
+                 monkeypatch):  # fmt: skip
+    """The candidate's model.py module (a test task's lowered candidate, by name), its kernels
+    bound to the CPU-built library."""
+    c = candidate(name) if isinstance(name, str) else name
+    source = with_values(c.hip_source, config) if config else c.hip_source
     bound = Kernels()
     bound.bind(build_cpu(source, folder / "build", warp, path), source)
     monkeypatch.setattr(runtime, "kernels", bound)
@@ -64,6 +69,41 @@ CPU_FMA += [(n, {**MIXED_TILES, "ROWS": "2", "BLOCK": "64"}, 64) for n in CHAINS
 def test_fma_path_matches_the_reference_on_cpu_threads(name, config, warp, tmp_path,
                                                        monkeypatch):  # fmt: skip
     check_on_cpu(name, config, warp, "fma", tmp_path, monkeypatch)
+
+
+MATVEC = (
+    Path(__file__).parent / "data" / "kernelbench" / "long_k" / "4_Matrix_vector_multiplication_.py"
+)
+# 16 threads on 16 x 16 tiles, below the declared tunables: K = 2^20 is 65,536 barriers, and the
+# CPU threads pay for each (5 minutes at 128 threads). Neither changes any output's summation
+# order: a thread sums its own outputs over all of K.
+TINY_TILES = {"#define BM 128": "#define BM 16", "#define BN 128": "#define BN 16",
+              "#define GEMM_THREADS 128": "#define GEMM_THREADS 16"}  # fmt: skip
+
+
+def test_a_matrix_vector_product_over_a_million_terms_is_within_kernelbench_tolerance(
+    tmp_path, monkeypatch
+):
+    """KernelBench's 4_Matrix_vector_multiplication_ (K = 1,048,576 positive products per row,
+    torch.rand inputs): the FMA path's sum, in order in fp32, erred by -33 to -41 against a
+    tolerance of 26.2 (atol = rtol = 1e-4 at outputs near 262,144); summed in two levels
+    it stays inside it, against the product in float64, on 16 of the task's rows."""
+    found = lower(load_kernelbench_file(MATVEC))
+    assert isinstance(found, Candidate), found
+    source = found.hip_source
+    for declared, tiny in TINY_TILES.items():
+        assert declared in source
+        source = source.replace(declared, tiny)
+    found = found.model_copy(update={"hip_source": source})
+    module = model_on_cpu(found, {}, 32, "fma", tmp_path, monkeypatch)
+    generator = torch.Generator().manual_seed(0)
+    a = torch.rand(16, 1 << 20, generator=generator)
+    b = torch.rand(1 << 20, 1, generator=generator)
+    with torch.no_grad():
+        got = module.ModelNew()(a, b)
+    want = a.double() @ b.double()
+    assert got.dtype == torch.float32 and got.shape == (16, 1)
+    torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
 
 
 # The small cases have K = 40..72: at BK 16 the pipeline reaches its steady state (a stage

@@ -19,7 +19,11 @@ compile time in the same source:
   and added to the accumulator in fp32: chained over K in the accumulator, the truncation's
   bias grew linearly with K and failed KernelBench's rtol 1e-4 at K = 8192-32768);
 - anything else (other fp32 or mixed inputs, other targets, the host pass): FMA on a TM x TN
-  micro-tile per thread.
+  micro-tile per thread; from K = GEMM_LONG_K (65,536) on, each K tile's products are summed
+  apart and then added to the accumulator (one in-order fp32 sum over K = 1,048,576 failed
+  KernelBench's tolerance on 4_Matrix_vector_multiplication_). The kernel is a template on that
+  choice (LONG_K), the launcher picks the instantiation from K: each has one K loop, and the
+  short-K one is the one-level code as it was.
 All accumulate in fp32. The epilogue (bias, activation, scale, residual, casts: any expression
 ir.py can emit) is applied to each accumulator in registers before the single store, with the
 output rounded to its dtype as PyTorch rounds it.
@@ -65,7 +69,7 @@ def tunables(kernels: str) -> str:
     beside the 128 accumulators a thread holds in 4 warps those pass sm_90's 255 registers
     (ptxas spills at BK 16-32), while 8 warps hold 64 each (216 registers; 8 warps per SM
     either way)."""
-    if "gemm_block<DT_F32, DT_F32, true>" in kernels:
+    if "gemm_block<DT_F32, DT_F32, true," in kernels:
         stages = TUNABLES.replace("#define GEMM_STAGES 4", "#define GEMM_STAGES 3")
         return stages.replace("#define GEMM_THREADS 128", "#define GEMM_THREADS 256")
     return TUNABLES
@@ -113,8 +117,9 @@ def operands(mm: V) -> tuple[V, V, bool]:
 
 
 def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str, Emitter]:
-    """The __global__ kernel and its launcher for one variant (sizes M, N, K, then the
-    epilogue's runtime arguments)."""
+    """The __global__ kernel (a template on LONG_K, the FMA path's two-level sum) and its
+    launcher for one variant (sizes M, N, K, then the epilogue's runtime arguments), which
+    runs the LONG_K instantiation from K = GEMM_LONG_K on."""
     mm = product(graph)
     a, b, transposed = operands(mm)
     m, n = mm.shape
@@ -135,12 +140,15 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
     names = [p.split()[-1] for p in params]
     da, db, bt = _DT[a.dtype], _DT[b.dtype], "true" if transposed else "false"
     body = "\n            ".join(epi.lines + stores)
+    launch = (f"hipLaunchKernelGGL({name}_kernel<{{}}>, grid, dim3(GEMM_THREADS), smem, stream, "
+              f"{', '.join(names)}, gemm_vec);")  # fmt: skip
     return (
         f"""
+template <bool LONG_K>
 __global__ void __launch_bounds__(GEMM_THREADS)
 {name}_kernel({", ".join(params)}, int gemm_vec) {{
     const int64_t cols = N;
-    gemm_block<{da}, {db}, {bt}>(
+    gemm_block<{da}, {db}, {bt}, LONG_K>(
         {pointers[a.args[0]]}, {pointers[b.args[0]]}, M, N, K, gemm_vec != 0,
         [&](int64_t r, int64_t c, float acc) {{
             const int64_t i = r * cols + c;
@@ -154,17 +162,22 @@ extern "C" hipError_t {name}({", ".join(params)}, hipStream_t stream) {{
     if (tiles_m > 65535 || tiles_n > 2147483647) return hipErrorInvalidValue;
     const int gemm_vec = gemm_vector_ok<{da}, {db}, {bt}>({pointers[a.args[0]]}, {pointers[b.args[0]]}, N, K);
     constexpr int smem = gemm_dynamic_smem<{da}, {db}, {bt}>();
+    const bool long_k = K >= GEMM_LONG_K;
 #if defined(__HIP_PLATFORM_NVIDIA__)
     if (smem > 48 * 1024) {{  // above 48 KB only once the kernel's limit is raised
         const hipError_t raised = hipFuncSetAttribute(
-            reinterpret_cast<const void*>(&{name}_kernel),
+            long_k ? reinterpret_cast<const void*>(&{name}_kernel<true>)
+                   : reinterpret_cast<const void*>(&{name}_kernel<false>),
             hipFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (raised != hipSuccess) return raised;
     }}
 #endif
-    hipLaunchKernelGGL({name}_kernel, dim3(static_cast<unsigned>(tiles_n),
-                       static_cast<unsigned>(tiles_m)), dim3(GEMM_THREADS), smem, stream,
-                       {", ".join(names)}, gemm_vec);
+    const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m));
+    if (long_k) {{
+        {launch.format("true")}
+    }} else {{
+        {launch.format("false")}
+    }}
     return hipGetLastError();
 }}
 """,

@@ -152,9 +152,19 @@ __device__ __forceinline__ void gemm_stage(const typename GemmElem<DA>::T* __res
     }
 }
 
+// From this depth on the launcher runs the kernel's LONG_K instantiation, whose portable path
+// sums in two levels: each K tile's products apart (FK terms), then that partial into the
+// accumulator. One fp32 sum over all of K drifts: 4_Matrix_vector_multiplication_'s 1,048,576
+// positive products summed in order erred by -33 to -47 against KernelBench's tolerance of
+// 26.2; in two levels the accumulator takes K / FK additions. A compile-time choice, so each
+// kernel has one K loop: both loops in one kernel behind a runtime test took the gemm_bf16
+// kernel on gfx90a to 398 VGPRs + 142 AGPRs, past the 512 it has. Below it (and on the
+// matrix-core paths, which ignore LONG_K) the code is that of the one-level sum.
+#define GEMM_LONG_K 65536
+
 // The portable path: thread (ty, tx) owns rows ty + i * TY and columns tx + j * TX of the tile
 // (strided, so neighbouring threads store neighbouring columns).
-template <int DA, int DB, bool BT, class Epi>
+template <int DA, int DB, bool BT, bool LONG_K, class Epi>
 __device__ __forceinline__ void gemm_fma(const typename GemmElem<DA>::T* __restrict__ A,
                                          const typename GemmElem<DB>::T* __restrict__ B,
                                          int64_t M, int64_t N, int64_t K, int64_t m0, int64_t n0,
@@ -173,17 +183,49 @@ __device__ __forceinline__ void gemm_fma(const typename GemmElem<DA>::T* __restr
     for (int64_t k0 = 0; k0 < K; k0 += FK) {
         gemm_stage<DA, DB, BT, false, float, FK, FK + 1>(A, B, M, N, K, m0, n0, k0, As, Bs, vec);
         __syncthreads();
+        if constexpr (LONG_K) {  // P rows of the micro-tile at a time: P * TN more registers
+            constexpr int P = TM < 2 ? TM : 2;
+            static_assert(TM % P == 0, "FMA long-K row groups");
+#pragma unroll
+            for (int i0 = 0; i0 < TM; i0 += P) {
+                float part[P][TN];
+#pragma unroll
+                for (int i = 0; i < P; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) part[i][j] = 0.0f;
+                // Not unrolled: a row at a time unrolled 4 deep (9b3057f's loop) took sm_90 to
+                // all 255 registers and gfx90a to 256 VGPRs + 61 AGPRs at the default 128 x 128
+                // tiles; two rows not unrolled: 226 (the short path's) and 256 + 43.
+#pragma unroll 1
+                for (int k = 0; k < FK; ++k) {
+                    float a[P], b[TN];
+#pragma unroll
+                    for (int i = 0; i < P; ++i) a[i] = As.v[ty + (i0 + i) * TY][k];
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) b[j] = Bs.v[tx + j * TX][k];
+#pragma unroll
+                    for (int i = 0; i < P; ++i)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) part[i][j] = fmaf(a[i], b[j], part[i][j]);
+                }
+#pragma unroll
+                for (int i = 0; i < P; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) acc[i0 + i][j] += part[i][j];
+            }
+        } else {
 #pragma unroll 4
-        for (int k = 0; k < FK; ++k) {
-            float a[TM], b[TN];
+            for (int k = 0; k < FK; ++k) {
+                float a[TM], b[TN];
 #pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = As.v[ty + i * TY][k];
+                for (int i = 0; i < TM; ++i) a[i] = As.v[ty + i * TY][k];
 #pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = Bs.v[tx + j * TX][k];
+                for (int j = 0; j < TN; ++j) b[j] = Bs.v[tx + j * TX][k];
 #pragma unroll
-            for (int i = 0; i < TM; ++i)
+                for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                    for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
         }
         __syncthreads();
     }
@@ -633,8 +675,8 @@ __device__ __forceinline__ void gemm_mc(const uint16_t* __restrict__ A,
 #endif
 
 // C = A @ B (B transposed in memory when BT) for this block's tile; epi(r, c, value) for every
-// element inside the matrix.
-template <int DA, int DB, bool BT, class Epi>
+// element inside the matrix. LONG_K: the portable path's two-level sum (GEMM_LONG_K).
+template <int DA, int DB, bool BT, bool LONG_K, class Epi>
 __device__ __forceinline__ void gemm_block(const typename GemmElem<DA>::T* __restrict__ A,
                                            const typename GemmElem<DB>::T* __restrict__ B,
                                            int64_t M, int64_t N, int64_t K, bool vec,
@@ -653,15 +695,15 @@ __device__ __forceinline__ void gemm_block(const typename GemmElem<DA>::T* __res
     if constexpr (gemm_nvidia_tensor_cores<DA, DB, BT>()) {
         gemm_mc<DA, BT>(A, B, M, N, K, m0, n0, vec, epi);
     } else {
-        gemm_fma<DA, DB, BT>(A, B, M, N, K, m0, n0, vec, epi);
+        gemm_fma<DA, DB, BT, LONG_K>(A, B, M, N, K, m0, n0, vec, epi);
     }
 #elif GEMM_MATRIX_CORES == 2
     if constexpr (DA == DB && DA != DT_F32) {
         gemm_mc<DA, BT>(A, B, M, N, K, m0, n0, vec, epi);
     } else {
-        gemm_fma<DA, DB, BT>(A, B, M, N, K, m0, n0, vec, epi);
+        gemm_fma<DA, DB, BT, LONG_K>(A, B, M, N, K, m0, n0, vec, epi);
     }
 #else
-    gemm_fma<DA, DB, BT>(A, B, M, N, K, m0, n0, vec, epi);
+    gemm_fma<DA, DB, BT, LONG_K>(A, B, M, N, K, m0, n0, vec, epi);
 #endif
 }
