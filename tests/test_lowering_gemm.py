@@ -109,10 +109,11 @@ def test_single_gemm_tasks_are_one_kernel_per_dtype_variant():
 
 
 def test_linear_reads_the_weight_transposed_and_matmul_reads_it_as_stored():
-    assert "gemm_block<DT_BF16, DT_BF16, true>" in candidate("l1_linear_bias").hip_source
+    # the fourth argument is LONG_K, the launcher's choice of the two-level sum
+    assert "gemm_block<DT_BF16, DT_BF16, true, LONG_K>" in candidate("l1_linear_bias").hip_source
     source = candidate("l1_matmul").hip_source
-    assert "gemm_block<DT_F32, DT_F32, false>" in source
-    assert "gemm_block<DT_BF16, DT_BF16, false>" in source
+    assert "gemm_block<DT_F32, DT_F32, false, LONG_K>" in source
+    assert "gemm_block<DT_BF16, DT_BF16, false, LONG_K>" in source
 
 
 def write_task(folder: Path, forward: str, init: str = "", inputs: str = "[torch.randn(4, 8)]"):
