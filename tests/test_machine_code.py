@@ -163,3 +163,27 @@ def test_on_gfx942_nvidia_only_tunables_build_the_same_code_object_and_an_amd_on
     assert digests["seed"] is not None
     assert digests["TC_PREP_RUN=4"] == digests["TC_BV=64"] == digests["seed"]
     assert digests["MFMA_KSTEP=32"] != digests["seed"]
+
+
+
+def _table(names: list[bytes], strings: bytes) -> bytes:
+    """An ELF64 symbol table naming `names` (offsets into `strings`), all else equal."""
+    import struct
+
+    return b"".join(struct.pack("<IBBHQQ", strings.index(n + b"\0"), 0x11, 0, 1, 64, 1)
+                    for n in names)  # fmt: skip
+
+
+def test_the_slot_of_clangs_unit_id_in_a_symbol_table_does_not_change_the_digest():
+    """A translation unit with device globals carries clang's unit id (__hip_cuid_<random>),
+    and the linker places that symbol by its name: the same gfx942 source gave three digests in
+    four builds (the GDN CP seed) until the table was read in sorted order."""
+    from hipevolve.verifier.build.machine_code import _symbols
+
+    strings = b"\0calls\0kernel\0__hip_cuid_5e7fb277c13b5793\0__hip_cuid_c0b9234c2dc6bdf3\0"
+    first = _table([b"calls", b"__hip_cuid_5e7fb277c13b5793", b"kernel"], strings)
+    second = _table([b"calls", b"kernel", b"__hip_cuid_c0b9234c2dc6bdf3"], strings)
+    assert _symbols(first, strings) == _symbols(second, strings)
+    # without a unit id the table is read in its own order, as before
+    assert _symbols(_table([b"calls", b"kernel"], strings), strings) != _symbols(
+        _table([b"kernel", b"calls"], strings), strings)  # fmt: skip

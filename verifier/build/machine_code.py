@@ -53,12 +53,17 @@ def _normalise(data: bytes, build_dir: str = "") -> bytes:
 
 def _symbols(table: bytes, strings: bytes) -> bytes:
     """A symbol table as (normalised name, info, other, section, value, size) entries: the
-    names' offsets into the string table move when an id's length does."""
+    names' offsets into the string table move when an id's length does. A table that holds
+    clang's compilation-unit id (a translation unit with device globals) is sorted: the linker
+    places that symbol by its name, so its slot moved from build to build (a gfx942 build of
+    the same source gave three digests in four builds)."""
     out = []
     for pos in range(0, len(table) - 23, 24):
         name, info, other, shndx, value, size = struct.unpack_from("<IBBHQQ", table, pos)
         text = strings[name : strings.find(b"\0", name)] if name < len(strings) else b""
         out.append(_normalise(text) + struct.pack("<BBHQQ", info, other, shndx, value, size))
+    if any(entry.startswith(b"__hip_cuid_#") for entry in out):
+        out.sort()
     return b"\1".join(out)
 
 
