@@ -5,6 +5,8 @@
     python bench/gdn_vs_fla.py --cases qwen_tp1_short,decode_b1   # smoke run
     python bench/gdn_vs_fla.py --candidate runs/x/best --candidate decode=runs/y/best
     python bench/gdn_vs_fla.py --out gdn.json                     # also write every row as JSON
+    python bench/gdn_vs_fla.py --anchors none --graph-only        # seeds only, graph mode only
+    python bench/gdn_vs_fla.py --anchors flashqla --cases long_32 # one anchor row beside the seed
 
 Needs a CUDA GPU, FLA (`pip install fla-core`, pure Python over Triton) and nvcc. One process runs
 every row, so all share the device, the clocks and the inputs. Rows per task:
@@ -119,6 +121,36 @@ MIN_TRIALS = 3
 # ----------------------------------------------------------------------------- pure helpers
 
 
+# --anchors: the rows that are not ours, by the name the option takes.
+ANCHOR_ROWS = {"fla_chunk": "FLA chunk", "fla_recurrent": "FLA fused_recurrent",
+               "flashqla": "FlashQLA", "flashinfer": "FlashInfer",
+               "reference": "PyTorch reference"}  # fmt: skip
+
+
+def parse_anchors(requested: Sequence[str]) -> frozenset[str]:
+    """The anchor rows (ANCHOR_ROWS' values) to run, from --anchors values: comma-separated
+    ANCHOR_ROWS keys, "all" (the default, also when nothing is requested) or "none"."""
+    names = [n.strip() for text in requested for n in text.split(",") if n.strip()]
+    if not names or "all" in names:
+        if len(names) > 1:
+            raise ValueError("--anchors all takes no other names")
+        return frozenset(ANCHOR_ROWS.values())
+    if "none" in names:
+        if len(names) > 1:
+            raise ValueError("--anchors none takes no other names")
+        return frozenset()
+    unknown = [n for n in names if n not in ANCHOR_ROWS]
+    if unknown:
+        raise ValueError(f"unknown anchor(s) {', '.join(unknown)}: use all, none or "
+                         f"{', '.join(ANCHOR_ROWS)}")  # fmt: skip
+    return frozenset(ANCHOR_ROWS[n] for n in names)
+
+
+def keep_rows(rows: list[Row], anchors: frozenset[str]) -> list[Row]:
+    """`rows` without the anchor rows --anchors left out (ours always stay)."""
+    return [r for r in rows if r.name not in ANCHOR_ROWS.values() or r.name in anchors]
+
+
 def parse_candidate(text: str) -> tuple[str, Path]:
     """`[TASK=]PATH` -> (task name, folder); TASK is prefill, decode or a task name (default
     prefill)."""
@@ -218,7 +250,8 @@ def run_row(
     for i in range(max(opts.warmup, 1) if first_s < 1.0 else 1):
         _, call_s = _wall(row.call, sets[(i + 1) % len(sets)])
     n = trials_for(call_s, opts.trials, opts.row_budget_s)
-    res.eager_us, res.eager_trials = timer.eager(row.call, sets, n), n
+    if not opts.graph_only:
+        res.eager_us, res.eager_trials = timer.eager(row.call, sets, n), n
     if n < opts.trials:
         res.note = f"{n} trials (a call takes {call_s:.2f} s)"
     if row.graph_skip or opts.no_graph:
@@ -314,6 +347,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--no-graph", action="store_true", help="skip CUDA-graph mode")
     p.add_argument(
+        "--graph-only",
+        action="store_true",
+        help="skip eager mode: only CUDA-graph times (each row still runs eagerly, untimed, for "
+        "its checks and warm-up)",
+    )
+    p.add_argument(
+        "--anchors",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help=f"anchor rows to run, comma-separated or repeated: all (default), none, or of "
+        f"{', '.join(ANCHOR_ROWS)}; the seed and candidate rows always run",
+    )
+    p.add_argument(
         "--build-cache",
         type=Path,
         default=Path(tempfile.gettempdir()) / "hipevolve-gdn-bench",
@@ -323,9 +370,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     opts = p.parse_args(argv)
     if opts.trials < 1 or opts.warmup < 0:
         p.error("--trials must be >= 1 and --warmup >= 0")
+    if opts.graph_only and opts.no_graph:
+        p.error("--graph-only and --no-graph leave nothing to time")
     tasks = {PREFILL: get_task(PREFILL), DECODE: get_task(DECODE)}
     try:
         opts.selected = select_cases(opts.cases, tasks)
+        opts.anchor_rows = parse_anchors(opts.anchors)
         opts.candidates = dict(parse_candidate(c) for c in opts.candidate)
     except ValueError as e:
         p.error(str(e))
@@ -365,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     natives = native_models(folders, opts.build_cache)
     built = [f"{n}: {m if isinstance(m, str) else 'ok'}" for n, m in natives.items()]
     log(f"native builds: {'; '.join(built)}")
-    fla = fla_calls()
+    wants_fla = opts.anchor_rows & {ANCHOR_ROWS["fla_chunk"], ANCHOR_ROWS["fla_recurrent"]}
+    fla = fla_calls() if wants_fla else "not run: --anchors"
     fla_version = (
         "-" if isinstance(fla, str) else getattr(sys.modules.get("fla"), "__version__", "?")
     )
@@ -375,7 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"{device}: a card hipevolve does not know; roofline shares at {card.name}'s HBM")
     print(f"device {device}, torch {torch.__version__}, FLA {fla_version}, "
           f"FLA_DISABLE_BACKEND_DISPATCH={os.environ.get('FLA_DISABLE_BACKEND_DISPATCH')}")  # fmt: skip
-    anchors = anchor_calls()
+    wants_anchors = opts.anchor_rows & {ANCHOR_ROWS["flashqla"], ANCHOR_ROWS["flashinfer"]}
+    anchors = {n: c for n, c in (anchor_calls() if wants_anchors else {}).items()
+               if n in opts.anchor_rows}  # fmt: skip
     log("anchors: " + "; ".join(f"{n}: {c if isinstance(c, str) else 'ok'}"
                                 for n, c in anchors.items()))  # fmt: skip
     timer, results = Timer(), []
@@ -387,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = opts.selected[name]
         if not cases:
             continue
-        rows = rows_for(spec, fla, natives, "candidate", anchors)
+        rows = keep_rows(rows_for(spec, fla, natives, "candidate", anchors), opts.anchor_rows)
         task_results = run_task(spec, cases, rows, timer, opts, log)
         add_ratios(task_results)
         print("\n" + format_table(name, task_results, opts.tolerance[name], card), flush=True)

@@ -164,6 +164,48 @@ def test_command_line_rejects_bad_cases_and_candidate_folders(tmp_path, capsys):
     assert opts.tolerance[bench.DECODE] == 5e-3
 
 
+def test_anchors_default_to_every_row_and_pick_rows_by_name_or_none(capsys):
+    every = set(bench.ANCHOR_ROWS.values())
+    opts = bench.parse_args([])
+    assert opts.anchor_rows == every and not opts.graph_only and not opts.no_graph
+    assert bench.parse_args(["--anchors", "all"]).anchor_rows == every
+    assert bench.parse_args(["--anchors", "none"]).anchor_rows == frozenset()
+    picked = bench.parse_args(["--anchors", "fla_chunk,flashqla", "--anchors", "flashinfer"])
+    assert picked.anchor_rows == {"FLA chunk", "FlashQLA", "FlashInfer"}
+    for bad, message in [("nope", "unknown anchor(s) nope"), ("none,flashqla", "none takes"),
+                         ("all,fla_chunk", "all takes")]:  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            bench.parse_args(["--anchors", bad])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    rows = [rows_bench.Row(n, None) for n in [*every, "seed chunked", "candidate"]]
+    kept = [r.name for r in bench.keep_rows(rows, picked.anchor_rows)]
+    assert kept == [n for n in [*every, "seed chunked", "candidate"]
+                    if n in picked.anchor_rows or n not in every]  # fmt: skip
+    assert [r.name for r in bench.keep_rows(rows, frozenset())] == ["seed chunked", "candidate"]
+
+
+def test_graph_only_skips_eager_timing_and_refuses_no_graph(capsys, monkeypatch):
+    assert bench.parse_args(["--graph-only", "--anchors", "none"]).graph_only
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(["--graph-only", "--no-graph"])
+    assert exit_info.value.code == 2
+    assert "leave nothing to time" in capsys.readouterr().err
+
+    class Timer:  # what run_row asks of graph_timer.Timer, without a GPU
+        def eager(self, call, sets, n):
+            raise AssertionError("eager timing under --graph-only")
+
+    opts = bench.parse_args(["--graph-only"])
+    opts.no_graph = True  # no CUDA graph on the CPU: the row is only run and checked
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    ref = [torch.ones(2), torch.ones(3)]
+    row = rows_bench.Row("seed chunked", lambda a: (torch.ones(2), torch.ones(3)))
+    res = bench.Result(bench.PREFILL, row.name, "c", 0)
+    bench.run_row(row, res, [[]], ref, Timer(), opts)
+    assert res.eager_us is None and res.graph_us is None and res.ok
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
 def test_main_without_a_gpu_says_so_and_exits_2(capsys):
     assert bench.main(["--cases", "decode_b1"]) == 2

@@ -7,6 +7,9 @@
 //   operands as one or two bf16 terms, the state in MFMA accumulators), run on MFMA through the
 //   tile layer (hipevolve/tile.h); the solve and P Vn stay fp32 vector code. The NVIDIA code
 //   keeps its own mma.sync kernels below, unchanged.
+// - both platforms, for long sequences with few heads: context parallelism (gdn_cp_fwd, chosen
+//   per shape by gdn_cp_choose): segments of a sequence side by side, their initial states made
+//   exact by a serial fp32 fixup of the segments' state maps (the comment above gdn_cp_plan).
 //
 // Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
 // chunks of C = 64 tokens, gamma = in-chunk cumulative sum of g, Gamma_ij = exp(gamma_i - gamma_j):
@@ -173,20 +176,54 @@ __device__ __forceinline__ Seq seq_of(const int64_t* cu_seqlens, int b, int T) {
     return {bos, static_cast<int>(cu_seqlens[b + 1] - bos)};
 }
 
-__global__ void __launch_bounds__(NT) gdn_chunk_kernel(
-    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+// What a chunk-loop kernel (the fused kernel, the tensor-core scan) computes, for context
+// parallelism (CP, gdn_cp_fwd below says how the three fit together):
+// - GDN_PLAIN: o and the final state of every sequence from its initial state (the default);
+// - GDN_SUMMARY: no o; the segment's state map S_out = M S_in + c: twice the V slices, the first
+//   half from a zero state with the real v (c), the second from the identity with v = 0 (M, as
+//   the state from I is M I); both into cm [S, HV, 128, 256] (c | M, fp32). Segments that end
+//   their sequence (out_row >= 0) and empty ones leave at once. The tensor-core scan tells the
+//   halves apart at run time; the fused kernel runs each half as its own kernel and launch,
+//   GDN_SUM_C (c) and GDN_SUM_M (M): on gfx942 at MFMA_KSTEP 32 a run-time slice flag cost 4
+//   SGPR spills, and both halves as compile-time branches of one kernel 8 (each alone: none).
+// CP's main pass is GDN_PLAIN over the segments (every segment's final state stored, the ones
+// that end a sequence then copied out by gdn_cp_final).
+enum { GDN_PLAIN = 0, GDN_SUM_C = 1, GDN_SUM_M = 2, GDN_SUMMARY = 3 };
+
+constexpr bool is_summary(int mode) { return mode != GDN_PLAIN; }
+
+// The initial state's entry (row, col) of this block: h0's, or in a summary 0 (c) / I (M); msl:
+// the block computes a slice of M (GDN_SUMMARY only).
+template <int MODE>
+__device__ __forceinline__ float h0_at(const float* h0, int64_t bh, int row, int col, bool msl) {
+    if constexpr (MODE == GDN_SUMMARY) return msl && row == col ? 1.0f : 0.0f;
+    if constexpr (MODE == GDN_SUM_C) return 0.0f;
+    if constexpr (MODE == GDN_SUM_M) return row == col ? 1.0f : 0.0f;
+    return h0[(bh * DK + row) * DV + col];
+}
+
+// Where this block's final state goes: row 0, column 0 of its (sequence, head) in ht (cm in a
+// summary, whose rows are 2 DV wide: c, then M).
+template <int MODE>
+__device__ __forceinline__ float* state_out(float* ht, int64_t bh, bool msl) {
+    if constexpr (MODE == GDN_SUMMARY) return ht + bh * DK * (2 * DV) + (msl ? DV : 0);
+    if constexpr (MODE == GDN_SUM_C) return ht + bh * DK * (2 * DV);
+    if constexpr (MODE == GDN_SUM_M) return ht + bh * DK * (2 * DV) + DV;
+    return ht + bh * DK * DV;
+}
+template <int MODE>
+constexpr int STATE_LD = is_summary(MODE) ? 2 * DV : DV;  // row stride of state_out
+
+// One block of the fused kernel in body mode MODE (GDN_PLAIN, GDN_SUM_C or GDN_SUM_M): V slice
+// `slice` of value head blockIdx.y of sequence blockIdx.z, LDS at smem (gdn_chunk_kernel's).
+template <int MODE>
+__device__ __forceinline__ void gdn_chunk_body(
+    unsigned char* smem, const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
     const float* __restrict__ beta, const float* __restrict__ h0,
     uint16_t* __restrict__ o, float* __restrict__ ht, const int64_t* __restrict__ cu_seqlens,
-    int T, int H, int HV) {
-#if defined(__HIP_PLATFORM_AMD__)
-    // Static on AMD, so the static analysis reports the LDS this kernel uses.
-    __shared__ float4 smem4[SMEM_BYTES / 16];
-#else
-    // Over 48 KB: NVIDIA needs dynamic shared memory (the launcher raises the limit).
-    HIP_DYNAMIC_SHARED(float4, smem4)
-#endif
-    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    int slice, int T, int H, int HV) {
+    static_assert(MODE == GDN_PLAIN || MODE == GDN_SUM_C || MODE == GDN_SUM_M, "a body mode");
     uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
     uint16_t* sQ = reinterpret_cast<uint16_t*>(smem + OFF_Q);
     float* sR = reinterpret_cast<float*>(smem + OFF_Q);    // R, then Vn: [C][BV], over Q
@@ -201,7 +238,10 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const int t = threadIdx.x;
     const int cg = t % CG;
     const int rg = t / CG;
-    const int v0 = blockIdx.x * BV;
+    constexpr bool msl = false;         // (h0_at's and state_out's run-time flag: unused here)
+    constexpr bool zero_v = MODE == GDN_SUM_M;  // M: from I with v = 0
+    constexpr bool no_o = is_summary(MODE);
+    const int v0 = slice * BV;
     const int hv = blockIdx.y;
     const int b = blockIdx.z;
     const int hk = hv / (HV / H);
@@ -214,17 +254,24 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
     const int hrow = t / hvt::Atom::LANES * (DK / 4);
     hvt::TileC<DK / 4, BV> hs;
     hvt::each(hs, [&](int r, int c, float& x) {
-        x = h0[(bh * DK + hrow + r) * DV + v0 + c];
+        x = h0_at<MODE>(h0, bh, hrow + r, v0 + c, msl);
         sH[(hrow + r) * BV + c] = x;
     });
 #else
     // The state tile this thread updates: rows rg * RH + i, columns v0 + cg * 4 .. + 3.
     float4 hreg[RH];
     {
-        const float* src = h0 + (bh * DK + rg * RH) * DV + v0 + cg * 4;
 #pragma unroll
         for (int i = 0; i < RH; ++i) {
-            hreg[i] = *reinterpret_cast<const float4*>(src + i * DV);
+            const int row = rg * RH + i, col = v0 + cg * 4;
+            if constexpr (is_summary(MODE)) {
+                hreg[i].x = h0_at<MODE>(h0, bh, row, col, msl);
+                hreg[i].y = h0_at<MODE>(h0, bh, row, col + 1, msl);
+                hreg[i].z = h0_at<MODE>(h0, bh, row, col + 2, msl);
+                hreg[i].w = h0_at<MODE>(h0, bh, row, col + 3, msl);
+            } else {
+                hreg[i] = *reinterpret_cast<const float4*>(h0 + (bh * DK + row) * DV + col);
+            }
             *reinterpret_cast<float4*>(sH + (rg * RH + i) * BV + cg * 4) = hreg[i];
         }
     }
@@ -256,7 +303,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
         for (int i = 0; i < RI; ++i) {
             const int tok = t0 + rg * RI + i;
             vraw[i] = make_uint2(0u, 0u);
-            if (tok < seq.len) {
+            if (tok < seq.len && !zero_v) {
                 const int64_t off = ((seq.bos + tok) * HV + hv) * DV;
                 vraw[i] = *reinterpret_cast<const uint2*>(v + off + v0 + cg * 4);
             }
@@ -449,8 +496,8 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #if AMD_MFMA_STATE
         hvt::each(skt, [&](int r, int c, float& x) {
             const int row = wrow + r;
-            float vv = 0.0f;  // rows past T: v = 0 (and beta = 0)
-            if (t0 + row < seq.len) {
+            float vv = 0.0f;  // rows past T: v = 0 (and beta = 0); M's slices of a summary too
+            if (t0 + row < seq.len && !zero_v) {
                 const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 vv = bf16_lo(v[off + v0 + c]);
             }
@@ -508,7 +555,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
             const int row = wrow + r;
             float out = scale * sEg[row] * x;
             for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * BV + c];
-            if (t0 + row < seq.len) {
+            if (!no_o && t0 + row < seq.len) {
                 const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
             }
@@ -538,7 +585,7 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #pragma unroll
             for (int i = 0; i < RI; ++i) {
                 const int tok = t0 + rg * RI + i;
-                if (tok < seq.len) {
+                if (!no_o && tok < seq.len) {
                     uint2 packed;
                     packed.x = bf16_bits(out[i][0]) | (bf16_bits(out[i][1]) << 16);
                     packed.y = bf16_bits(out[i][2]) | (bf16_bits(out[i][3]) << 16);
@@ -622,13 +669,39 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 #endif
     }
 
+    float* out = state_out<MODE>(ht, bh, msl);
+    constexpr int LD = STATE_LD<MODE>;
 #if AMD_MFMA_STATE
-    hvt::each(hs, [&](int r, int c, float& x) { ht[(bh * DK + hrow + r) * DV + v0 + c] = x; });
+    hvt::each(hs, [&](int r, int c, float& x) { out[(hrow + r) * LD + v0 + c] = x; });
 #else
-    float* dst = ht + (bh * DK + rg * RH) * DV + v0 + cg * 4;
+    float* dst = out + rg * RH * LD + v0 + cg * 4;
 #pragma unroll
-    for (int i = 0; i < RH; ++i) *reinterpret_cast<float4*>(dst + i * DV) = hreg[i];
+    for (int i = 0; i < RH; ++i) *reinterpret_cast<float4*>(dst + i * LD) = hreg[i];
 #endif
+}
+
+// The fused kernel, grid DV / BV slices x HV x sequences: MODE GDN_PLAIN, GDN_SUM_C or GDN_SUM_M
+// (the summary's two halves; out_row, read only by them, skips segments that end their sequence).
+template <int MODE>
+__global__ void __launch_bounds__(NT) gdn_chunk_kernel(
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ v, const float* __restrict__ g,
+    const float* __restrict__ beta, const float* __restrict__ h0,
+    uint16_t* __restrict__ o, float* __restrict__ ht, const int64_t* __restrict__ cu_seqlens,
+    const int* __restrict__ out_row, int T, int H, int HV) {
+#if defined(__HIP_PLATFORM_AMD__)
+    // Static on AMD, so the static analysis reports the LDS this kernel uses.
+    __shared__ float4 smem4[SMEM_BYTES / 16];
+#else
+    // Over 48 KB: NVIDIA needs dynamic shared memory (the launcher raises the limit).
+    HIP_DYNAMIC_SHARED(float4, smem4)
+#endif
+    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    if constexpr (is_summary(MODE)) {
+        const int b = blockIdx.z;
+        if (out_row[b] >= 0 || seq_of(cu_seqlens, b, T).len == 0) return;  // no map needed
+    }
+    gdn_chunk_body<MODE>(smem, q, k, v, g, beta, h0, o, ht, cu_seqlens, blockIdx.x, T, H, HV);
 }
 
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
@@ -1180,13 +1253,14 @@ struct ScanShape {
     static_assert(THREADS == 4 * BVS, "gdn_tc_scan's launch bounds");
 };
 
-template <int BVS, int STAGES>
+template <int BVS, int STAGES, int MODE>
 __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
     const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
     const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht,
-    const int64_t* __restrict__ cu_seqlens, int T, int H, int HV, int NC) {
+    const int64_t* __restrict__ cu_seqlens, const int* __restrict__ out_row, int T, int H, int HV,
+    int NC) {
     using S = ScanShape<BVS, STAGES>;
     HIP_DYNAMIC_SHARED(float4, smem4)
     unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
@@ -1196,9 +1270,13 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
     const int wm = w & 3, wn = w >> 2;   // rows 16 wm (chunk) or 32 wm (state); columns 32 wn
-    const int v0 = blockIdx.x * BVS, hv = blockIdx.y, b = blockIdx.z, hk = hv / (HV / H);
+    constexpr bool SUM = MODE == GDN_SUMMARY;  // no Q, P or o: the state map only
+    const bool msl = SUM && blockIdx.x >= DV / BVS;  // a slice of M: from I, with U = 0
+    const int v0 = blockIdx.x % (DV / BVS) * BVS, hv = blockIdx.y, b = blockIdx.z;
+    const int hk = hv / (HV / H);
     const int64_t bh = static_cast<int64_t>(b) * HV + hv;
     const Seq seq = seq_of(cu_seqlens, b, T);  // its tokens: seq.bos .. seq.bos + seq.len - 1
+    if (SUM && (seq.len == 0 || out_row[b] >= 0)) return;  // no map needed
     const int nc = (seq.len + C - 1) / C;    // and its chunks
     const int64_t slot0 = tc_slot(cu_seqlens, b, hv, HV, NC, seq.bos);  // chunk 0's workspace
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
@@ -1214,8 +1292,13 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
             for (int pair = 0; pair < 2; ++pair) {
                 const int key = 32 * wm + 16 * mt + gq + 8 * pair;
                 const int col = 32 * wn + 8 * j + 2 * t4;
-                const float2 x =
-                    *reinterpret_cast<const float2*>(h0 + (bh * DK + key) * DV + v0 + col);
+                float2 x;
+                if constexpr (SUM) {
+                    x.x = h0_at<MODE>(h0, bh, key, v0 + col, msl);
+                    x.y = h0_at<MODE>(h0, bh, key, v0 + col + 1, msl);
+                } else {
+                    x = *reinterpret_cast<const float2*>(h0 + (bh * DK + key) * DV + v0 + col);
+                }
                 hacc[mt][j][2 * pair] = x.x;
                 hacc[mt][j][2 * pair + 1] = x.y;
                 *reinterpret_cast<uint32_t*>(sH + key * S::LDH + col) = tc_pack(x.x, x.y);
@@ -1238,15 +1321,15 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
             const bool in = t0 + row < seq.len;
             const int64_t tok = seq.bos + (in ? t0 + row : 0);
             tc_cp16(sW + row * TC_LD + ch * 8, ws_w + (chd * C + row) * DK + ch * 8, true);
-            tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
+            if (!SUM) tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
             tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
         }
-        for (int e = tid; e < C * 8; e += S::THREADS) {
+        for (int e = tid; e < C * 8 && !SUM; e += S::THREADS) {
             const int row = e >> 3, ch = e & 7;
             tc_cp16(sP + row * C + (ch ^ (row & 7)) * 8, ws_p + (chd * C + row) * C + ch * 8,
                     true);
         }
-        for (int e = tid; e < C * (BVS / U_PER_16B); e += S::THREADS) {
+        for (int e = tid; e < C * (BVS / U_PER_16B) && !msl; e += S::THREADS) {
             const int row = e / (BVS / U_PER_16B), ch = e % (BVS / U_PER_16B);
             tc_cp16(sU + row * S::LDU + ch * U_PER_16B,
                     ws_u + (chd * C + row) * DV + v0 + ch * U_PER_16B, true);
@@ -1288,15 +1371,17 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
         for (int kk = 0; kk < DK / 16; ++kk) {
             uint32_t aw[4], aq[4];
             tc_ldsm4<false>(aw, tc_at(sW, TC_LD, 16 * wm, 16 * kk, lane));
-            tc_ldsm4<false>(aq, tc_at(sQ, TC_LD, 16 * wm, 16 * kk, lane));
+            if constexpr (!SUM) tc_ldsm4<false>(aq, tc_at(sQ, TC_LD, 16 * wm, 16 * kk, lane));
 #pragma unroll
             for (int np = 0; np < 2; ++np) {
                 uint32_t bh4[4];
                 tc_ldsm4<true>(bh4, tc_at(sH, S::LDH, 16 * kk, 32 * wn + 16 * np, lane));
                 tc_mma(av[2 * np], aw, bh4[0], bh4[1]);
                 tc_mma(av[2 * np + 1], aw, bh4[2], bh4[3]);
-                tc_mma(ao[2 * np], aq, bh4[0], bh4[1]);
-                tc_mma(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+                if constexpr (!SUM) {
+                    tc_mma(ao[2 * np], aq, bh4[0], bh4[1]);
+                    tc_mma(ao[2 * np + 1], aq, bh4[2], bh4[3]);
+                }
             }
         }
 
@@ -1311,9 +1396,9 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int c = 32 * wn + 8 * j + 2 * t4;
-                const float2 u = tc_load_u(sU + i * S::LDU + c);
+                const float2 u = msl ? make_float2(0.0f, 0.0f) : tc_load_u(sU + i * S::LDU + c);
                 const float vn0 = u.x - av[j][2 * pair], vn1 = u.y - av[j][2 * pair + 1];
-                *reinterpret_cast<uint32_t*>(sVn + i * S::LDH + c) = tc_pack(vn0, vn1);
+                if (!SUM) *reinterpret_cast<uint32_t*>(sVn + i * S::LDH + c) = tc_pack(vn0, vn1);
                 *reinterpret_cast<uint32_t*>(sVd + i * S::LDH + c) = tc_pack(vn0 * fd, vn1 * fd);
                 ao[j][2 * pair] *= fo;
                 ao[j][2 * pair + 1] *= fo;
@@ -1324,7 +1409,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
         // O += P Vn over the token blocks on or below the diagonal, then O -> bf16 out.
 #pragma unroll
         for (int kb = 0; kb < 4; ++kb) {
-            if (kb <= wm) {
+            if (!SUM && kb <= wm) {
                 uint32_t ap[4];
                 tc_ldsm4<false>(ap, tc_p_at(sP, 16 * wm, 16 * kb, lane));
 #pragma unroll
@@ -1339,7 +1424,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) {
             const int i = 16 * wm + gq + 8 * pair;
-            if (t0 + i < seq.len) {
+            if (!SUM && t0 + i < seq.len) {
                 uint16_t* dst = o + ((seq.bos + t0 + i) * HV + hv) * DV + v0;
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
@@ -1388,6 +1473,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
         }
     }
 
+    float* out = state_out<MODE>(ht, bh, msl);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
@@ -1396,7 +1482,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
             for (int pair = 0; pair < 2; ++pair) {
                 const int key = 32 * wm + 16 * mt + gq + 8 * pair;
                 const int col = 32 * wn + 8 * j + 2 * t4;
-                *reinterpret_cast<float2*>(ht + (bh * DK + key) * DV + v0 + col) =
+                *reinterpret_cast<float2*>(out + key * STATE_LD<MODE> + v0 + col) =
                     make_float2(hacc[mt][j][2 * pair], hacc[mt][j][2 * pair + 1]);
             }
         }
@@ -1450,10 +1536,16 @@ static hipError_t tc_device(TcDevice* out) {
             err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_tc_prep),
                                       hipFuncAttributePreferredSharedMemoryCarveout, 100);
         }
-        raise(facts.usable, reinterpret_cast<const void*>(gdn_tc_scan<32, 2>), ScanNarrow::BYTES);
-        raise(facts.deep, reinterpret_cast<const void*>(gdn_tc_scan<32, 3>),
-              ScanNarrowDeep::BYTES);
-        raise(facts.wide, reinterpret_cast<const void*>(gdn_tc_scan<64, 2>), ScanWide::BYTES);
+        const auto raise_modes = [&](bool use, auto plain, auto summary, int bytes) {
+            raise(use, reinterpret_cast<const void*>(plain), bytes);
+            raise(use, reinterpret_cast<const void*>(summary), bytes);
+        };
+        raise_modes(facts.usable, gdn_tc_scan<32, 2, GDN_PLAIN>, gdn_tc_scan<32, 2, GDN_SUMMARY>,
+                    ScanNarrow::BYTES);
+        raise_modes(facts.deep, gdn_tc_scan<32, 3, GDN_PLAIN>, gdn_tc_scan<32, 3, GDN_SUMMARY>,
+                    ScanNarrowDeep::BYTES);
+        raise_modes(facts.wide, gdn_tc_scan<64, 2, GDN_PLAIN>, gdn_tc_scan<64, 2, GDN_SUMMARY>,
+                    ScanWide::BYTES);
         if (err != hipSuccess) return err;
         known[device] = facts;
         __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
@@ -1464,16 +1556,17 @@ static hipError_t tc_device(TcDevice* out) {
     return hipSuccess;
 }
 
-template <int BVS, int STAGES>
+template <int BVS, int STAGES, int MODE>
 static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const uint16_t* ws_w,
                                      const u_t* ws_u, const uint16_t* ws_p, const float* ws_g,
                                      const float* h0, uint16_t* o, float* ht,
-                                     const int64_t* cu_seqlens, int B, int T, int H, int HV,
-                                     int NC, hipStream_t stream) {
+                                     const int64_t* cu_seqlens, const int* out_row, int B, int T,
+                                     int H, int HV, int NC, hipStream_t stream) {
     using S = ScanShape<BVS, STAGES>;
-    hipLaunchKernelGGL((gdn_tc_scan<BVS, STAGES>), dim3(DV / BVS, HV, B), dim3(S::THREADS),
-                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens, T,
-                       H, HV, NC);
+    const int slices = (MODE == GDN_SUMMARY ? 2 : 1) * DV / BVS;
+    hipLaunchKernelGGL((gdn_tc_scan<BVS, STAGES, MODE>), dim3(slices, HV, B), dim3(S::THREADS),
+                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens,
+                       out_row, T, H, HV, NC);
     return hipGetLastError();
 }
 
@@ -1482,34 +1575,65 @@ static int tc_slots(bool packed, int B, int T) {
     return (T + C - 1) / C + (packed ? B : 0);
 }
 
+// The tensor-core workspace: W, U, P and gamma of every chunk (tc_slot), and the prep that
+// fills it.
+struct TcWork {
+    uint16_t* w;
+    u_t* u;
+    uint16_t* p;
+    float* g;
+    int NC;
+};
+
+static hipError_t gdn_tc_prep_launch(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                     const float* g, const float* beta, const int64_t* cu_seqlens,
+                                     void* work, int B, int T, int H, int HV, hipStream_t stream,
+                                     TcWork* ws) {
+    const int NC = tc_slots(cu_seqlens != nullptr, B, T);
+    const int rows = cu_seqlens != nullptr ? 1 : B;  // packed: B sequences share the slots
+    const int64_t chunks = static_cast<int64_t>(rows) * HV * NC;
+    unsigned char* at = static_cast<unsigned char*>(work);
+    *ws = {reinterpret_cast<uint16_t*>(at), reinterpret_cast<u_t*>(at + chunks * WS_W),
+           reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U)),
+           reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P)), NC};
+    if (NC > 0) {
+        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC * HV, rows), dim3(TC_PREP_THREADS), PREP_BYTES,
+                           stream, q, k, v, g, beta, ws->w, ws->u, ws->p, ws->g, cu_seqlens, T, H,
+                           HV, NC, B);
+    }
+    return hipGetLastError();
+}
+
+// The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
+// wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column)
+// where the device has the shared memory for them. A summary has twice the slices.
+template <int MODE>
+static hipError_t gdn_tc_scan_any(const uint16_t* q, const uint16_t* k, const TcWork& ws,
+                                  const float* h0, uint16_t* o, float* ht,
+                                  const int64_t* cu_seqlens, const int* out_row, int B, int T,
+                                  int H, int HV, const TcDevice& device, hipStream_t stream) {
+    const int64_t narrow_blocks =
+        static_cast<int64_t>(B) * HV * (DV / 32) * (MODE == GDN_SUMMARY ? 2 : 1);
+    const int bv = TC_BV != 0 ? TC_BV : narrow_blocks <= device.sms ? 32 : 64;
+    const bool deep = device.deep && TC_STAGES == 3;
+    const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2, MODE>
+                      : deep                  ? gdn_tc_scan_launch<32, 3, MODE>
+                                              : gdn_tc_scan_launch<32, 2, MODE>;
+    return scan(q, k, ws.w, ws.u, ws.p, ws.g, h0, o, ht, cu_seqlens, out_row, B, T, H, HV, ws.NC,
+                stream);
+}
+
 static hipError_t gdn_tc_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const float* g, const float* beta, const float* h0,
                              const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work,
                              int B, int T, int H, int HV, const TcDevice& device,
                              hipStream_t stream) {
-    const int NC = tc_slots(cu_seqlens != nullptr, B, T);
-    const int rows = cu_seqlens != nullptr ? 1 : B;  // packed: B sequences share the slots
-    const int64_t chunks = static_cast<int64_t>(rows) * HV * NC;
-    unsigned char* at = static_cast<unsigned char*>(work);
-    uint16_t* ws_w = reinterpret_cast<uint16_t*>(at);
-    u_t* ws_u = reinterpret_cast<u_t*>(at + chunks * WS_W);
-    uint16_t* ws_p = reinterpret_cast<uint16_t*>(at + chunks * (WS_W + WS_U));
-    float* ws_g = reinterpret_cast<float*>(at + chunks * (WS_W + WS_U + WS_P));
-    if (NC > 0) {
-        hipLaunchKernelGGL(gdn_tc_prep, dim3(NC * HV, rows), dim3(TC_PREP_THREADS), PREP_BYTES,
-                           stream, q, k, v, g, beta, ws_w, ws_u, ws_p, ws_g, cu_seqlens, T, H,
-                           HV, NC, B);
-    }
-    // The scan runs one block per SM (its shared memory): 32-column slices while they fit in one
-    // wave (the chain of chunks is the time), 64 beyond (half the W, Q, K, P traffic per column)
-    // where the device has the shared memory for them.
-    const int64_t narrow_blocks = static_cast<int64_t>(B) * HV * (DV / 32);
-    const int bv = TC_BV != 0 ? TC_BV : narrow_blocks <= device.sms ? 32 : 64;
-    const bool deep = device.deep && TC_STAGES == 3;
-    const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2>
-                      : deep                  ? gdn_tc_scan_launch<32, 3>
-                                              : gdn_tc_scan_launch<32, 2>;
-    return scan(q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens, B, T, H, HV, NC, stream);
+    TcWork ws;
+    const hipError_t err =
+        gdn_tc_prep_launch(q, k, v, g, beta, cu_seqlens, work, B, T, H, HV, stream, &ws);
+    if (err != hipSuccess) return err;
+    return gdn_tc_scan_any<GDN_PLAIN>(q, k, ws, h0, o, ht, cu_seqlens, nullptr, B, T, H, HV,
+                                      device, stream);
 }
 #endif  // __HIP_PLATFORM_NVIDIA__ && MATRIX_CORES
 
@@ -1529,6 +1653,27 @@ static hipError_t workspace_bytes(bool packed, int B, int T, int HV, int64_t* by
     return hipSuccess;
 }
 
+// The fused kernel over B sequences (batch rows, or packed by cu_seqlens), in one of its modes.
+template <int MODE>
+static hipError_t gdn_fused_launch(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                   const float* g, const float* beta, const float* h0,
+                                   const int64_t* cu_seqlens, const int* out_row, uint16_t* o,
+                                   float* ht, int B, int T, int H, int HV, hipStream_t stream) {
+    const dim3 grid(DV / BV, HV, B);
+#if defined(__HIP_PLATFORM_AMD__)
+    hipLaunchKernelGGL(gdn_chunk_kernel<MODE>, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o,
+                       ht, cu_seqlens, out_row, T, H, HV);
+#else
+    const hipError_t err =
+        hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_chunk_kernel<MODE>),
+                            hipFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    if (err != hipSuccess) return err;
+    hipLaunchKernelGGL(gdn_chunk_kernel<MODE>, grid, dim3(NT), SMEM_BYTES, stream, q, k, v, g,
+                       beta, h0, o, ht, cu_seqlens, out_row, T, H, HV);
+#endif
+    return hipGetLastError();
+}
+
 // B batch rows of T tokens, or (cu_seqlens given) B packed sequences in T tokens.
 static hipError_t gdn_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                           const float* g, const float* beta, const float* h0,
@@ -1544,19 +1689,408 @@ static hipError_t gdn_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* 
                           stream);
     }
 #endif
-    const dim3 grid(DV / BV, HV, B);
-#if defined(__HIP_PLATFORM_AMD__)
-    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o, ht,
-                       cu_seqlens, T, H, HV);
-#else
-    const hipError_t err = hipFuncSetAttribute(reinterpret_cast<const void*>(gdn_chunk_kernel),
-                                               hipFuncAttributeMaxDynamicSharedMemorySize,
-                                               SMEM_BYTES);
+    return gdn_fused_launch<GDN_PLAIN>(q, k, v, g, beta, h0, cu_seqlens, nullptr, o, ht, B, T, H,
+                                       HV, stream);
+}
+
+// ============================================================================================
+// Context parallelism (CP): long sequences with few heads give the chunk loops above too few
+// blocks (one per V slice, value head and sequence, each walking every chunk of its sequence in
+// series). CP cuts every sequence into segments of CP_L chunks (the last one shorter) and runs
+// them as packed sequences, side by side. A segment maps its initial state exactly, linearly:
+// S_out = M S_in + c, M = prod over its tokens of e^(g_t) (I - beta_t k_t k_t^T) (128 x 128, the
+// same for every value column), c its final state from zero. So, exactly (no truncation):
+//   1. gdn_cp_plan: the segments' token bounds, which sequence each ends, each sequence's first
+//      segment (on the device, from cu_seqlens: no host sync, CUDA graphs capture it);
+//   2. the chunk loop in GDN_SUMMARY mode: c from a zero state with the real v, and M as the
+//      final state from the identity with v = 0 (W, U, P and gamma of the tensor-core prep are
+//      the segments', computed once and shared with step 4);
+//   3. gdn_cp_fixup, in series over a sequence's segments: h_0 = the sequence's initial state,
+//      h_{s+1} = M_s h_s + c_s, every h_s stored as segment s's initial state; fp32 throughout;
+//   4. the chunk loop in GDN_PLAIN mode over all segments in parallel, each from its h_s: o,
+//      and every segment's final state (into cm, free once the fixup is done);
+//   5. gdn_cp_final: the final state of the segment that ends each sequence, copied to ht.
+// Ideas and sources (problems/gated_delta_net/seeds/chunked/README.md): FLA's intra-card CP
+// (fp32 [h | M] per segment), FlashQLA's segment split and wave-model choice of the segment
+// length, FlashInfer's fp32 fixup chain.
+
+// Fixup: a block per (V tile of CP_FIX_BV columns, value head, sequence); M arrives in 128 x 32
+// quarters through shared memory, the next quarter loaded into registers while this one is used.
+// @tunable CP_FIX_BV: 8, 16, 32
+#define CP_FIX_BV 16
+
+// Use CP: never (0); when the wave model below predicts a gain of 5 % or more (1); whenever a
+// sequence is longer than one segment (2).
+// @tunable CP_MODE: 0, 1, 2
+#define CP_MODE 1
+
+// Segment length in chunks: chosen by the wave model (0), or fixed.
+// @tunable CP_SEG_CHUNKS: 0, 8, 16, 32, 64
+#define CP_SEG_CHUNKS 0
+
+constexpr int PLAN_NT = 256;
+constexpr int FIX_NT = 256;
+constexpr int FIX_KQ = 32;           // M's columns per pass through shared memory
+constexpr int FIX_LDM = FIX_KQ + 4;  // padded row stride of that quarter
+constexpr int FIX_CPT = CP_FIX_BV / 2;  // columns per thread: thread t owns row t / 2
+static_assert(CP_FIX_BV == 8 || CP_FIX_BV == 16 || CP_FIX_BV == 32, "CP_FIX_BV: 8, 16 or 32");
+static_assert(FIX_NT == 2 * DK && DK % FIX_KQ == 0, "the fixup's thread map");
+
+__global__ void __launch_bounds__(PLAN_NT) gdn_cp_plan(const int64_t* __restrict__ cu_seqlens,
+                                                        int N, int T, int L, int S,
+                                                        int64_t* __restrict__ seg_cu,
+                                                        int* __restrict__ out_row,
+                                                        int* __restrict__ seq_seg0) {
+    const int t = threadIdx.x;
+    const int64_t span = static_cast<int64_t>(L) * C;
+    if (t == 0) {
+        int running = 0;
+        for (int i = 0; i < N; ++i) {
+            const Seq seq = seq_of(cu_seqlens, i, T);
+            seq_seg0[i] = running;
+            running += seq.len > span ? static_cast<int>((seq.len + span - 1) / span) : 1;
+        }
+        seq_seg0[N] = running;
+    }
+    __syncthreads();
+    for (int i = t; i < N; i += PLAN_NT) {
+        const Seq seq = seq_of(cu_seqlens, i, T);
+        const int s0 = seq_seg0[i], n = seq_seg0[i + 1] - s0;
+        for (int j = 0; j < n; ++j) {
+            seg_cu[s0 + j] = seq.bos + j * span;
+            out_row[s0 + j] = j == n - 1 ? i : -1;
+        }
+    }
+    // Segments past the real ones (S is a bound): empty, at the end of the token axis.
+    const int64_t end = cu_seqlens != nullptr ? cu_seqlens[N] : static_cast<int64_t>(N) * T;
+    for (int s = seq_seg0[N] + t; s <= S; s += PLAN_NT) {
+        seg_cu[s] = end;
+        if (s < S) out_row[s] = -1;
+    }
+}
+
+// A thread's share of one 128 x 32 quarter of M: four float4, rows t / 8 + 32 m, columns
+// 4 (t % 8) .. + 3 (named, not an array: an array here went to scratch on gfx942).
+struct FixQuarter {
+    float4 m0, m1, m2, m3;
+};
+
+__device__ __forceinline__ FixQuarter fix_fetch(const float* cms, int kq, int t) {
+    const float* at = cms + (t / (FIX_KQ / 4)) * (2 * DV) + DV + kq * FIX_KQ + t % (FIX_KQ / 4) * 4;
+    constexpr int STEP = FIX_NT / (FIX_KQ / 4) * (2 * DV);  // 32 rows further
+    return {*reinterpret_cast<const float4*>(at), *reinterpret_cast<const float4*>(at + STEP),
+            *reinterpret_cast<const float4*>(at + 2 * STEP),
+            *reinterpret_cast<const float4*>(at + 3 * STEP)};
+}
+
+// acc[j] += m h[j] over this thread's columns, h read from shared memory as float4.
+__device__ __forceinline__ void fix_fma(float (&acc)[FIX_CPT], float m, const float* h) {
+#pragma unroll
+    for (int j = 0; j < FIX_CPT; j += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(h + j);
+        acc[j] += m * x.x;
+        acc[j + 1] += m * x.y;
+        acc[j + 2] += m * x.z;
+        acc[j + 3] += m * x.w;
+    }
+}
+
+__global__ void __launch_bounds__(FIX_NT) gdn_cp_fixup(const float* __restrict__ h0,
+                                                        const float* __restrict__ cm,
+                                                        const int* __restrict__ seq_seg0,
+                                                        float* __restrict__ seg_h0, int HV) {
+    __shared__ float4 sM4[DK * FIX_LDM / 4];
+    __shared__ float4 sH4[DK * CP_FIX_BV / 4];
+    float* sM = reinterpret_cast<float*>(sM4);
+    float* sH = reinterpret_cast<float*>(sH4);
+    const int t = threadIdx.x, r = t >> 1, c0 = (t & 1) * FIX_CPT;
+    const int col = blockIdx.x * CP_FIX_BV + c0, hv = blockIdx.y, i = blockIdx.z;
+    const int s0 = seq_seg0[i], s1 = seq_seg0[i + 1];
+    const int64_t state = static_cast<int64_t>(DK) * DV, map = static_cast<int64_t>(DK) * 2 * DV;
+    float acc[FIX_CPT];
+    const float* src = h0 + (static_cast<int64_t>(i) * HV + hv) * state + r * DV + col;
+#pragma unroll
+    for (int j = 0; j < FIX_CPT; ++j) acc[j] = src[j];
+    FixQuarter next = {};
+    if (s0 + 1 < s1) next = fix_fetch(cm + (static_cast<int64_t>(s0) * HV + hv) * map, 0, t);
+    for (int s = s0;; ++s) {
+        float* dst = seg_h0 + (static_cast<int64_t>(s) * HV + hv) * state + r * DV + col;
+#pragma unroll
+        for (int j = 0; j < FIX_CPT; ++j) dst[j] = acc[j];
+        if (s + 1 >= s1) break;  // the sequence's last segment: its map is not needed
+        const float* cms = cm + (static_cast<int64_t>(s) * HV + hv) * map;
+        __syncthreads();  // every reader of the previous h is done
+#pragma unroll
+        for (int j = 0; j < FIX_CPT; ++j) {
+            sH[r * CP_FIX_BV + c0 + j] = acc[j];
+            acc[j] = cms[r * (2 * DV) + col + j];  // c_s
+        }
+#pragma unroll 1
+        for (int kq = 0; kq < DK / FIX_KQ; ++kq) {
+            __syncthreads();  // the quarter's buffer is free; h is in place
+            {
+                float* at = sM + (t / (FIX_KQ / 4)) * FIX_LDM + t % (FIX_KQ / 4) * 4;
+                constexpr int STEP = FIX_NT / (FIX_KQ / 4) * FIX_LDM;
+                *reinterpret_cast<float4*>(at) = next.m0;
+                *reinterpret_cast<float4*>(at + STEP) = next.m1;
+                *reinterpret_cast<float4*>(at + 2 * STEP) = next.m2;
+                *reinterpret_cast<float4*>(at + 3 * STEP) = next.m3;
+            }
+            __syncthreads();
+            if (kq + 1 < DK / FIX_KQ) {  // the next quarter, in flight while this one is used
+                next = fix_fetch(cms, kq + 1, t);
+            } else if (s + 2 < s1) {
+                next = fix_fetch(cms + static_cast<int64_t>(HV) * map, 0, t);
+            }
+#pragma unroll 2
+            for (int kk = 0; kk < FIX_KQ; kk += 4) {
+                const float4 m4 = *reinterpret_cast<const float4*>(sM + r * FIX_LDM + kk);
+                const float* hrow = sH + (kq * FIX_KQ + kk) * CP_FIX_BV + c0;
+                fix_fma(acc, m4.x, hrow);
+                fix_fma(acc, m4.y, hrow + CP_FIX_BV);
+                fix_fma(acc, m4.z, hrow + 2 * CP_FIX_BV);
+                fix_fma(acc, m4.w, hrow + 3 * CP_FIX_BV);
+            }
+        }
+    }
+}
+
+// Step 5: ht[i] = the final state of sequence i's last segment (seq_seg0[i + 1] - 1: the plan
+// gives every sequence at least one), from the main pass's per-segment states. A block copies
+// FIN_NT float4 of one (sequence, head).
+constexpr int FIN_NT = 256;
+__global__ void __launch_bounds__(FIN_NT) gdn_cp_final(const float* __restrict__ seg_ht,
+                                                        const int* __restrict__ seq_seg0,
+                                                        float* __restrict__ ht, int HV) {
+    const int hv = blockIdx.y, i = blockIdx.z;
+    const int64_t state = static_cast<int64_t>(DK) * DV;
+    const int64_t at = static_cast<int64_t>(blockIdx.x) * FIN_NT * 4 + threadIdx.x * 4;
+    const int64_t src = (static_cast<int64_t>(seq_seg0[i + 1] - 1) * HV + hv) * state + at;
+    *reinterpret_cast<float4*>(ht + (static_cast<int64_t>(i) * HV + hv) * state + at) =
+        *reinterpret_cast<const float4*>(seg_ht + src);
+}
+static_assert(DK * DV % (4 * FIN_NT) == 0, "gdn_cp_final's grid");
+
+// Segments the plan can make (a bound: each sequence makes at most one more than its whole
+// segments), and the CP workspace: segment bounds, out_row, each sequence's first segment, the
+// maps cm (c | M, fp32; then the segments' final states), the segments' initial states (fp32),
+// then the chunk loop's workspace.
+static int cp_segments(bool packed, int N, int T, int L) {
+    const int64_t span = static_cast<int64_t>(L) * C;
+    return packed ? static_cast<int>(T / span) + N : N * static_cast<int>((T + span - 1) / span);
+}
+
+struct CpWork {
+    int64_t* seg_cu;
+    int* out_row;
+    int* seq_seg0;
+    float* cm;
+    float* seg_h0;
+    void* rest;
+};
+
+static int64_t cp_align(int64_t x) { return (x + 255) / 256 * 256; }
+
+static hipError_t cp_layout(bool packed, int N, int T, int HV, int L, unsigned char* base,
+                            CpWork* out, int64_t* bytes) {
+    const int S = cp_segments(packed, N, T, L);
+    const int64_t total = packed ? T : static_cast<int64_t>(N) * T;
+    int64_t at = 0;
+    const auto take = [&](int64_t size) {
+        const int64_t here = at;
+        at += cp_align(size);
+        return base + here;
+    };
+    CpWork w;
+    w.seg_cu = reinterpret_cast<int64_t*>(take((S + 1) * 8));
+    w.out_row = reinterpret_cast<int*>(take(S * 4));
+    w.seq_seg0 = reinterpret_cast<int*>(take((N + 1) * 4));
+    w.cm = reinterpret_cast<float*>(take(static_cast<int64_t>(S) * HV * DK * 2 * DV * 4));
+    w.seg_h0 = reinterpret_cast<float*>(take(static_cast<int64_t>(S) * HV * DK * DV * 4));
+    w.rest = base + at;
+    if (total > 0x7fffffff) return hipErrorInvalidValue;
+    int64_t rest = 0;
+    const hipError_t err = workspace_bytes(true, S, static_cast<int>(total), HV, &rest);
     if (err != hipSuccess) return err;
-    hipLaunchKernelGGL(gdn_chunk_kernel, grid, dim3(NT), SMEM_BYTES, stream, q, k, v, g, beta,
-                       h0, o, ht, cu_seqlens, T, H, HV);
+    if (out != nullptr) *out = w;
+    *bytes = at + rest;
+    return hipSuccess;
+}
+
+// The wave model (GDN-DESIGN.md 4.1): a chunk loop of `blocks` blocks, one block per SM, takes
+// ceil(blocks / SMs) waves x depth chunk steps. On NVIDIA the tensor-core scan runs 32-column
+// blocks while they fit in one wave, else 64-column ones, half as many (gdn_tc_scan_any), after
+// the prep (a cost per chunk and value head, the same with CP or without); the summary is one
+// launch of twice the main pass's blocks. Elsewhere the fused kernel runs BV-column blocks and the
+// summary two launches (c, then M), no prep. Times in microseconds, fitted on an H200
+// (bench/gdn_vs_fla.py, graph mode, 132 SMs; the seed README lists each case's prediction):
+// - CP_STEP_NARROW_US, one 32-column scan step: qwen35_tp8_32k (1361 us plain, 32 blocks)
+//   less its prep, over 512 chunks: 2.30 (qwen_tp1_short 2.23, long_32 2.06: 128 blocks);
+// - CP_STEP_WIDE_US, one 64-column step: qwen_tp1_batch 2.73 (4 waves x 64), mha_16 3.08;
+// - CP_PREP_US, the prep per chunk and value head: long_32's 726 us over 16384 (U_BF16's note);
+// - CP_SUMMARY_STEP, a summary step over a main step (no Q, P, o): 0.8, from qwen35_tp8_32k
+//   with CP (681.4 us at L = 64: prep 181, main 186, summary 297, fixup 10, launches 12);
+// - CP_FIX_STEP_US, a fixup step (one 128 x 128 x CP_FIX_BV product): 1.5, not measured alone;
+// - CP_LAUNCH_US, each launch CP adds (plan, summary, fixup, final; the summary's second on the
+//   fused path): 4, not measured alone.
+// The fused kernel's steps (AMD) are not measured yet: the H200's stand in for them.
+constexpr double CP_STEP_NARROW_US = 2.3;
+constexpr double CP_STEP_WIDE_US = 2.9;
+constexpr double CP_PREP_US = 726.0 / 16384;
+constexpr double CP_SUMMARY_STEP = 0.8;
+constexpr double CP_FIX_STEP_US = 1.5;
+constexpr double CP_LAUNCH_US = 4.0;
+// Which path the model costs: the tensor-core one (1) or the fused kernel's (0); the build's own
+// unless set before this file (tests on CPU threads set 1 to check the H200 picks).
+#ifndef CP_MODEL_TC
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+#define CP_MODEL_TC 1
+#else
+#define CP_MODEL_TC 0
 #endif
-    return hipGetLastError();
+#endif
+constexpr bool CP_TC = CP_MODEL_TC;
+
+static double cp_waves(int64_t blocks, int sms) {
+    return static_cast<double>((blocks + sms - 1) / sms);
+}
+
+// One chunk-loop launch over `seqs` sequences of `depth` chunks and HV heads, `copies` times the
+// slices (the tensor-core summary: 2), each step `step` times a main one.
+static double cp_loop_us(int64_t seqs, int HV, int depth, int copies, double step, int sms) {
+    if (!CP_TC) {
+        return cp_waves(seqs * HV * (DV / BV) * copies, sms) * depth * step * CP_STEP_NARROW_US;
+    }
+    const int64_t narrow = seqs * HV * (DV / 32) * copies;
+    if (narrow <= sms) return cp_waves(narrow, sms) * depth * step * CP_STEP_NARROW_US;
+    return cp_waves((narrow + 1) / 2, sms) * depth * step * CP_STEP_WIDE_US;
+}
+
+// Predicted microseconds of the forward over N sequences of nt chunks each: plain (L = 0) or CP
+// with L-chunk segments.
+static double cp_predict_us(int N, int nt, int HV, int L, int sms) {
+    const double prep = CP_TC ? CP_PREP_US * N * nt * HV : 0.0;
+    if (L <= 0 || nt <= L) return prep + cp_loop_us(N, HV, nt, 1, 1.0, sms);
+    const int segs = (nt + L - 1) / L;
+    const int64_t S = static_cast<int64_t>(N) * segs;
+    const double main = cp_loop_us(S, HV, L, 1, 1.0, sms);
+    const double summary = CP_TC ? cp_loop_us(S - N, HV, L, 2, CP_SUMMARY_STEP, sms)
+                                 : 2 * cp_loop_us(S - N, HV, L, 1, CP_SUMMARY_STEP, sms);
+    const int64_t fix_blocks = static_cast<int64_t>(N) * HV * (DV / CP_FIX_BV);
+    const double fixup = CP_FIX_STEP_US * (segs - 1) * cp_waves(fix_blocks, sms);
+    return prep + main + summary + fixup + (CP_TC ? 4 : 5) * CP_LAUNCH_US;
+}
+
+// Chunks per sequence: batch rows all have T tokens; packed lengths live on the device, so the
+// mean stands in for them (CP then splits only what is longer than a segment).
+static int cp_chunks(bool packed, int N, int T) {
+    const int64_t per_seq = packed ? (static_cast<int64_t>(T) + N - 1) / N : T;
+    return static_cast<int>((per_seq + C - 1) / C);
+}
+
+static int cp_choose(bool packed, int N, int T, int HV, int sms) {
+    if (CP_MODE == 0 || N <= 0 || T <= 0 || HV <= 0 || sms <= 0) return 0;
+    const int nt = cp_chunks(packed, N, T);
+    const double plain = cp_predict_us(N, nt, HV, 0, sms);
+    int best = 0;
+    double best_us = 0.0;
+    const int candidates[] = {8, 16, 32, 64, 128};
+    for (int L : candidates) {
+        if (CP_SEG_CHUNKS != 0 && L != CP_SEG_CHUNKS) continue;
+        if (nt <= L) continue;
+        const double us = cp_predict_us(N, nt, HV, L, sms);
+        if (best == 0 || us < best_us) {
+            best = L;
+            best_us = us;
+        }
+    }
+    if (best != 0 && CP_MODE == 1 && best_us > 0.95 * plain) return 0;
+    return best;
+}
+
+// The wave model's prediction in microseconds (out[0]) for L-chunk segments (0: the plain
+// path), with gdn_cp_choose's N, T, HV, packed and sms: for the seed README's table and tests.
+extern "C" hipError_t gdn_cp_predict(int N, int T, int HV, int packed, int sms, int L,
+                                     double* out) {
+    if (N <= 0 || T < 0 || HV <= 0 || sms <= 0 || L < 0) return hipErrorInvalidValue;
+    out[0] = cp_predict_us(N, cp_chunks(packed != 0, N, T), HV, L, sms);
+    return hipSuccess;
+}
+
+// CP or not, and its workspace: out[0] = the segment length in chunks (0: no CP, use
+// gdn_chunk_workspace(_varlen) and gdn_chunk_fwd(_varlen)), out[1] = gdn_cp_fwd's workspace
+// bytes. N sequences: batch rows of T tokens (packed 0) or packed in T tokens (packed 1); sms:
+// the device's multiprocessor count.
+extern "C" hipError_t gdn_cp_choose(int N, int T, int HV, int packed, int sms, int64_t* out) {
+    if (N <= 0 || T < 0 || HV <= 0) return hipErrorInvalidValue;
+    out[0] = cp_choose(packed != 0, N, T, HV, sms);
+    out[1] = 0;
+    if (out[0] == 0) return hipSuccess;
+    return cp_layout(packed != 0, N, T, HV, static_cast<int>(out[0]), nullptr, nullptr, &out[1]);
+}
+
+// The CP forward, L chunks per segment (gdn_cp_choose's out[0], or any L >= 1): the arguments of
+// gdn_chunk_fwd (cu_seqlens nullptr: N batch rows of T tokens) or gdn_chunk_fwd_varlen (N packed
+// sequences in T tokens); work: gdn_cp_choose's out[1] bytes for the same N, T, HV and L.
+extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                 const float* g, const float* beta, const float* h0,
+                                 const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work,
+                                 int N, int T, int H, int HV, int L, hipStream_t stream) {
+    if (N <= 0 || T < 0 || H <= 0 || HV <= 0 || HV % H != 0 || L <= 0) {
+        return hipErrorInvalidValue;
+    }
+    const bool packed = cu_seqlens != nullptr;
+    CpWork w;
+    int64_t bytes = 0;
+    hipError_t err = cp_layout(packed, N, T, HV, L, static_cast<unsigned char*>(work), &w, &bytes);
+    if (err != hipSuccess) return err;
+    const int S = cp_segments(packed, N, T, L);
+    const int total = packed ? T : N * T;  // the token axis the segments cut
+    hipLaunchKernelGGL(gdn_cp_plan, dim3(1), dim3(PLAN_NT), 0, stream, cu_seqlens, N, T, L, S,
+                       w.seg_cu, w.out_row, w.seq_seg0);
+    err = hipGetLastError();
+    if (err != hipSuccess) return err;
+    const auto fixup = [&]() {
+        hipLaunchKernelGGL(gdn_cp_fixup, dim3(DV / CP_FIX_BV, HV, N), dim3(FIX_NT), 0, stream, h0,
+                           w.cm, w.seq_seg0, w.seg_h0, HV);
+        return hipGetLastError();
+    };
+    const auto final_states = [&]() {  // the main pass left every segment's final state in cm
+        hipLaunchKernelGGL(gdn_cp_final, dim3(DK * DV / (4 * FIN_NT), HV, N), dim3(FIN_NT), 0,
+                           stream, w.cm, w.seq_seg0, ht, HV);
+        return hipGetLastError();
+    };
+#if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
+    TcDevice device;
+    err = tc_device(&device);
+    if (err != hipSuccess) return err;
+    if (device.usable) {
+        TcWork ws;
+        err = gdn_tc_prep_launch(q, k, v, g, beta, w.seg_cu, w.rest, S, total, H, HV, stream, &ws);
+        if (err == hipSuccess) {
+            err = gdn_tc_scan_any<GDN_SUMMARY>(q, k, ws, nullptr, nullptr, w.cm, w.seg_cu,
+                                               w.out_row, S, total, H, HV, device, stream);
+        }
+        if (err == hipSuccess) err = fixup();
+        if (err == hipSuccess) {
+            err = gdn_tc_scan_any<GDN_PLAIN>(q, k, ws, w.seg_h0, o, w.cm, w.seg_cu, nullptr, S,
+                                             total, H, HV, device, stream);
+        }
+        return err == hipSuccess ? final_states() : err;
+    }
+#endif
+    err = gdn_fused_launch<GDN_SUM_C>(q, k, v, g, beta, nullptr, w.seg_cu, w.out_row, nullptr,
+                                      w.cm, S, total, H, HV, stream);
+    if (err == hipSuccess) {
+        err = gdn_fused_launch<GDN_SUM_M>(q, k, v, g, beta, nullptr, w.seg_cu, w.out_row, nullptr,
+                                          w.cm, S, total, H, HV, stream);
+    }
+    if (err == hipSuccess) err = fixup();
+    if (err == hipSuccess) {
+        err = gdn_fused_launch<GDN_PLAIN>(q, k, v, g, beta, w.seg_h0, w.seg_cu, nullptr, o, w.cm,
+                                          S, total, H, HV, stream);
+    }
+    return err == hipSuccess ? final_states() : err;
 }
 
 // Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).

@@ -9,6 +9,13 @@ sequences, B = 1) its N; the kernels read the sequence bounds on the device
 (gdn_chunk_fwd_varlen). Inputs the kernel was not written for raise ValueError before any
 kernel runs. The device workspace the tensor-core path needs (gdn_chunk_workspace: W, U, P and
 gamma per chunk) comes from PyTorch's caching allocator, so repeated calls do not hit the driver.
+
+Long sequences with few heads take context parallelism (gdn_cp_fwd: each sequence cut into
+segments of L chunks that run side by side, their initial states made exact by a serial fp32
+fixup of the segments' state maps; kernel.hip says how). gdn_cp_choose decides per shape from N,
+T, HV and the GPU's SM count (a wave model, its knobs kernel.hip's CP_* tunables) and returns L
+(0: the plain path) and the CP workspace's size; nothing here reads device memory, so CUDA
+graphs capture either path.
 """
 
 import torch
@@ -71,26 +78,40 @@ def _check(q, k, v, g, beta, initial_state, cu_seqlens) -> None:
             raise ValueError(f"{name} must start on a 16-byte boundary (16-byte vector loads)")
 
 
+def gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens, sms: int):
+    """The launches for checked inputs on a device with `sms` multiprocessors (the tests run this
+    on CPU threads with kernels bound to a CPU build)."""
+    b, t, h, kd = q.shape
+    hv, vd = v.shape[2], v.shape[3]
+    n = initial_state.shape[0]  # sequences: B, or cu_seqlens' N
+    o = torch.empty((b, t, hv, vd), dtype=torch.bfloat16, device=q.device)
+    final_state = torch.empty((n, hv, kd, vd), dtype=torch.float32, device=q.device)
+    plan = torch.zeros(2, dtype=torch.int64)  # host memory: segment chunks, CP workspace bytes
+    kernels.gdn_cp_choose(n, t, hv, int(cu_seqlens is not None), sms, plan)
+    if int(plan[0]) > 0:
+        work = torch.empty(int(plan[1]), dtype=torch.uint8, device=q.device)
+        kernels.gdn_cp_fwd(q, k, v, g, beta, initial_state, cu_seqlens, o, final_state, work, n,
+                           t, h, hv, int(plan[0]))  # fmt: skip
+        return o, final_state
+    size = torch.zeros(1, dtype=torch.int64)  # host memory: the launcher writes the byte count
+    if cu_seqlens is None:
+        kernels.gdn_chunk_workspace(b, t, hv, size)
+        work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
+        kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h,
+                              hv)  # fmt: skip
+    else:
+        kernels.gdn_chunk_workspace_varlen(n, t, hv, size)
+        work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
+        kernels.gdn_chunk_fwd_varlen(q, k, v, g, beta, initial_state, cu_seqlens, o,
+                                     final_state, work, n, t, h, hv)  # fmt: skip
+    return o, final_state
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 
     def forward(self, q, k, v, g, beta, initial_state, cu_seqlens=None):
         _check(q, k, v, g, beta, initial_state, cu_seqlens)
-        b, t, h, kd = q.shape
-        hv, vd = v.shape[2], v.shape[3]
-        n = initial_state.shape[0]  # sequences: B, or cu_seqlens' N
-        o = torch.empty((b, t, hv, vd), dtype=torch.bfloat16, device=q.device)
-        final_state = torch.empty((n, hv, kd, vd), dtype=torch.float32, device=q.device)
-        size = torch.zeros(1, dtype=torch.int64)  # host memory: the launcher writes the byte count
-        if cu_seqlens is None:
-            kernels.gdn_chunk_workspace(b, t, hv, size)
-            work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
-            kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h,
-                                  hv)  # fmt: skip
-        else:
-            kernels.gdn_chunk_workspace_varlen(n, t, hv, size)
-            work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
-            kernels.gdn_chunk_fwd_varlen(q, k, v, g, beta, initial_state, cu_seqlens, o,
-                                         final_state, work, n, t, h, hv)  # fmt: skip
-        return o, final_state
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        return gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens, sms)
