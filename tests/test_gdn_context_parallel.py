@@ -111,13 +111,10 @@ def test_cp_state_maps_carry_the_initial_state_exactly(tmp_path):
     assert rel_rms(o, want_o) < 1e-4
 
 
-def test_model_dispatch_runs_the_cp_path_end_to_end_on_cpu_threads(tmp_path):
-    source = with_defines(CP_MODE=2, CP_SEG_CHUNKS=8)  # CP whenever a sequence passes 8 chunks
-    lib = cpu_library(source, tmp_path, warp=32)
-    assert choose(lib, 1, 600, 2, False, CPU_SMS)[0] == 8
-    assert choose(lib, 1, 500, 2, False, CPU_SMS)[0] == 0  # 8 chunks: one segment, no CP
+def _cpu_kernels(lib: ctypes.CDLL, source: str):
+    """model.py's `kernels`, bound to a CPU build (no stream: the CPU shim)."""
 
-    class CpuKernels:  # model.py's `kernels`, bound to the CPU build (no stream: the CPU shim)
+    class CpuKernels:
         def __getattr__(self, name):
             ret = re.search(rf'extern "C" hipError_t {name}\(([^)]*)\)', source)
             params = [p.strip() for p in ret[1].split(",")]
@@ -134,16 +131,36 @@ def test_model_dispatch_runs_the_cp_path_end_to_end_on_cpu_threads(tmp_path):
 
             return call
 
+    return CpuKernels()
+
+
+def test_the_plain_entry_points_take_the_cp_path_at_the_launch_on_cpu_threads(tmp_path):
+    """model.py calls only gdn_chunk_workspace(_varlen) and gdn_chunk_fwd(_varlen) (the launch
+    plan is recorded where no device is); the launch picks CP with the device's SM count. The
+    CP build's results differ in their last bits from the plain build's (another summation
+    order), which shows the CP path ran, and both match the reference."""
+    source = with_defines(CP_MODE=2, CP_SEG_CHUNKS=8)  # CP whenever a sequence passes 8 chunks
+    lib = cpu_library(source, tmp_path / "cp", warp=32)
+    assert choose(lib, 1, 600, 2, False, CPU_SMS)[0] == 8
+    assert choose(lib, 1, 500, 2, False, CPU_SMS)[0] == 0  # 8 chunks: one segment, no CP
+    plain_source = with_defines(CP_MODE=0)
+    plain = cpu_library(plain_source, tmp_path / "plain", warp=32)
     model = import_model(PREFILL_SEED, "cp")
-    model.kernels = CpuKernels()
     torch.manual_seed(5)
-    for shape in (dict(B=1, T=600, H=1, HV=2), dict(B=1, T=700, H=1, HV=2, seqlens="560,140")):
+    # packed: the launch sees the mean length (600 tokens, over 8 chunks), the device the rest
+    for shape in (dict(B=1, T=600, H=1, HV=2), dict(B=1, T=1200, H=1, HV=2, seqlens="1000,200")):
         inputs = GDN.get_inputs(**shape, initial_state="random")
         inputs[3] = inputs[3] / 8
-        o, ht = model.gdn_forward(*inputs[:6], inputs[6] if len(inputs) > 6 else None, CPU_SMS)
+        args = (*inputs[:6], inputs[6] if len(inputs) > 6 else None)
+        model.kernels = _cpu_kernels(lib, source)
+        o, ht = model.gdn_forward(*args)
+        model.kernels = _cpu_kernels(plain, plain_source)
+        o_plain, ht_plain = model.gdn_forward(*args)
         want_o, want_h = GDN.Model()(*inputs)
         assert rel_rms(o, want_o) < 1e-4, shape
         assert rel_rms(ht, want_h) < 1e-5, shape
+        assert rel_rms(ht_plain, want_h) < 1e-5, shape
+        assert not torch.equal(ht, ht_plain), shape  # the CP path ran
 
 
 # The H200 cases and what the wave model picks there: CP where one long sequence leaves most SMs

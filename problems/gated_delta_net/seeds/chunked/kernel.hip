@@ -8,7 +8,7 @@
 //   tile layer (hipevolve/tile.h); the solve and P Vn stay fp32 vector code. The NVIDIA code
 //   keeps its own mma.sync kernels below, unchanged.
 // - both platforms, for long sequences with few heads: context parallelism (gdn_cp_fwd, chosen
-//   per shape by gdn_cp_choose): segments of a sequence side by side, their initial states made
+//   at each launch by cp_launch_choice with the device's SM count): segments of a sequence side by side, their initial states made
 //   exact by a serial fp32 fixup of the segments' state maps (the comment above gdn_cp_plan).
 //
 // Per (batch b, value head j; query/key head j / (HV / H)), FLA convention, state h = S^T [K, V],
@@ -1988,14 +1988,16 @@ static int cp_chunks(bool packed, int N, int T) {
     return static_cast<int>((per_seq + C - 1) / C);
 }
 
+// The segment lengths (chunks) the wave model chooses from.
+static constexpr int CP_SEGMENT_CHOICES[] = {8, 16, 32, 64, 128};
+
 static int cp_choose(bool packed, int N, int T, int HV, int sms) {
     if (CP_MODE == 0 || N <= 0 || T <= 0 || HV <= 0 || sms <= 0) return 0;
     const int nt = cp_chunks(packed, N, T);
     const double plain = cp_predict_us(N, nt, HV, 0, sms);
     int best = 0;
     double best_us = 0.0;
-    const int candidates[] = {8, 16, 32, 64, 128};
-    for (int L : candidates) {
+    for (int L : CP_SEGMENT_CHOICES) {
         if (CP_SEG_CHUNKS != 0 && L != CP_SEG_CHUNKS) continue;
         if (nt <= L) continue;
         const double us = cp_predict_us(N, nt, HV, L, sms);
@@ -2093,14 +2095,52 @@ extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uin
     return err == hipSuccess ? final_states() : err;
 }
 
-// Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel).
+// The segment length gdn_chunk_fwd(_varlen) picks on the device it launches on (cp_choose with
+// that device's multiprocessor count, asked once per device; 0: the plain path). Chosen at the
+// launch, not in model.py: the launch plan is recorded where no device is (record.py), and the
+// executor that replays it runs on the one the kernels time on.
+static int cp_launch_choice(bool packed, int N, int T, int HV) {
+    if (CP_MODE == 0) return 0;
+    constexpr int MAX_DEVICES = 64;
+    static int sms_of[MAX_DEVICES] = {};
+    int device = 0;
+    if (hipGetDevice(&device) != hipSuccess || device < 0 || device >= MAX_DEVICES) return 0;
+    int sms = __atomic_load_n(&sms_of[device], __ATOMIC_ACQUIRE);
+    if (sms == 0) {
+        if (hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device) !=
+            hipSuccess) {
+            return 0;
+        }
+        __atomic_store_n(&sms_of[device], sms, __ATOMIC_RELEASE);
+    }
+    return cp_choose(packed, N, T, HV, sms);
+}
+
+// The workspace for either path: the plain one's, or the largest CP layout a launch may pick
+// (the shortest segments allowed), whichever is larger; no device is asked for the choice.
+static hipError_t any_workspace_bytes(bool packed, int N, int T, int HV, int64_t* bytes) {
+    hipError_t err = workspace_bytes(packed, N, T, HV, bytes);
+    if (err != hipSuccess || CP_MODE == 0) return err;
+    const int nt = cp_chunks(packed, N, T);
+    for (int L : CP_SEGMENT_CHOICES) {
+        if ((CP_SEG_CHUNKS != 0 && L != CP_SEG_CHUNKS) || nt <= L) continue;
+        int64_t cp = 0;
+        err = cp_layout(packed, N, T, HV, L, nullptr, nullptr, &cp);
+        if (err != hipSuccess) return err;
+        *bytes = cp > *bytes ? cp : *bytes;
+    }
+    return hipSuccess;
+}
+
+// Bytes of device workspace gdn_chunk_fwd needs for these sizes (0 for the fused kernel without
+// CP).
 extern "C" hipError_t gdn_chunk_workspace(int B, int T, int HV, int64_t* bytes) {
-    return workspace_bytes(false, B, T, HV, bytes);
+    return any_workspace_bytes(false, B, T, HV, bytes);
 }
 
 // The same for gdn_chunk_fwd_varlen: N packed sequences in T tokens.
 extern "C" hipError_t gdn_chunk_workspace_varlen(int N, int T, int HV, int64_t* bytes) {
-    return workspace_bytes(true, N, T, HV, bytes);
+    return any_workspace_bytes(true, N, T, HV, bytes);
 }
 
 // q, k [B, T, H, 128] bf16; v [B, T, HV, 128] bf16; g, beta [B, T, HV] fp32;
@@ -2110,6 +2150,11 @@ extern "C" hipError_t gdn_chunk_fwd(const uint16_t* q, const uint16_t* k, const 
                                     const float* g, const float* beta, const float* h0,
                                     uint16_t* o, float* ht, void* work, int B, int T, int H,
                                     int HV, hipStream_t stream) {
+    if (B <= 0 || T < 0 || H <= 0 || HV <= 0) return hipErrorInvalidValue;
+    const int L = cp_launch_choice(false, B, T, HV);
+    if (L > 0) {
+        return gdn_cp_fwd(q, k, v, g, beta, h0, nullptr, o, ht, work, B, T, H, HV, L, stream);
+    }
     return gdn_fwd(q, k, v, g, beta, h0, nullptr, o, ht, work, B, T, H, HV, stream);
 }
 
@@ -2121,6 +2166,12 @@ extern "C" hipError_t gdn_chunk_fwd_varlen(const uint16_t* q, const uint16_t* k,
                                            const float* h0, const int64_t* cu_seqlens,
                                            uint16_t* o, float* ht, void* work, int N, int T,
                                            int H, int HV, hipStream_t stream) {
-    if (cu_seqlens == nullptr) return hipErrorInvalidValue;
+    if (cu_seqlens == nullptr || N <= 0 || T < 0 || H <= 0 || HV <= 0) {
+        return hipErrorInvalidValue;
+    }
+    const int L = cp_launch_choice(true, N, T, HV);
+    if (L > 0) {
+        return gdn_cp_fwd(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, L, stream);
+    }
     return gdn_fwd(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, stream);
 }

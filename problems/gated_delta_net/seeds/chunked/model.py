@@ -12,10 +12,11 @@ gamma per chunk) comes from PyTorch's caching allocator, so repeated calls do no
 
 Long sequences with few heads take context parallelism (gdn_cp_fwd: each sequence cut into
 segments of L chunks that run side by side, their initial states made exact by a serial fp32
-fixup of the segments' state maps; kernel.hip says how). gdn_cp_choose decides per shape from N,
-T, HV and the GPU's SM count (a wave model, its knobs kernel.hip's CP_* tunables) and returns L
-(0: the plain path) and the CP workspace's size; nothing here reads device memory, so CUDA
-graphs capture either path.
+fixup of the segments' state maps; kernel.hip says how). gdn_chunk_fwd(_varlen) decides at the
+launch, from N, T, HV and the SM count of the GPU it launches on (a wave model, its knobs
+kernel.hip's CP_* tunables); the workspace query sizes for either path. Nothing here asks the
+device anything: the verifier records the launches where no device is. Nothing reads device
+memory either, so CUDA graphs capture either path.
 """
 
 import torch
@@ -78,21 +79,15 @@ def _check(q, k, v, g, beta, initial_state, cu_seqlens) -> None:
             raise ValueError(f"{name} must start on a 16-byte boundary (16-byte vector loads)")
 
 
-def gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens, sms: int):
-    """The launches for checked inputs on a device with `sms` multiprocessors (the tests run this
-    on CPU threads with kernels bound to a CPU build)."""
+def gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens):
+    """The launches for checked inputs (the tests run this on CPU threads with kernels bound to a
+    CPU build). The kernels choose context parallelism or not themselves, on the device they
+    launch on (kernel.hip, cp_launch_choice): the workspace they ask for fits either path."""
     b, t, h, kd = q.shape
     hv, vd = v.shape[2], v.shape[3]
     n = initial_state.shape[0]  # sequences: B, or cu_seqlens' N
     o = torch.empty((b, t, hv, vd), dtype=torch.bfloat16, device=q.device)
     final_state = torch.empty((n, hv, kd, vd), dtype=torch.float32, device=q.device)
-    plan = torch.zeros(2, dtype=torch.int64)  # host memory: segment chunks, CP workspace bytes
-    kernels.gdn_cp_choose(n, t, hv, int(cu_seqlens is not None), sms, plan)
-    if int(plan[0]) > 0:
-        work = torch.empty(int(plan[1]), dtype=torch.uint8, device=q.device)
-        kernels.gdn_cp_fwd(q, k, v, g, beta, initial_state, cu_seqlens, o, final_state, work, n,
-                           t, h, hv, int(plan[0]))  # fmt: skip
-        return o, final_state
     size = torch.zeros(1, dtype=torch.int64)  # host memory: the launcher writes the byte count
     if cu_seqlens is None:
         kernels.gdn_chunk_workspace(b, t, hv, size)
@@ -113,5 +108,4 @@ class ModelNew(nn.Module):
 
     def forward(self, q, k, v, g, beta, initial_state, cu_seqlens=None):
         _check(q, k, v, g, beta, initial_state, cu_seqlens)
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        return gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens, sms)
+        return gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens)
