@@ -69,7 +69,9 @@ class Timed(BaseEvaluator):
                     )
                 )
                 continue
-            speed = 1.0 + (sum(map(ord, c.source_hash)) % 40) / 100
+            # the seed slowest, so the run's best is a child whatever the seed's hash
+            speed = 1.0 if c.source_hash == SEED.source_hash else 1.01 + (
+                sum(map(ord, c.source_hash)) % 40) / 100  # fmt: skip
             out.append(Evaluation(status=Status.ok, task=TASK.name, backend="rocm", static=FACTS,
                                   cases=tuple(CaseResult(case=k.name, correct=True,
                                                          time_us=900.0 / speed if k.timed else None,

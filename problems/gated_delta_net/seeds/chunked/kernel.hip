@@ -2034,10 +2034,10 @@ extern "C" hipError_t gdn_cp_choose(int N, int T, int HV, int packed, int sms, i
 // The CP forward, L chunks per segment (gdn_cp_choose's out[0], or any L >= 1): the arguments of
 // gdn_chunk_fwd (cu_seqlens nullptr: N batch rows of T tokens) or gdn_chunk_fwd_varlen (N packed
 // sequences in T tokens); work: gdn_cp_choose's out[1] bytes for the same N, T, HV and L.
-extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                 const float* g, const float* beta, const float* h0,
-                                 const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work,
-                                 int N, int T, int H, int HV, int L, hipStream_t stream) {
+static hipError_t cp_forward(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const float* g, const float* beta, const float* h0,
+                             const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work, int N,
+                             int T, int H, int HV, int L, hipStream_t stream) {
     if (N <= 0 || T < 0 || H <= 0 || HV <= 0 || HV % H != 0 || L <= 0) {
         return hipErrorInvalidValue;
     }
@@ -2093,6 +2093,14 @@ extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uin
                                           S, total, H, HV, stream);
     }
     return err == hipSuccess ? final_states() : err;
+}
+
+// cp_forward with a segment length of the caller's (the tests' CP runs at any L).
+extern "C" hipError_t gdn_cp_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                 const float* g, const float* beta, const float* h0,
+                                 const int64_t* cu_seqlens, uint16_t* o, float* ht, void* work,
+                                 int N, int T, int H, int HV, int L, hipStream_t stream) {
+    return cp_forward(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, L, stream);
 }
 
 // The segment length gdn_chunk_fwd(_varlen) picks on the device it launches on (cp_choose with
@@ -2153,7 +2161,7 @@ extern "C" hipError_t gdn_chunk_fwd(const uint16_t* q, const uint16_t* k, const 
     if (B <= 0 || T < 0 || H <= 0 || HV <= 0) return hipErrorInvalidValue;
     const int L = cp_launch_choice(false, B, T, HV);
     if (L > 0) {
-        return gdn_cp_fwd(q, k, v, g, beta, h0, nullptr, o, ht, work, B, T, H, HV, L, stream);
+        return cp_forward(q, k, v, g, beta, h0, nullptr, o, ht, work, B, T, H, HV, L, stream);
     }
     return gdn_fwd(q, k, v, g, beta, h0, nullptr, o, ht, work, B, T, H, HV, stream);
 }
@@ -2171,7 +2179,7 @@ extern "C" hipError_t gdn_chunk_fwd_varlen(const uint16_t* q, const uint16_t* k,
     }
     const int L = cp_launch_choice(true, N, T, HV);
     if (L > 0) {
-        return gdn_cp_fwd(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, L, stream);
+        return cp_forward(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, L, stream);
     }
     return gdn_fwd(q, k, v, g, beta, h0, cu_seqlens, o, ht, work, N, T, H, HV, stream);
 }
