@@ -78,28 +78,13 @@ def decide(
     mine = [e for who, e in zip(order, evaluations, strict=True) if who == "child"]
     theirs = [e for who, e in zip(order, evaluations, strict=True) if who == "incumbent"]
     rounds = len(mine)
-    if not all(e.ok for e in theirs):
-        bad = next(e for e in theirs if not e.ok)
-        return Duel(
-            child=child,
-            incumbent=incumbent,
-            rounds=rounds,
-            gain=0.0,
-            uncertainty=0.0,
-            winner="child",
-            why=f"the incumbent was {bad.status.value} in a round",
-        )
-    if not all(e.ok for e in mine):
-        bad = next(e for e in mine if not e.ok)
-        return Duel(
-            child=child,
-            incumbent=incumbent,
-            rounds=rounds,
-            gain=0.0,
-            uncertainty=0.0,
-            winner="incumbent",
-            why=f"the child was {bad.status.value} in a round",
-        )
+    # A side that failed a round loses the duel outright: the incumbent first, then the child.
+    for side, evaluated, winner in (("incumbent", theirs, "child"), ("child", mine, "incumbent")):
+        bad = next((e for e in evaluated if not e.ok), None)
+        if bad is not None:
+            why = f"the {side} was {bad.status.value} in a round"
+            return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=0.0,
+                        uncertainty=0.0, winner=winner, why=why)  # fmt: skip
     logs = [
         math.log1p(g) for a, b in zip(mine, theirs, strict=True) if (g := gain_of(a, b)) is not None
     ]
