@@ -18,7 +18,7 @@ from hipevolve.core.candidate import load_candidate
 from hipevolve.core.config import load_settings
 from hipevolve.problems import discover
 from hipevolve.verifier.build.amd_static import find_toolchain
-from hipevolve.verifier.pipeline import static_analysis
+from hipevolve.verifier.static_facts import static_analysis
 
 TARGETS = ("gfx942", "gfx90a")
 NOTES = "\n## Notes"

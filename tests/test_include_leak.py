@@ -19,7 +19,8 @@ from hipevolve.verifier.build.amd_static import find_toolchain
 from hipevolve.verifier.build.compile import Compiler, build, trim_log
 from hipevolve.verifier.build.includes import parse_dependencies, scrub_log
 from hipevolve.verifier.build.nvidia import find_nvcc, nvcc_command
-from hipevolve.verifier.pipeline import prepare, static_analysis
+from hipevolve.verifier.pipeline import prepare
+from hipevolve.verifier.static_facts import static_analysis
 
 HEALTHY = Path(__file__).parent / "data" / "candidates" / "healthy_native_softmax"
 KERNEL = """\

@@ -329,7 +329,7 @@ def test_l1_matmul_at_every_tile_and_a_sample_compile_for_gfx942_without_spills(
 def test_mfma_is_in_the_gfx942_isa_exactly_for_sixteen_bit_operands(name, tmp_path):
     from hipevolve.core.config import VerifierSettings
     from hipevolve.verifier.build.amd_static import find_toolchain
-    from hipevolve.verifier.pipeline import static_analysis
+    from hipevolve.verifier.static_facts import static_analysis
 
     toolchain = find_toolchain()
     if toolchain is None or "gfx942" not in toolchain.targets:

@@ -13,17 +13,17 @@ builds of the Gated DeltaNet prefill seed, which declares tunables that only one
 
 from __future__ import annotations
 
-import functools
-import os
+import shutil
 from pathlib import Path
 
 import pytest
+from compilers import hipcc_gfx942, nvcc_sm90
 from gdn_seed_support import PREFILL_SEED, source_of, with_define
 from standin import KERNEL, MODEL
 
 from hipevolve.core.candidate import Candidate, load_candidate
 from hipevolve.core.config import VerifierSettings
-from hipevolve.verifier.build.compile import Compiler, build
+from hipevolve.verifier.build.compile import build
 from hipevolve.verifier.build.machine_code import library_digest
 from hipevolve.verifier.pipeline import machine_digest, prepare
 
@@ -36,41 +36,17 @@ VARIANTS = {
 }
 
 
-@functools.cache
-def _nvcc() -> Compiler | None:
-    from hipevolve.verifier.build import nvidia
-
-    nvcc = nvidia.find_nvcc()
-    if nvcc is None or not (nvidia.include_dir() / "hip" / "hip_runtime.h").exists():
-        return None
-    argv = nvidia.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
-    return Compiler(name="cuda", argv=tuple(argv), toolchain=nvidia.nvcc_version(nvcc))
-
-
-def _hipcc() -> Compiler:
-    from hipevolve.verifier.build.amd_static import find_toolchain
-    from hipevolve.verifier.build.backends import rocm_command
-    from hipevolve.verifier.build.rocm_build import find_hipcc
-
-    tc, hipcc = find_toolchain(), find_hipcc()
-    if tc is None or hipcc is None or "gfx942" not in tc.targets:
-        message = "no hipcc for gfx942: run scripts/install_amd_toolchain.sh"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI ran setup.sh, which should have installed it)")
-        pytest.skip(message)
-    return Compiler(name="rocm", argv=tuple(rocm_command(hipcc, ("gfx942",))),
-                    toolchain="hipcc gfx942")  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def sm90(tmp_path_factory) -> dict[str, Path]:
     """Each variant's sm_90 library, built once for the module."""
-    compiler = _nvcc()
+    compiler = nvcc_sm90()
     if compiler is None:
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
-    cache = tmp_path_factory.mktemp("sm90")
     built = {}
     for name, source in VARIANTS.items():
+        # A cache each: in one, a variant that preprocesses as the seed does (MFMA_KSTEP) would
+        # be served the seed's library uncompiled (tests/test_preprocessed.py).
+        cache = tmp_path_factory.mktemp(name.replace("=", "_"))
         result = build(source, compiler, cache, timeout_s=600)
         assert result.ok, f"{name}: {result.log}"
         built[name] = result.library
@@ -93,15 +69,17 @@ def test_two_builds_of_one_source_differ_in_bytes_but_not_in_digest(sm90):
     # own (another module id). A cache folder of another path length may move the host code
     # (the line tables' paths change the fatbin's size), as machine_code.py says.
     first, digest = sm90["seed"].read_bytes(), library_digest(sm90["seed"], "cuda")
+    cache = sm90["seed"].parents[2]
     sm90["seed"].unlink()  # not cached any more: built again
-    again = build(SEED, _nvcc(), sm90["seed"].parents[2], timeout_s=600)
+    shutil.rmtree(cache / "preprocessed")  # nor under its preprocessed digest
+    again = build(SEED, nvcc_sm90(), cache, timeout_s=600)
     assert again.ok, again.log
     assert again.library == sm90["seed"] and again.library.read_bytes() != first
     assert library_digest(again.library, "cuda") == digest
 
 
 def test_model_py_is_part_of_the_digest_but_its_comments_are_not(tmp_path):
-    compiler = _nvcc()
+    compiler = nvcc_sm90()
     if compiler is None:
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
     seed = load_candidate(PREFILL_SEED)
@@ -120,7 +98,7 @@ def test_prepare_builds_a_candidate_once_digest_and_verdict_in_one_trip(tmp_path
     from hipevolve.verifier import pipeline
     from hipevolve.verifier.build import backends
 
-    compiler = _nvcc()
+    compiler = nvcc_sm90()
     if compiler is None:
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
     compiles = []
@@ -154,10 +132,10 @@ def test_a_prepared_candidate_is_not_prepared_again_when_it_is_evaluated(tmp_pat
 def test_on_gfx942_nvidia_only_tunables_build_the_same_code_object_and_an_amd_one_does_not(
     tmp_path,
 ):
-    compiler = _hipcc()
+    compiler = hipcc_gfx942()
     digests = {}
-    for name, source in VARIANTS.items():
-        result = build(source, compiler, tmp_path, timeout_s=600)
+    for name, source in VARIANTS.items():  # a cache each: compiled, not served (as for sm90)
+        result = build(source, compiler, tmp_path / name, timeout_s=600)
         assert result.ok, f"{name}: {result.log}"
         digests[name] = library_digest(result.library, "rocm")
     assert digests["seed"] is not None

@@ -359,7 +359,7 @@ def assert_gfx942_clean(sources: dict[str, str], cache: Path) -> None:
     """Through the pipeline's static stage (cached, one thread per core): compiles, no spills,
     no scratch, LDS within 64 KiB."""
     from hipevolve.verifier.build.amd_static import find_toolchain
-    from hipevolve.verifier.pipeline import static_analysis
+    from hipevolve.verifier.static_facts import static_analysis
 
     toolchain = find_toolchain()
     if toolchain is None or "gfx942" not in toolchain.targets:

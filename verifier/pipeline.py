@@ -13,8 +13,6 @@ as Ray tasks and actors.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import random
 import shutil
 import tempfile
@@ -23,34 +21,25 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from hipevolve.core import cpu_share
 from hipevolve.core.baseline import RunBaseline, RunBounds
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
-from hipevolve.core.evaluation import Evaluation, StaticFacts, Status
+from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.hardware import H200, MI300X
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.verifier.build.compile import (
     BuildResult,
     Compiler,
     build,
-    cache_key,
     cached_build,
     remove_stale_builds,
-    trim_log,
 )
 from hipevolve.verifier.build.rocm_limits import gate as amd_gate
 from hipevolve.verifier.gpu.refusal import refused
 from hipevolve.verifier.prepared import Prepared
 from hipevolve.verifier.screen.screening import screen
-
-
-class StaticResult(BaseModel):
-    facts: tuple[StaticFacts, ...] = ()
-    error: str = ""  # trimmed compiler log when the source does not compile for a target
-    note: str = ""  # the analysis itself failed (a tool, not the candidate)
+from hipevolve.verifier.static_facts import StaticResult, static_analysis
 
 
 def suspect_threshold(task: TaskSpec, settings: VerifierSettings) -> float:
@@ -70,105 +59,6 @@ def check_seeds(
 def hidden_seed() -> int:
     """A check seed no agent can predict (os.urandom), never one of the public 0..n-2."""
     return random.SystemRandom().randrange(1 << 20, 1 << 31)
-
-
-def static_analysis(
-    source: str,
-    settings: VerifierSettings,
-    cached_only: bool = False,
-    compiler: Compiler | None = None,
-) -> StaticResult | None:
-    """Static facts, cached by source, target and toolchain: gfx facts for every configured
-    target where the AMD toolchain compiles one, else, for the cuda backend's `compiler`, the
-    facts of its CUDA build (verifier/build/cuda_static.py; their target is the sm_XX), so
-    the grid keeps its axes on an NVIDIA machine. None of either: no facts.
-    cached_only: None unless every target's facts are in the cache (nothing is compiled)."""
-    from hipevolve.verifier.build.amd_static import find_toolchain
-
-    tc = find_toolchain()
-    if tc is not None and any(t in tc.targets for t in settings.amd_targets):
-        return _amd_analysis(source, settings, cached_only, tc)
-    if compiler is not None and compiler.name == "cuda":
-        return _cuda_analysis(source, settings, cached_only, compiler)
-    return StaticResult()
-
-
-def _cached_facts(path: Path) -> list[StaticFacts] | None:
-    if not path.exists():
-        return None
-    return [StaticFacts.model_validate(f) for f in json.loads(path.read_text())]
-
-
-def _store_facts(path: Path, facts: list[StaticFacts]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a temp name of its own: two threads may analyse the same source at once
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as out:
-        out.write(json.dumps([fact.model_dump() for fact in facts]))
-    os.replace(tmp, path)
-
-
-def _amd_analysis(
-    source: str, settings: VerifierSettings, cached_only: bool, tc
-) -> StaticResult | None:  # noqa: ANN001
-    from hipevolve.verifier.build.amd_static import AmdCompileError, analyze
-
-    facts: list[StaticFacts] = []
-    for target in settings.amd_targets:
-        if target not in tc.targets:
-            continue
-        key = cache_key(source, (target,), tc.version)
-        cached = settings.cache_dir / "static" / f"{key}.json"
-        found = _cached_facts(cached)
-        if found is not None:
-            facts += found
-            continue
-        if cached_only:
-            return None
-        workdir = Path(tempfile.mkdtemp(prefix="amd-"))
-        try:
-            found = analyze(
-                source, target, workdir, timeout_s=settings.compile_timeout_s, toolchain=tc
-            )
-        except AmdCompileError as e:
-            return StaticResult(error=f"{target}: " + trim_log(e.log, workdir))
-        except (
-            RuntimeError
-        ) as e:  # our disassembler failed: no facts, but not the candidate's fault
-            return StaticResult(facts=tuple(facts), note=f"static analysis incomplete: {e}")
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        _store_facts(cached, found)
-        facts += found
-    return StaticResult(facts=tuple(facts))
-
-
-def _cuda_analysis(
-    source: str, settings: VerifierSettings, cached_only: bool, compiler: Compiler
-) -> StaticResult | None:
-    """The CUDA build's facts. A failed facts compile is a note, never a verdict: the library's
-    own build says whether the candidate compiles."""
-    from hipevolve.verifier.build.cuda_static import CudaAnalysisError, analyze, facts_command
-
-    try:
-        argv = facts_command(compiler.argv)
-    except ValueError as e:
-        return StaticResult(note=f"no CUDA facts: {e}")
-    cached = settings.cache_dir / "static" / f"{cache_key(source, argv, compiler.toolchain)}.json"
-    found = _cached_facts(cached)
-    if found is not None:
-        return StaticResult(facts=tuple(found))
-    if cached_only:
-        return None
-    workdir = Path(tempfile.mkdtemp(prefix="cuda-facts-"))
-    try:
-        found = analyze(source, compiler.argv, workdir, timeout_s=settings.compile_timeout_s)
-    except CudaAnalysisError as e:
-        return StaticResult(note=f"no CUDA facts: {e}")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    _store_facts(cached, found)
-    return StaticResult(facts=tuple(found))
 
 
 def _device(backend: str) -> str:

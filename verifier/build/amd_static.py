@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hipevolve.core.errors import UserError
 from hipevolve.core.evaluation import StaticFacts
+from hipevolve.verifier.build import preprocessed
 from hipevolve.verifier.build.compile import (
     SOURCE_NAME,
     AnalysisCompileError,
@@ -367,6 +368,23 @@ def demangle(tc: AmdToolchain, names: list[str]) -> dict[str, str]:
 
 
 # --- the whole stage -------------------------------------------------------------------------
+
+
+def preprocessed_key(
+    source_text: str, target: str, tc: AmdToolchain, workdir: Path, timeout_s: float
+) -> str | None:
+    """The digest of what the device compile of `source_text` for `target` reads after
+    preprocessing (verifier/build/preprocessed.py): sources with one digest have the same
+    facts. Writes kernel.hip into `workdir`; None where it cannot be told."""
+    cmd = device_compile_command(tc, Path(SOURCE_NAME), Path(f"kernel-{target}.co"), target)
+    return preprocessed.digest(
+        workdir,
+        preprocessed.clang_hip_passes(cmd),
+        cmd,
+        tc.version,
+        lambda argv: _run(argv, workdir, timeout_s, _COMPILE_OUTPUT).returncode,
+        source_text,
+    )
 
 
 def analyze(

@@ -5,6 +5,9 @@ Design (FAULTS.md 22-25):
   version; a library is published by an atomic rename into the cache, so there are no locks: a
   compile killed mid-way leaves only its own build folder, never something the next one waits on,
   and two different sources can never share an output.
+- A source that preprocesses exactly as one already built (verifier/build/preprocessed.py: a
+  tunable only the other vendor's code reads, say) gets that build's library, linked under its
+  own key, without a compile.
 - Each compile runs in a fresh build folder (removed afterwards) with the source written as
   `kernel.hip`, so compiler messages carry the candidate's own line numbers.
 - Limits: wall time (the process group is killed), captured output, object size (RLIMIT_FSIZE on
@@ -28,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +41,7 @@ from pydantic import BaseModel
 
 from hipevolve.core import cpu_share
 from hipevolve.core.errors import UserError
-from hipevolve.verifier.build import library_check
+from hipevolve.verifier.build import library_check, preprocessed
 from hipevolve.verifier.build.includes import check_includes, scrub_log
 
 MAX_LOG_CHARS = 2400
@@ -209,6 +213,45 @@ def _library_path(cache_dir: Path, key: str) -> Path:
     return cache_dir / "lib" / key[:2] / f"{key}.so"
 
 
+def _preprocessed_path(cache_dir: Path, digest: str) -> Path:
+    """Where the library built from what `digest` names (preprocessed.py) is linked."""
+    return cache_dir / "preprocessed" / digest[:2] / f"{digest}.so"
+
+
+def _same_as_built(
+    compiler: Compiler, build_dir: Path, timeout_s: float, max_object_bytes: int
+) -> str | None:
+    """The preprocessed digest of build_dir's kernel.hip under `compiler` (preprocessed.py), or
+    None where it has none (a stand-in compiler, a failed pass: the compile then decides)."""
+    if not compiler.lists_dependencies:
+        return None
+    return preprocessed.digest(
+        build_dir,
+        preprocessed.passes_for(compiler.name, compiler.argv),
+        compiler.argv,
+        compiler.toolchain,
+        lambda argv: run_limited(argv, build_dir, timeout_s, max_object_bytes * 2).returncode,
+    )
+
+
+def _link(source: Path, target: Path) -> bool:
+    """Publishes `source` at `target` too (a hard link, else a copy; an atomic rename either
+    way); False when `source` is not there."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        try:
+            os.link(source, tmp)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            shutil.copy2(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
 def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
     target = _library_path(cache_dir, key)
     if not target.exists():
@@ -265,6 +308,16 @@ def build(
                     seconds=time.monotonic() - start,
                     log=trim_log(refused.log, build_dir),
                 )
+            same = _same_as_built(compiler, build_dir, timeout_s, max_object_bytes)
+            if same is not None and _link(_preprocessed_path(cache_dir, same), target):
+                return BuildResult(
+                    ok=True,
+                    library=target,
+                    cached=True,
+                    key=key,
+                    seconds=time.monotonic() - start,
+                    log="preprocesses as a source already built: its library, not compiled again",
+                )
             result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
         except OSError as e:
             if e.errno in _NO_SPACE:
@@ -306,6 +359,8 @@ def build(
             return BuildResult(ok=False, key=key, seconds=seconds, log=log, hacked=hacked)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(produced, target)  # atomic publish
+        if same is not None:
+            _link(target, _preprocessed_path(cache_dir, same))
         return BuildResult(ok=True, library=target, key=key, seconds=seconds, log=log)
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)

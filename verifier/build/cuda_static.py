@@ -33,9 +33,11 @@ import math
 import re
 import shutil
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from hipevolve.core.evaluation import StaticFacts
+from hipevolve.verifier.build import preprocessed
 from hipevolve.verifier.build.compile import (
     SOURCE_NAME,
     AnalysisCompileError,
@@ -244,6 +246,23 @@ def _run(argv: list[str], cwd: Path, timeout_s: float) -> CommandResult:
     tool_dir = str(Path(argv[0]).resolve().parent)
     env = ["env", "-i", f"PATH={tool_dir}:/usr/bin:/bin", "LC_ALL=C", f"TMPDIR={cwd.resolve()}"]
     return run_limited([*env, *argv], cwd, timeout_s, _OBJECT_BYTES, max_output=_OUTPUT)
+
+
+def preprocessed_key(
+    source_text: str, library_argv: Sequence[str], toolchain: str, workdir: Path, timeout_s: float
+) -> str | None:
+    """The digest of what the facts compile of `source_text` reads after preprocessing
+    (verifier/build/preprocessed.py): sources with one digest have the same facts. Writes
+    kernel.hip into `workdir`; None where it cannot be told."""
+    cmd = facts_command(library_argv)
+    return preprocessed.digest(
+        workdir,
+        preprocessed.nvcc_passes(cmd),
+        cmd,
+        toolchain,
+        lambda argv: _run(argv, workdir, timeout_s).returncode,
+        source_text,
+    )
 
 
 def analyze(
