@@ -267,6 +267,27 @@ def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResul
     return _cached(cache_dir, cache_key(source, compiler.argv, compiler.toolchain), start)
 
 
+def _build_folder(cache_dir: Path, key: str) -> Path:
+    try:
+        (cache_dir / "build").mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=cache_dir / "build"))
+    except OSError as e:
+        if e.errno in _NO_SPACE:
+            raise _disk_full(cache_dir, f"no room for a build folder: {e.strerror}") from None
+        raise
+
+
+def _raise_if_full(build_dir: Path, cache_dir: Path, max_object_bytes: int, what: str) -> None:
+    """BuildDiskFull when less than one compile may write (its file-size limit) is free."""
+    free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
+    if free < 2 * max_object_bytes:
+        raise _disk_full(
+            cache_dir,
+            f"{what} failed with {free} bytes free, less than the {2 * max_object_bytes}"
+            " one compile may write",
+        )
+
+
 def build(
     source: str,
     compiler: Compiler,
@@ -281,27 +302,15 @@ def build(
     if cached is not None:
         return cached
     target = _library_path(cache_dir, key)
-    try:
-        (cache_dir / "build").mkdir(parents=True, exist_ok=True)
-        build_dir = Path(tempfile.mkdtemp(prefix=f"{key[:12]}-", dir=cache_dir / "build"))
-    except OSError as e:
-        if e.errno in _NO_SPACE:
-            raise _disk_full(cache_dir, f"no room for a build folder: {e.strerror}") from None
-        raise
+    build_dir = _build_folder(cache_dir, key)
     try:
         try:
             (build_dir / SOURCE_NAME).write_text(source)
             refused = None
             if compiler.lists_dependencies:
                 refused = check_includes(compiler.argv, build_dir, _runner(build_dir, timeout_s))
-            if refused is not None:
-                free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
-                if (
-                    free < 2 * max_object_bytes
-                ):  # the dependency list had no room: not the candidate
-                    raise _disk_full(
-                        cache_dir, f"listing the includes failed with {free} bytes free"
-                    )
+            if refused is not None:  # unless the dependency list had no room: not the candidate
+                _raise_if_full(build_dir, cache_dir, max_object_bytes, "listing the includes")
                 return BuildResult(
                     ok=False,
                     key=key,
@@ -338,13 +347,7 @@ def build(
             # (in the build folder) loses the linker's "No space left on device" too, and a
             # candidate could print those words itself. The disk's free space is the evidence:
             # less than one compile may write (its file-size limit) means it is full.
-            free = _free_bytes(build_dir, Path(tempfile.gettempdir()))
-            if free < 2 * max_object_bytes:
-                raise _disk_full(
-                    cache_dir,
-                    f"a compile failed with {free} bytes free, less than"
-                    f" the {2 * max_object_bytes} one compile may write",
-                )
+            _raise_if_full(build_dir, cache_dir, max_object_bytes, "a compile")
             return BuildResult(ok=False, key=key, seconds=seconds, log=log or "compiler failed")
         size = produced.stat().st_size
         if size > max_object_bytes:
