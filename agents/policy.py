@@ -33,7 +33,9 @@ from hipevolve.evolution.workshop import Workshop
 
 class AgentPolicy:
     def __init__(
-        self, ensemble: Ensemble | None, limits: AgentLimits | None = None,
+        self,
+        ensemble: Ensemble | None,
+        limits: AgentLimits | None = None,
         target: Target | None = None,
     ) -> None:
         self.ensemble = ensemble
@@ -143,7 +145,8 @@ class AgentPolicy:
             # proposals none of whose graph runs started (what budget is left, the runs in
             # flight may spend): as a repeat, nothing for the offline mutator to replace
             self._repeated[workshop.generation] = (
-                len(repeats) == len(attempted) if attempted else bool(chosen))
+                len(repeats) == len(attempted) if attempted else bool(chosen)
+            )
         return [child for batch in batches for child in batch]
 
     def repeated(self, generation: int) -> bool:

@@ -108,10 +108,12 @@ def _moves(archive: Archive, e: _Entry) -> str:
     if e.parent is None:
         return ""
     try:
-        was = current_configuration(parse_tunables(
-            archive.candidate(e.parent.candidate_id).candidate.hip_source or ""))
-        now = current_configuration(parse_tunables(
-            archive.candidate(e.child.candidate_id).candidate.hip_source or ""))
+        was = current_configuration(
+            parse_tunables(archive.candidate(e.parent.candidate_id).candidate.hip_source or "")
+        )
+        now = current_configuration(
+            parse_tunables(archive.candidate(e.child.candidate_id).candidate.hip_source or "")
+        )
     except TunableError:
         return ""
     moved = [f"{k} {was[k]}->{v}" for k, v in now.items() if k in was and was[k] != v]
@@ -162,6 +164,7 @@ def _case_moves(child: Evaluation | None, parent: Evaluation | None) -> tuple[st
 def _fit(head: list[str], sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
     """The note within `max_tokens`: lines go from the end of a section, the flat ones first,
     then the rarer failures, then the smaller gains; last, the text itself is cut."""
+
     def text() -> str:
         parts = list(head)
         for title, lines in sections:

@@ -227,8 +227,13 @@ class Tables:
     # ------------------------------------------------------------------------ evaluations
 
     def record_evaluation(
-        self, candidate_id: int, evaluation: Evaluation, settings_key: str, toolchain: str,
-        *, scores: bool = True,
+        self,
+        candidate_id: int,
+        evaluation: Evaluation,
+        settings_key: str,
+        toolchain: str,
+        *,
+        scores: bool = True,
     ) -> Evaluation:
         """Stores the evaluation and marks the candidate's queue row done, in one transaction.
 

@@ -69,8 +69,7 @@ def check_budget(budget: int) -> int:
     command line before it opens the archive, the run loop for library callers)."""
     if budget < 1:
         raise UserError(
-            f"--budget {budget}: the budget counts verifier evaluations, so at least one is "
-            "needed",
+            f"--budget {budget}: the budget counts verifier evaluations, so at least one is needed",
             "pass --budget 1 or more",
         )
     return budget

@@ -82,8 +82,9 @@ class Referee:
         """The run's baseline: a resumed run's own when the device is the same, else timed now."""
         if resumed:
             for event in self.archive.events(self.run, DUEL):
-                self.known[(event.data["duel"]["child"], event.data["duel"]["incumbent"])] = \
+                self.known[(event.data["duel"]["child"], event.data["duel"]["incumbent"])] = (
                     Duel.model_validate(event.data["duel"])
+                )
             stored = self.archive.events(self.run, BASELINE)
             if stored:
                 baseline = RunBaseline.model_validate(stored[-1].data)
@@ -91,8 +92,10 @@ class Referee:
                     self._use(baseline)
                     return
         if self.evaluate.device:
-            self.say(f"the run's baseline on {self.evaluate.device}: the reference's time on "
-                     "each case (read from the cache, or timed once for this card and cached)")
+            self.say(
+                f"the run's baseline on {self.evaluate.device}: the reference's time on "
+                "each case (read from the cache, or timed once for this card and cached)"
+            )
         started = time.monotonic()
         measured = self.evaluate.baseline(self.settings.baseline_trials,
                                           self.settings.baseline_target)  # fmt: skip
@@ -141,9 +144,11 @@ class Referee:
         evaluations in flight: a run's first evaluations do not wait for them (`settle`)."""
         if self.baseline is None or not self.baseline.pending or self._strong is not None:
             return
-        self.say(f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
-                 "this card (cached for later runs; their compiles can hold the GPU slot for "
-                 "minutes, between this run's evaluations)")
+        self.say(
+            f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
+            "this card (cached for later runs; their compiles can hold the GPU slot for "
+            "minutes, between this run's evaluations)"
+        )
         self._strong = Future()
         trials, target = self.settings.baseline_trials, self.settings.baseline_target
 
@@ -192,8 +197,9 @@ class Referee:
         if self.champion is None or elite.fitness > self.champion.fitness:
             self.champion = self.seed = elite
 
-    def admit(self, elite: Elite, evaluation: Evaluation, cell: Elite | None,
-              generation: int) -> Elite:
+    def admit(
+        self, elite: Elite, evaluation: Evaluation, cell: Elite | None, generation: int
+    ) -> Elite:
         """The child as it may enter its island: its fitness lowered to that of an incumbent
         (its cell's elite, or the champion) it did not clearly beat. Crowns it when it beats
         the champion."""
@@ -207,8 +213,14 @@ class Referee:
             self.champion = elite
         return elite
 
-    def _contest(self, elite: Elite, evaluation: Evaluation, incumbent: Elite, fitness: float,
-                 generation: int) -> float:
+    def _contest(
+        self,
+        elite: Elite,
+        evaluation: Evaluation,
+        incumbent: Elite,
+        fitness: float,
+        generation: int,
+    ) -> float:
         """The child's fitness after meeting `incumbent` (clear, or a head-to-head)."""
         theirs = self.archive.evaluation_of(incumbent.candidate_id)
         if theirs is None or not theirs.ok:
@@ -224,8 +236,9 @@ class Referee:
             return max(incumbent.fitness * (1 + duel.gain), incumbent.fitness * 1.000001)
         return min(fitness, incumbent.fitness)  # a tie keeps the incumbent
 
-    def duel(self, child: int, incumbent: int, rounds: int, generation: int,
-             *, reserved: bool = False) -> Duel | None:
+    def duel(
+        self, child: int, incumbent: int, rounds: int, generation: int, *, reserved: bool = False
+    ) -> Duel | None:
         """A head-to-head (a recorded one on replay); None when the budget has no room for it.
         reserved: the final confirmation, paid from the reserve."""
         if (child, incumbent) in self.known:
@@ -245,8 +258,15 @@ class Referee:
         self.recorder.add_evaluated(cost)
         outcome = decide(child, incumbent, order, evaluations, self.settings.min_gain)
         self.known[(child, incumbent)] = outcome
-        self.archive.log_event(self.run, DUEL, {"duel": outcome.model_dump(mode="json"),
-                                                "generation": generation, "evaluations": cost})
+        self.archive.log_event(
+            self.run,
+            DUEL,
+            {
+                "duel": outcome.model_dump(mode="json"),
+                "generation": generation,
+                "evaluations": cost,
+            },
+        )
         return outcome
 
     # ---------------------------------------------------------------- the end
@@ -267,13 +287,17 @@ class Referee:
             if duel is None:
                 return
             if duel.winner == "child":
-                self.champion = elite.model_copy(update={
-                    "fitness": max(elite.fitness, self.champion.fitness * (1 + duel.gain))})
+                self.champion = elite.model_copy(
+                    update={"fitness": max(elite.fitness, self.champion.fitness * (1 + duel.gain))}
+                )
 
     def unspent_reserve(self) -> int:
         """Evaluations kept back for the final head-to-head and not spent on it."""
-        spent = self.known.get((self.champion.candidate_id, self.seed.candidate_id)) \
-            if self.champion and self.seed else None
+        spent = (
+            self.known.get((self.champion.candidate_id, self.seed.candidate_id))
+            if self.champion and self.seed
+            else None
+        )
         return 0 if spent is not None else self.budget.reserve
 
     def confirm(self, generation: int) -> str:

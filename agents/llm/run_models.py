@@ -39,7 +39,9 @@ def recorded_models(archive: Archive, run: int) -> dict[str, Any] | None:
     return found[0].data if found else None
 
 
-def resumed_models(settings: ModelSettings, found: Mapping[str, Any] | None, run: int) -> ModelSettings:
+def resumed_models(
+    settings: ModelSettings, found: Mapping[str, Any] | None, run: int
+) -> ModelSettings:
     """The models a resumed run goes on with: `settings`' where they match the recorded ones or
     none were recorded, the recorded ones where none are given; one-line UserError otherwise."""
     if found is None:

@@ -25,10 +25,13 @@ from hipevolve.agents.lowering.emit import (
 )
 from hipevolve.agents.lowering.ir import C_TYPES, Graph, Unsupported, V
 
-TUNABLES = BLOCK_VEC_TUNABLES + """// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
+TUNABLES = (
+    BLOCK_VEC_TUNABLES
+    + """// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
 // @tunable UNROLL: 1, 2, 4
 #define UNROLL 1
 """
+)
 
 
 def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str, Emitter]:

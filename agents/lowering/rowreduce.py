@@ -34,7 +34,9 @@ from hipevolve.agents.lowering.ir import (
     strip,
 )
 
-TUNABLES = BLOCK_VEC_TUNABLES + """// Rows per block (short rows leave big blocks idle; long rows want whole blocks).
+TUNABLES = (
+    BLOCK_VEC_TUNABLES
+    + """// Rows per block (short rows leave big blocks idle; long rows want whole blocks).
 // @tunable ROWS: 1, 2, 4
 #define ROWS 1
 
@@ -42,6 +44,7 @@ constexpr int GROUP = BLOCK / ROWS;    // threads per row
 constexpr int MAX_WARPS = BLOCK / 32;  // warps per block at the narrowest warp (32 lanes)
 static_assert(BLOCK % ROWS == 0 && (GROUP & (GROUP - 1)) == 0, "GROUP must be a power of two");
 """
+)
 
 HELPERS = r"""
 struct SumOp {

@@ -48,7 +48,11 @@ def surprising(ctx: AgentContext, state: ProposalState) -> bool:
     speedup (AgentLimits.surprising_speedup where the task sets none) or a new best of its
     island."""
     evaluation = state.get("evaluation")
-    if evaluation is None or not evaluation.ok or state.get("rechecks", 0) >= ctx.limits.audit_rechecks:
+    if (
+        evaluation is None
+        or not evaluation.ok
+        or state.get("rechecks", 0) >= ctx.limits.audit_rechecks
+    ):
         return False
     threshold = ctx.task.suspect_speedup or ctx.limits.surprising_speedup
     island_best = state["proposal"].island_best

@@ -312,8 +312,12 @@ def islands_note(archive: Archive, run: int) -> str:
         return ""
     islands = [Island.model_validate(i) for i in checkpoints[-1].data.get("islands", [])]
     line = islands_line(archive, islands)
-    return f'<p class="legend">After generation {checkpoints[-1].data.get("generation")}: ' \
-           f"{e(line)}.</p>" if line else ""
+    return (
+        f'<p class="legend">After generation {checkpoints[-1].data.get("generation")}: '
+        f"{e(line)}.</p>"
+        if line
+        else ""
+    )
 
 
 def speedup_tables(archive: Archive, run: int) -> str:
@@ -386,10 +390,12 @@ def llm_section(archive: Archive, run: int) -> str:
                  for m in archive.llm_usage_by_model(run)]  # fmt: skip
     models = _table(("model", "calls", "tokens in", "tokens out", "cost", "children",
                      "beat their parent"), per_model, left=1)  # fmt: skip
-    return (f"{roles}<h3>Per model</h3>{models}"
-            '<p class="legend">children: evaluated candidates the model wrote; beat their '
-            "parent: of those, the ones fitter than their fittest parent (a repair of a failed "
-            "child: than that child's nearest correct ancestor).</p>")
+    return (
+        f"{roles}<h3>Per model</h3>{models}"
+        '<p class="legend">children: evaluated candidates the model wrote; beat their '
+        "parent: of those, the ones fitter than their fittest parent (a repair of a failed "
+        "child: than that child's nearest correct ancestor).</p>"
+    )
 
 
 # What each agent event says happened to a reply, in the order the section lists them.
