@@ -60,8 +60,15 @@ def confirmation_rounds(settings: FitnessSettings, budget: int, *, exact: bool) 
 
 
 class Referee:
-    def __init__(self, archive: Archive, run: int, evaluate: Evaluator, recorder: Recorder,
-                 settings: FitnessSettings, budget: RunBudget) -> None:  # fmt: skip
+    def __init__(
+        self,
+        archive: Archive,
+        run: int,
+        evaluate: Evaluator,
+        recorder: Recorder,
+        settings: FitnessSettings,
+        budget: RunBudget,
+    ) -> None:
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.recorder, self.settings = recorder, settings
         # Numbers from no device carry no timing noise: nothing goes head to head.
@@ -97,28 +104,39 @@ class Referee:
                 "each case (read from the cache, or timed once for this card and cached)"
             )
         started = time.monotonic()
-        measured = self.evaluate.baseline(self.settings.baseline_trials,
-                                          self.settings.baseline_target)  # fmt: skip
+        measured = self.evaluate.baseline(
+            self.settings.baseline_trials, self.settings.baseline_target
+        )
         if isinstance(measured, RunBaseline):
             self.archive.log_event(self.run, BASELINE, measured.model_dump(mode="json"))
             self._use(measured)
-            self.say(f"baseline ready in {time.monotonic() - started:.0f} s; evaluating the "
-                     "seed kernels")  # fmt: skip
+            self.say(
+                f"baseline ready in {time.monotonic() - started:.0f} s; evaluating the seed kernels"
+            )
         elif isinstance(measured, str):
-            self.baseline_note = (f"no run baseline ({measured}): speedups use the reference "
-                                  "timed inside each evaluation")  # fmt: skip
+            self.baseline_note = (
+                f"no run baseline ({measured}): speedups use the reference "
+                "timed inside each evaluation"
+            )
             self.archive.log_event(self.run, "baseline_failed", {"why": measured})
 
     def describe(self) -> str:
         """One line: what the run's speedups are measured against."""
         if self.baseline is None:
             return self.baseline_note
-        cases = ", ".join(f"{name} {c.time_us:.1f} us (+-{c.ci * 100:.1f}%)"
-                          for name, c in self.baseline.cases.items())  # fmt: skip
-        strong = (f"; strong baselines timed once beside it: {', '.join(self.baseline.others)}"
-                  if self.baseline.others else "")  # fmt: skip
-        return (f"speedups over the reference timed once for this run on {self.baseline.device}: "
-                f"{cases}{strong}")  # fmt: skip
+        cases = ", ".join(
+            f"{name} {c.time_us:.1f} us (+-{c.ci * 100:.1f}%)"
+            for name, c in self.baseline.cases.items()
+        )
+        strong = (
+            f"; strong baselines timed once beside it: {', '.join(self.baseline.others)}"
+            if self.baseline.others
+            else ""
+        )
+        return (
+            f"speedups over the reference timed once for this run on {self.baseline.device}: "
+            f"{cases}{strong}"
+        )
 
     def against(self) -> str:
         """One line: the run's best over the reference and each strong baseline of the task
@@ -173,9 +191,12 @@ class Referee:
             merged = self.baseline.with_strong(measured)
         else:
             why = measured or "not timed on this evaluator"
-            merged = self.baseline.model_copy(update={
-                "unavailable": {name: why[:300] for name in self.baseline.pending},
-                "pending": ()})  # fmt: skip
+            merged = self.baseline.model_copy(
+                update={
+                    "unavailable": {name: why[:300] for name in self.baseline.pending},
+                    "pending": (),
+                }
+            )
         self.archive.log_event(self.run, BASELINE, merged.model_dump(mode="json"))
         self._use(merged)
 
@@ -189,8 +210,10 @@ class Referee:
             self.seed = Elite.model_validate(data["seed"])
 
     def checkpoint(self) -> dict:
-        return {"champion": self.champion.model_dump(mode="json") if self.champion else None,
-                "seed": self.seed.model_dump(mode="json") if self.seed else None}  # fmt: skip
+        return {
+            "champion": self.champion.model_dump(mode="json") if self.champion else None,
+            "seed": self.seed.model_dump(mode="json") if self.seed else None,
+        }
 
     def seeded(self, elite: Elite) -> None:
         """A generation-0 candidate: the best of them is the seed and the first champion."""
@@ -230,8 +253,9 @@ class Referee:
             return fitness
         if gain <= self.settings.min_gain:  # a head-to-head could not call it a win: a tie
             return min(fitness, incumbent.fitness)
-        duel = self.duel(elite.candidate_id, incumbent.candidate_id, self.settings.duel_rounds,
-                         generation)  # fmt: skip
+        duel = self.duel(
+            elite.candidate_id, incumbent.candidate_id, self.settings.duel_rounds, generation
+        )
         if duel is not None and duel.winner == "child":
             return max(incumbent.fitness * (1 + duel.gain), incumbent.fitness * 1.000001)
         return min(fitness, incumbent.fitness)  # a tie keeps the incumbent
@@ -277,13 +301,23 @@ class Referee:
         champion = self.champion
         if champion is None or self.exact or self.settings.duel_rounds < 1:
             return
-        close = sorted((e for e in elites if e.candidate_id != champion.candidate_id
-                        and e.fitness >= champion.fitness * (1 - self.settings.noise_floor)),
-                       key=lambda e: (-e.fitness, e.candidate_id))  # fmt: skip
+        close = sorted(
+            (
+                e
+                for e in elites
+                if e.candidate_id != champion.candidate_id
+                and e.fitness >= champion.fitness * (1 - self.settings.noise_floor)
+            ),
+            key=lambda e: (-e.fitness, e.candidate_id),
+        )
         for elite in close:
             assert self.champion is not None
-            duel = self.duel(elite.candidate_id, self.champion.candidate_id,
-                             self.settings.duel_rounds, generation)  # fmt: skip
+            duel = self.duel(
+                elite.candidate_id,
+                self.champion.candidate_id,
+                self.settings.duel_rounds,
+                generation,
+            )
             if duel is None:
                 return
             if duel.winner == "child":
@@ -309,21 +343,28 @@ class Referee:
             return "no improvement over the seed: the seed is still the run's best"
         if self.exact:
             gain = champion.fitness / seed.fitness - 1 if seed.fitness else 0.0
-            return (f"{gain * 100:.1f}% faster than the seed (an evaluator on no device: "
-                    "exact numbers, nothing to confirm)")  # fmt: skip
+            return (
+                f"{gain * 100:.1f}% faster than the seed (an evaluator on no device: "
+                "exact numbers, nothing to confirm)"
+            )
         if self.confirm_rounds < 1:
-            return (f"not confirmed against the seed: a budget under {SMALLEST_CONFIRMED} keeps "
-                    "no evaluations back for the head-to-head")  # fmt: skip
-        duel = self.duel(champion.candidate_id, seed.candidate_id, self.confirm_rounds,
-                         generation, reserved=True)  # fmt: skip
+            return (
+                f"not confirmed against the seed: a budget under {SMALLEST_CONFIRMED} keeps "
+                "no evaluations back for the head-to-head"
+            )
+        duel = self.duel(
+            champion.candidate_id, seed.candidate_id, self.confirm_rounds, generation, reserved=True
+        )
         if duel is None:
             return "not confirmed against the seed: no budget left for the head-to-head"
         spread = f"+-{2 * duel.uncertainty * 100:.1f}%, {duel.rounds} rounds head to head"
         if duel.winner == "child":
             return f"confirmed {duel.gain * 100:.1f}% faster than the seed ({spread})"
         self.champion = seed  # not confirmed: the seed stays the run's best, and is what it saves
-        return (f"no confirmed improvement over the seed (candidate {champion.candidate_id} "
-                f"measured {duel.gain * 100:+.1f}%, {spread}): the seed stays the run's best")  # fmt: skip
+        return (
+            f"no confirmed improvement over the seed (candidate {champion.candidate_id} "
+            f"measured {duel.gain * 100:+.1f}%, {spread}): the seed stays the run's best"
+        )
 
 
 def _distinct(cell: Elite | None, champion: Elite | None, child: Elite) -> list[Elite]:
