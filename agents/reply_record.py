@@ -23,8 +23,7 @@ def exchange(
     """The conversation so far: the earlier turns, this prompt as it was sent (its cache
     markers kept, so a repair turn reads the same prefix from the provider's cache) and the
     model's reply to it (what a repair turn follows up on)."""
-    return (*history, as_prompt(prompt).message(),
-            {"role": "assistant", "content": call.text})  # fmt: skip
+    return (*history, as_prompt(prompt).message(), {"role": "assistant", "content": call.text})
 
 
 def candidate_from(
