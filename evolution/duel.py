@@ -83,8 +83,15 @@ def decide(
         bad = next((e for e in evaluated if not e.ok), None)
         if bad is not None:
             why = f"the {side} was {bad.status.value} in a round"
-            return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=0.0,
-                        uncertainty=0.0, winner=winner, why=why)  # fmt: skip
+            return Duel(
+                child=child,
+                incumbent=incumbent,
+                rounds=rounds,
+                gain=0.0,
+                uncertainty=0.0,
+                winner=winner,
+                why=why,
+            )
     logs = [
         math.log1p(g) for a, b in zip(mine, theirs, strict=True) if (g := gain_of(a, b)) is not None
     ]
