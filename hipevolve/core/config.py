@@ -101,8 +101,13 @@ Role = Literal[
     "task_generator", "translator", "profiler_reader", "optimizer", "mutator", "repairer", "auditor"
 ]
 WRITING_ROLES: tuple[Role, ...] = (
-    "translator", "profiler_reader", "optimizer", "mutator", "repairer", "task_generator"
-)  # fmt: skip
+    "translator",
+    "profiler_reader",
+    "optimizer",
+    "mutator",
+    "repairer",
+    "task_generator",
+)
 
 
 class Section(Frozen):
