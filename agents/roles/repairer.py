@@ -95,9 +95,15 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
     )
 
 
+# What happened to the reply, by failure kind, as the repair turn's first line says it. Only
+# REPAIRABLE kinds reach a repair turn: `hacked` (a hack caught, in the build or on the GPU) is
+# never repaired, so it has no line here (docs/STATUSES.md).
 OUTCOME = {
     "parse_error": "could not be read as a candidate",
-    "rejected": "was rejected before it reached a compiler",
+    # a rule's refusal, never a crash: the screen (before any compile), the AMD target's limits
+    # (after the static compile, before any run) or the KernelBench recorder (its one forward on
+    # stand-in inputs); in each, before the candidate was checked against the reference or timed
+    "rejected": "was refused by one of the verifier's rules before it was checked or timed",
     "duplicate": "changed nothing but comments or layout: it was not compiled",
     "compile_error": "did not compile",
     "incorrect": "gave wrong results",
