@@ -99,6 +99,36 @@ class LLMCall(BaseModel):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @classmethod
+    def failed(
+        cls,
+        role: str,
+        model: str,
+        prompt_hash: str,
+        error_class: ErrorClass,
+        error: str,
+        *,
+        latency_s: float = 0.0,
+        attempts: int = 0,
+    ) -> LLMCall:
+        """A call that brought no reply back (a budget refusal, a provider failure): no text,
+        no tokens counted, nothing billed."""
+        return cls(
+            role=role,
+            model=model,
+            prompt_hash=prompt_hash,
+            text="",
+            tokens_in=0,
+            tokens_out=0,
+            cost_usd=0.0,
+            cost_known=True,
+            latency_s=latency_s,
+            attempts=attempts,
+            status="error",
+            error_class=error_class,
+            error=error,
+        )
+
 
 class Usage(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -197,19 +227,7 @@ class LLMClient:
         base = {"role": role, "model": self.model, "prompt_hash": phash}
         refusal = self.budget_left()
         if refusal is not None:
-            return LLMCall(
-                **base,
-                text="",
-                tokens_in=0,
-                tokens_out=0,
-                cost_usd=0.0,
-                cost_known=True,
-                latency_s=0.0,
-                attempts=0,
-                status="error",
-                error_class="budget_exhausted",
-                error=refusal,
-            )
+            return LLMCall.failed(**base, error_class="budget_exhausted", error=refusal)
         litellm = load_litellm()
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -259,18 +277,12 @@ class LLMClient:
         try:
             response = retrying(attempt)
         except Exception as e:  # every provider failure becomes a value, never crosses layers
-            return LLMCall(
+            return LLMCall.failed(
                 **base,
-                text="",
-                tokens_in=0,
-                tokens_out=0,
-                cost_usd=0.0,
-                cost_known=True,
-                latency_s=time.monotonic() - start,
-                attempts=attempts,
-                status="error",
                 error_class=classify(e),
                 error=_short(e),
+                latency_s=time.monotonic() - start,
+                attempts=attempts,
             )
         latency = time.monotonic() - start
         return self._charge(litellm, response, base, messages, latency, attempts)

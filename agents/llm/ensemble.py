@@ -99,21 +99,7 @@ class Ensemble:
         if refusal is not None:
             with self._lock:
                 self._stopped = self._stopped or refusal
-            return LLMCall(
-                role=role,
-                model=model,
-                prompt_hash="",
-                text="",
-                tokens_in=0,
-                tokens_out=0,
-                cost_usd=0.0,
-                cost_known=True,
-                latency_s=0.0,
-                attempts=0,
-                status="error",
-                error_class="budget_exhausted",
-                error=refusal,
-            )
+            return LLMCall.failed(role, model, "", "budget_exhausted", refusal)
         call = client.complete(
             role,
             messages,
