@@ -26,6 +26,16 @@ def exchange(
     return (*history, as_prompt(prompt).message(), {"role": "assistant", "content": call.text})
 
 
+def call_failed(ctx: AgentContext, call: LLMCall) -> dict:
+    """The state update of a role whose model call failed: no candidate, an `llm_error`
+    failure, and the ensemble's reason to stop the run, if it has one (a spent budget)."""
+    return {
+        "candidate": None,
+        "stopped": ctx.ensemble.stop_reason() if ctx.ensemble else None,
+        "failure": Failure(kind="llm_error", message=call.error or ""),
+    }
+
+
 def candidate_from(
     ctx: AgentContext, role: str, call: LLMCall, base: Candidate | None
 ) -> Candidate | Failure:

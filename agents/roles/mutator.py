@@ -11,7 +11,7 @@ from hipevolve.agents.case_inputs import case_inputs
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.proposal import parent_text, proposal_prompt
-from hipevolve.agents.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.offline.mutate import transformed
@@ -89,13 +89,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         text = prompt(ctx, {**state, **shared})
         call = ctx.ask(ROLE, text)
         if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {
-                **lineage,
-                "candidate": None,
-                "stopped": stopped,
-                "failure": Failure(kind="llm_error", message=call.error or ""),
-            }
+            return {**lineage, **call_failed(ctx, call)}
         got = candidate_from(ctx, ROLE, call, parent)
         lineage["exchange"] = exchange(text, call)
         if isinstance(got, Candidate):  # marker lines a whole file carried: the folded text back

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents.briefing import edit_rule, error_lines, numbered
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 from hipevolve.core.evaluation import Evaluation
@@ -239,13 +239,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             "exchange": exchange(text, call, history),
         }
         if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {
-                **update,
-                "candidate": None,
-                "stopped": stopped,
-                "failure": Failure(kind="llm_error", message=call.error or ""),
-            }
+            return {**update, **call_failed(ctx, call)}
         got = candidate_from(ctx, ROLE, call, shown)
         update |= {
             "model": call.model,

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents.briefing import tolerance_text
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.roles.mutator import cases_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate, load_candidate
@@ -85,13 +85,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         text = prompt(ctx)
         call = ctx.ask(ROLE, text)
         if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {
-                **base,
-                "candidate": None,
-                "stopped": stopped,
-                "failure": Failure(kind="llm_error", message=call.error or ""),
-            }
+            return {**base, **call_failed(ctx, call)}
         got = candidate_from(ctx, ROLE, call, None)
         update = {
             **base,
