@@ -55,31 +55,41 @@ class Target:
 
     def sentence(self) -> str:
         if self.backend == "cuda":
-            return (f"Candidates are timed on {self.device or 'an NVIDIA GPU'} through the cuda "
-                    "backend: the HIP source is compiled by nvcc through a HIP-to-CUDA header "
-                    "layer, so the `__HIP_PLATFORM_NVIDIA__` paths run and warpSize is 32; the "
-                    "users' target is AMD Instinct (gfx942), so keep the AMD path compiling.")  # fmt: skip
+            return (
+                f"Candidates are timed on {self.device or 'an NVIDIA GPU'} through the cuda "
+                "backend: the HIP source is compiled by nvcc through a HIP-to-CUDA header "
+                "layer, so the `__HIP_PLATFORM_NVIDIA__` paths run and warpSize is 32; the "
+                "users' target is AMD Instinct (gfx942), so keep the AMD path compiling."
+            )
         if self.backend == "rocm":
-            return (f"Candidates are timed on {self.device or 'an AMD GPU'} through the rocm "
-                    "backend (hipcc): the `__HIP_PLATFORM_AMD__` paths run and warpSize is 64.")  # fmt: skip
-        return ("No GPU times this run: candidates are compiled for gfx942 (MI300X) by the "
-                "static backend and judged on resource usage (VGPRs, LDS, occupancy, spills, "
-                "MFMA count); the `__HIP_PLATFORM_AMD__` paths count and warpSize is 64.")  # fmt: skip
+            return (
+                f"Candidates are timed on {self.device or 'an AMD GPU'} through the rocm "
+                "backend (hipcc): the `__HIP_PLATFORM_AMD__` paths run and warpSize is 64."
+            )
+        return (
+            "No GPU times this run: candidates are compiled for gfx942 (MI300X) by the "
+            "static backend and judged on resource usage (VGPRs, LDS, occupancy, spills, "
+            "MFMA count); the `__HIP_PLATFORM_AMD__` paths count and warpSize is 64."
+        )
 
     def peaks(self) -> str:
         g = self.gpu
-        return (f"{g.name} ({g.arch}) peaks: HBM {g.hbm_bytes_per_s / 1e12:g} TB/s, dense bf16 "
-                f"matrix {g.bf16_flops_per_s / 1e12:g} TFLOP/s, fp32 vector "
-                f"{g.fp32_flops_per_s / 1e12:g} TFLOP/s.")  # fmt: skip
+        return (
+            f"{g.name} ({g.arch}) peaks: HBM {g.hbm_bytes_per_s / 1e12:g} TB/s, dense bf16 "
+            f"matrix {g.bf16_flops_per_s / 1e12:g} TFLOP/s, fp32 vector "
+            f"{g.fp32_flops_per_s / 1e12:g} TFLOP/s."
+        )
 
 
 def tolerance_text(task: TaskSpec) -> str:
     """The correctness bar, with what bf16 rounding alone costs, since that decides whether
     bf16 (matrix-core) intermediates can pass."""
-    return (f"{task.tolerance.describe()}, checked on {task.check_seeds} input seeds (one never "
-            "shown to agents). For scale: rounding a value to bf16 alone has a relative error "
-            "up to 2^-9 = 0.2%, fp16 up to 2^-12 = 0.024%; errors of chained bf16 products "
-            "accumulate.")  # fmt: skip
+    return (
+        f"{task.tolerance.describe()}, checked on {task.check_seeds} input seeds (one never "
+        "shown to agents). For scale: rounding a value to bf16 alone has a relative error "
+        "up to 2^-9 = 0.2%, fp16 up to 2^-12 = 0.024%; errors of chained bf16 products "
+        "accumulate."
+    )
 
 
 def case_table(task: TaskSpec, evaluation: Evaluation | None, target: Target) -> str:
@@ -90,11 +100,17 @@ def case_table(task: TaskSpec, evaluation: Evaluation | None, target: Target) ->
     g = target.gpu
     shared = _shared_inputs(task)
     rows = [f"Every case: {', '.join(f'{k}={v}' for k, v in shared.items())}."] if shared else []
-    rows += [f"| case | inputs | parent us | speedup | % of {g.name} memory bound "
-             f"| % of {g.name} compute bound |", "|---|---|---|---|---|---|"]  # fmt: skip
+    rows += [
+        f"| case | inputs | parent us | speedup | % of {g.name} memory bound "
+        f"| % of {g.name} compute bound |",
+        "|---|---|---|---|---|---|",
+    ]
     for case in task.cases:
-        inputs = (", ".join(f"{k}={v}" for k, v in case.inputs.items() if k not in shared)
-                  if case.inputs else case_inputs(task, case))  # fmt: skip
+        inputs = (
+            ", ".join(f"{k}={v}" for k, v in case.inputs.items() if k not in shared)
+            if case.inputs
+            else case_inputs(task, case)
+        )
         if not case.timed:
             inputs += " (checked, not timed)"
         r = results.get(case.name)
@@ -110,8 +126,10 @@ def case_table(task: TaskSpec, evaluation: Evaluation | None, target: Target) ->
     if evaluation is None:
         rows.append("(the parent has no evaluation yet)")
     elif not any(r.time_us for r in evaluation.cases):
-        rows.append(f"(the parent was not timed: {evaluation.status.value}, backend "
-                    f"{evaluation.backend or 'unknown'})")  # fmt: skip
+        rows.append(
+            f"(the parent was not timed: {evaluation.status.value}, backend "
+            f"{evaluation.backend or 'unknown'})"
+        )
     return "\n".join(rows)
 
 
@@ -120,8 +138,11 @@ def _shared_inputs(task: TaskSpec) -> dict[str, object]:
     if len(task.cases) < 2:
         return {}
     first = task.cases[0].inputs
-    return {k: v for k, v in first.items()
-            if all(k in c.inputs and c.inputs[k] == v for c in task.cases[1:])}  # fmt: skip
+    return {
+        k: v
+        for k, v in first.items()
+        if all(k in c.inputs and c.inputs[k] == v for c in task.cases[1:])
+    }
 
 
 def _us(value: float | None) -> str:
@@ -329,8 +350,10 @@ def facts_text(facts: tuple[StaticFacts, ...]) -> str:
 
 
 def _cuda_facts_text(facts: tuple[StaticFacts, ...]) -> str:
-    lines = [f"(no AMD toolchain on this machine: the facts of the CUDA build for "
-             f"{', '.join(sorted({f.target for f in facts}))}, in CUDA's terms)"]  # fmt: skip
+    lines = [
+        f"(no AMD toolchain on this machine: the facts of the CUDA build for "
+        f"{', '.join(sorted({f.target for f in facts}))}, in CUDA's terms)"
+    ]
     for f in facts:
         loads = ", ".join(f"{w}:{n}" for w, n in sorted(f.global_loads.items())) or "none"
         lines.append(
@@ -368,8 +391,16 @@ def error_lines(log: str, file_name: str = "kernel.hip") -> list[int]:
 
 def diff_text(parent: str, other: str, name: str = "kernel.hip", limit: int = 120) -> str:
     """A unified diff from the parent to `other`, cut at `limit` lines."""
-    diff = list(difflib.unified_diff(parent.splitlines(), other.splitlines(),
-                                     f"parent/{name}", f"inspiration/{name}", n=2, lineterm=""))  # fmt: skip
+    diff = list(
+        difflib.unified_diff(
+            parent.splitlines(),
+            other.splitlines(),
+            f"parent/{name}",
+            f"inspiration/{name}",
+            n=2,
+            lineterm="",
+        )
+    )
     if not diff:
         return "(same source as the parent)"
     if len(diff) > limit:
@@ -381,8 +412,9 @@ def outcome_line(evaluation: Evaluation | None) -> str:
     """One line: the per-case speedups, or why the candidate failed."""
     if evaluation is None:
         return "not evaluated"
-    timed = [(c.case, c.ref_time_us / c.time_us) for c in evaluation.cases
-             if c.time_us and c.ref_time_us]  # fmt: skip
+    timed = [
+        (c.case, c.ref_time_us / c.time_us) for c in evaluation.cases if c.time_us and c.ref_time_us
+    ]
     if evaluation.status.value == "ok" and timed:
         cases = ", ".join(f"{name} {s:.2f}x" for name, s in timed)
         return f"ok, fitness {evaluation.fitness:.3f}: {cases}"
@@ -399,8 +431,10 @@ def inspiration_text(
     base = parent.hip_source or "" if parent else ""
     parts = []
     for cid, candidate, evaluation in items:
-        parts.append(f"### candidate {cid}: {outcome_line(evaluation)}\n```diff\n"
-                     f"{diff_text(base, candidate.hip_source or '')}\n```")  # fmt: skip
+        parts.append(
+            f"### candidate {cid}: {outcome_line(evaluation)}\n```diff\n"
+            f"{diff_text(base, candidate.hip_source or '')}\n```"
+        )
     return "\n".join(parts)
 
 
@@ -418,8 +452,10 @@ def tried_text(workshop, proposal) -> str:  # noqa: ANN001 (a Workshop and a Pro
         outcome = f"ok, fitness {t.fitness:.3f}" if t.status == "ok" else f"{t.status}: {t.message}"
         whence = "child of the parent" if t.from_parent else f"island {t.island}"
         idea = t.idea or f"(written by {t.agent or 'the offline mutator'}, no idea recorded)"
-        lines.append(f"- candidate {t.candidate_id} (generation {t.generation}, {whence}): "
-                     f"{_cut(idea, 200)} -> {outcome}")  # fmt: skip
+        lines.append(
+            f"- candidate {t.candidate_id} (generation {t.generation}, {whence}): "
+            f"{_cut(idea, 200)} -> {outcome}"
+        )
     return "\n".join(lines) or "(none yet)"
 
 
@@ -435,9 +471,16 @@ def briefing(task: TaskSpec, target: Target) -> str:
 
     source = task.reference.read_text() if task.reference.exists() else ""
     reference, note = reference_text(source)
-    text = render("briefing", task_name=task.name, task_description=task.description,
-                  target=target.sentence(), peaks=target.peaks(), tolerance=tolerance_text(task),
-                  reference_note=note, reference=block(reference or "(not available)"))  # fmt: skip
+    text = render(
+        "briefing",
+        task_name=task.name,
+        task_description=task.description,
+        target=target.sentence(),
+        peaks=target.peaks(),
+        tolerance=tolerance_text(task),
+        reference_note=note,
+        reference=block(reference or "(not available)"),
+    )
     return text.rstrip("\n")
 
 
@@ -457,8 +500,10 @@ def reference_text(source: str) -> tuple[str, str]:
     if contract is None:
         return source, ""
     text, left_out = contract
-    note = (f"The reference's contract (its docstring, constants and Model class; the cases "
-            f"below give the inputs). Left out, since the parent computes them: {left_out}.\n")  # fmt: skip
+    note = (
+        f"The reference's contract (its docstring, constants and Model class; the cases "
+        f"below give the inputs). Left out, since the parent computes them: {left_out}.\n"
+    )
     return text, note
 
 
@@ -491,8 +536,9 @@ def reference_contract(source: str) -> tuple[str, str] | None:
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n", names or "nothing"
 
 
-def mfma_text(target: Target, parent: Candidate | None = None,
-              evaluation: Evaluation | None = None) -> str:  # fmt: skip
+def mfma_text(
+    target: Target, parent: Candidate | None = None, evaluation: Evaluation | None = None
+) -> str:
     """The worked MFMA example where the AMD path counts and the parent uses no matrix cores
     yet (its static facts count no MFMA, its source names none), else nothing."""
     if target.platform != "amd":
@@ -514,11 +560,18 @@ def parent_fields(parent: Candidate | None, target: Target) -> tuple[View, dict[
     source = parent.hip_source or "" if parent else ""
     view = platform_view(source, target.platform)
     other = "NVIDIA" if target.platform == "amd" else "AMD"
-    folded = (f"; {view.folded_lines} lines compiled only for {other} folded into marker lines"
-              if view.folds else "")  # fmt: skip
+    folded = (
+        f"; {view.folded_lines} lines compiled only for {other} folded into marker lines"
+        if view.folds
+        else ""
+    )
     lines = source.count("\n")
-    return view, {"kernel": block(view.text), "kernel_lines": str(lines),
-                  "kernel_folded": folded, "edit_rule": edit_rule(parent)}  # fmt: skip
+    return view, {
+        "kernel": block(view.text),
+        "kernel_lines": str(lines),
+        "kernel_folded": folded,
+        "edit_rule": edit_rule(parent),
+    }
 
 
 def edit_rule(base: Candidate | None) -> str:
@@ -528,12 +581,16 @@ def edit_rule(base: Candidate | None) -> str:
 
     lines = (base.hip_source or "").count("\n") if base else 0
     if lines > WHOLE_FILE_LINES:
-        rule = (f"kernel.hip has {lines} lines: answer with SEARCH/REPLACE edits against the "
-                "lines shown; do not rewrite the file, and leave any marker lines as they are.")  # fmt: skip
+        rule = (
+            f"kernel.hip has {lines} lines: answer with SEARCH/REPLACE edits against the "
+            "lines shown; do not rewrite the file, and leave any marker lines as they are."
+        )
     else:
-        rule = ("Answer with SEARCH/REPLACE edits against the files shown, or with whole files "
-                "(one ```hip block for kernel.hip, one ```python block for model.py; a file you "
-                "leave out is kept as it is).")  # fmt: skip
+        rule = (
+            "Answer with SEARCH/REPLACE edits against the files shown, or with whole files "
+            "(one ```hip block for kernel.hip, one ```python block for model.py; a file you "
+            "leave out is kept as it is)."
+        )
     return render("edits", rule=rule).rstrip("\n")
 
 

@@ -68,9 +68,13 @@ class AgentContext:
         so far (agents/llm/messages.py)."""
         assert self.ensemble is not None
         earlier = [*history[:-1], marked(history[-1])] if history else []
-        messages = within_marker_limit([
-            system_message(system_prompt(role)), *earlier, as_prompt(prompt).message(),
-        ])  # fmt: skip
+        messages = within_marker_limit(
+            [
+                system_message(system_prompt(role)),
+                *earlier,
+                as_prompt(prompt).message(),
+            ]
+        )
         call = self._complete(role, messages, schema)
         if call.error_class != "cancelled":
             self.workshop.pace.called(call.latency_s)  # what the run's pace rests on
@@ -122,9 +126,19 @@ def cancelled(role: str, model: str, messages: list[Message], latency_s: float) 
     tokens_in = sum(count_tokens(text_of(m)) for m in messages)
     cost, known = priced(model, tokens_in, 0) if latency_s > 0.0 else (0.0, True)
     return LLMCall(
-        role=role, model=model, prompt_hash=prompt_hash(messages), text="",
-        tokens_in=tokens_in, tokens_out=0, cost_usd=cost, cost_known=known, latency_s=latency_s,
-        attempts=0 if latency_s == 0.0 else 1, status="error", error_class="cancelled",
+        role=role,
+        model=model,
+        prompt_hash=prompt_hash(messages),
+        text="",
+        tokens_in=tokens_in,
+        tokens_out=0,
+        cost_usd=cost,
+        cost_known=known,
+        latency_s=latency_s,
+        attempts=0 if latency_s == 0.0 else 1,
+        status="error",
+        error_class="cancelled",
         error="the run's budget was spent while this reply was being written: no child it "
-        "leads to could be evaluated", tokens_estimated=True,
-    )  # fmt: skip
+        "leads to could be evaluated",
+        tokens_estimated=True,
+    )

@@ -33,7 +33,9 @@ from hipevolve.evolution.workshop import Workshop
 
 class AgentPolicy:
     def __init__(
-        self, ensemble: Ensemble | None, limits: AgentLimits | None = None,
+        self,
+        ensemble: Ensemble | None,
+        limits: AgentLimits | None = None,
         target: Target | None = None,
     ) -> None:
         self.ensemble = ensemble
@@ -48,8 +50,10 @@ class AgentPolicy:
     def stop_reason(self) -> str | None:
         stalled = self.limits.stall_generations
         if stalled and self._stalled >= stalled:
-            return (f"no new evaluation in {self._stalled} generations: every candidate the "
-                    "models wrote repeats code already evaluated")  # fmt: skip
+            return (
+                f"no new evaluation in {self._stalled} generations: every candidate the "
+                "models wrote repeats code already evaluated"
+            )
         return self.ensemble.stop_reason() if self.ensemble else None
 
     def concurrency(self, workshop: Workshop) -> int:
@@ -63,8 +67,9 @@ class AgentPolicy:
     def shares(self) -> Shares:
         """The most of the run's budget the tuner, head-to-heads and re-checks may spend."""
         limits = self.limits
-        return Shares(tuner=limits.tuner_share, duels=limits.duel_share,
-                      rechecks=limits.recheck_share)  # fmt: skip
+        return Shares(
+            tuner=limits.tuner_share, duels=limits.duel_share, rechecks=limits.recheck_share
+        )
 
     def warm(self) -> None:
         """Imports the model client and loads the tokenizer on a daemon thread (seconds of
@@ -88,8 +93,14 @@ class AgentPolicy:
         if self.ensemble is not None and not self._recorded:
             record_models(workshop.archive, workshop.run, self.ensemble.settings)
             self._recorded = True
-        ctx = AgentContext(task=workshop.task, workshop=workshop, limits=self.limits,
-                           ensemble=self.ensemble, rng=rng, target=self.target)  # fmt: skip
+        ctx = AgentContext(
+            task=workshop.task,
+            workshop=workshop,
+            limits=self.limits,
+            ensemble=self.ensemble,
+            rng=rng,
+            target=self.target,
+        )
         scratchpad.write_note(ctx)  # every agents.scratchpad_every generations
         graph = build_graph(ctx)
         config = {"recursion_limit": self.limits.recursion_limit()}
@@ -117,10 +128,15 @@ class AgentPolicy:
                 workshop.evaluation_of(proposal.parent.candidate_id) if proposal.parent else None
             )
             state: ProposalState = {
-                "proposal": proposal, "parent": parent,
-                "parent_evaluation": parent_eval, "repair_turns": 0, "rechecks": 0,
-                "phase": "screen", "children": [], "stopped": None,
-            }  # fmt: skip
+                "proposal": proposal,
+                "parent": parent,
+                "parent_evaluation": parent_eval,
+                "repair_turns": 0,
+                "rechecks": 0,
+                "phase": "screen",
+                "children": [],
+                "stopped": None,
+            }
             final = graph.invoke(state, config=config)
             failure = final.get("failure")
             if failure is not None and failure.kind == "duplicate":
@@ -143,7 +159,8 @@ class AgentPolicy:
             # proposals none of whose graph runs started (what budget is left, the runs in
             # flight may spend): as a repeat, nothing for the offline mutator to replace
             self._repeated[workshop.generation] = (
-                len(repeats) == len(attempted) if attempted else bool(chosen))
+                len(repeats) == len(attempted) if attempted else bool(chosen)
+            )
         return [child for batch in batches for child in batch]
 
     def repeated(self, generation: int) -> bool:

@@ -31,8 +31,14 @@ INSPIRATION_TOKENS = 600  # all inspirations' diffs together, at most
 
 def inspirations_of(ctx: AgentContext, state: ProposalState) -> list[Inspiration]:
     proposal = state["proposal"]
-    return [(e.candidate_id, ctx.workshop.source(e.candidate_id),
-             ctx.workshop.evaluation_of(e.candidate_id)) for e in proposal.inspirations]  # fmt: skip
+    return [
+        (
+            e.candidate_id,
+            ctx.workshop.source(e.candidate_id),
+            ctx.workshop.evaluation_of(e.candidate_id),
+        )
+        for e in proposal.inspirations
+    ]
 
 
 def inspirations_text(parent: Candidate | None, items: list[Inspiration]) -> str:
@@ -84,11 +90,13 @@ def parent_text(
     return head, memory.rstrip("\n") + "\n\n"
 
 
-def proposal_prompt(ctx: AgentContext, state: ProposalState, own: str,
-                    inspirations: str | None = None) -> Prompt:  # fmt: skip
+def proposal_prompt(
+    ctx: AgentContext, state: ProposalState, own: str, inspirations: str | None = None
+) -> Prompt:
     """The role's prompt: the briefing, the parent and the memory (each cached), then its own
     text."""
     head = briefing.briefing(ctx.task, ctx.target) + "\n\n"
     parent, memory = parent_text(ctx, state, inspirations)
-    return Prompt((Part(head, cached=True), Part(parent, cached=True), Part(memory, cached=True),
-                   Part(own)))  # fmt: skip
+    return Prompt(
+        (Part(head, cached=True), Part(parent, cached=True), Part(memory, cached=True), Part(own))
+    )

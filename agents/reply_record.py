@@ -23,8 +23,17 @@ def exchange(
     """The conversation so far: the earlier turns, this prompt as it was sent (its cache
     markers kept, so a repair turn reads the same prefix from the provider's cache) and the
     model's reply to it (what a repair turn follows up on)."""
-    return (*history, as_prompt(prompt).message(),
-            {"role": "assistant", "content": call.text})  # fmt: skip
+    return (*history, as_prompt(prompt).message(), {"role": "assistant", "content": call.text})
+
+
+def call_failed(ctx: AgentContext, call: LLMCall) -> dict:
+    """The state update of a role whose model call failed: no candidate, an `llm_error`
+    failure, and the ensemble's reason to stop the run, if it has one (a spent budget)."""
+    return {
+        "candidate": None,
+        "stopped": ctx.ensemble.stop_reason() if ctx.ensemble else None,
+        "failure": Failure(kind="llm_error", message=call.error or ""),
+    }
 
 
 def candidate_from(

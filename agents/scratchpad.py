@@ -50,23 +50,30 @@ def build_note(archive: Archive, run: int, generation: int, max_tokens: int) -> 
     """The note after the run's evaluations so far, at most `max_tokens` tokens; "" when no
     child has been evaluated yet."""
     rows = {a.candidate_id: a for a in archive.attempted(run)}
-    entries = [_Entry(a, rows.get(a.parent_id) if a.parent_id is not None else None)
-               for a in rows.values() if a.generation > 0]  # fmt: skip
+    entries = [
+        _Entry(a, rows.get(a.parent_id) if a.parent_id is not None else None)
+        for a in rows.values()
+        if a.generation > 0
+    ]
     if not entries:
         return ""
     ok = [a for a in rows.values() if a.status == "ok"]
-    head = [f"After generation {generation}: {len(rows)} candidates evaluated, {len(ok)} "
-            f"correct."]  # fmt: skip
+    head = [f"After generation {generation}: {len(rows)} candidates evaluated, {len(ok)} correct."]
     if ok:
         top = max(ok, key=lambda a: (a.fitness, -a.candidate_id))
-        head[0] += (f" Best fitness {top.fitness:.3f} (candidate {top.candidate_id}, "
-                    f"generation {top.generation}).")  # fmt: skip
+        head[0] += (
+            f" Best fitness {top.fitness:.3f} (candidate {top.candidate_id}, "
+            f"generation {top.generation})."
+        )
     return _fit(head, _sections(archive, entries), max_tokens)
 
 
 def _sections(archive: Archive, entries: list[_Entry]) -> list[tuple[str, list[str]]]:
-    improved = [e for e in entries if e.child.status == "ok" and e.parent_fitness is not None
-                and e.fitness > e.parent_fitness]  # fmt: skip
+    improved = [
+        e
+        for e in entries
+        if e.child.status == "ok" and e.parent_fitness is not None and e.fitness > e.parent_fitness
+    ]
     better = {e.child.candidate_id for e in improved}
     flat = [e for e in entries if e.child.status == "ok" and e.child.candidate_id not in better]
     failed: dict[str, list[_Entry]] = defaultdict(list)
@@ -77,23 +84,39 @@ def _sections(archive: Archive, entries: list[_Entry]) -> list[tuple[str, list[s
     flat.sort(key=lambda e: -e.child.candidate_id)
     out = []
     if improved:
-        out.append((f"Beat their parent ({len(improved)}, largest gain first):",
-                    [_improved_line(archive, e) for e in improved[: SHOWN["improved"]]]))  # fmt: skip
+        out.append(
+            (
+                f"Beat their parent ({len(improved)}, largest gain first):",
+                [_improved_line(archive, e) for e in improved[: SHOWN["improved"]]],
+            )
+        )
     if flat:
-        out.append((f"Correct but not faster than their parent ({len(flat)}, newest first):",
-                    [_flat_line(archive, e) for e in flat[: SHOWN["flat"]]]))  # fmt: skip
+        out.append(
+            (
+                f"Correct but not faster than their parent ({len(flat)}, newest first):",
+                [_flat_line(archive, e) for e in flat[: SHOWN["flat"]]],
+            )
+        )
     if failed:
         groups = sorted(failed.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        out.append((f"Failed ({sum(len(v) for v in failed.values())}):",
-                    [_failed_line(archive, status, group)
-                     for status, group in groups[: SHOWN["failed"]]]))  # fmt: skip
+        out.append(
+            (
+                f"Failed ({sum(len(v) for v in failed.values())}):",
+                [
+                    _failed_line(archive, status, group)
+                    for status, group in groups[: SHOWN["failed"]]
+                ],
+            )
+        )
     return out
 
 
 def _who(e: _Entry) -> str:
     c = e.child
-    return (f"candidate {c.candidate_id} (generation {c.generation}, {c.agent or 'offline'}"
-            f"{', ' + c.model if c.model else ''})")  # fmt: skip
+    return (
+        f"candidate {c.candidate_id} (generation {c.generation}, {c.agent or 'offline'}"
+        f"{', ' + c.model if c.model else ''})"
+    )
 
 
 def _idea(archive: Archive, e: _Entry) -> str:
@@ -108,10 +131,12 @@ def _moves(archive: Archive, e: _Entry) -> str:
     if e.parent is None:
         return ""
     try:
-        was = current_configuration(parse_tunables(
-            archive.candidate(e.parent.candidate_id).candidate.hip_source or ""))
-        now = current_configuration(parse_tunables(
-            archive.candidate(e.child.candidate_id).candidate.hip_source or ""))
+        was = current_configuration(
+            parse_tunables(archive.candidate(e.parent.candidate_id).candidate.hip_source or "")
+        )
+        now = current_configuration(
+            parse_tunables(archive.candidate(e.child.candidate_id).candidate.hip_source or "")
+        )
     except TunableError:
         return ""
     moved = [f"{k} {was[k]}->{v}" for k, v in now.items() if k in was and was[k] != v]
@@ -162,6 +187,7 @@ def _case_moves(child: Evaluation | None, parent: Evaluation | None) -> tuple[st
 def _fit(head: list[str], sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
     """The note within `max_tokens`: lines go from the end of a section, the flat ones first,
     then the rarer failures, then the smaller gains; last, the text itself is cut."""
+
     def text() -> str:
         parts = list(head)
         for title, lines in sections:
@@ -233,8 +259,7 @@ def _model_note(ctx: AgentContext, facts: str) -> tuple[str, str] | None:
     from hipevolve.prompts.render import render
 
     bound = ctx.limits.scratchpad_tokens
-    prompt = render("scratchpad", task_name=ctx.task.name, words=str(int(bound * 0.6)),
-                    facts=facts)  # fmt: skip
+    prompt = render("scratchpad", task_name=ctx.task.name, words=str(int(bound * 0.6)), facts=facts)
     call = ctx.ask(WRITER_ROLE, prompt)
     text = call.text.strip() if call.ok else ""
     if not text:

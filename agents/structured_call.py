@@ -46,15 +46,16 @@ def ask_json(ctx: AgentContext, role: str, prompt: str, schema: type[T]) -> Json
     again = repair_prompt(role, reading.error, schema)
     retry = ctx.ask(role, again, history=exchange(prompt, call), schema=schema)
     if not retry.ok:
-        ctx.log("reply_fallback", {"role": role, "error": reading.error,
-                                   "repair_call": retry.error_class})  # fmt: skip
+        ctx.log(
+            "reply_fallback",
+            {"role": role, "error": reading.error, "repair_call": retry.error_class},
+        )
         return _failed(ctx)
     repaired = _read(ctx, role, retry, schema, turn=2)
     if repaired.answer is not None:
         ctx.log("reply_repaired", {"role": role, "error": reading.error})
         return JsonAnswer(repaired.answer)
-    ctx.log("reply_fallback", {"role": role, "error": repaired.error,
-                               "first_error": reading.error})  # fmt: skip
+    ctx.log("reply_fallback", {"role": role, "error": repaired.error, "first_error": reading.error})
     return JsonAnswer(None)
 
 
@@ -71,8 +72,9 @@ def _read(ctx: AgentContext, role: str, call: LLMCall, schema: type[T], turn: in
         error = reading.error
         if (call.finish_reason or "").lower() in TRUNCATED_FINISH:
             error = f"the reply was cut off at the token limit ({error}); answer shorter"
-        ctx.log("reply_error", {"role": role, "turn": turn, "error": error,
-                                "reply": call.text[:2000]})  # fmt: skip
+        ctx.log(
+            "reply_error", {"role": role, "turn": turn, "error": error, "reply": call.text[:2000]}
+        )
         return Reading(None, error)
     if reading.repairs:
         ctx.log("reply_slips", {"role": role, "turn": turn, "repairs": list(reading.repairs)})

@@ -50,10 +50,11 @@ class Queries:
             [run],
         )
         return [
-            Outcome(candidate_id=r[0], island=r[1] or 0, generation=r[2] or 0, status=r[3],
-                    fitness=r[4])
+            Outcome(
+                candidate_id=r[0], island=r[1] or 0, generation=r[2] or 0, status=r[3], fitness=r[4]
+            )
             for r in rows
-        ]  # fmt: skip
+        ]
 
     def count_scored(self, run: int) -> int:
         """Candidates of the run that have an evaluation (cache hits from other runs included)."""
@@ -85,17 +86,28 @@ class Queries:
         )
         for r in cursor:
             record = CandidateRecord(
-                id=r[0], run=r[1], source_hash=r[2], agent=r[7] or "", model=r[8] or "",
-                prompt_hash=r[9] or "", island=r[10] or 0, generation=r[11] or 0, created=r[12],
+                id=r[0],
+                run=r[1],
+                source_hash=r[2],
+                agent=r[7] or "",
+                model=r[8] or "",
+                prompt_hash=r[9] or "",
+                island=r[10] or 0,
+                generation=r[11] or 0,
+                created=r[12],
                 fitness=r[13],
-                candidate=Candidate(format=r[3], name=r[4] or f"c{r[0]}", hip_source=r[5],
-                                    python_source=r[6]),
+                candidate=Candidate(
+                    format=r[3], name=r[4] or f"c{r[0]}", hip_source=r[5], python_source=r[6]
+                ),
                 attempt=Attempt(idea=r[18] or "", diagnosis=r[19] or "", reply=r[20] or ""),
-            )  # fmt: skip
+            )
             yield EvaluatedRecord(
-                candidate=record, evaluation_id=r[14], evaluated_for=r[15],
-                evaluation=Evaluation.model_validate_json(r[16]), evaluated=r[17],
-            )  # fmt: skip
+                candidate=record,
+                evaluation_id=r[14],
+                evaluated_for=r[15],
+                evaluation=Evaluation.model_validate_json(r[16]),
+                evaluated=r[17],
+            )
 
     def tried_near(self, run: int, parent: int | None, island: int, limit: int = 6) -> list[Tried]:
         """The latest evaluated attempts from `parent` and on `island` (the parent's children
@@ -117,9 +129,19 @@ class Queries:
             if r[5] != "ok":
                 lines = Evaluation.model_validate_json(r[7]).message.strip().splitlines()
                 message = lines[0][:200] if lines else ""
-            tried.append(Tried(candidate_id=r[0], generation=r[1] or 0, island=r[2] or 0,
-                               agent=r[3] or "", from_parent=bool(r[8]), idea=r[4], status=r[5],
-                               fitness=r[6], message=message))  # fmt: skip
+            tried.append(
+                Tried(
+                    candidate_id=r[0],
+                    generation=r[1] or 0,
+                    island=r[2] or 0,
+                    agent=r[3] or "",
+                    from_parent=bool(r[8]),
+                    idea=r[4],
+                    status=r[5],
+                    fitness=r[6],
+                    message=message,
+                )
+            )
         return tried
 
     def llm_usage_by_role(self, run: int) -> list[RoleUsage]:
@@ -132,18 +154,30 @@ class Queries:
             [run],
         )
         return [
-            RoleUsage(role=r[0], model=r[1] or "", calls=r[2], tokens_in=r[3], tokens_out=r[4],
-                      cost_usd=r[5], mean_latency_s=r[6])
+            RoleUsage(
+                role=r[0],
+                model=r[1] or "",
+                calls=r[2],
+                tokens_in=r[3],
+                tokens_out=r[4],
+                cost_usd=r[5],
+                mean_latency_s=r[6],
+            )
             for r in rows
-        ]  # fmt: skip
+        ]
 
     def llm_usage_by_model(self, run: int) -> list[ModelUsage]:
         """The run's LLM calls summed per model, with the evaluated children each model wrote
         and how many of them beat the code their gain counts from (attempted); by model name."""
-        calls = {r[0]: r[1:] for r in self._rows(
-            "SELECT model, count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),"
-            " coalesce(sum(cost_usd), 0.0) FROM llm_calls WHERE run = ? AND coalesce(model, '')"
-            " != '' GROUP BY model", [run])}  # fmt: skip
+        calls = {
+            r[0]: r[1:]
+            for r in self._rows(
+                "SELECT model, count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),"
+                " coalesce(sum(cost_usd), 0.0) FROM llm_calls WHERE run = ? AND coalesce(model, '')"
+                " != '' GROUP BY model",
+                [run],
+            )
+        }
         children: dict[str, tuple[int, int]] = {}  # model -> (evaluated children, improved)
         for child, base in self._gains(run):
             if child.model:
@@ -154,8 +188,17 @@ class Queries:
         for model in sorted(set(calls) | set(children)):
             n, t_in, t_out, cost = calls.get(model, (0, 0, 0, 0.0))
             written, improved = children.get(model, (0, 0))
-            out.append(ModelUsage(model=model, calls=n, tokens_in=t_in, tokens_out=t_out,
-                                  cost_usd=cost, children=written, improved=improved))  # fmt: skip
+            out.append(
+                ModelUsage(
+                    model=model,
+                    calls=n,
+                    tokens_in=t_in,
+                    tokens_out=t_out,
+                    cost_usd=cost,
+                    children=written,
+                    improved=improved,
+                )
+            )
         return out
 
     def attempted(self, run: int) -> list[Attempted]:
@@ -185,10 +228,19 @@ class Queries:
                 cid = parent.get(cid)
             return cid if cid is not None and status.get(cid) == "ok" else None
 
-        return [Attempted(candidate_id=r[0], generation=r[1] or 0, agent=r[2] or "",
-                          model=r[3] or "", fitness=r[4], status=r[5], idea=r[6],
-                          parent_id=correct(r[7]))
-                for r in rows]  # fmt: skip
+        return [
+            Attempted(
+                candidate_id=r[0],
+                generation=r[1] or 0,
+                agent=r[2] or "",
+                model=r[3] or "",
+                fitness=r[4],
+                status=r[5],
+                idea=r[6],
+                parent_id=correct(r[7]),
+            )
+            for r in rows
+        ]
 
     def credits(self, run: int) -> list[Credit]:
         """Per role and model: the fitness its evaluated children gained over the code their
@@ -199,14 +251,16 @@ class Queries:
             if child.model:
                 gain = child.fitness - (base.fitness if base is not None else 0.0)
                 reward[(child.agent, child.model)] += max(0.0, gain)
-        return [Credit(role=role, model=model, reward=r)
-                for (role, model), r in sorted(reward.items())]  # fmt: skip
+        return [
+            Credit(role=role, model=model, reward=r) for (role, model), r in sorted(reward.items())
+        ]
 
     def _gains(self, run: int) -> list[tuple[Attempted, Attempted | None]]:
         """Each evaluated candidate of the run with the one its gain counts from (or None)."""
         rows = {a.candidate_id: a for a in self.attempted(run)}
-        return [(a, rows.get(a.parent_id) if a.parent_id is not None else None)
-                for a in rows.values()]  # fmt: skip
+        return [
+            (a, rows.get(a.parent_id) if a.parent_id is not None else None) for a in rows.values()
+        ]
 
     def stored_task(self, name: str) -> TaskSpec | None:
         """The task spec a run stored when it started, or None."""

@@ -185,7 +185,8 @@ class Attempted(Record):
     idea: str
     parent_id: int | None = Field(
         description="its fittest evaluated mutation or crossover parent, or where that one "
-        "failed, the nearest correct ancestor of it: what its gain counts from")
+        "failed, the nearest correct ancestor of it: what its gain counts from"
+    )
 
 
 class Credit(Record):
@@ -193,8 +194,10 @@ class Credit(Record):
 
     role: str
     model: str
-    reward: float = Field(description="sum over its evaluated children of max(0, fitness - "
-                          "the fittest parent's fitness)")
+    reward: float = Field(
+        description="sum over its evaluated children of max(0, fitness - "
+        "the fittest parent's fitness)"
+    )
 
 
 class Note(Record):

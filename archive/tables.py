@@ -164,8 +164,9 @@ class Tables:
 
     def _attempt(self, candidate_id: int) -> Attempt:
         """The idea, diagnosis and reply an agent stored with a candidate (empty: none)."""
-        rows = self._rows("SELECT idea, diagnosis, reply FROM attempts WHERE candidate = ?",
-                          [candidate_id])  # fmt: skip
+        rows = self._rows(
+            "SELECT idea, diagnosis, reply FROM attempts WHERE candidate = ?", [candidate_id]
+        )
         if not rows:
             return Attempt()
         idea, diagnosis, reply = rows[0]
@@ -191,8 +192,9 @@ class Tables:
             " WHERE run = ? ORDER BY id",
             [run],
         )
-        return [Stored(candidate_id=r[0], source_hash=r[1], generation=r[2], agent=r[3])
-                for r in rows]  # fmt: skip
+        return [
+            Stored(candidate_id=r[0], source_hash=r[1], generation=r[2], agent=r[3]) for r in rows
+        ]
 
     # ------------------------------------------------------------------------ queue
 
@@ -227,8 +229,13 @@ class Tables:
     # ------------------------------------------------------------------------ evaluations
 
     def record_evaluation(
-        self, candidate_id: int, evaluation: Evaluation, settings_key: str, toolchain: str,
-        *, scores: bool = True,
+        self,
+        candidate_id: int,
+        evaluation: Evaluation,
+        settings_key: str,
+        toolchain: str,
+        *,
+        scores: bool = True,
     ) -> Evaluation:
         """Stores the evaluation and marks the candidate's queue row done, in one transaction.
 
@@ -336,8 +343,12 @@ class Tables:
             )
             if rows:
                 r = rows[0]
-                return Scored(candidate_id=r[0], island=r[1] or 0, fitness=r[2],
-                              evaluation=Evaluation.model_validate_json(r[3]))  # fmt: skip
+                return Scored(
+                    candidate_id=r[0],
+                    island=r[1] or 0,
+                    fitness=r[2],
+                    evaluation=Evaluation.model_validate_json(r[3]),
+                )
         found = self.top(run, 1)
         return found[0] if found else None
 
@@ -345,7 +356,9 @@ class Tables:
         """The candidate the run's last checkpoint (or its end) names as its best, if any."""
         row = self._rows(
             "SELECT data FROM events WHERE run = ? AND kind IN ('generation', 'champion')"
-            " ORDER BY id DESC LIMIT 1", [run])  # fmt: skip
+            " ORDER BY id DESC LIMIT 1",
+            [run],
+        )
         if not row:
             return None
         found = json.loads(row[0][0]).get("champion")
@@ -452,9 +465,13 @@ class Tables:
         """The run's scratchpad notes, oldest first."""
         rows = self._rows(
             "SELECT run, generation, text, author, created FROM notes WHERE run = ?"
-            " ORDER BY generation", [run])  # fmt: skip
-        return [Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
-                for r in rows]  # fmt: skip
+            " ORDER BY generation",
+            [run],
+        )
+        return [
+            Note(run=r[0], generation=r[1], text=r[2], author=r[3] or "", created=r[4])
+            for r in rows
+        ]
 
     def log_event(self, run: int, kind: str, data: Mapping[str, Any]) -> int:
         with self._write():

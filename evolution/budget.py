@@ -69,8 +69,7 @@ def check_budget(budget: int) -> int:
     command line before it opens the archive, the run loop for library callers)."""
     if budget < 1:
         raise UserError(
-            f"--budget {budget}: the budget counts verifier evaluations, so at least one is "
-            "needed",
+            f"--budget {budget}: the budget counts verifier evaluations, so at least one is needed",
             "pass --budget 1 or more",
         )
     return budget
@@ -126,8 +125,9 @@ class RunBudget:
         self._lock = threading.RLock()
 
     @classmethod
-    def from_archive(cls, archive: Archive, run: int, limit: int | None = None,
-                     reserve: int = 0) -> RunBudget:  # fmt: skip
+    def from_archive(
+        cls, archive: Archive, run: int, limit: int | None = None, reserve: int = 0
+    ) -> RunBudget:
         """The run's budget as its archive records it: the ledger a resumed run continues and
         `evolve report` counts. limit None: the run's own (recorded_limit)."""
         budget = cls(recorded_limit(archive, run) if limit is None else limit, reserve)
@@ -138,9 +138,11 @@ class RunBudget:
             tuned=[s.source_hash for s in stored if s.agent == TUNER],
             copies=[s.source_hash for s in stored if s.candidate_id in copies],
             rechecks=sum(e.data.get("status") != "skipped" for e in archive.events(run, RECHECK)),
-            duels=[(int(e.data.get("generation", 0)), int(e.data["evaluations"]))
-                   for e in archive.events(run, DUEL)],
-        )  # fmt: skip
+            duels=[
+                (int(e.data.get("generation", 0)), int(e.data["evaluations"]))
+                for e in archive.events(run, DUEL)
+            ],
+        )
         return budget
 
     def restore(
@@ -199,8 +201,9 @@ class RunBudget:
 
     # ---------------------------------------------------------------- spending
 
-    def admit(self, source_hash: str, generation: int = 0, *, room: int | None = None,
-              by: str = "") -> Admission:  # fmt: skip
+    def admit(
+        self, source_hash: str, generation: int = 0, *, room: int | None = None, by: str = ""
+    ) -> Admission:
         """Decides one proposal of `generation`; a duplicate is a duplicate even when the budget
         is spent. room: the units it may use where an Allowance counts them (None: what the
         search has left now). by: the agent that wrote it (the tuner's share bounds TUNER's)."""
@@ -313,9 +316,11 @@ class RunBudget:
         self._duel_total += evaluations
 
     def __repr__(self) -> str:
-        return (f"RunBudget(limit={self.limit}, reserve={self.reserve}, spent={self.spent}, "
-                f"copies={self.copies}, duels={self.duels}, rechecks={self.rechecks}, "
-                f"tuned={self.tuned})")  # fmt: skip
+        return (
+            f"RunBudget(limit={self.limit}, reserve={self.reserve}, spent={self.spent}, "
+            f"copies={self.copies}, duels={self.duels}, rechecks={self.rechecks}, "
+            f"tuned={self.tuned})"
+        )
 
 
 class Allowance:

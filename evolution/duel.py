@@ -78,26 +78,29 @@ def decide(
     mine = [e for who, e in zip(order, evaluations, strict=True) if who == "child"]
     theirs = [e for who, e in zip(order, evaluations, strict=True) if who == "incumbent"]
     rounds = len(mine)
-    # A side that failed a round loses the duel outright: the incumbent first, then the child.
-    for side, evaluated, winner in (("incumbent", theirs, "child"), ("child", mine, "incumbent")):
-        bad = next((e for e in evaluated if not e.ok), None)
-        if bad is not None:
-            why = f"the {side} was {bad.status.value} in a round"
-            return Duel(child=child, incumbent=incumbent, rounds=rounds, gain=0.0,
-                        uncertainty=0.0, winner=winner, why=why)  # fmt: skip
-    logs = [
-        math.log1p(g) for a, b in zip(mine, theirs, strict=True) if (g := gain_of(a, b)) is not None
-    ]
-    if not logs:
+
+    def unmeasured(winner: str, why: str) -> Duel:
+        """An outcome decided with no gain measured."""
         return Duel(
             child=child,
             incumbent=incumbent,
             rounds=rounds,
             gain=0.0,
             uncertainty=0.0,
-            winner="incumbent",
-            why="no case timed by both",
+            winner=winner,
+            why=why,
         )
+
+    # A side that failed a round loses the duel outright: the incumbent first, then the child.
+    for side, evaluated, winner in (("incumbent", theirs, "child"), ("child", mine, "incumbent")):
+        bad = next((e for e in evaluated if not e.ok), None)
+        if bad is not None:
+            return unmeasured(winner, f"the {side} was {bad.status.value} in a round")
+    logs = [
+        math.log1p(g) for a, b in zip(mine, theirs, strict=True) if (g := gain_of(a, b)) is not None
+    ]
+    if not logs:
+        return unmeasured("incumbent", "no case timed by both")
     spread = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
     trials = math.sqrt(
         statistics.fmean(

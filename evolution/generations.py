@@ -134,8 +134,10 @@ class Staged(BaseModel):
     done: dict[int, Evaluation | None] = Field(description="evaluations the archive had")
     pending: list[int] = Field(description="candidates the evaluator scores, in this order")
     copies: dict[int, int] = Field(
-        default_factory=dict, description="machine-code copy -> the candidate whose result it "
-        "takes (evolution/recorder.py), recorded once the original's is")  # fmt: skip
+        default_factory=dict,
+        description="machine-code copy -> the candidate whose result it "
+        "takes (evolution/recorder.py), recorded once the original's is",
+    )
     prepared: list[Prepared] = Field(
         description="the pending candidates as the evaluator prepared them, for its `run`"
     )
@@ -152,8 +154,11 @@ class RunSummary(Frozen):
         default="", description="the final head-to-head of the run's best against the seed"
     )
     baseline: str = Field(default="", description="what the speedups are measured against")
-    against: str = Field(default="", description="the run's best over the reference and each "
-                         "strong baseline, with their uncertainty")  # fmt: skip
+    against: str = Field(
+        default="",
+        description="the run's best over the reference and each "
+        "strong baseline, with their uncertainty",
+    )
     islands: str = Field(
         default="",
         description="how distinct the islands ended (elites each, "
@@ -302,8 +307,12 @@ class Search:
             swept = self._sweep(islands, workshop, generation)  # evaluating while models write
             found = self.policy.children(proposals, workshop, rng)
             found = [c for c, done in ((c, f.result()) for c, f in swept) if done] + found
-            if (found or self.policy.stop_reason() is not None or self.policy.repeated(generation)
-                    or admitted.exhausted):  # fmt: skip
+            if (
+                found
+                or self.policy.stop_reason() is not None
+                or self.policy.repeated(generation)
+                or admitted.exhausted
+            ):
                 return found  # repeats count toward the stall stop (agents.stall_generations)
             # The models wrote nothing that could be evaluated this generation (every reply
             # malformed): the offline mutator writes it, so the search goes on.
@@ -411,8 +420,9 @@ class Search:
         self.recorder.add_evaluated(len(staged.pending))
         return [(cid, island, done[cid]) for cid, island in staged.ids]  # type: ignore[misc]
 
-    def _orphans(self, planned: set[int], allowance: Allowance,
-                 generation: int) -> list[tuple[int, int]]:  # fmt: skip
+    def _orphans(
+        self, planned: set[int], allowance: Allowance, generation: int
+    ) -> list[tuple[int, int]]:
         """Queued candidates of `generation` the replay did not propose again (a run written by
         another version of the policy): evaluated all the same, since the budget counted them."""
         found = []
@@ -481,8 +491,9 @@ class Search:
         counts = self.archive.evaluation_counts(self.run)
         total, ok = counts.evaluated, counts.ok
         tops = [b for b in (best(i) for i in islands) if b is not None]
-        top = self.referee.champion or max(tops, key=lambda e: (e.fitness, -e.candidate_id),
-                                           default=None)  # fmt: skip
+        top = self.referee.champion or max(
+            tops, key=lambda e: (e.fitness, -e.candidate_id), default=None
+        )
         speedups: dict[str, float] = {}
         if top is not None:
             evaluation = self.archive.evaluation_of(top.candidate_id)
@@ -549,8 +560,9 @@ class Search:
             if interrupted
             else None
         )
-        self.archive.log_event(self.run, "champion", self.referee.checkpoint()
-                               | {"confirmation": confirmation})  # fmt: skip
+        self.archive.log_event(
+            self.run, "champion", self.referee.checkpoint() | {"confirmation": confirmation}
+        )
         self.archive.log_event(self.run, "stop", {"reason": reason, "generation": generation})
         self.archive.finish_run(self.run, "interrupted" if interrupted else "finished")
         message = messages[reason] + (f"; {resume}" if resume else "")
@@ -579,8 +591,9 @@ def admitted_seed(evaluation: Evaluation) -> Evaluation:
     if evaluation.status is not Status.suspect or not all(c.correct for c in evaluation.cases):
         return evaluation
     note = f"{SEED_ADMITTED} {evaluation.message}"[:300]
-    return evaluation.model_copy(update={"status": Status.ok, "message": "",
-                                         "flags": (*evaluation.flags, note)})  # fmt: skip
+    return evaluation.model_copy(
+        update={"status": Status.ok, "message": "", "flags": (*evaluation.flags, note)}
+    )
 
 
 def islands_line(archive: Archive, islands: Sequence[Island]) -> str:
@@ -591,10 +604,19 @@ def islands_line(archive: Archive, islands: Sequence[Island]) -> str:
     sizes = "/".join(str(len(island.grid)) for island in islands)
     own = "/".join(map(str, own_elites(islands)))
     elites = sorted({e.candidate_id for island in islands for e in island.elites})
-    source = next((axes_source(ev.static) for cid in elites
-                   if (ev := archive.evaluation_of(cid)) is not None and ev.static), "")  # fmt: skip
-    axes = (f"occ, lds, vec and mfma from the {source}" if source else
-            "no static facts: the occ, lds, vec and mfma axes read ?")  # fmt: skip
+    source = next(
+        (
+            axes_source(ev.static)
+            for cid in elites
+            if (ev := archive.evaluation_of(cid)) is not None and ev.static
+        ),
+        "",
+    )
+    axes = (
+        f"occ, lds, vec and mfma from the {source}"
+        if source
+        else "no static facts: the occ, lds, vec and mfma axes read ?"
+    )
     return f"islands: {sizes} elites, {own} of them on no other island; {axes}"
 
 

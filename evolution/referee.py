@@ -60,8 +60,15 @@ def confirmation_rounds(settings: FitnessSettings, budget: int, *, exact: bool) 
 
 
 class Referee:
-    def __init__(self, archive: Archive, run: int, evaluate: Evaluator, recorder: Recorder,
-                 settings: FitnessSettings, budget: RunBudget) -> None:  # fmt: skip
+    def __init__(
+        self,
+        archive: Archive,
+        run: int,
+        evaluate: Evaluator,
+        recorder: Recorder,
+        settings: FitnessSettings,
+        budget: RunBudget,
+    ) -> None:
         self.archive, self.run, self.evaluate = archive, run, evaluate
         self.recorder, self.settings = recorder, settings
         # Numbers from no device carry no timing noise: nothing goes head to head.
@@ -82,8 +89,9 @@ class Referee:
         """The run's baseline: a resumed run's own when the device is the same, else timed now."""
         if resumed:
             for event in self.archive.events(self.run, DUEL):
-                self.known[(event.data["duel"]["child"], event.data["duel"]["incumbent"])] = \
+                self.known[(event.data["duel"]["child"], event.data["duel"]["incumbent"])] = (
                     Duel.model_validate(event.data["duel"])
+                )
             stored = self.archive.events(self.run, BASELINE)
             if stored:
                 baseline = RunBaseline.model_validate(stored[-1].data)
@@ -91,31 +99,44 @@ class Referee:
                     self._use(baseline)
                     return
         if self.evaluate.device:
-            self.say(f"the run's baseline on {self.evaluate.device}: the reference's time on "
-                     "each case (read from the cache, or timed once for this card and cached)")
+            self.say(
+                f"the run's baseline on {self.evaluate.device}: the reference's time on "
+                "each case (read from the cache, or timed once for this card and cached)"
+            )
         started = time.monotonic()
-        measured = self.evaluate.baseline(self.settings.baseline_trials,
-                                          self.settings.baseline_target)  # fmt: skip
+        measured = self.evaluate.baseline(
+            self.settings.baseline_trials, self.settings.baseline_target
+        )
         if isinstance(measured, RunBaseline):
             self.archive.log_event(self.run, BASELINE, measured.model_dump(mode="json"))
             self._use(measured)
-            self.say(f"baseline ready in {time.monotonic() - started:.0f} s; evaluating the "
-                     "seed kernels")  # fmt: skip
+            self.say(
+                f"baseline ready in {time.monotonic() - started:.0f} s; evaluating the seed kernels"
+            )
         elif isinstance(measured, str):
-            self.baseline_note = (f"no run baseline ({measured}): speedups use the reference "
-                                  "timed inside each evaluation")  # fmt: skip
+            self.baseline_note = (
+                f"no run baseline ({measured}): speedups use the reference "
+                "timed inside each evaluation"
+            )
             self.archive.log_event(self.run, "baseline_failed", {"why": measured})
 
     def describe(self) -> str:
         """One line: what the run's speedups are measured against."""
         if self.baseline is None:
             return self.baseline_note
-        cases = ", ".join(f"{name} {c.time_us:.1f} us (+-{c.ci * 100:.1f}%)"
-                          for name, c in self.baseline.cases.items())  # fmt: skip
-        strong = (f"; strong baselines timed once beside it: {', '.join(self.baseline.others)}"
-                  if self.baseline.others else "")  # fmt: skip
-        return (f"speedups over the reference timed once for this run on {self.baseline.device}: "
-                f"{cases}{strong}")  # fmt: skip
+        cases = ", ".join(
+            f"{name} {c.time_us:.1f} us (+-{c.ci * 100:.1f}%)"
+            for name, c in self.baseline.cases.items()
+        )
+        strong = (
+            f"; strong baselines timed once beside it: {', '.join(self.baseline.others)}"
+            if self.baseline.others
+            else ""
+        )
+        return (
+            f"speedups over the reference timed once for this run on {self.baseline.device}: "
+            f"{cases}{strong}"
+        )
 
     def against(self) -> str:
         """One line: the run's best over the reference and each strong baseline of the task
@@ -141,9 +162,11 @@ class Referee:
         evaluations in flight: a run's first evaluations do not wait for them (`settle`)."""
         if self.baseline is None or not self.baseline.pending or self._strong is not None:
             return
-        self.say(f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
-                 "this card (cached for later runs; their compiles can hold the GPU slot for "
-                 "minutes, between this run's evaluations)")
+        self.say(
+            f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
+            "this card (cached for later runs; their compiles can hold the GPU slot for "
+            "minutes, between this run's evaluations)"
+        )
         self._strong = Future()
         trials, target = self.settings.baseline_trials, self.settings.baseline_target
 
@@ -168,9 +191,12 @@ class Referee:
             merged = self.baseline.with_strong(measured)
         else:
             why = measured or "not timed on this evaluator"
-            merged = self.baseline.model_copy(update={
-                "unavailable": {name: why[:300] for name in self.baseline.pending},
-                "pending": ()})  # fmt: skip
+            merged = self.baseline.model_copy(
+                update={
+                    "unavailable": {name: why[:300] for name in self.baseline.pending},
+                    "pending": (),
+                }
+            )
         self.archive.log_event(self.run, BASELINE, merged.model_dump(mode="json"))
         self._use(merged)
 
@@ -184,16 +210,19 @@ class Referee:
             self.seed = Elite.model_validate(data["seed"])
 
     def checkpoint(self) -> dict:
-        return {"champion": self.champion.model_dump(mode="json") if self.champion else None,
-                "seed": self.seed.model_dump(mode="json") if self.seed else None}  # fmt: skip
+        return {
+            "champion": self.champion.model_dump(mode="json") if self.champion else None,
+            "seed": self.seed.model_dump(mode="json") if self.seed else None,
+        }
 
     def seeded(self, elite: Elite) -> None:
         """A generation-0 candidate: the best of them is the seed and the first champion."""
         if self.champion is None or elite.fitness > self.champion.fitness:
             self.champion = self.seed = elite
 
-    def admit(self, elite: Elite, evaluation: Evaluation, cell: Elite | None,
-              generation: int) -> Elite:
+    def admit(
+        self, elite: Elite, evaluation: Evaluation, cell: Elite | None, generation: int
+    ) -> Elite:
         """The child as it may enter its island: its fitness lowered to that of an incumbent
         (its cell's elite, or the champion) it did not clearly beat. Crowns it when it beats
         the champion."""
@@ -207,8 +236,14 @@ class Referee:
             self.champion = elite
         return elite
 
-    def _contest(self, elite: Elite, evaluation: Evaluation, incumbent: Elite, fitness: float,
-                 generation: int) -> float:
+    def _contest(
+        self,
+        elite: Elite,
+        evaluation: Evaluation,
+        incumbent: Elite,
+        fitness: float,
+        generation: int,
+    ) -> float:
         """The child's fitness after meeting `incumbent` (clear, or a head-to-head)."""
         theirs = self.archive.evaluation_of(incumbent.candidate_id)
         if theirs is None or not theirs.ok:
@@ -218,14 +253,16 @@ class Referee:
             return fitness
         if gain <= self.settings.min_gain:  # a head-to-head could not call it a win: a tie
             return min(fitness, incumbent.fitness)
-        duel = self.duel(elite.candidate_id, incumbent.candidate_id, self.settings.duel_rounds,
-                         generation)  # fmt: skip
+        duel = self.duel(
+            elite.candidate_id, incumbent.candidate_id, self.settings.duel_rounds, generation
+        )
         if duel is not None and duel.winner == "child":
             return max(incumbent.fitness * (1 + duel.gain), incumbent.fitness * 1.000001)
         return min(fitness, incumbent.fitness)  # a tie keeps the incumbent
 
-    def duel(self, child: int, incumbent: int, rounds: int, generation: int,
-             *, reserved: bool = False) -> Duel | None:
+    def duel(
+        self, child: int, incumbent: int, rounds: int, generation: int, *, reserved: bool = False
+    ) -> Duel | None:
         """A head-to-head (a recorded one on replay); None when the budget has no room for it.
         reserved: the final confirmation, paid from the reserve."""
         if (child, incumbent) in self.known:
@@ -245,8 +282,15 @@ class Referee:
         self.recorder.add_evaluated(cost)
         outcome = decide(child, incumbent, order, evaluations, self.settings.min_gain)
         self.known[(child, incumbent)] = outcome
-        self.archive.log_event(self.run, DUEL, {"duel": outcome.model_dump(mode="json"),
-                                                "generation": generation, "evaluations": cost})
+        self.archive.log_event(
+            self.run,
+            DUEL,
+            {
+                "duel": outcome.model_dump(mode="json"),
+                "generation": generation,
+                "evaluations": cost,
+            },
+        )
         return outcome
 
     # ---------------------------------------------------------------- the end
@@ -257,23 +301,37 @@ class Referee:
         champion = self.champion
         if champion is None or self.exact or self.settings.duel_rounds < 1:
             return
-        close = sorted((e for e in elites if e.candidate_id != champion.candidate_id
-                        and e.fitness >= champion.fitness * (1 - self.settings.noise_floor)),
-                       key=lambda e: (-e.fitness, e.candidate_id))  # fmt: skip
+        close = sorted(
+            (
+                e
+                for e in elites
+                if e.candidate_id != champion.candidate_id
+                and e.fitness >= champion.fitness * (1 - self.settings.noise_floor)
+            ),
+            key=lambda e: (-e.fitness, e.candidate_id),
+        )
         for elite in close:
             assert self.champion is not None
-            duel = self.duel(elite.candidate_id, self.champion.candidate_id,
-                             self.settings.duel_rounds, generation)  # fmt: skip
+            duel = self.duel(
+                elite.candidate_id,
+                self.champion.candidate_id,
+                self.settings.duel_rounds,
+                generation,
+            )
             if duel is None:
                 return
             if duel.winner == "child":
-                self.champion = elite.model_copy(update={
-                    "fitness": max(elite.fitness, self.champion.fitness * (1 + duel.gain))})
+                self.champion = elite.model_copy(
+                    update={"fitness": max(elite.fitness, self.champion.fitness * (1 + duel.gain))}
+                )
 
     def unspent_reserve(self) -> int:
         """Evaluations kept back for the final head-to-head and not spent on it."""
-        spent = self.known.get((self.champion.candidate_id, self.seed.candidate_id)) \
-            if self.champion and self.seed else None
+        spent = (
+            self.known.get((self.champion.candidate_id, self.seed.candidate_id))
+            if self.champion and self.seed
+            else None
+        )
         return 0 if spent is not None else self.budget.reserve
 
     def confirm(self, generation: int) -> str:
@@ -285,21 +343,28 @@ class Referee:
             return "no improvement over the seed: the seed is still the run's best"
         if self.exact:
             gain = champion.fitness / seed.fitness - 1 if seed.fitness else 0.0
-            return (f"{gain * 100:.1f}% faster than the seed (an evaluator on no device: "
-                    "exact numbers, nothing to confirm)")  # fmt: skip
+            return (
+                f"{gain * 100:.1f}% faster than the seed (an evaluator on no device: "
+                "exact numbers, nothing to confirm)"
+            )
         if self.confirm_rounds < 1:
-            return (f"not confirmed against the seed: a budget under {SMALLEST_CONFIRMED} keeps "
-                    "no evaluations back for the head-to-head")  # fmt: skip
-        duel = self.duel(champion.candidate_id, seed.candidate_id, self.confirm_rounds,
-                         generation, reserved=True)  # fmt: skip
+            return (
+                f"not confirmed against the seed: a budget under {SMALLEST_CONFIRMED} keeps "
+                "no evaluations back for the head-to-head"
+            )
+        duel = self.duel(
+            champion.candidate_id, seed.candidate_id, self.confirm_rounds, generation, reserved=True
+        )
         if duel is None:
             return "not confirmed against the seed: no budget left for the head-to-head"
         spread = f"+-{2 * duel.uncertainty * 100:.1f}%, {duel.rounds} rounds head to head"
         if duel.winner == "child":
             return f"confirmed {duel.gain * 100:.1f}% faster than the seed ({spread})"
         self.champion = seed  # not confirmed: the seed stays the run's best, and is what it saves
-        return (f"no confirmed improvement over the seed (candidate {champion.candidate_id} "
-                f"measured {duel.gain * 100:+.1f}%, {spread}): the seed stays the run's best")  # fmt: skip
+        return (
+            f"no confirmed improvement over the seed (candidate {champion.candidate_id} "
+            f"measured {duel.gain * 100:+.1f}%, {spread}): the seed stays the run's best"
+        )
 
 
 def _distinct(cell: Elite | None, champion: Elite | None, child: Elite) -> list[Elite]:

@@ -51,8 +51,9 @@ class Sweep:
     """Which island bests (model-written, or seeds) are swept, and their children for one
     generation."""
 
-    def __init__(self, archive: Archive, recorder: Recorder, configurations: int,
-                 seed_configurations: int) -> None:  # fmt: skip
+    def __init__(
+        self, archive: Archive, recorder: Recorder, configurations: int, seed_configurations: int
+    ) -> None:
         """`configurations` of each model-written elite, `seed_configurations` of each seed."""
         self.archive, self.recorder = archive, recorder
         self.configurations, self.seed_configurations = configurations, seed_configurations
@@ -74,8 +75,14 @@ class Sweep:
                 found.append((island.id, top.candidate_id))
         return found
 
-    def children(self, islands: Iterable[Island], rng: random.Random, seen: Set[str],
-                 history: list, room: int) -> list[Child]:  # fmt: skip
+    def children(
+        self,
+        islands: Iterable[Island],
+        rng: random.Random,
+        seen: Set[str],
+        history: list,
+        room: int,
+    ) -> list[Child]:
         """This generation's sweep children: unseen configurations TPE asks for, at most `room`
         (what the tuner's share of the budget has left)."""
         taken, out = set(seen), []
@@ -93,8 +100,15 @@ class Sweep:
                     break
                 taken.add(candidate.source_hash)
                 tried = Attempt(idea=idea(parent, candidate, elite))
-                out.append(Child(candidate=candidate, island=island_id, parents=(elite,),
-                                 agent=AGENT, attempt=tried))  # fmt: skip
+                out.append(
+                    Child(
+                        candidate=candidate,
+                        island=island_id,
+                        parents=(elite,),
+                        agent=AGENT,
+                        attempt=tried,
+                    )
+                )
         return out
 
     def _limit(self, candidate_id: int) -> int:
@@ -104,8 +118,13 @@ class Sweep:
             known = self._limits.get(candidate_id)
         if known is None:
             record = self.archive.candidate(candidate_id)
-            known = (self.configurations if record.model else
-                     self.seed_configurations if record.generation == 0 else 0)  # fmt: skip
+            known = (
+                self.configurations
+                if record.model
+                else self.seed_configurations
+                if record.generation == 0
+                else 0
+            )
             with self._lock:
                 self._limits[candidate_id] = known
         return known

@@ -30,8 +30,9 @@ class Workshop:
 
     RECHECK = "audit-recheck"  # settings-key suffix of a failed hidden-seed re-check
 
-    def __init__(self, task: TaskSpec, recorder: Recorder, generation: int,
-                 budget: RunBudget) -> None:  # fmt: skip
+    def __init__(
+        self, task: TaskSpec, recorder: Recorder, generation: int, budget: RunBudget
+    ) -> None:
         self._recorder, self.generation, self._budget = recorder, generation, budget
         self.task, self.archive, self.run = task, recorder.archive, recorder.run
         self._lock = threading.Lock()  # admission, the sources map, the in-flight table
@@ -67,8 +68,9 @@ class Workshop:
     def evaluate(self, child: Child) -> tuple[int, Evaluation] | None:
         """Stores and evaluates a child; (candidate id, evaluation), or None: budget spent."""
         with self._lock:
-            admission = self._budget.admit(child.candidate.source_hash, self.generation,
-                                           by=child.agent)  # fmt: skip
+            admission = self._budget.admit(
+                child.candidate.source_hash, self.generation, by=child.agent
+            )
             if admission is Admission.exhausted:
                 return None
             cid = self._recorder.store(child, self.generation)

@@ -22,9 +22,11 @@ from hipevolve.verifier.static_facts import static_analysis
 
 TARGETS = ("gfx942", "gfx90a")
 NOTES = "\n## Notes"
-HEADER = ("| seed | kernel | target | VGPR | AGPR | SGPR | LDS bytes | scratch | spills | "
-          "occupancy | MFMA | global loads (bits x n) |\n"
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+HEADER = (
+    "| seed | kernel | target | VGPR | AGPR | SGPR | LDS bytes | scratch | spills | "
+    "occupancy | MFMA | global loads (bits x n) |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+)
 
 
 def rows(seed: Path, settings) -> str:
@@ -35,9 +37,11 @@ def rows(seed: Path, settings) -> str:
     out = ""
     for f in result.facts:
         loads = " ".join(f"{w}x{n}" for w, n in f.global_loads.items()) or "-"
-        out += (f"| {seed.name} | `{short_kernel_name(f.kernel)}` | {f.target} | {f.vgprs} | "
-                f"{f.agprs} | {f.sgprs} | {f.lds_bytes} | {f.scratch_bytes} | {f.spills} | "
-                f"{f.occupancy} | {f.mfma} | {loads} |\n")
+        out += (
+            f"| {seed.name} | `{short_kernel_name(f.kernel)}` | {f.target} | {f.vgprs} | "
+            f"{f.agprs} | {f.sgprs} | {f.lds_bytes} | {f.scratch_bytes} | {f.spills} | "
+            f"{f.occupancy} | {f.mfma} | {loads} |\n"
+        )
     return out
 
 
@@ -51,13 +55,15 @@ def main(names: list[str]) -> int:
         if not task.seeds or (names and task.name not in names):
             continue
         path = task.reference.parent / "STATIC_FACTS.md"
-        text = (f"# {task.name}: static AMD facts of the seed kernels\n\n"
-                f"Regenerate with `python scripts/static_facts.py {task.name}`. "
-                f"Compiler: {tc.version.splitlines()[0]}.\n\n" + HEADER)
+        text = (
+            f"# {task.name}: static AMD facts of the seed kernels\n\n"
+            f"Regenerate with `python scripts/static_facts.py {task.name}`. "
+            f"Compiler: {tc.version.splitlines()[0]}.\n\n" + HEADER
+        )
         text += "".join(rows(seed, settings) for seed in task.seeds)
         # Hand-written notes under "## Notes" (what the numbers mean, other tunable values) stay.
         old = path.read_text() if path.exists() else ""
-        text += old[old.index(NOTES):] if NOTES in old else ""
+        text += old[old.index(NOTES) :] if NOTES in old else ""
         path.write_text(text)
         print(f"wrote {path}")
     return 0

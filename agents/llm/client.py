@@ -99,6 +99,36 @@ class LLMCall(BaseModel):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @classmethod
+    def failed(
+        cls,
+        role: str,
+        model: str,
+        prompt_hash: str,
+        error_class: ErrorClass,
+        error: str,
+        *,
+        latency_s: float = 0.0,
+        attempts: int = 0,
+    ) -> LLMCall:
+        """A call that brought no reply back (a budget refusal, a provider failure): no text,
+        no tokens counted, nothing billed."""
+        return cls(
+            role=role,
+            model=model,
+            prompt_hash=prompt_hash,
+            text="",
+            tokens_in=0,
+            tokens_out=0,
+            cost_usd=0.0,
+            cost_known=True,
+            latency_s=latency_s,
+            attempts=attempts,
+            status="error",
+            error_class=error_class,
+            error=error,
+        )
+
 
 class Usage(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -197,11 +227,7 @@ class LLMClient:
         base = {"role": role, "model": self.model, "prompt_hash": phash}
         refusal = self.budget_left()
         if refusal is not None:
-            return LLMCall(
-                **base, text="", tokens_in=0, tokens_out=0, cost_usd=0.0, cost_known=True,
-                latency_s=0.0, attempts=0, status="error", error_class="budget_exhausted",
-                error=refusal,
-            )  # fmt: skip
+            return LLMCall.failed(**base, error_class="budget_exhausted", error=refusal)
         litellm = load_litellm()
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -241,19 +267,23 @@ class LLMClient:
             retry=retry_if_exception(lambda e: classify(e) in TRANSIENT),
             reraise=True,
             before_sleep=lambda s: log.info(
-                "%s: %s, retrying (attempt %d)", self.model, _short(s.outcome.exception()),
+                "%s: %s, retrying (attempt %d)",
+                self.model,
+                _short(s.outcome.exception()),
                 s.attempt_number + 1,
             ),
-        )  # fmt: skip
+        )
         start = time.monotonic()
         try:
             response = retrying(attempt)
         except Exception as e:  # every provider failure becomes a value, never crosses layers
-            return LLMCall(
-                **base, text="", tokens_in=0, tokens_out=0, cost_usd=0.0, cost_known=True,
-                latency_s=time.monotonic() - start, attempts=attempts, status="error",
-                error_class=classify(e), error=_short(e),
-            )  # fmt: skip
+            return LLMCall.failed(
+                **base,
+                error_class=classify(e),
+                error=_short(e),
+                latency_s=time.monotonic() - start,
+                attempts=attempts,
+            )
         latency = time.monotonic() - start
         return self._charge(litellm, response, base, messages, latency, attempts)
 
@@ -328,10 +358,18 @@ class LLMClient:
                 cost_usd=u.cost_usd + cost,
             )
         return LLMCall(
-            **base, text=text, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost,
-            cost_known=cost_known, latency_s=latency, attempts=attempts, status="ok",
-            finish_reason=finish, tokens_estimated=estimated,
-        )  # fmt: skip
+            **base,
+            text=text,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=cost,
+            cost_known=cost_known,
+            latency_s=latency,
+            attempts=attempts,
+            status="ok",
+            finish_reason=finish,
+            tokens_estimated=estimated,
+        )
 
 
 def response_format(
@@ -463,8 +501,9 @@ def record_call(archive: Archive, run: int, call: LLMCall) -> int | None:
     tokens, and its error class and message go to the run's events, since the llm_calls table
     keeps no status.
     """
-    if call.error_class == "budget_exhausted" or (call.error_class == "cancelled"
-                                                   and not call.attempts):  # fmt: skip
+    if call.error_class == "budget_exhausted" or (
+        call.error_class == "cancelled" and not call.attempts
+    ):
         return None
     row = archive.record_llm_call(
         run,

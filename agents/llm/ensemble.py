@@ -49,9 +49,14 @@ class Ensemble:
     def _client(self, model: str) -> LLMClient:
         s = self.settings
         return LLMClient(
-            model, s.api_base, timeout_s=s.timeout_s, max_retries=s.max_retries,
-            backoff_s=s.backoff_s, stream=s.stream, max_concurrent=s.max_concurrent,
-        )  # fmt: skip
+            model,
+            s.api_base,
+            timeout_s=s.timeout_s,
+            max_retries=s.max_retries,
+            backoff_s=s.backoff_s,
+            stream=s.stream,
+            max_concurrent=s.max_concurrent,
+        )
 
     def has(self, role: str) -> bool:
         return bool(self.settings.role_models().get(role))
@@ -94,15 +99,14 @@ class Ensemble:
         if refusal is not None:
             with self._lock:
                 self._stopped = self._stopped or refusal
-            return LLMCall(
-                role=role, model=model, prompt_hash="", text="", tokens_in=0, tokens_out=0,
-                cost_usd=0.0, cost_known=True, latency_s=0.0, attempts=0, status="error",
-                error_class="budget_exhausted", error=refusal,
-            )  # fmt: skip
+            return LLMCall.failed(role, model, "", "budget_exhausted", refusal)
         call = client.complete(
-            role, messages, max_tokens=self.settings.max_reply_tokens,
-            temperature=self.settings.temperature, schema=schema,
-        )  # fmt: skip
+            role,
+            messages,
+            max_tokens=self.settings.max_reply_tokens,
+            temperature=self.settings.temperature,
+            schema=schema,
+        )
         with self._lock:
             self._arms[role] = bandit.update(self._arms[role], model, 0.0, call.cost_usd)
         return call

@@ -76,8 +76,13 @@ def text_of(message: Message) -> str:
 def within_marker_limit(messages: Sequence[Message]) -> list[Message]:
     """`messages` with at most MAX_MARKERS cache markers: the first MAX_MARKERS - 1 (the
     stable prefix) and the last (the conversation so far) are kept."""
-    places = [(i, j) for i, m in enumerate(messages) if isinstance(m.get("content"), list)
-              for j, b in enumerate(m["content"]) if "cache_control" in b]  # fmt: skip
+    places = [
+        (i, j)
+        for i, m in enumerate(messages)
+        if isinstance(m.get("content"), list)
+        for j, b in enumerate(m["content"])
+        if "cache_control" in b
+    ]
     if len(places) <= MAX_MARKERS:
         return list(messages)
     drop = set(places[MAX_MARKERS - 1 : -1])
@@ -86,8 +91,10 @@ def within_marker_limit(messages: Sequence[Message]) -> list[Message]:
         if not isinstance(m.get("content"), list):
             out.append(m)
             continue
-        blocks = [{k: v for k, v in b.items() if k != "cache_control"} if (i, j) in drop else b
-                  for j, b in enumerate(m["content"])]  # fmt: skip
+        blocks = [
+            {k: v for k, v in b.items() if k != "cache_control"} if (i, j) in drop else b
+            for j, b in enumerate(m["content"])
+        ]
         out.append({**m, "content": blocks})
     return out
 

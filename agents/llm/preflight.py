@@ -58,11 +58,17 @@ def check_model(model: str, api_base: str | None = None, timeout_s: float = 3.0)
 # The key variable of the providers most models are named with, so the usual mistakes (a key
 # not exported, a misspelt provider) are answered at once: importing litellm takes 3 to 20 s.
 KEY_VARIABLES = {
-    "anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
-    "mistral": "MISTRAL_API_KEY", "groq": "GROQ_API_KEY", "deepseek": "DEEPSEEK_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY", "together_ai": "TOGETHERAI_API_KEY",
-    "xai": "XAI_API_KEY", "fireworks_ai": "FIREWORKS_AI_API_KEY",
-}  # fmt: skip
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "xai": "XAI_API_KEY",
+    "fireworks_ai": "FIREWORKS_AI_API_KEY",
+}
 
 
 def _known_provider(model: str, api_base: str | None) -> str | None:

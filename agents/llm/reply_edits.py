@@ -130,8 +130,9 @@ def search_replace_edits(lines: list[str]) -> list[Edit] | EditError:
         start = i + 1
         target = _label_target(fence_info) or _label_target(label, prose=True)
         if isinstance(target, EditError):
-            return EditError(target.error_class, f"the SEARCH block at line {start}: "
-                             + target.message)  # fmt: skip
+            return EditError(
+                target.error_class, f"the SEARCH block at line {start}: " + target.message
+            )
         old: list[str] = []
         new: list[str] = []
         part = old
@@ -201,8 +202,9 @@ def unified_diff_edits(lines: list[str]) -> list[Edit] | EditError:
             if path != "/dev/null":
                 named = _label_target(path)
                 if isinstance(named, EditError):
-                    return EditError(named.error_class, f"the diff at line {i + 1}: "
-                                     + named.message)  # fmt: skip
+                    return EditError(
+                        named.error_class, f"the diff at line {i + 1}: " + named.message
+                    )
                 target = named
         hunk = HUNK.match(line)
         if not hunk:

@@ -23,8 +23,10 @@ EVENT = "models"
 
 def recorded(settings: ModelSettings) -> dict[str, Any]:
     """What the event holds: every model, and role -> its models."""
-    return {"models": list(settings.models()),
-            "roles": {r: list(ms) for r, ms in sorted(settings.role_models().items())}}  # fmt: skip
+    return {
+        "models": list(settings.models()),
+        "roles": {r: list(ms) for r, ms in sorted(settings.role_models().items())},
+    }
 
 
 def record_models(archive: Archive, run: int, settings: ModelSettings) -> None:
@@ -39,7 +41,9 @@ def recorded_models(archive: Archive, run: int) -> dict[str, Any] | None:
     return found[0].data if found else None
 
 
-def resumed_models(settings: ModelSettings, found: Mapping[str, Any] | None, run: int) -> ModelSettings:
+def resumed_models(
+    settings: ModelSettings, found: Mapping[str, Any] | None, run: int
+) -> ModelSettings:
     """The models a resumed run goes on with: `settings`' where they match the recorded ones or
     none were recorded, the recorded ones where none are given; one-line UserError otherwise."""
     if found is None:
@@ -63,7 +67,12 @@ def arms_in(archive: Archive, run: int) -> dict[str, tuple[Arm, ...]]:
     reward = {(c.role, c.model): c.reward for c in archive.credits(run)}
     arms: dict[str, list[Arm]] = {}
     for u in archive.llm_usage_by_role(run):
-        arms.setdefault(u.role, []).append(Arm(
-            model=u.model, pulls=u.calls, cost_usd=u.cost_usd,
-            reward=reward.get((u.role, u.model), 0.0)))  # fmt: skip
+        arms.setdefault(u.role, []).append(
+            Arm(
+                model=u.model,
+                pulls=u.calls,
+                cost_usd=u.cost_usd,
+                reward=reward.get((u.role, u.model), 0.0),
+            )
+        )
     return {role: tuple(found) for role, found in arms.items()}

@@ -34,8 +34,9 @@ from hipevolve.agents.llm.replies import strip_thinking
 
 T = TypeVar("T", bound=BaseModel)
 MAX_STARTS = 400  # `{` positions tried; a reply with more is prose around code, not an answer
-_PLACEHOLDER = re.compile(r"^\s*(?:\.{2,}|…|<[^<>]*>|\[[^\[\]]*\]|string|str|text|tbd|todo)?\s*$",
-                          re.IGNORECASE)  # fmt: skip
+_PLACEHOLDER = re.compile(
+    r"^\s*(?:\.{2,}|…|<[^<>]*>|\[[^\[\]]*\]|string|str|text|tbd|todo)?\s*$", re.IGNORECASE
+)
 # Prose before a later answer that says it replaces the earlier ones.
 _CORRECTS = re.compile(
     r"\b(actually|wait|oops|correct(?:ed|ion)|fix(?:ed)?|mistake|revised|updated|final|"
@@ -47,8 +48,10 @@ _ALTERNATIVE = re.compile(
     r"variant|if that fails)\b",
     re.IGNORECASE,
 )
-_LABELLED = re.compile(r"^[\s>*_#`\-•\d.)]*\"?(?P<key>[A-Za-z][A-Za-z _-]{0,30}?)\"?[\s*_`]*"
-                       r"[:=][\s*_`]*(?P<value>.*)$")  # fmt: skip
+_LABELLED = re.compile(
+    r"^[\s>*_#`\-•\d.)]*\"?(?P<key>[A-Za-z][A-Za-z _-]{0,30}?)\"?[\s*_`]*"
+    r"[:=][\s*_`]*(?P<value>.*)$"
+)
 
 
 def _norm(text: str) -> str:
@@ -156,8 +159,9 @@ def read_json_reply(text: str, schema: type[T]) -> Reading[T]:
     encoded = _json_string(answer)
     if encoded is not None:  # the whole answer JSON-encoded as one string
         inner = read_json_reply(encoded, schema)
-        return Reading(inner.answer, inner.error, ("answer encoded as a JSON string",
-                                                   *inner.repairs))  # fmt: skip
+        return Reading(
+            inner.answer, inner.error, ("answer encoded as a JSON string", *inner.repairs)
+        )
     found = _objects(answer)
     if found:
         return _chosen(answer, found, schema)
@@ -231,8 +235,9 @@ def _chosen(text: str, found: list[_Found], schema: type[T]) -> Reading[T]:
             error = error or answer
         else:
             valid.append((f, answer))
-    outer = [(f, a) for f, a in valid
-             if not any(g.start < f.start and f.end <= g.end for g, _ in valid)]  # fmt: skip
+    outer = [
+        (f, a) for f, a in valid if not any(g.start < f.start and f.end <= g.end for g, _ in valid)
+    ]
     if not outer:
         merged = _merged(found, schema)
         if merged is not None:

@@ -18,11 +18,16 @@ from hipevolve.core.taskspec import Scalar, Tolerance
 from hipevolve.problems.synthetic.render import Candidate, Mode
 
 TaskErrorClass = Literal[
-    "empty_reply", "no_reference_block", "several_reference_blocks", "no_metadata",
-    "malformed_json", "invalid_metadata",
-]  # fmt: skip
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$",
-                    re.MULTILINE | re.DOTALL)  # fmt: skip
+    "empty_reply",
+    "no_reference_block",
+    "several_reference_blocks",
+    "no_metadata",
+    "malformed_json",
+    "invalid_metadata",
+]
+_FENCE = re.compile(
+    r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL
+)
 PYTHON_TAGS = frozenset({"python", "py", "python3"})
 
 

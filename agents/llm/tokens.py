@@ -28,8 +28,12 @@ def _encoding():  # noqa: ANN202 (a tiktoken Encoding, or None)
             os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
         return tiktoken.get_encoding("cl100k_base")
     except Exception as e:  # noqa: BLE001 (an import, a missing cache, a failed download)
-        log.warning("token counts are estimates (%d bytes a token): cl100k_base cannot be "
-                    "loaded (%s: %s)", BYTES_PER_TOKEN, type(e).__name__, str(e)[:120])  # fmt: skip
+        log.warning(
+            "token counts are estimates (%d bytes a token): cl100k_base cannot be loaded (%s: %s)",
+            BYTES_PER_TOKEN,
+            type(e).__name__,
+            str(e)[:120],
+        )
         return None
 
 

@@ -95,8 +95,9 @@ class _Planner:
     def kernelable(self, outs: list[V]) -> list[V]:
         """outs rewritten (parts materialised) so that one kernel computes them."""
         while True:  # every product reads its operands from memory
-            computed = next((u for m in _products(outs) for u in _operand_bases(m)
-                             if u.op != "load"), None)  # fmt: skip
+            computed = next(
+                (u for m in _products(outs) for u in _operand_bases(m) if u.op != "load"), None
+            )
             if computed is None:
                 break
             outs = _substitute(outs, {id(computed): self.materialise(computed)})

@@ -108,8 +108,15 @@ class Emitter:
     values) are computed by `outer`, whose lines the kernel places before the loop.
     """
 
-    def __init__(self, graph: Graph, pointers: dict[str, str], packed=None, bound=None,
-                 outer: Emitter | None = None, invariant=None):  # fmt: skip
+    def __init__(
+        self,
+        graph: Graph,
+        pointers: dict[str, str],
+        packed=None,
+        bound=None,
+        outer: Emitter | None = None,
+        invariant=None,
+    ):
         self.graph = graph
         self.pointers = pointers
         self.packed = packed or (lambda load, index: None)
@@ -125,13 +132,20 @@ class Emitter:
         self.inners: dict[tuple[int, ...], int] = {}  # suffix shape -> its runtime sizes' number
         self.prefix = "v"
 
-    def scope(self, prefix: str, packed=None, outer: Emitter | None = None,
-              invariant=None) -> Emitter:  # fmt: skip
+    def scope(
+        self, prefix: str, packed=None, outer: Emitter | None = None, invariant=None
+    ) -> Emitter:
         """A fresh block of statements (a loop body) sharing the runtime arguments found and the
         values bound (a row kernel binds each reduction once it is emitted)."""
         inner = Emitter(self.graph, self.pointers, packed, None, outer, invariant)
         inner.bound, inner.ints, inner.floats, inner.slices, inner.inners, inner.prefix = (
-            self.bound, self.ints, self.floats, self.slices, self.inners, prefix)  # fmt: skip
+            self.bound,
+            self.ints,
+            self.floats,
+            self.slices,
+            self.inners,
+            prefix,
+        )
         return inner
 
     def take(self) -> list[str]:
@@ -198,8 +212,13 @@ class Emitter:
             k = self.slices.setdefault((src, start), len(self.slices))
             self.ints[f"sl{k}_cols"] = src.shape[-1]
             self.ints[f"sl{k}_start"] = start
-            at = Ctx(f"(({ctx.r}) * sl{k}_cols + ({ctx.c}) + sl{k}_start)", ctx.r,
-                     f"(({ctx.c}) + sl{k}_start)", f"sl{k}_cols", src.shape)  # fmt: skip
+            at = Ctx(
+                f"(({ctx.r}) * sl{k}_cols + ({ctx.c}) + sl{k}_start)",
+                ctx.r,
+                f"(({ctx.c}) + sl{k}_start)",
+                f"sl{k}_cols",
+                src.shape,
+            )
             return self.value(src, at) if access(v.shape, ctx.shape) == "FULL" else _bad(v, ctx)
         if op == "reduce":
             raise Unsupported("a reduction inside a pointwise kernel")

@@ -56,12 +56,14 @@ def trace_case(reference: Path, case: Case) -> TracedCase:
             model = module.Model(*module.get_init_inputs(**case.init))
             args = list(module.get_inputs(**case.inputs))
     except Exception as e:  # noqa: BLE001 - the reference is the user's code
-        raise TraceError(f"the reference cannot be built on the meta device "
-                         f"({_first_line(e)})") from None  # fmt: skip
+        raise TraceError(
+            f"the reference cannot be built on the meta device ({_first_line(e)})"
+        ) from None
     recurrent = [type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)]
     if recurrent:
-        raise TraceError(f"recurrent module nn.{recurrent[0]}: the offline translator lowers "
-                         "no recurrences")  # fmt: skip
+        raise TraceError(
+            f"recurrent module nn.{recurrent[0]}: the offline translator lowers no recurrences"
+        )
     for i, a in enumerate(args):
         if not isinstance(a, torch.Tensor):
             raise TraceError(f"forward input {i} is a {type(a).__name__}, not a tensor")
@@ -74,8 +76,9 @@ def trace_case(reference: Path, case: Case) -> TracedCase:
         with torch.no_grad():
             result = model(*args)  # on meta: only to learn whether forward returns a tuple
     except Exception as e:  # noqa: BLE001
-        raise TraceError(f"the reference's forward fails on the meta device "
-                         f"({_first_line(e)})") from None  # fmt: skip
+        raise TraceError(
+            f"the reference's forward fails on the meta device ({_first_line(e)})"
+        ) from None
     try:
         from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -117,8 +120,10 @@ def _export_graph(model, tensors, args, first: Exception) -> fx.Graph:
             f"({_first_line(second)}) could trace the reference"
         ) from None
     signature = exported.graph_signature
-    wanted = [signature.inputs_to_parameters.get(n) or signature.inputs_to_buffers.get(n)
-              for n in signature.user_inputs]  # fmt: skip
+    wanted = [
+        signature.inputs_to_parameters.get(n) or signature.inputs_to_buffers.get(n)
+        for n in signature.user_inputs
+    ]
     if any(wanted):
         raise TraceError("torch.export lifted parameters in an unexpected order")
     lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}

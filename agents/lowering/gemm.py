@@ -130,8 +130,9 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
     root = Ctx("i", "r", "c", "cols", graph.outputs[0].shape)
     epi = top.scope("e")
     values = [epi.value(o, root) for o in graph.outputs]
-    stores = [f"out{j}[i] = {STORE[o.dtype].format(values[j])};"
-              for j, o in enumerate(graph.outputs)]  # fmt: skip
+    stores = [
+        f"out{j}[i] = {STORE[o.dtype].format(values[j])};" for j, o in enumerate(graph.outputs)
+    ]
     ins = [(ph, pointers[ph]) for ph in graph.used]
     params = [f"const {_ctype(graph, ph)}* __restrict__ {p}" for ph, p in ins]
     params += [f"{C_TYPES[o.dtype]}* __restrict__ out{j}" for j, o in enumerate(graph.outputs)]
@@ -140,8 +141,10 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
     names = [p.split()[-1] for p in params]
     da, db, bt = _DT[a.dtype], _DT[b.dtype], "true" if transposed else "false"
     body = "\n            ".join(epi.lines + stores)
-    launch = (f"hipLaunchKernelGGL({name}_kernel<{{}}>, grid, dim3(GEMM_THREADS), smem, stream, "
-              f"{', '.join(names)}, gemm_vec);")  # fmt: skip
+    launch = (
+        f"hipLaunchKernelGGL({name}_kernel<{{}}>, grid, dim3(GEMM_THREADS), smem, stream, "
+        f"{', '.join(names)}, gemm_vec);"
+    )
     return (
         f"""
 template <bool LONG_K>

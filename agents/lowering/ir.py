@@ -70,21 +70,47 @@ def access(s: tuple[int, ...], t: tuple[int, ...]) -> str:
 # ------------------------------------------------------------------------------ fx -> V
 
 UNARY = {
-    "exp": "__expf({})", "log": "__logf({})", "sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})",
-    "tanh": "tanhf({})", "sigmoid": "(1.0f / (1.0f + __expf(-({}))))", "neg": "(-({}))",
-    "relu": "fmaxf({}, 0.0f)", "abs": "fabsf({})", "erf": "erff({})", "log1p": "log1pf({})",
-    "expm1": "expm1f({})", "reciprocal": "(1.0f / ({}))", "sin": "sinf({})", "cos": "cosf({})",
-    "silu": "silu_f({})", "exp2": "exp2f({})", "floor": "floorf({})", "ceil": "ceilf({})",
+    "exp": "__expf({})",
+    "log": "__logf({})",
+    "sqrt": "sqrtf({})",
+    "rsqrt": "rsqrtf({})",
+    "tanh": "tanhf({})",
+    "sigmoid": "(1.0f / (1.0f + __expf(-({}))))",
+    "neg": "(-({}))",
+    "relu": "fmaxf({}, 0.0f)",
+    "abs": "fabsf({})",
+    "erf": "erff({})",
+    "log1p": "log1pf({})",
+    "expm1": "expm1f({})",
+    "reciprocal": "(1.0f / ({}))",
+    "sin": "sinf({})",
+    "cos": "cosf({})",
+    "silu": "silu_f({})",
+    "exp2": "exp2f({})",
+    "floor": "floorf({})",
+    "ceil": "ceilf({})",
     "hardsigmoid": "fminf(fmaxf(({}) / 6.0f + 0.5f, 0.0f), 1.0f)",
-    "gelu_tanh": "gelu_tanh({})", "gelu_erf": "gelu_erf({})", "hardswish": "hardswish_f({})", "mish": "mish_f({})", "sign": "sign_f({})",
-}  # fmt: skip
+    "gelu_tanh": "gelu_tanh({})",
+    "gelu_erf": "gelu_erf({})",
+    "hardswish": "hardswish_f({})",
+    "mish": "mish_f({})",
+    "sign": "sign_f({})",
+}
 BINARY = {
-    "add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "div": "({} / {})",
-    "maximum": "fmaxf({}, {})", "minimum": "fminf({}, {})", "pow": "powf({}, {})",
-    "gt": "(({}) > ({}) ? 1.0f : 0.0f)", "lt": "(({}) < ({}) ? 1.0f : 0.0f)",
-    "ge": "(({}) >= ({}) ? 1.0f : 0.0f)", "le": "(({}) <= ({}) ? 1.0f : 0.0f)",
-    "eq": "(({}) == ({}) ? 1.0f : 0.0f)", "ne": "(({}) != ({}) ? 1.0f : 0.0f)",
-}  # fmt: skip
+    "add": "({} + {})",
+    "sub": "({} - {})",
+    "mul": "({} * {})",
+    "div": "({} / {})",
+    "maximum": "fmaxf({}, {})",
+    "minimum": "fminf({}, {})",
+    "pow": "powf({}, {})",
+    "gt": "(({}) > ({}) ? 1.0f : 0.0f)",
+    "lt": "(({}) < ({}) ? 1.0f : 0.0f)",
+    "ge": "(({}) >= ({}) ? 1.0f : 0.0f)",
+    "le": "(({}) <= ({}) ? 1.0f : 0.0f)",
+    "eq": "(({}) == ({}) ? 1.0f : 0.0f)",
+    "ne": "(({}) != ({}) ? 1.0f : 0.0f)",
+}
 # The reduced dimension's length, as a float, at run time (mean divides by it).
 COLS = V("cols", (), (), "float32")
 
@@ -304,13 +330,18 @@ class _Builder:
 
     def op__softmax(self, node) -> V:
         _, e, s = self._softmax_parts(node)
-        return V("bin", ("mul", e, V("un", ("reciprocal", s), s.shape, "float32")), e.shape,
-                 "float32")  # fmt: skip
+        return V(
+            "bin", ("mul", e, V("un", ("reciprocal", s), s.shape, "float32")), e.shape, "float32"
+        )
 
     def op__log_softmax(self, node) -> V:
         shifted, _, s = self._softmax_parts(node)
-        return V("bin", ("sub", shifted, V("un", ("log", s), s.shape, "float32")), shifted.shape,
-                 "float32")  # fmt: skip
+        return V(
+            "bin",
+            ("sub", shifted, V("un", ("log", s), s.shape, "float32")),
+            shifted.shape,
+            "float32",
+        )
 
     def op_native_layer_norm(self, node) -> tuple:
         x = self.arg(node.args[0])
@@ -320,10 +351,15 @@ class _Builder:
         eps = self.scalar(node.args[4])
         mean = V("bin", ("div", self.reduce("sum", x, True), COLS), x.shape[:-1] + (1,), "float32")
         d = V("bin", ("sub", x, mean), x.shape, "float32")
-        var = V("bin", ("div", self.reduce("sum", V("bin", ("mul", d, d), x.shape, "float32"),
-                                           True), COLS), mean.shape, "float32")  # fmt: skip
-        rstd = V("un", ("rsqrt", V("bin", ("add", var, eps), var.shape, "float32")), var.shape,
-                 "float32")  # fmt: skip
+        var = V(
+            "bin",
+            ("div", self.reduce("sum", V("bin", ("mul", d, d), x.shape, "float32"), True), COLS),
+            mean.shape,
+            "float32",
+        )
+        rstd = V(
+            "un", ("rsqrt", V("bin", ("add", var, eps), var.shape, "float32")), var.shape, "float32"
+        )
         y = V("bin", ("mul", d, rstd), x.shape, "float32")
         if w is not None:
             y = V("bin", ("mul", y, w), x.shape, "float32")
@@ -339,8 +375,9 @@ class _Builder:
         src = self.arg(node.args[0])
         shape = tuple(node.meta["val"].shape)
         if numel(shape) != numel(src.shape) or shape[-1:] != src.shape[-1:]:
-            raise Unsupported(f"{_name(node)} from {src.shape} to {shape} (the last dimension "
-                              "must stay)")  # fmt: skip
+            raise Unsupported(
+                f"{_name(node)} from {src.shape} to {shape} (the last dimension must stay)"
+            )
         return src if shape == src.shape else V("view", (src,), shape, src.dtype)
 
     op__unsafe_view = op_reshape = op_view

@@ -93,8 +93,9 @@ def _one_line(e: BaseException) -> str:
 def _traced(task: TaskSpec) -> list[TracedCase]:
     """Every case traced; a case that sets module constants (a KernelBench file's reduced one)
     is left out when it alone does not trace: the task's own cases decide."""
-    own = trace_task(task.model_copy(update={"cases": tuple(
-        c for c in task.cases if not c.globals)}))  # fmt: skip
+    own = trace_task(
+        task.model_copy(update={"cases": tuple(c for c in task.cases if not c.globals)})
+    )
     reduced = []
     for case in (c for c in task.cases if c.globals):
         try:
@@ -119,8 +120,9 @@ def _lower(task: TaskSpec) -> Candidate:
         variants = _variants(task, graphs)
     kernel = _kernel_source(task, variants, graphs)
     model = _model_source(task, cases[0], variants)
-    return Candidate(format="native", hip_source=kernel, python_source=model,
-                     name=f"{task.name}-lowered")  # fmt: skip
+    return Candidate(
+        format="native", hip_source=kernel, python_source=model, name=f"{task.name}-lowered"
+    )
 
 
 # ------------------------------------------------------------------------------ variants
@@ -138,8 +140,11 @@ def _variants(task: TaskSpec, graphs: list[Graph]) -> list[_Variant]:
     return [_variant(f"{stem}_v{k}", key, gs) for k, (key, gs) in enumerate(groups.items())]
 
 
-_MODULES = {"lower_gemm": lower_gemm, "lower_rowreduce": lower_rowreduce,
-            "lower_pointwise": lower_pointwise}  # fmt: skip
+_MODULES = {
+    "lower_gemm": lower_gemm,
+    "lower_rowreduce": lower_rowreduce,
+    "lower_pointwise": lower_pointwise,
+}
 
 
 def _emit(g: Graph, launcher: str) -> tuple[lower_chain.Plan, list[tuple[str, Emitter]]]:
@@ -189,23 +194,33 @@ def _variant(launcher: str, key: tuple[str, ...], graphs: list[Graph]) -> _Varia
         counts = range(len(_size_factors(seg)))
         sizes = [product([_size_factors(s)[d] for s in per_graph]) for d in counts]
         # the row length (and N, K) as the bare expression, as before chains
-        sizes[1:] = [x[1:-1] if x.count("(") == 1 and x.startswith("(") and x.endswith(")")
-                     else x for x in sizes[1:]]  # fmt: skip
+        sizes[1:] = [
+            x[1:-1] if x.count("(") == 1 and x.startswith("(") and x.endswith(")") else x
+            for x in sizes[1:]
+        ]
         sizes += [fit([ints[name] for ints in per_ints]) for name in emitter.ints]
         tensors = tuple(_tensor_expr(placeholders[ph]) for ph in seg.graph.used)
-        launches.append(_Launch(
-            launcher=launcher if len(chain.segments) == 1 else f"{launcher}_s{j}",
-            kernel=source, pattern=seg.pattern, tensors=tensors, dests=tuple(seg.dests),
-            sizes=tuple(sizes),
-            floats=tuple(f"float(self.{f.removeprefix('s_')})" for f in emitter.floats),
-            checks=_gemm_checks(seg, placeholders) if seg.pattern == "lower_gemm" else (),
-        ))  # fmt: skip
+        launches.append(
+            _Launch(
+                launcher=launcher if len(chain.segments) == 1 else f"{launcher}_s{j}",
+                kernel=source,
+                pattern=seg.pattern,
+                tensors=tensors,
+                dests=tuple(seg.dests),
+                sizes=tuple(sizes),
+                floats=tuple(f"float(self.{f.removeprefix('s_')})" for f in emitter.floats),
+                checks=_gemm_checks(seg, placeholders) if seg.pattern == "lower_gemm" else (),
+            )
+        )
     shape_of = lambda values: tuple(fit(list(d)) for d in zip(*values, strict=True))  # noqa: E731
     buffers = tuple(
-        (name, shape_of([p.segments[0].graph.case.placeholders[name].shape for p, _ in planned]),
-         FLOAT_DTYPES[placeholders[name].dtype])
+        (
+            name,
+            shape_of([p.segments[0].graph.case.placeholders[name].shape for p, _ in planned]),
+            FLOAT_DTYPES[placeholders[name].dtype],
+        )
         for name in chain.buffers
-    )  # fmt: skip
+    )
     outputs = []
     for j, var in enumerate(chain.returns):
         if var.startswith("buf"):
@@ -224,9 +239,11 @@ def _gemm_checks(seg: lower_chain.Segment, placeholders) -> tuple[str, ...]:
         return ()
     ea, eb = _tensor_expr(pa), _tensor_expr(pb)
     kb = f"{eb}.shape[{len(pb.shape) - 1 if transposed else 0}]"
-    return (f"        if {ea}.shape[-1] != {kb}:",
-            f'            raise ValueError(f"matrix product of inner sizes {{{ea}.shape[-1]}} '
-            f'and {{{kb}}}")')  # fmt: skip
+    return (
+        f"        if {ea}.shape[-1] != {kb}:",
+        f'            raise ValueError(f"matrix product of inner sizes {{{ea}.shape[-1]}} '
+        f'and {{{kb}}}")',
+    )
 
 
 def _tensor_expr(p) -> str:
@@ -235,8 +252,9 @@ def _tensor_expr(p) -> str:
     if p.role == "input":
         return f"x{p.key}"
     # "network.0.weight" -> self.network[0].weight (a Sequential's or ModuleList's child)
-    return "self" + "".join(f"[{part}]" if part.isdigit() else f".{part}"
-                            for part in p.key.split("."))  # fmt: skip
+    return "self" + "".join(
+        f"[{part}]" if part.isdigit() else f".{part}" for part in p.key.split(".")
+    )
 
 
 def _dim_sources(g: Graph) -> list[tuple[str, int]]:
@@ -305,7 +323,8 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
     head = [
         f"// {task.name}: lowered from its PyTorch reference by hipevolve's offline translator.",
         "// fp32 math; values PyTorch holds in bfloat16/float16 are rounded where it rounds them.",
-        "// Pattern: " + ", then ".join(described)
+        "// Pattern: "
+        + ", then ".join(described)
         + (f" ({launches} kernels in order, intermediates in buffers)" if launches > 1 else ""),
         "// Kernels read warpSize (32 on NVIDIA, 64 on CDNA); nothing assumes a warp width.",
         "//",
@@ -319,7 +338,7 @@ def _kernel_source(task: TaskSpec, variants: list[_Variant], graphs: list[Graph]
         *tunables,
         DEVICE_HELPERS,
         *([F16_HELPERS] if f16 else []),
-    ]  # fmt: skip
+    ]
     if row or pointwise:
         head += [
             "// VEC elements that move as one load or store (the alignment makes them one access).",
@@ -377,8 +396,9 @@ def _init_source(task: TaskSpec) -> tuple[list[str], str]:
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     init = None
     if model is not None:
-        init = next((n for n in model.body
-                     if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)  # fmt: skip
+        init = next(
+            (n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+        )
     if init is None:
         return imports, "    def __init__(self):\n        super().__init__()\n"
     imports += _definitions_read(tree, lines, init)
@@ -448,14 +468,18 @@ def _model_source(task: TaskSpec, case: TracedCase, variants: list[_Variant]) ->
     ]
     ranks = [len(p.shape) for p in case.inputs]
     for a, rank in zip(args, ranks, strict=True):
-        out += [f"        if not isinstance({a}, torch.Tensor) or {a}.dim() != {rank}:",
-                f'            raise ValueError("{a} must be a tensor of rank {rank}")']  # fmt: skip
+        out += [
+            f"        if not isinstance({a}, torch.Tensor) or {a}.dim() != {rank}:",
+            f'            raise ValueError("{a} must be a tensor of rank {rank}")',
+        ]
     dtypes = [f"{_tensor_expr(p)}.dtype" for p in case.inputs + case.params]
     out.append(f"        key = ({', '.join(dtypes)},)")
     for k, v in enumerate(variants):
         wanted_key = ", ".join(f"torch.{d}" for d in v.key)
-        out += [f"        if key == ({wanted_key},):",
-                f"            return self._v{k}({', '.join(args)})"]  # fmt: skip
+        out += [
+            f"        if key == ({wanted_key},):",
+            f"            return self._v{k}({', '.join(args)})",
+        ]
     out.append('        raise ValueError(f"no kernel for the dtypes {key}")')
     device = f"{args[0] if args else 'self.weight'}.device"
     for k, v in enumerate(variants):
@@ -465,8 +489,9 @@ def _model_source(task: TaskSpec, case: TracedCase, variants: list[_Variant]) ->
         allocated = [(n, shape, dt) for n, shape, dt in v.outputs if dt] + list(v.buffers)
         for name, shape, dtype in allocated:
             dims = ", ".join(shape) + ("," if len(shape) == 1 else "")
-            out.append(f"        {name} = torch.empty(({dims}), dtype=torch.{dtype}, "
-                       f"device={device})")  # fmt: skip
+            out.append(
+                f"        {name} = torch.empty(({dims}), dtype=torch.{dtype}, device={device})"
+            )
         for launch in v.launches:
             touched = ", ".join(launch.tensors + launch.dests)
             call = [*launch.tensors, *launch.dests, *launch.sizes, *launch.floats]
@@ -477,8 +502,10 @@ def _model_source(task: TaskSpec, case: TracedCase, variants: list[_Variant]) ->
                 call.append("vec_ok")
             out.append(f"        kernels.{launch.launcher}({', '.join(call)})")
         names = [n for n, _, _ in v.outputs]
-        out.append(f"        return {', '.join(names)}" + ("," if case.returns_tuple and
-                                                           len(names) == 1 else ""))  # fmt: skip
+        out.append(
+            f"        return {', '.join(names)}"
+            + ("," if case.returns_tuple and len(names) == 1 else "")
+        )
     return "\n".join(out) + "\n"
 
 

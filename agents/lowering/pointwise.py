@@ -25,10 +25,13 @@ from hipevolve.agents.lowering.emit import (
 )
 from hipevolve.agents.lowering.ir import C_TYPES, Graph, Unsupported, V
 
-TUNABLES = BLOCK_VEC_TUNABLES + """// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
+TUNABLES = (
+    BLOCK_VEC_TUNABLES
+    + """// Vectors per thread (a block covers BLOCK * VEC * UNROLL elements).
 // @tunable UNROLL: 1, 2, 4
 #define UNROLL 1
 """
+)
 
 
 def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str, Emitter]:
@@ -67,12 +70,16 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
     params += ["int64_t n", "int64_t cols"] + [f"int64_t {k}" for k in top.ints]
     params += [f"float {f}" for f in top.floats] + ["int vec_ok"]
     out_packs = [f"Pack<{C_TYPES[o.dtype]}> po{j};" for j, o in enumerate(graph.outputs)]
-    vec_stores = [f"po{j}.v[k] = {STORE[o.dtype].format(vec_vals[j])};"
-                  for j, o in enumerate(graph.outputs)]  # fmt: skip
-    vec_writes = [f"reinterpret_cast<Pack<{C_TYPES[o.dtype]}>*>(out{j})[vi] = po{j};"
-                  for j, o in enumerate(graph.outputs)]  # fmt: skip
-    scalar_stores = [f"out{j}[i] = {STORE[o.dtype].format(scalar_vals[j])};"
-                     for j, o in enumerate(graph.outputs)]  # fmt: skip
+    vec_stores = [
+        f"po{j}.v[k] = {STORE[o.dtype].format(vec_vals[j])};" for j, o in enumerate(graph.outputs)
+    ]
+    vec_writes = [
+        f"reinterpret_cast<Pack<{C_TYPES[o.dtype]}>*>(out{j})[vi] = po{j};"
+        for j, o in enumerate(graph.outputs)
+    ]
+    scalar_stores = [
+        f"out{j}[i] = {STORE[o.dtype].format(scalar_vals[j])};" for j, o in enumerate(graph.outputs)
+    ]
     vec_rows = by_column or _uses(per_pack.lines + vec.lines, "r", "c")
     scalar_rows = _uses(scalar.lines, "r", "c")
     elem_head = ["const int64_t i = i0 + k;"] if _uses(vec.lines, "i") else []
@@ -80,15 +87,22 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
     if vec_rows or elem_head or _uses(list(packs.values()), "i0"):
         pack_head.append("const int64_t i0 = vi * VEC;")
     if vec_rows:
-        pack_head += ["const int64_t r = index_div(i0, cols, narrow);  // one row per pack",
-                      "const int64_t c0 = i0 - r * cols;"]  # fmt: skip
+        pack_head += [
+            "const int64_t r = index_div(i0, cols, narrow);  // one row per pack",
+            "const int64_t c0 = i0 - r * cols;",
+        ]
         elem_head += ["const int64_t c = c0 + k;"] if _uses(vec.lines, "c") else []
     scalar_head = []
     if scalar_rows:
-        scalar_head = ["const int64_t r = index_div(i, cols, narrow);",
-                       "const int64_t c = i - r * cols;"]  # fmt: skip
-    kernel_head = ["const int64_t nvec = (vec_ok && cols % VEC == 0) ? n / VEC : 0;" if vec_rows
-                   else "const int64_t nvec = (vec_ok && n % VEC == 0) ? n / VEC : 0;"]  # fmt: skip
+        scalar_head = [
+            "const int64_t r = index_div(i, cols, narrow);",
+            "const int64_t c = i - r * cols;",
+        ]
+    kernel_head = [
+        "const int64_t nvec = (vec_ok && cols % VEC == 0) ? n / VEC : 0;"
+        if vec_rows
+        else "const int64_t nvec = (vec_ok && n % VEC == 0) ? n / VEC : 0;"
+    ]
     if vec_rows or scalar_rows:
         kernel_head.append("const bool narrow = n <= INT32_MAX;  // every index fits 32 bits")
     body = f"""

@@ -34,7 +34,9 @@ from hipevolve.agents.lowering.ir import (
     strip,
 )
 
-TUNABLES = BLOCK_VEC_TUNABLES + """// Rows per block (short rows leave big blocks idle; long rows want whole blocks).
+TUNABLES = (
+    BLOCK_VEC_TUNABLES
+    + """// Rows per block (short rows leave big blocks idle; long rows want whole blocks).
 // @tunable ROWS: 1, 2, 4
 #define ROWS 1
 
@@ -42,6 +44,7 @@ constexpr int GROUP = BLOCK / ROWS;    // threads per row
 constexpr int MAX_WARPS = BLOCK / 32;  // warps per block at the narrowest warp (32 lanes)
 static_assert(BLOCK % ROWS == 0 && (GROUP & (GROUP - 1)) == 0, "GROUP must be a power of two");
 """
+)
 
 HELPERS = r"""
 struct SumOp {
@@ -112,9 +115,13 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
         group = [r for r in depth if depth[r] == level]
         accs = {r: f"acc{len(top.bound) + j}" for j, r in enumerate(group)}
         lines += [f"float {a} = {_OPS[r.args[0]]}::init();" for r, a in accs.items()]
-        loops = _loops(top, row, root, f"p{level}",
-                       [(r.args[1], f"{a} = {_OPS[r.args[0]]}::apply({a}, {{}});")
-                        for r, a in accs.items()])  # fmt: skip
+        loops = _loops(
+            top,
+            row,
+            root,
+            f"p{level}",
+            [(r.args[1], f"{a} = {_OPS[r.args[0]]}::apply({a}, {{}});") for r, a in accs.items()],
+        )
         lines += row.take() + loops
         for r, a in accs.items():
             lines.append(f"{a} = group_reduce<{_OPS[r.args[0]]}>({a}, lds);")
@@ -125,14 +132,18 @@ def emit_kernel(graph: Graph, name: str, pointers: dict[str, str]) -> tuple[str,
         if o.shape not in (shape[:-1] + (1,), shape[:-1]):
             raise Unsupported(f"an output of shape {o.shape} from rows of shape {shape}")
     if elem:
-        loops = _loops(top, row, root, "w",
-                       [(o, f"out{j}[i] = {STORE[o.dtype].format('{}')};") for j, o in elem],
-                       vector_outs=elem)  # fmt: skip
+        loops = _loops(
+            top,
+            row,
+            root,
+            "w",
+            [(o, f"out{j}[i] = {STORE[o.dtype].format('{}')};") for j, o in elem],
+            vector_outs=elem,
+        )
         lines += row.take() + loops
     if rows:
         at = {j: Ctx("r", "r", "0", "1", o.shape) for j, o in rows}  # [..., 1] or squeezed
-        stores = [f"out{j}[r] = {STORE[o.dtype].format(row.value(o, at[j]))};"
-                  for j, o in rows]  # fmt: skip
+        stores = [f"out{j}[r] = {STORE[o.dtype].format(row.value(o, at[j]))};" for j, o in rows]
         lines += [*row.take(), "if (lane == 0 && row < rows) {", *["    " + x for x in stores], "}"]
     ins = [(ph, pointers[ph]) for ph in graph.used]
     params = [f"const {_ctype(graph, ph)}* __restrict__ {p}" for ph, p in ins]
@@ -201,13 +212,18 @@ def _loops(
     loads = list(packs.values())
     if vector_outs:  # outputs go out a vector at a time too
         loads += [f"Pack<{C_TYPES[o.dtype]}> po{j};" for j, o in vector_outs]
-        vec_work = [s.replace(f"out{j}[i] = ", f"po{j}.v[k] = ", 1)
-                    for s, (j, _) in zip(vec_work, vector_outs, strict=True)]  # fmt: skip
-    writes = [f"reinterpret_cast<Pack<{C_TYPES[o.dtype]}>*>(out{j} + r * cols)[cv] = po{j};"
-              for j, o in vector_outs]  # fmt: skip
+        vec_work = [
+            s.replace(f"out{j}[i] = ", f"po{j}.v[k] = ", 1)
+            for s, (j, _) in zip(vec_work, vector_outs, strict=True)
+        ]
+    writes = [
+        f"reinterpret_cast<Pack<{C_TYPES[o.dtype]}>*>(out{j} + r * cols)[cv] = po{j};"
+        for j, o in vector_outs
+    ]
     elem = vec.lines + vec_work
     heads = (["const int64_t c = cv * VEC + k;"] if _uses(elem, "c", "i") else []) + (
-        ["const int64_t i = r * cols + c;"] if _uses(elem, "i") else [])  # fmt: skip
+        ["const int64_t i = r * cols + c;"] if _uses(elem, "i") else []
+    )
     tail = scalar.lines + scalar_work
     pad = "\n" + " " * 12
     return [

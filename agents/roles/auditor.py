@@ -48,7 +48,11 @@ def surprising(ctx: AgentContext, state: ProposalState) -> bool:
     speedup (AgentLimits.surprising_speedup where the task sets none) or a new best of its
     island."""
     evaluation = state.get("evaluation")
-    if evaluation is None or not evaluation.ok or state.get("rechecks", 0) >= ctx.limits.audit_rechecks:
+    if (
+        evaluation is None
+        or not evaluation.ok
+        or state.get("rechecks", 0) >= ctx.limits.audit_rechecks
+    ):
         return False
     threshold = ctx.task.suspect_speedup or ctx.limits.surprising_speedup
     island_best = state["proposal"].island_best
@@ -78,28 +82,42 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             if ctx.uses_model(ROLE) and not state.get("stopped"):
                 call = ctx.ask(ROLE, prompt(ctx, state))
                 verdict = parse_json_reply(call.text, Verdict) if call.ok else call.error
-                ctx.log("audit_review", {
-                    "candidate": state.get("candidate_id"),
-                    "verdict": verdict.model_dump() if isinstance(verdict, Verdict) else None,
-                    "error": verdict if isinstance(verdict, str) else None,
-                })  # fmt: skip
+                ctx.log(
+                    "audit_review",
+                    {
+                        "candidate": state.get("candidate_id"),
+                        "verdict": verdict.model_dump() if isinstance(verdict, Verdict) else None,
+                        "error": verdict if isinstance(verdict, str) else None,
+                    },
+                )
             return {"phase": "recheck"}
         assert candidate is not None
         twin = repeated(ctx, state) if state.get("model") else None
         if twin is not None:  # the model's reply changed nothing the compiler reads
             message = f"identical to candidate {twin} after removing comments/whitespace"
-            ctx.log("audit_duplicate", {"candidate": candidate.source_hash, "twin": twin,
-                                        "author": state.get("author")})  # fmt: skip
+            ctx.log(
+                "audit_duplicate",
+                {"candidate": candidate.source_hash, "twin": twin, "author": state.get("author")},
+            )
             return {"phase": "screen", "failure": Failure(kind="duplicate", message=message)}
         screening = screen_apart(candidate)  # off the interpreter lock of the graph runs
         if screening.warnings:
-            ctx.log("audit_warning", {"candidate": candidate.source_hash,
-                                      "flags": list(screening.flags)})  # fmt: skip
+            ctx.log(
+                "audit_warning",
+                {"candidate": candidate.source_hash, "flags": list(screening.flags)},
+            )
         if not screening.passed:
-            ctx.log("audit_reject", {"candidate": candidate.source_hash, "author":
-                                     state.get("author"), "flags": list(screening.flags)})  # fmt: skip
-            failure = Failure(kind="rejected", message=screening.message,
-                              detail="\n".join(screening.flags))  # fmt: skip
+            ctx.log(
+                "audit_reject",
+                {
+                    "candidate": candidate.source_hash,
+                    "author": state.get("author"),
+                    "flags": list(screening.flags),
+                },
+            )
+            failure = Failure(
+                kind="rejected", message=screening.message, detail="\n".join(screening.flags)
+            )
             return {"phase": "screen", "failure": failure}
         return {"phase": "screen", "failure": None}
 

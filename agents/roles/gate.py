@@ -23,12 +23,17 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         proposal = state["proposal"]
         parents = state.get("parents", ())
         child = Child(
-            candidate=candidate, island=proposal.island, parents=parents,
-            inspirations=tuple(e.candidate_id for e in proposal.inspirations
-                               if e.candidate_id not in parents),
-            agent=state.get("author", "mutator"), model=state.get("model", ""),
-            prompt_hash=state.get("prompt_hash", ""), attempt=attempt_of(ctx, state),
-        )  # fmt: skip
+            candidate=candidate,
+            island=proposal.island,
+            parents=parents,
+            inspirations=tuple(
+                e.candidate_id for e in proposal.inspirations if e.candidate_id not in parents
+            ),
+            agent=state.get("author", "mutator"),
+            model=state.get("model", ""),
+            prompt_hash=state.get("prompt_hash", ""),
+            attempt=attempt_of(ctx, state),
+        )
         done = ctx.workshop.evaluate(child)
         if done is None:
             return {"stopped": "evaluation budget spent", "evaluation": None, "phase": "done"}
@@ -57,8 +62,9 @@ def attempt_of(ctx: AgentContext, state: ProposalState) -> Attempt | None:
     reply = (state.get("reply") or "")[: ctx.limits.raw_reply_chars]
     if state.get("author") == "repairer" and state.get("fix"):
         return Attempt(idea=state["fix"], diagnosis="", reply=reply)
-    return Attempt(idea=state.get("idea") or "", diagnosis=state.get("diagnosis") or "",
-                   reply=reply)  # fmt: skip
+    return Attempt(
+        idea=state.get("idea") or "", diagnosis=state.get("diagnosis") or "", reply=reply
+    )
 
 
 def recheck(ctx: AgentContext, state: ProposalState) -> dict:
@@ -67,12 +73,25 @@ def recheck(ctx: AgentContext, state: ProposalState) -> dict:
     again = ctx.workshop.recheck(cid)
     # None: the budget or its re-check share is spent; the winner stands unconfirmed, and says so
     if again is None:
-        ctx.log(RECHECK, {"candidate": cid, "fitness_before": before.fitness,
-                          "status": "skipped", "message": "no unit for it: the evaluation "
-                          "budget, or its re-check share (agents.recheck_share), is spent"})  # fmt: skip
+        ctx.log(
+            RECHECK,
+            {
+                "candidate": cid,
+                "fitness_before": before.fitness,
+                "status": "skipped",
+                "message": "no unit for it: the evaluation "
+                "budget, or its re-check share (agents.recheck_share), is spent",
+            },
+        )
         return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}
-    ctx.log(RECHECK, {
-        "candidate": cid, "fitness_before": before.fitness, "status": again.status.value,
-        "fitness_after": again.fitness, "message": again.message,
-    })  # fmt: skip
+    ctx.log(
+        RECHECK,
+        {
+            "candidate": cid,
+            "fitness_before": before.fitness,
+            "status": again.status.value,
+            "fitness_after": again.fitness,
+            "message": again.message,
+        },
+    )
     return {"rechecks": state.get("rechecks", 0) + 1, "phase": "done"}

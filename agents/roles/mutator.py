@@ -11,7 +11,7 @@ from hipevolve.agents.case_inputs import case_inputs
 from hipevolve.agents.context import AgentContext
 from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.proposal import parent_text, proposal_prompt
-from hipevolve.agents.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.offline.mutate import transformed
@@ -69,28 +69,46 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         """A child of the parent: from the model's reply, or the offline mutator."""
         parent = state.get("parent")
         proposal = state["proposal"]
-        lineage = {"parents": (proposal.parent.candidate_id,) if proposal.parent else (),
-                   "base": parent, "author": ROLE, "exchange": ()}  # fmt: skip
+        lineage = {
+            "parents": (proposal.parent.candidate_id,) if proposal.parent else (),
+            "base": parent,
+            "author": ROLE,
+            "exchange": (),
+        }
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             child = offline(ctx, state)
-            return {**lineage, "candidate": child, "model": "", "prompt_hash": "",
-                    "failure": None if child else Failure(kind="nothing", message="no child")}  # fmt: skip
+            return {
+                **lineage,
+                "candidate": child,
+                "model": "",
+                "prompt_hash": "",
+                "failure": None if child else Failure(kind="nothing", message="no child"),
+            }
         shared = {"shared": parent_text(ctx, state)}
         lineage |= shared
         text = prompt(ctx, {**state, **shared})
         call = ctx.ask(ROLE, text)
         if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {**lineage, "candidate": None, "stopped": stopped,
-                    "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
+            return {**lineage, **call_failed(ctx, call)}
         got = candidate_from(ctx, ROLE, call, parent)
         lineage["exchange"] = exchange(text, call)
         if isinstance(got, Candidate):  # marker lines a whole file carried: the folded text back
             got = briefing.restored(got, briefing.parent_fields(parent, ctx.target)[0])
         if isinstance(got, Failure):
-            return {**lineage, "candidate": None, "failure": got, "model": call.model,
-                    "prompt_hash": call.prompt_hash}  # fmt: skip
-        return {**lineage, "candidate": got, "failure": None, "model": call.model,
-                "prompt_hash": call.prompt_hash, "reply": call.text}  # fmt: skip
+            return {
+                **lineage,
+                "candidate": None,
+                "failure": got,
+                "model": call.model,
+                "prompt_hash": call.prompt_hash,
+            }
+        return {
+            **lineage,
+            "candidate": got,
+            "failure": None,
+            "model": call.model,
+            "prompt_hash": call.prompt_hash,
+            "reply": call.text,
+        }
 
     return mutator

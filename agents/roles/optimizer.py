@@ -34,12 +34,21 @@ class Idea(JsonReply):
     )
 
     key_synonyms = {
-        "optimization": "idea", "optimisation": "idea", "description": "idea",
-        "suggestion": "idea", "proposal": "idea", "change": "idea", "plan": "idea",
-        "next idea": "idea", "optimization idea": "idea", "optimisation idea": "idea",
-        "transformation": "transform", "transform name": "transform",
-        "source transform": "transform", "known transform": "transform",
-    }  # fmt: skip
+        "optimization": "idea",
+        "optimisation": "idea",
+        "description": "idea",
+        "suggestion": "idea",
+        "proposal": "idea",
+        "change": "idea",
+        "plan": "idea",
+        "next idea": "idea",
+        "optimization idea": "idea",
+        "optimisation idea": "idea",
+        "transformation": "transform",
+        "transform name": "transform",
+        "source transform": "transform",
+        "known transform": "transform",
+    }
 
 
 def offline(diagnosis: str) -> Idea:

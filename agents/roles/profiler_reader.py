@@ -29,26 +29,60 @@ class Diagnosis(JsonReply):
     summary: str = Field(description="two or three sentences quoting the facts")
 
     key_synonyms = {
-        "bottleneck type": "bottleneck", "main bottleneck": "bottleneck", "limiter": "bottleneck",
-        "bound": "bottleneck", "category": "bottleneck", "diagnosis": "summary",
-        "explanation": "summary", "evidence": "summary", "reason": "summary",
-        "reasoning": "summary", "details": "summary", "analysis": "summary",
-    }  # fmt: skip
+        "bottleneck type": "bottleneck",
+        "main bottleneck": "bottleneck",
+        "limiter": "bottleneck",
+        "bound": "bottleneck",
+        "category": "bottleneck",
+        "diagnosis": "summary",
+        "explanation": "summary",
+        "evidence": "summary",
+        "reason": "summary",
+        "reasoning": "summary",
+        "details": "summary",
+        "analysis": "summary",
+    }
     # What the prompt's own words and a model's usual ones for each bottleneck mean.
-    value_synonyms = {"bottleneck": {
-        "memory bandwidth": "memory", "bandwidth": "memory", "hbm": "memory", "dram": "memory",
-        "global memory": "memory", "memory throughput": "memory", "roofline": "memory",
-        "occupancy": "latency", "low occupancy": "latency", "too few waves": "latency",
-        "latency hiding": "latency", "memory latency": "latency", "stalls": "latency",
-        "register": "registers", "register pressure": "registers", "vgpr": "registers",
-        "vgprs": "registers", "spills": "registers", "spill": "registers",
-        "register spills": "registers", "scratch": "registers",
-        "shared memory": "lds", "local data share": "lds", "lds bank conflicts": "lds",
-        "bank conflicts": "lds", "launch overhead": "launch", "kernel launch": "launch",
-        "launches": "launch", "alu": "compute", "math": "compute", "flops": "compute",
-        "mfma": "compute", "arithmetic": "compute", "tensor cores": "compute",
-        "none": "unknown", "unclear": "unknown",
-    }}  # fmt: skip
+    value_synonyms = {
+        "bottleneck": {
+            "memory bandwidth": "memory",
+            "bandwidth": "memory",
+            "hbm": "memory",
+            "dram": "memory",
+            "global memory": "memory",
+            "memory throughput": "memory",
+            "roofline": "memory",
+            "occupancy": "latency",
+            "low occupancy": "latency",
+            "too few waves": "latency",
+            "latency hiding": "latency",
+            "memory latency": "latency",
+            "stalls": "latency",
+            "register": "registers",
+            "register pressure": "registers",
+            "vgpr": "registers",
+            "vgprs": "registers",
+            "spills": "registers",
+            "spill": "registers",
+            "register spills": "registers",
+            "scratch": "registers",
+            "shared memory": "lds",
+            "local data share": "lds",
+            "lds bank conflicts": "lds",
+            "bank conflicts": "lds",
+            "launch overhead": "launch",
+            "kernel launch": "launch",
+            "launches": "launch",
+            "alu": "compute",
+            "math": "compute",
+            "flops": "compute",
+            "mfma": "compute",
+            "arithmetic": "compute",
+            "tensor cores": "compute",
+            "none": "unknown",
+            "unclear": "unknown",
+        }
+    }
 
     def text(self) -> str:
         return f"{self.bottleneck}: {self.summary}"
@@ -94,8 +128,11 @@ def offline(evaluation: Evaluation | None) -> Diagnosis:
             summary=f"{narrow[0].kernel} issues no 128-bit loads "
             f"({', '.join(sorted(narrow[0].global_loads))}): widen accesses to 16 bytes.",
         )
-    fractions = [c.roofline_fraction for c in (evaluation.cases if evaluation else ())
-                 if c.roofline_fraction is not None]  # fmt: skip
+    fractions = [
+        c.roofline_fraction
+        for c in (evaluation.cases if evaluation else ())
+        if c.roofline_fraction is not None
+    ]
     if fractions and min(fractions) < 0.6:
         return Diagnosis(
             bottleneck="memory",

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents.briefing import edit_rule, error_lines, numbered
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import KERNEL_FILE, MODEL_FILE, Candidate
 from hipevolve.core.evaluation import Evaluation
@@ -95,9 +95,15 @@ def prompt(ctx: AgentContext, state: ProposalState) -> str:
     )
 
 
+# What happened to the reply, by failure kind, as the repair turn's first line says it. Only
+# REPAIRABLE kinds reach a repair turn: `hacked` (a hack caught, in the build or on the GPU) is
+# never repaired, so it has no line here (docs/STATUSES.md).
 OUTCOME = {
     "parse_error": "could not be read as a candidate",
-    "rejected": "was rejected before it reached a compiler",
+    # a rule's refusal, never a crash: the screen (before any compile), the AMD target's limits
+    # (after the static compile, before any run) or the KernelBench recorder (its one forward on
+    # stand-in inputs); in each, before the candidate was checked against the reference or timed
+    "rejected": "was refused by one of the verifier's rules before it was checked or timed",
     "duplicate": "changed nothing but comments or layout: it was not compiled",
     "compile_error": "did not compile",
     "incorrect": "gave wrong results",
@@ -113,8 +119,9 @@ def diff_text(base: Candidate, candidate: Candidate) -> str:
         (KERNEL_FILE, base.hip_source or "", candidate.hip_source or ""),
         (MODEL_FILE, base.python_source, candidate.python_source),
     ):
-        parts += difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                      f"a/{name}", f"b/{name}", n=2)  # fmt: skip
+        parts += difflib.unified_diff(
+            before.splitlines(True), after.splitlines(True), f"a/{name}", f"b/{name}", n=2
+        )
     if not parts:
         return "Nothing: the files are the parent's, unchanged."
     return f"```diff\n{block(''.join(parts))}```"
@@ -131,12 +138,15 @@ def changes_text(state: ProposalState) -> tuple[str, str]:
         return f"{unread}There is no candidate yet.", "Reply with whole files."
     if parent is None:  # a translation: no parent to diff against
         return f"{unread}The files are those your reply wrote.", (
-            "Your edits apply to the files your reply wrote.")  # fmt: skip
+            "Your edits apply to the files your reply wrote."
+        )
     if current.source_hash == parent.source_hash:
         return f"{unread}Nothing: the files are the parent's.", (
-            "Your edits apply to the parent's files, as the first message showed them.")  # fmt: skip
+            "Your edits apply to the parent's files, as the first message showed them."
+        )
     return f"{unread}Against the parent:\n{diff_text(parent, current)}", (
-        "Your edits apply to the files as they stand now: the parent with the diff above.")  # fmt: skip
+        "Your edits apply to the files as they stand now: the parent with the diff above."
+    )
 
 
 def follow_up(ctx: AgentContext, state: ProposalState) -> str:
@@ -168,7 +178,11 @@ def stated_fix(reply: str) -> str:
     for line in reply.splitlines():
         bare = line.strip()
         if bare.startswith(("```", "<<<<<<<", "=======", ">>>>>>>")) or bare in (
-            KERNEL_FILE, MODEL_FILE, f"`{KERNEL_FILE}`", f"`{MODEL_FILE}`"):  # fmt: skip
+            KERNEL_FILE,
+            MODEL_FILE,
+            f"`{KERNEL_FILE}`",
+            f"`{MODEL_FILE}`",
+        ):
             break
         words.append(bare)
     text = " ".join(" ".join(words).split())
@@ -207,21 +221,33 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         failed_id = state.get("candidate_id") if state.get("candidate") else None
         parents = (failed_id,) if failed_id is not None else state.get("parents", ())
         # the failed candidate this turn repairs: this one, or the one an unread reply was to
-        repairing = (failed_text(failed_id, state["failure"]) if failed_id is not None
-                     else state.get("repairing", ""))  # fmt: skip
+        repairing = (
+            failed_text(failed_id, state["failure"])
+            if failed_id is not None
+            else state.get("repairing", "")
+        )
         history = state.get("exchange") or ()
         text = follow_up(ctx, state) if history else prompt(ctx, state)
         call = ctx.ask(ROLE, text, history)
-        update: dict = {"repair_turns": turns, "parents": parents, "author": ROLE,
-                        "candidate_id": None, "evaluation": None, "repairing": repairing,
-                        "exchange": exchange(text, call, history)}  # fmt: skip
+        update: dict = {
+            "repair_turns": turns,
+            "parents": parents,
+            "author": ROLE,
+            "candidate_id": None,
+            "evaluation": None,
+            "repairing": repairing,
+            "exchange": exchange(text, call, history),
+        }
         if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {**update, "candidate": None, "stopped": stopped,
-                    "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
+            return {**update, **call_failed(ctx, call)}
         got = candidate_from(ctx, ROLE, call, shown)
-        update |= {"model": call.model, "prompt_hash": call.prompt_hash, "base": shown,
-                   "reply": call.text, "fix": fix_text(repairing, call.text) if repairing else ""}  # fmt: skip
+        update |= {
+            "model": call.model,
+            "prompt_hash": call.prompt_hash,
+            "base": shown,
+            "reply": call.text,
+            "fix": fix_text(repairing, call.text) if repairing else "",
+        }
         if isinstance(got, Failure):
             return {**update, "candidate": None, "failure": got}
         return {**update, "candidate": got, "failure": None}

@@ -57,14 +57,23 @@ class AdmissionWorker:
         env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
         home = Path(self._scratch.name) / "home"
         home.mkdir(exist_ok=True)
-        env |= {"HOME": str(home), "TMPDIR": str(home), "PYTHONUNBUFFERED": "1",
-                "HIPEVOLVE_RESULT_FD": str(write_fd)}  # fmt: skip
+        env |= {
+            "HOME": str(home),
+            "TMPDIR": str(home),
+            "PYTHONUNBUFFERED": "1",
+            "HIPEVOLVE_RESULT_FD": str(write_fd),
+        }
         with self._log.open("ab") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "hipevolve.agents.roles.task_admission"],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log, env=env,
-                pass_fds=(write_fd,), start_new_session=True, cwd=home,
-            )  # fmt: skip
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                cwd=home,
+            )
         os.close(write_fd)
         self._results = read_fd
         if self._read(STARTUP_S) != {"ready": True}:
@@ -100,8 +109,11 @@ class AdmissionWorker:
     def admit(self, candidate: Candidate, seen: dict[str, str]) -> KeptTask | Rejection:
         """The synthetic admission of `candidate` in the child; `seen` (graph hash -> task
         name) gains the kept task's hash, as with problems.synthetic.admit."""
-        job = {"candidate": candidate.model_dump(mode="json"), "out_dir": str(self.out_dir),
-               "seen": seen}  # fmt: skip
+        job = {
+            "candidate": candidate.model_dump(mode="json"),
+            "out_dir": str(self.out_dir),
+            "seen": seen,
+        }
         answer = self._ask(job)
         if answer is None:
             assert self._proc is not None
@@ -185,8 +197,11 @@ def _serve() -> None:
             outcome = admit(candidate, Path(job["out_dir"]), dict(job["seen"]))
         except Exception as e:  # what admit does not catch is still this candidate's fault
             first = (str(e).strip().splitlines() or [""])[0][:200]
-            outcome = Rejection(name=candidate.name, mode=candidate.mode,
-                                reason=f"does not load: {type(e).__name__}: {first}")  # fmt: skip
+            outcome = Rejection(
+                name=candidate.name,
+                mode=candidate.mode,
+                reason=f"does not load: {type(e).__name__}: {first}",
+            )
         key = "kept" if isinstance(outcome, KeptTask) else "rejected"
         answer({key: outcome.model_dump(mode="json")})
 

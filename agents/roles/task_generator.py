@@ -54,20 +54,32 @@ def prompt(source: TaskSpec, mode: str, taken: Sequence[str]) -> str:
     """The request for one task near `source` in `mode`; `taken` are names not to reuse."""
     reference = source.reference.read_text() if source.reference.exists() else ""
     head = render(
-        "task_generator", task_name=source.name, task_description=source.description,
-        reference=block(reference), schema=reply_text(),
-    )  # fmt: skip
-    turn = render("task_generator_turn", mode=mode, mode_hint=MODE_HINTS[mode],
-                  taken=", ".join(sorted(taken)) or "(none)")  # fmt: skip
+        "task_generator",
+        task_name=source.name,
+        task_description=source.description,
+        reference=block(reference),
+        schema=reply_text(),
+    )
+    turn = render(
+        "task_generator_turn",
+        mode=mode,
+        mode_hint=MODE_HINTS[mode],
+        taken=", ".join(sorted(taken)) or "(none)",
+    )
     return head + turn
 
 
 def reply_text() -> str:
     """What the model is told about its reply: TaskDraft's docstring and every field."""
-    lines = [schema_text(TaskDraft, json_reply=False), "The ```json object:", *field_lines(TaskDraft),
-             "Each case:", *field_lines(TaskCaseDraft),
-             'The tolerance: {"kind": "allclose", "atol": A, "rtol": R} or '
-             '{"kind": "rel_rms", "max_rel_rms": E}; NaN never passes.']  # fmt: skip
+    lines = [
+        schema_text(TaskDraft, json_reply=False),
+        "The ```json object:",
+        *field_lines(TaskDraft),
+        "Each case:",
+        *field_lines(TaskCaseDraft),
+        'The tolerance: {"kind": "allclose", "atol": A, "rtol": R} or '
+        '{"kind": "rel_rms", "max_rel_rms": E}; NaN never passes.',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -83,17 +95,23 @@ def known_hashes(tasks: Sequence[TaskSpec]) -> dict[str, str]:
 
 
 def draft_task(
-    call: LLMCall, worker: AdmissionWorker, seen: dict[str, str], name: str, mode: Mode,
+    call: LLMCall,
+    worker: AdmissionWorker,
+    seen: dict[str, str],
+    name: str,
+    mode: Mode,
     source: str,
-) -> KeptTask | Rejection:  # fmt: skip
+) -> KeptTask | Rejection:
     """One reply through the synthetic admission, named `name`; what failed, with its reason."""
     if not call.ok:
         return Rejection(name=name, mode=mode, reason=f"model call failed: {call.error}")
     reply = parse_task_reply(call.text)
     if not reply.ok or reply.draft is None:
         return Rejection(name=name, mode=mode, reason=f"reply {reply.error_class}: {reply.message}")
-    header = (f"# Written by {call.model} for `evolve tasks generate` ({mode} from task "
-              f"{source}); prompt {call.prompt_hash[:12]}.")  # fmt: skip
+    header = (
+        f"# Written by {call.model} for `evolve tasks generate` ({mode} from task "
+        f"{source}); prompt {call.prompt_hash[:12]}."
+    )
     named = f"{name}_{reply.draft.name}"
     candidate = candidate_of(reply.draft, reply.reference, named, mode, header)
     return worker.admit(candidate, seen)
@@ -119,8 +137,9 @@ def generate_with_model(
         raise UserError("nothing to generate from: no mode or no source task", "pass --from TASK")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    report = GenerationReport(seed=seed, out_dir=str(out_dir),
-                              per_mode={m: ModeCounts() for m in modes})  # fmt: skip
+    report = GenerationReport(
+        seed=seed, out_dir=str(out_dir), per_mode={m: ModeCounts() for m in modes}
+    )
     taken = {t.name for t in library}
     with AdmissionWorker(out_dir, timeout_s) as worker, (out_dir / CALL_LOG).open("a") as log:
         seen = known_hashes(library) | worker.existing_hashes()
@@ -136,12 +155,23 @@ def generate_with_model(
             outcome = draft_task(call, worker, seen, name, mode, source.name)
             if isinstance(outcome, KeptTask):
                 taken.add(outcome.name.removeprefix(f"{name}_"))  # the name the model chose
-            log.write(json.dumps({
-                "k": k, "seed": seed, "mode": mode, "source": source.name,
-                "call": call.model_dump(mode="json"),
-                "outcome": {"kept" if isinstance(outcome, KeptTask) else "rejected":
-                            outcome.model_dump(mode="json")},
-            }) + "\n")  # fmt: skip
+            log.write(
+                json.dumps(
+                    {
+                        "k": k,
+                        "seed": seed,
+                        "mode": mode,
+                        "source": source.name,
+                        "call": call.model_dump(mode="json"),
+                        "outcome": {
+                            "kept"
+                            if isinstance(outcome, KeptTask)
+                            else "rejected": outcome.model_dump(mode="json")
+                        },
+                    }
+                )
+                + "\n"
+            )
             log.flush()
             report.count(mode, outcome)
             if progress:

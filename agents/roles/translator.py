@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from hipevolve.agents.briefing import tolerance_text
 from hipevolve.agents.context import AgentContext
-from hipevolve.agents.reply_record import candidate_from, exchange
+from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.roles.mutator import cases_text
 from hipevolve.agents.state import Failure, ProposalState
 from hipevolve.core.candidate import Candidate, load_candidate
@@ -75,17 +75,24 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         base = {"parents": (), "author": ROLE, "base": None, "exchange": ()}
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             found = offline(ctx.task, ctx.workshop.seen())
-            return {**base, "candidate": found, "model": "", "prompt_hash": "",
-                    "failure": None if found else Failure(kind="nothing", message="no seed")}  # fmt: skip
+            return {
+                **base,
+                "candidate": found,
+                "model": "",
+                "prompt_hash": "",
+                "failure": None if found else Failure(kind="nothing", message="no seed"),
+            }
         text = prompt(ctx)
         call = ctx.ask(ROLE, text)
         if not call.ok:
-            stopped = ctx.ensemble.stop_reason() if ctx.ensemble else None
-            return {**base, "candidate": None, "stopped": stopped,
-                    "failure": Failure(kind="llm_error", message=call.error or "")}  # fmt: skip
+            return {**base, **call_failed(ctx, call)}
         got = candidate_from(ctx, ROLE, call, None)
-        update = {**base, "model": call.model, "prompt_hash": call.prompt_hash,
-                  "exchange": exchange(text, call)}  # fmt: skip
+        update = {
+            **base,
+            "model": call.model,
+            "prompt_hash": call.prompt_hash,
+            "exchange": exchange(text, call),
+        }
         if isinstance(got, Failure):
             return {**update, "candidate": None, "failure": got}
         return {**update, "candidate": got, "failure": None}

@@ -101,8 +101,13 @@ Role = Literal[
     "task_generator", "translator", "profiler_reader", "optimizer", "mutator", "repairer", "auditor"
 ]
 WRITING_ROLES: tuple[Role, ...] = (
-    "translator", "profiler_reader", "optimizer", "mutator", "repairer", "task_generator"
-)  # fmt: skip
+    "translator",
+    "profiler_reader",
+    "optimizer",
+    "mutator",
+    "repairer",
+    "task_generator",
+)
 
 
 class Section(Frozen):
@@ -111,16 +116,21 @@ class Section(Frozen):
 
 class TaskSettings(Section):
     dirs: tuple[Path, ...] = Field(
-        default=(), description="extra task folders, searched after the built-in problems/")
+        default=(), description="extra task folders, searched after the built-in problems/"
+    )
 
 
 class VerifierSettings(Section):
     backend: Backend = Field(
-        default="auto", description="where candidates run: auto picks rocm or cuda by the GPU")
+        default="auto", description="where candidates run: auto picks rocm or cuda by the GPU"
+    )
     amd_targets: tuple[str, ...] = Field(
-        default=("gfx942",), description="gfx targets of the static AMD analysis")
+        default=("gfx942",), description="gfx targets of the static AMD analysis"
+    )
     cache_dir: Path = Field(
-        default=Path.home() / ".cache" / "hipevolve", description="compile cache (content-addressed)")
+        default=Path.home() / ".cache" / "hipevolve",
+        description="compile cache (content-addressed)",
+    )
     compile_timeout_s: float = Field(default=120.0, gt=0, description="per compile, seconds")
     compile_jobs: int = Field(default=0, ge=0, description="parallel compiles; 0 = all CPU cores")
     max_object_bytes: int = Field(default=64 << 20, gt=0, description="largest compiled library")
@@ -131,32 +141,52 @@ class VerifierSettings(Section):
     trials: int = Field(default=30, ge=5, description="timed trials per case (median reported)")
     warmup: int = Field(default=5, ge=1, description="untimed calls before the trials")
     suspect_margin: float = Field(
-        default=3.0, gt=1, description="a case this many times faster than the strongest "
+        default=3.0,
+        gt=1,
+        description="a case this many times faster than the strongest "
         "baseline a run timed on it (FlashQLA, FLA, torch.compile, torch.matmul) is suspect and "
-        "re-checked (a fresh hidden seed, fresh inputs, the baseline timed side by side)")
+        "re-checked (a fresh hidden seed, fresh inputs, the baseline timed side by side)",
+    )
     suspect_speedup: float = Field(
-        default=10.0, gt=1, description="speedups over the reference above this are suspect, "
-        "only on a case with no roofline and no strong baseline (nothing physical is known)")
+        default=10.0,
+        gt=1,
+        description="speedups over the reference above this are suspect, "
+        "only on a case with no roofline and no strong baseline (nothing physical is known)",
+    )
     reference_trials: int = Field(
-        default=0, ge=0, description="trials of the reference inside each evaluation; 0: as "
-        "many as the candidate's (a run sets fitness.check_trials: there it is only a check)")
+        default=0,
+        ge=0,
+        description="trials of the reference inside each evaluation; 0: as "
+        "many as the candidate's (a run sets fitness.check_trials: there it is only a check)",
+    )
     # Where and how nicely CPU work runs changes no result, only its noise: not in settings_key.
     quiet_judge: bool = Field(
-        default=True, description="compiles and CPU stages run niced and, where the host has cores "
-        "to spare, off the judges' cores; false: everything shares every core as before")
+        default=True,
+        description="compiles and CPU stages run niced and, where the host has cores "
+        "to spare, off the judges' cores; false: everything shares every core as before",
+    )
     cpu_work_nice: int = Field(
-        default=10, ge=0, le=19, description="niceness of compiles and the CPU-stage threads")
+        default=10, ge=0, le=19, description="niceness of compiles and the CPU-stage threads"
+    )
     judge_cores_per_slot: int = Field(
-        default=2, ge=0, le=8, description="cores reserved for each GPU slot's judges when the host "
-        "has more than slots * this + 2; 0: never pin")
+        default=2,
+        ge=0,
+        le=8,
+        description="cores reserved for each GPU slot's judges when the host "
+        "has more than slots * this + 2; 0: never pin",
+    )
     ray: str | None = Field(
         default=None,
-        description="run on a Ray cluster: its address, or auto; unset: this machine's GPUs")
+        description="run on a Ray cluster: its address, or auto; unset: this machine's GPUs",
+    )
 
     def cpu_policy(self) -> CpuPolicy:
         """The CPU-sharing policy these settings ask for."""
-        return CpuPolicy(enabled=self.quiet_judge, nice=self.cpu_work_nice,
-                         cores_per_slot=self.judge_cores_per_slot)
+        return CpuPolicy(
+            enabled=self.quiet_judge,
+            nice=self.cpu_work_nice,
+            cores_per_slot=self.judge_cores_per_slot,
+        )
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -186,8 +216,9 @@ class EvolutionSettings(Section):
         description="generations between resets of the weaker half of the islands; 0 = never",
     )
     reseed_from: Literal["elites", "best"] = Field(
-        default="elites", description="a reset island takes the best island's best elite and a "
-        "share of its other elites, dealt in turn among the reset islands; or its best alone"
+        default="elites",
+        description="a reset island takes the best island's best elite and a "
+        "share of its other elites, dealt in turn among the reset islands; or its best alone",
     )
     elite_fraction: float = Field(
         default=0.5, ge=0, le=1, description="parents drawn uniformly from the top-k elites"
@@ -227,48 +258,75 @@ class AgentLimits(Section):
 
     repair_turns: int = Field(default=2, ge=0, le=6, description="repairer turns per proposal")
     audit_rechecks: int = Field(
-        default=1, ge=0, le=1, description="hidden-seed re-checks of a surprising winner")
+        default=1, ge=0, le=1, description="hidden-seed re-checks of a surprising winner"
+    )
     surprising_speedup: float = Field(
-        default=10.0, gt=1,
+        default=10.0,
+        gt=1,
         description="fitness above which a winner is re-checked on a fresh hidden seed, where the "
         "task sets no suspect_speedup (a new island best is re-checked too; each re-check "
-        "spends one evaluation of the budget)")
+        "spends one evaluation of the budget)",
+    )
     proposals_per_generation: int = Field(default=8, ge=1, description="graph runs per generation")
     concurrency: int | None = Field(
-        default=None, ge=1, le=64,
+        default=None,
+        ge=1,
+        le=64,
         description="graph runs at once; unset: from the evaluator slots and the measured model "
-        "and evaluation latencies (Little's law, evolution/pace.py)")
+        "and evaluation latencies (Little's law, evolution/pace.py)",
+    )
     sweep_configurations: int = Field(
-        default=6, ge=0, le=64,
+        default=6,
+        ge=0,
+        le=64,
         description="configurations of each new island best a model wrote, and of each seed (with "
         "@tunables), that the offline tuner proposes in the generations after, 2 a generation "
-        "(0: none)")
+        "(0: none)",
+    )
     tuner_share: float = Field(
-        default=0.1, gt=0, le=1,
+        default=0.1,
+        gt=0,
+        le=1,
         description="most of the budget the offline tuner's configurations (of the seeds and of "
-        "the model-written island bests) may spend, a fraction (1: no bound of its own)")
+        "the model-written island bests) may spend, a fraction (1: no bound of its own)",
+    )
     duel_share: float = Field(
-        default=0.08, gt=0, le=1,
+        default=0.08,
+        gt=0,
+        le=1,
         description="most of the budget head-to-heads may spend, the final confirmation's reserve "
-        "included, a fraction; past it a close call keeps the incumbent (1: no bound of its own)")
+        "included, a fraction; past it a close call keeps the incumbent (1: no bound of its own)",
+    )
     recheck_share: float = Field(
-        default=0.05, gt=0, le=1,
+        default=0.05,
+        gt=0,
+        le=1,
         description="most of the budget hidden-seed re-checks of winners may spend, a fraction; "
-        "past it a winner stands unconfirmed (1: no bound of its own)")
+        "past it a winner stands unconfirmed (1: no bound of its own)",
+    )
     stall_generations: int = Field(
-        default=4, ge=0,
-        description="stop after this many generations in a row with no new evaluation (0: never)")
+        default=4,
+        ge=0,
+        description="stop after this many generations in a row with no new evaluation (0: never)",
+    )
     raw_reply_chars: int = Field(
-        default=16384, ge=0, description="characters kept of a malformed reply, in its event")
+        default=16384, ge=0, description="characters kept of a malformed reply, in its event"
+    )
     scratchpad_every: int = Field(
-        default=5, ge=0, description="generations between the run's scratchpad notes (a "
-        "summary of what was tried and learned, shown to the optimizer and mutator; 0: none)")
+        default=5,
+        ge=0,
+        description="generations between the run's scratchpad notes (a "
+        "summary of what was tried and learned, shown to the optimizer and mutator; 0: none)",
+    )
     scratchpad_tokens: int = Field(
-        default=400, ge=50, le=4000, description="longest scratchpad note, tokens")
+        default=400, ge=50, le=4000, description="longest scratchpad note, tokens"
+    )
     scratchpad_writer: Literal["archive", "model"] = Field(
-        default="archive", description="who writes the note: `archive` builds it from the "
+        default="archive",
+        description="who writes the note: `archive` builds it from the "
         "archive, the same every time; `model` has the profiler_reader's model condense that "
-        "(one call per note; the archive's note when the call fails)")
+        "(one call per note; the archive's note when the call fails)",
+    )
 
     def recursion_limit(self) -> int:
         """langgraph steps one run may take: the longest path with every loop at its limit."""
@@ -282,30 +340,38 @@ class ModelSettings(Section):
         default=(),
         description="litellm model strings behind every writing role (--model, repeatable: "
         "with several the bandit picks per call; a string is one model; HIPEVOLVE_MODEL when "
-        "neither the flags nor the file set it); none: offline")
+        "neither the flags nor the file set it); none: offline",
+    )
     roles: dict[Role, tuple[str, ...]] = Field(
         default_factory=dict,
         description="role -> litellm model strings, instead of `model` for that role (several: "
         "the bandit picks per call; an empty list: that role runs offline); the auditor's model "
-        "review is on only when listed here")
+        "review is on only when listed here",
+    )
     api_base: str | None = Field(default=None, description="a local OpenAI-compatible server")
     token_budget: int | None = Field(default=None, ge=1, description="tokens in+out per run")
     cost_budget_usd: float | None = Field(
-        default=25.0, gt=0,
+        default=25.0,
+        gt=0,
         description="dollars per run; the run stops there (a model with no known price costs "
-        "nothing here); raise it with --cost-budget")
+        "nothing here); raise it with --cost-budget",
+    )
     timeout_s: float = Field(default=120.0, gt=0, description="per request, seconds")
     stream: bool = Field(
-        default=False, description="receive replies as a stream (long replies never sit idle "
-        "past timeout_s; usage asked for with include_usage)")
+        default=False,
+        description="receive replies as a stream (long replies never sit idle "
+        "past timeout_s; usage asked for with include_usage)",
+    )
     max_concurrent: int | None = Field(
-        default=None, ge=1, description="requests in flight to one model at once; unset: no bound")
+        default=None, ge=1, description="requests in flight to one model at once; unset: no bound"
+    )
     max_retries: int = Field(default=4, ge=0, description="retries of a failed request")
     backoff_s: float = Field(default=1.0, gt=0, description="first wait between retries, seconds")
     exploration: float = Field(default=1.0, ge=0, description="UCB exploration weight")
     max_reply_tokens: int = Field(default=8192, ge=256, description="longest reply, tokens")
     temperature: float | None = Field(
-        default=None, ge=0, description="sampling temperature; unset: the provider's default")
+        default=None, ge=0, description="sampling temperature; unset: the provider's default"
+    )
 
     @field_validator("model", mode="before")
     @classmethod
@@ -337,55 +403,91 @@ class FitnessSettings(Section):
     """How a run turns timings into a fitness it can trust (DESIGN.md "Fitness")."""
 
     baseline_trials: int = Field(
-        default=100, ge=10, description="most trials of the run's baseline timing of the "
-        "reference (and of each strong baseline) on a case")
+        default=100,
+        ge=10,
+        description="most trials of the run's baseline timing of the "
+        "reference (and of each strong baseline) on a case",
+    )
     baseline_target: float = Field(
-        default=0.02, ge=0, lt=1, description="the baseline's trials stop once a case's median "
+        default=0.02,
+        ge=0,
+        lt=1,
+        description="the baseline's trials stop once a case's median "
         "is known to this relative ~95% half-width (at least 10 trials, rounds of 10, at most "
-        "3 s of rounds a case); 0: baseline_trials exactly")
+        "3 s of rounds a case); 0: baseline_trials exactly",
+    )
     noise_floor: float = Field(
-        default=0.03, ge=0, lt=1, description="relative difference two evaluations in fresh "
-        "judges cannot tell apart; closer calls go head to head")
+        default=0.03,
+        ge=0,
+        lt=1,
+        description="relative difference two evaluations in fresh "
+        "judges cannot tell apart; closer calls go head to head",
+    )
     duel_rounds: int = Field(
-        default=2, ge=0, le=8, description="rounds (each candidate once) of a head-to-head; "
-        "0: no head-to-heads, a close call keeps the incumbent")
+        default=2,
+        ge=0,
+        le=8,
+        description="rounds (each candidate once) of a head-to-head; "
+        "0: no head-to-heads, a close call keeps the incumbent",
+    )
     confirm_rounds: int = Field(
-        default=3, ge=0, le=8, description="rounds of the final head-to-head of the run's best "
-        "against the seed (reserved from the budget); 0: not confirmed")
+        default=3,
+        ge=0,
+        le=8,
+        description="rounds of the final head-to-head of the run's best "
+        "against the seed (reserved from the budget); 0: not confirmed",
+    )
     min_gain: float = Field(
-        default=0.01, ge=0, lt=1, description="smallest gain a head-to-head calls a win")
+        default=0.01, ge=0, lt=1, description="smallest gain a head-to-head calls a win"
+    )
     check_drift: float = Field(
-        default=1.5, gt=1, description="a reference timed inside an evaluation this many times "
-        "off the run's baseline is flagged as machine noise")
+        default=1.5,
+        gt=1,
+        description="a reference timed inside an evaluation this many times "
+        "off the run's baseline is flagged as machine noise",
+    )
     check_trials: int = Field(
-        default=5, ge=0, description="trials of that check in the evaluations that make it; "
-        "0: as many as the candidate's")
+        default=5,
+        ge=0,
+        description="trials of that check in the evaluations that make it; "
+        "0: as many as the candidate's",
+    )
     check_every: int = Field(
-        default=10, ge=0, description="the reference is timed inside every this-many-th "
+        default=10,
+        ge=0,
+        description="the reference is timed inside every this-many-th "
         "evaluation of a run, as that check (GDN's took 3.2 s of a 12 s evaluation on an "
-        "H200, and it is never the fitness); 0: never")
+        "H200, and it is never the fitness); 0: never",
+    )
 
 
 class RunSettings(Section):
     archive: Path = Field(
         default=Path("hipevolve.db"),
-        description="the SQLite archive runs are written to (created if missing)")
+        description="the SQLite archive runs are written to (created if missing)",
+    )
     seed: int = Field(
-        default=0, description="random seed of a new run: the same seed makes the same search")
+        default=0, description="random seed of a new run: the same seed makes the same search"
+    )
 
 
 class Settings(Section):
     tasks: TaskSettings = Field(default_factory=TaskSettings, description="where tasks are found")
     verifier: VerifierSettings = Field(
-        default_factory=VerifierSettings, description="compiling, checking and timing candidates")
+        default_factory=VerifierSettings, description="compiling, checking and timing candidates"
+    )
     evolution: EvolutionSettings = Field(
-        default_factory=EvolutionSettings, description="islands, selection, migration, reseeding")
+        default_factory=EvolutionSettings, description="islands, selection, migration, reseeding"
+    )
     agents: AgentLimits = Field(
-        default_factory=AgentLimits, description="hard limits on the agents' graph")
+        default_factory=AgentLimits, description="hard limits on the agents' graph"
+    )
     models: ModelSettings = Field(
-        default_factory=ModelSettings, description="the LLMs behind the agents, and LLM budgets")
+        default_factory=ModelSettings, description="the LLMs behind the agents, and LLM budgets"
+    )
     fitness: FitnessSettings = Field(
-        default_factory=FitnessSettings, description="run baselines, noise and head-to-heads")
+        default_factory=FitnessSettings, description="run baselines, noise and head-to-heads"
+    )
     run: RunSettings = Field(default_factory=RunSettings, description="the main job's defaults")
 
 
@@ -442,12 +544,15 @@ def load_settings(flags: Mapping[str, Any] | None = None, cwd: Path | None = Non
             message = str(first["ctx"]["error"])
         else:
             message = first["msg"]
-        raise UserError(f"setting {where}: {message} (from {_source(loc, given, written, path)})",
-                        "see the settings in hipevolve/core/config.py") from None
+        raise UserError(
+            f"setting {where}: {message} (from {_source(loc, given, written, path)})",
+            "see the settings in hipevolve/core/config.py",
+        ) from None
 
 
-def _source(loc: tuple[Any, ...], given: Mapping[str, Any], written: Mapping[str, Any],
-            path: Path) -> str:
+def _source(
+    loc: tuple[Any, ...], given: Mapping[str, Any], written: Mapping[str, Any], path: Path
+) -> str:
     """Where the bad setting at loc came from: the flags, the file, or (a section's rule over
     values from both) either."""
     in_flags, in_file = _holds(given, loc), _holds(written, loc)

@@ -110,9 +110,11 @@ class DatasetRecord(Frozen):
         "gfx...) or, without that toolchain, the CUDA build (target sm_...): never mix the two"
     )
     baselines: list[Speedup] = Field(
-        default_factory=list, description="speedups over the run's baselines (the reference and "
+        default_factory=list,
+        description="speedups over the run's baselines (the reference and "
         "each strong baseline the task names, timed once at the run's start), with their "
-        "uncertainty; empty unless status is ok and the run timed a baseline")  # fmt: skip
+        "uncertainty; empty unless status is ok and the run timed a baseline",
+    )
     evaluated: str = Field(description="when the evaluation was recorded (ISO 8601, UTC)")
 
 
@@ -136,7 +138,7 @@ def _cases(evaluation: Evaluation) -> list[CaseRecord]:
             rel_rms_err=c.rel_rms_err,
             roofline_fraction=c.roofline_fraction,
             message=c.message,
-        )  # fmt: skip
+        )
         for c in evaluation.cases
     ]
 
@@ -160,20 +162,38 @@ def records(archive: Archive, run: int) -> Iterator[DatasetRecord]:
         descent = [(p, f) for p, kind, f in into if kind in _DESCENT]
         parent = max(descent, key=lambda pf: (pf[1], -pf[0]))[0] if descent else None
         yield DatasetRecord(
-            run=run, task=task, candidate_id=c.id, evaluation_id=found.evaluation_id,
-            cached=found.evaluated_for != c.id, format=c.candidate.format,
-            hip_source=c.candidate.hip_source, python_source=c.candidate.python_source,
-            source_hash=c.source_hash, parent=parent,
+            run=run,
+            task=task,
+            candidate_id=c.id,
+            evaluation_id=found.evaluation_id,
+            cached=found.evaluated_for != c.id,
+            format=c.candidate.format,
+            hip_source=c.candidate.hip_source,
+            python_source=c.candidate.python_source,
+            source_hash=c.source_hash,
+            parent=parent,
             parents=[ParentRef(candidate_id=p, kind=kind) for p, kind, _ in into],
-            agent=c.agent, model=c.model, prompt_hash=c.prompt_hash, idea=c.attempt.idea,
-            diagnosis=c.attempt.diagnosis, reply=c.attempt.reply, island=c.island,
-            generation=c.generation, status=evaluation.status.value,
-            correct=evaluation.ok, fitness=evaluation.fitness, backend=evaluation.backend,
-            message=evaluation.message, flags=list(evaluation.flags),
-            compile_log=evaluation.compile_log, mismatch=evaluation.mismatch,
-            cases=_cases(evaluation), static=list(evaluation.static), evaluated=found.evaluated,
+            agent=c.agent,
+            model=c.model,
+            prompt_hash=c.prompt_hash,
+            idea=c.attempt.idea,
+            diagnosis=c.attempt.diagnosis,
+            reply=c.attempt.reply,
+            island=c.island,
+            generation=c.generation,
+            status=evaluation.status.value,
+            correct=evaluation.ok,
+            fitness=evaluation.fitness,
+            backend=evaluation.backend,
+            message=evaluation.message,
+            flags=list(evaluation.flags),
+            compile_log=evaluation.compile_log,
+            mismatch=evaluation.mismatch,
+            cases=_cases(evaluation),
+            static=list(evaluation.static),
+            evaluated=found.evaluated,
             baselines=baseline.speedups(evaluation.cases) if baseline and evaluation.ok else [],
-        )  # fmt: skip
+        )
 
 
 def select_runs(archive: Archive, runs: Sequence[int], task: str | None) -> list[int]:
@@ -182,8 +202,10 @@ def select_runs(archive: Archive, runs: Sequence[int], task: str | None) -> list
         for run in runs:
             info = find_run(archive, run)
             if task is not None and info.task != task:
-                raise UserError(f"run {run} searched task {info.task}, not {task}",
-                                "leave out --task, or pass runs of that task")  # fmt: skip
+                raise UserError(
+                    f"run {run} searched task {info.task}, not {task}",
+                    "leave out --task, or pass runs of that task",
+                )
         return sorted(set(runs))
     chosen = [r.id for r in archive.runs() if task is None or r.task == task]
     if not chosen:
@@ -219,14 +241,19 @@ def _type_name(schema: dict[str, Any]) -> str:
 def dataset_doc(statuses: Counter[str], runs: Sequence[int], tasks: Sequence[str]) -> str:
     header = "| field | type | meaning |\n|---|---|---|\n"
     summary = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
-    return render("DATASET.md.tmpl", {
-        "RECORDS": str(sum(statuses.values())), "SUMMARY": summary,
-        "RUNS": ", ".join(str(r) for r in runs), "TASKS": ", ".join(sorted(set(tasks))),
-        "RECORD_FIELDS": header + "\n".join(_field_rows(DatasetRecord)),
-        "CASE_FIELDS": header + "\n".join(_field_rows(CaseRecord)),
-        "STATIC_FIELDS": header + "\n".join(_field_rows(StaticFacts)),
-        "PARENT_FIELDS": header + "\n".join(_field_rows(ParentRef)),
-    })  # fmt: skip
+    return render(
+        "DATASET.md.tmpl",
+        {
+            "RECORDS": str(sum(statuses.values())),
+            "SUMMARY": summary,
+            "RUNS": ", ".join(str(r) for r in runs),
+            "TASKS": ", ".join(sorted(set(tasks))),
+            "RECORD_FIELDS": header + "\n".join(_field_rows(DatasetRecord)),
+            "CASE_FIELDS": header + "\n".join(_field_rows(CaseRecord)),
+            "STATIC_FIELDS": header + "\n".join(_field_rows(StaticFacts)),
+            "PARENT_FIELDS": header + "\n".join(_field_rows(ParentRef)),
+        },
+    )
 
 
 def export_dataset(
@@ -270,5 +297,6 @@ def export_dataset(
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
             raise
-    return DatasetExport(out=out, records=sum(statuses.values()), runs=tuple(chosen),
-                         statuses=dict(statuses))  # fmt: skip
+    return DatasetExport(
+        out=out, records=sum(statuses.values()), runs=tuple(chosen), statuses=dict(statuses)
+    )

@@ -132,8 +132,9 @@ def sandbox_env(sandbox_dir: str) -> dict[str, str]:
     return env
 
 
-def hand_over(workdir: str, reference: Path, candidate: CandidateJob | None
-              ) -> tuple[Path, CandidateJob | None]:  # fmt: skip
+def hand_over(
+    workdir: str, reference: Path, candidate: CandidateJob | None
+) -> tuple[Path, CandidateJob | None]:
     """Copies the reference's file and the candidate's (its Python file, source and library,
     or a KernelBench candidate's prebuilt extensions) into the sandbox's folder `workdir`, and
     returns their paths there: a sandbox reads no file of the host's beyond its own folder, the
@@ -147,8 +148,7 @@ def hand_over(workdir: str, reference: Path, candidate: CandidateJob | None
     model = _copy_in(candidate.model, given / "candidate")
     library = candidate.library and _copy_in(candidate.library, given / "library")
     source = candidate.source and _copy_in(candidate.source, given / "source")
-    return reference, dataclasses.replace(candidate, model=model, library=library,
-                                          source=source)  # fmt: skip
+    return reference, dataclasses.replace(candidate, model=model, library=library, source=source)
 
 
 def _copy_in(path: Path, folder: Path) -> Path:

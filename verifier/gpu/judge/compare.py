@@ -136,8 +136,7 @@ def _low_bits_share(t: torch.Tensor, mask: int) -> tuple[float, int]:
     return int(used.sum()) / n, n
 
 
-def precision_problem(index: int, got: torch.Tensor, ref: torch.Tensor,
-                      tol: dict[str, Any]) -> str:  # fmt: skip
+def precision_problem(index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any]) -> str:
     """Why a float32 output carries less precision than its reference ('' when it does not)."""
     if ref.dtype != torch.float32 or got.dtype != torch.float32 or tol.get("low_precision_ok"):
         return ""

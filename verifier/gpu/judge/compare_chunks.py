@@ -26,8 +26,9 @@ from hipevolve.verifier.gpu.judge import compare
 from hipevolve.verifier.gpu.memplan import COMPARE_CHUNK_BYTES
 
 
-def chunks(got: torch.Tensor, ref: torch.Tensor, chunk_bytes: int = COMPARE_CHUNK_BYTES
-           ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:  # fmt: skip
+def chunks(
+    got: torch.Tensor, ref: torch.Tensor, chunk_bytes: int = COMPARE_CHUNK_BYTES
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """(first flat index, got's chunk, ref's chunk on got's device) over both, flattened in
     logical order (a non-contiguous output is copied first)."""
     g, r = got.reshape(-1), ref.reshape(-1)
@@ -36,8 +37,15 @@ def chunks(got: torch.Tensor, ref: torch.Tensor, chunk_bytes: int = COMPARE_CHUN
         yield a, g[a : a + step], r[a : a + step].to(got.device)
 
 
-def _first(index: int, a: int, g: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, why: str,
-           max_abs: float) -> str:  # fmt: skip
+def _first(
+    index: int,
+    a: int,
+    g: torch.Tensor,
+    r: torch.Tensor,
+    bad: torch.Tensor,
+    why: str,
+    max_abs: float,
+) -> str:
     k = int(torch.nonzero(bad)[0, 0])
     return compare._trim(
         f"output {index}: {why}; first at element {a + k} of the flattened output: got "
@@ -70,8 +78,13 @@ class _Sums:
         return (used / n if n else 0.0), n
 
 
-def compare_in_chunks(index: int, got: torch.Tensor, ref: torch.Tensor, tol: dict[str, Any],
-                      chunk_bytes: int = COMPARE_CHUNK_BYTES) -> tuple[bool, float, float, str]:  # fmt: skip
+def compare_in_chunks(
+    index: int,
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    tol: dict[str, Any],
+    chunk_bytes: int = COMPARE_CHUNK_BYTES,
+) -> tuple[bool, float, float, str]:
     """compare.compare_fully's (passes, max_abs_err, rel_rms_err, mismatch) of one output,
     a chunk at a time (see the module docstring)."""
     if not (ref.is_floating_point() or ref.is_complex()):
@@ -100,8 +113,9 @@ def compare_in_chunks(index: int, got: torch.Tensor, ref: torch.Tensor, tol: dic
         if diff.numel():
             s.max_abs = max(s.max_abs, float(diff.max()))
         s.err_sq += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
-        s.ref_sq += float(torch.linalg.vector_norm(torch.where(finite_ref, r, 0),
-                                                   dtype=torch.float64)) ** 2  # fmt: skip
+        s.ref_sq += (
+            float(torch.linalg.vector_norm(torch.where(finite_ref, r, 0), dtype=torch.float64)) ** 2
+        )
         if s.nonfinite is None and bool(bad_nonfinite.any()):
             s.nonfinite = (a, g, r, bad_nonfinite)
         if tol["kind"] != "rel_rms":
@@ -120,8 +134,15 @@ def compare_in_chunks(index: int, got: torch.Tensor, ref: torch.Tensor, tol: dic
     return _decide(index, ref, tol, s, bits, atol, rtol)
 
 
-def _decide(index: int, ref: torch.Tensor, tol: dict[str, Any], s: _Sums, bits: bool,
-            atol: float, rtol: float) -> tuple[bool, float, float, str]:  # fmt: skip
+def _decide(
+    index: int,
+    ref: torch.Tensor,
+    tol: dict[str, Any],
+    s: _Sums,
+    bits: bool,
+    atol: float,
+    rtol: float,
+) -> tuple[bool, float, float, str]:
     max_abs = s.max_abs
     err_norm, ref_norm = math.sqrt(s.err_sq), math.sqrt(s.ref_sq)
     rel_rms = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else float("inf"))
@@ -176,8 +197,9 @@ def _downgrade(index: int, s: _Sums) -> str:
     )
 
 
-def unchanged_in_chunks(i: int, before: torch.Tensor, after: torch.Tensor,
-                        chunk_bytes: int = COMPARE_CHUNK_BYTES) -> str:  # fmt: skip
+def unchanged_in_chunks(
+    i: int, before: torch.Tensor, after: torch.Tensor, chunk_bytes: int = COMPARE_CHUNK_BYTES
+) -> str:
     """compare.inputs_unchanged for one input kept on another device: '' or what changed."""
     if after.shape != before.shape or after.dtype != before.dtype:
         return f"input {i} changed shape or dtype"

@@ -171,9 +171,12 @@ class Judge:
     def sandbox_job(self, plan: dict | None = None) -> SandboxJob:
         memory = self.ref.memory
         return SandboxJob.of(
-            self.job, self.ref.sizes, self.sandbox_reserve(), plan,
+            self.job,
+            self.ref.sizes,
+            self.sandbox_reserve(),
+            plan,
             kept_calls=memory.kept_calls if memory is not None else 0,
-        )  # fmt: skip
+        )
 
     # --- the launch plan, recorded ahead (record_ahead.py) -------------------------------------
     def fork_recorder(self) -> None:

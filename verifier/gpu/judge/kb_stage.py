@@ -73,8 +73,12 @@ def record_kb_plan(judge: Any, deadline: float) -> dict:  # noqa: ANN401 (a work
         raise SandboxError("hacked", f"unexpected message {header['kind']!r} from the recorder")
     plan = header["plan"]
     if job.kernels_only:
-        found = [n for c in (plan.get("cases") or {}).values() if isinstance(c, dict)
-                 for n in computes(c)]  # fmt: skip
+        found = [
+            n
+            for c in (plan.get("cases") or {}).values()
+            if isinstance(c, dict)
+            for n in computes(c)
+        ]
         if found:
             ops = ", ".join(f"aten.{n}" for n in dict.fromkeys(found))
             status, message = refused(
@@ -92,7 +96,11 @@ def kb_flag(plan: dict) -> str:
         s.get("op") == "ext" for c in plan.get("cases", {}).values() for s in c.get("steps", [])
     )
     if ext:
-        return ("plan:kb-executor (KernelBench format: its Python ran only in a recorder; its "
-                "extension's C++ runs beside the checks and the timer)")  # fmt: skip
-    return ("plan:kb-executor (KernelBench format: its Python ran only in a recorder; its aten "
-            "ops are replayed)")  # fmt: skip
+        return (
+            "plan:kb-executor (KernelBench format: its Python ran only in a recorder; its "
+            "extension's C++ runs beside the checks and the timer)"
+        )
+    return (
+        "plan:kb-executor (KernelBench format: its Python ran only in a recorder; its aten "
+        "ops are replayed)"
+    )

@@ -79,10 +79,12 @@ class References:
 
         job = self.job
         shape = memplan.JobShape(
-            seeds=len(job.seeds), calls=job.warmup + job.trials,
-            timing_budget_bytes=job.timing_budget_bytes, flush_bytes=job.flush_bytes,
+            seeds=len(job.seeds),
+            calls=job.warmup + job.trials,
+            timing_budget_bytes=job.timing_budget_bytes,
+            flush_bytes=job.flush_bytes,
             graph=job.timing == "graph",
-        )  # fmt: skip
+        )
         return memplan.plan_memory(found, shape, *self.device_memory)
 
     def build(self) -> str:
@@ -98,11 +100,16 @@ class References:
             from hipevolve.verifier.gpu.memplan import CaseBytes
 
             firsts = {c.name: self.refs[(c.name, job.seeds[0])] for c in job.cases}
-            self.memory = self.plan_of([
-                CaseBytes(name=name, input_bytes=self.timing.tensor_bytes(ins),
-                          output_bytes=self.timing.tensor_bytes(outs))
-                for name, (ins, outs) in firsts.items()
-            ])  # fmt: skip
+            self.memory = self.plan_of(
+                [
+                    CaseBytes(
+                        name=name,
+                        input_bytes=self.timing.tensor_bytes(ins),
+                        output_bytes=self.timing.tensor_bytes(outs),
+                    )
+                    for name, (ins, outs) in firsts.items()
+                ]
+            )
             if self.memory.message:
                 return self.memory.message
             if self.memory.lean:  # outputs far larger than inputs: the references to the host
@@ -174,16 +181,23 @@ class References:
 
         started, got, eager = time.monotonic(), [], ""
         while len(got) < trials:
-            more, eager = self.timed(clock, model, sets, min(ADAPTIVE_ROUND, trials - len(got)),
-                                     warmup if not got else 1)  # fmt: skip
+            more, eager = self.timed(
+                clock, model, sets, min(ADAPTIVE_ROUND, trials - len(got)), warmup if not got else 1
+            )
             got += more
             enough = len(got) >= ADAPTIVE_ROUND and median_interval(got)[1] <= job.trial_target
             if enough or time.monotonic() - started > ADAPTIVE_S:
                 break
         return got, eager
 
-    def timed(self, clock: Any, model: Any, sets: list, trials: int,  # noqa: ANN401
-              warmup: int) -> tuple[list[float], str]:  # fmt: skip
+    def timed(
+        self,
+        clock: Any,
+        model: Any,
+        sets: list,
+        trials: int,  # noqa: ANN401
+        warmup: int,
+    ) -> tuple[list[float], str]:
         if self.job.timing == "graph":
             got = self.timing.time_graph_trials(
                 clock, lambda a, m=model: m(*a), sets, trials, warmup

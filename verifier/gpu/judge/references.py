@@ -109,7 +109,7 @@ def input_bytes(job: WorkerJob, kept: Kept) -> list[int] | None:
                 reference.build_inputs(
                     module, case.inputs, "meta", job.seeds[0], draw_on_device=True
                 )
-            )  # fmt: skip
+            )
             for case in job.cases
         ]
     except Exception:  # noqa: BLE001 (any reference code: sizes() decides then)
@@ -121,12 +121,19 @@ def _sizes_on(module: ModuleType, job: WorkerJob, device: str) -> list[CaseBytes
     for case in job.cases:
         with torch.device(device):  # parameters made where they go (meta: no memory, no time)
             model = reference.build_model(module, case.init, device, job.seeds[0])
-        inputs = reference.build_inputs(module, case.inputs, device, job.seeds[0],
-                                        draw_on_device=True)  # fmt: skip
+        inputs = reference.build_inputs(
+            module, case.inputs, device, job.seeds[0], draw_on_device=True
+        )
         with torch.no_grad():
             outs = reference.as_outputs(model(*inputs))
-        found.append(CaseBytes(name=case.name, input_bytes=_bytes(inputs),
-                               output_bytes=_bytes(outs), timed=case.timed))  # fmt: skip
+        found.append(
+            CaseBytes(
+                name=case.name,
+                input_bytes=_bytes(inputs),
+                output_bytes=_bytes(outs),
+                timed=case.timed,
+            )
+        )
         del model, inputs, outs
     return found
 

@@ -52,8 +52,12 @@ def with_wide_case(job: WorkerJob) -> WorkerJob:
     base = next((c for c in job.cases if c.name == _decided[key]), None)
     if base is None:
         return job
-    wide = CaseJob(name=base.name + SUFFIX, init=base.init, timed=False,
-                   inputs={**base.inputs, reference.SPREAD: SPREAD})  # fmt: skip
+    wide = CaseJob(
+        name=base.name + SUFFIX,
+        init=base.init,
+        timed=False,
+        inputs={**base.inputs, reference.SPREAD: SPREAD},
+    )
     return dataclasses.replace(job, cases=(*job.cases, wide))
 
 
@@ -61,8 +65,10 @@ def wide_note(case: str) -> str:
     """What a failure of `case` says beyond "wrong values" when it is the wide case."""
     if not case.endswith(SUFFIX):
         return ""
-    return (f" on inputs of wide magnitudes (each element scaled by 1/{SPREAD:g} to {SPREAD:g}: "
-            "the kernel must hold beyond the task's usual range)")  # fmt: skip
+    return (
+        f" on inputs of wide magnitudes (each element scaled by 1/{SPREAD:g} to {SPREAD:g}: "
+        "the kernel must hold beyond the task's usual range)"
+    )
 
 
 def _key(job: WorkerJob) -> str:
@@ -81,8 +87,9 @@ def _base_case(job: WorkerJob) -> str | None:
     sizes = {}
     for case in job.cases:
         inputs = reference.build_inputs(module, case.inputs, "meta", seed, draw_on_device=True)
-        sizes[case.name] = sum(v.numel() * v.element_size() for v in inputs
-                               if isinstance(v, torch.Tensor))  # fmt: skip
+        sizes[case.name] = sum(
+            v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor)
+        )
     base = min(job.cases, key=lambda c: sizes[c.name])
     if sizes[base.name] > MAX_INPUT_BYTES or not pointwise(module, base):
         return None

@@ -92,13 +92,13 @@ def gdn_forward(q, k, v, g, beta, initial_state, cu_seqlens):
     if cu_seqlens is None:
         kernels.gdn_chunk_workspace(b, t, hv, size)
         work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
-        kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h,
-                              hv)  # fmt: skip
+        kernels.gdn_chunk_fwd(q, k, v, g, beta, initial_state, o, final_state, work, b, t, h, hv)
     else:
         kernels.gdn_chunk_workspace_varlen(n, t, hv, size)
         work = torch.empty(int(size), dtype=torch.uint8, device=q.device)
-        kernels.gdn_chunk_fwd_varlen(q, k, v, g, beta, initial_state, cu_seqlens, o,
-                                     final_state, work, n, t, h, hv)  # fmt: skip
+        kernels.gdn_chunk_fwd_varlen(
+            q, k, v, g, beta, initial_state, cu_seqlens, o, final_state, work, n, t, h, hv
+        )
     return o, final_state
 
 
