@@ -10,16 +10,16 @@ from pydantic import Field
 from hipevolve.core.base import Frozen
 
 
-class Status(StrEnum):
+class Status(StrEnum):  # docs/STATUSES.md: what each means for a candidate, a dataset, a repair
     ok = "ok"
     parse_error = "parse_error"  # the candidate could not be read (format, missing file)
-    rejected = "rejected"  # a strict static check failed: never compiled, never run
+    rejected = "rejected"  # a rule refused it before it was checked or timed
     compile_error = "compile_error"
     incorrect = "incorrect"
     runtime_error = "runtime_error"  # raised, crashed, device error, resource exhaustion
     timeout = "timeout"
-    hacked = "hacked"  # a dynamic hack check fired
-    suspect = "suspect"  # correct, but faster than physics or 10x allows: not crowned
+    hacked = "hacked"  # did what only a hack does, in its build or while it ran
+    suspect = "suspect"  # correct, but faster than the card or the task's bounds allow
     compiled = "compiled"  # static backend only: compiles and analysed for AMD, never run
 
 
