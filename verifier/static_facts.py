@@ -100,9 +100,7 @@ def _amd_analysis(
                     _store_facts(alias, found)
         except AmdCompileError as e:
             return StaticResult(error=f"{target}: " + trim_log(e.log, workdir))
-        except (
-            RuntimeError
-        ) as e:  # our disassembler failed: no facts, but not the candidate's fault
+        except RuntimeError as e:  # our disassembler failed: not the candidate's fault
             return StaticResult(facts=tuple(facts), note=f"static analysis incomplete: {e}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
