@@ -429,7 +429,7 @@ def device_source(ext: InlineExtension) -> tuple[str, int]:
     text = "".join(kept)
     kernels = len(re.findall(r"__global__", text))
     if re.search(r"\bcuda|\bcu[A-Z]|__nv_|<cuda", text):
-        text = _hipify(text)
+        text = hipified(text) or text
     if "hip/hip_runtime.h" not in text:
         text = "#include <hip/hip_runtime.h>\n" + text
     for m in _TEMPLATE_KERNEL.finditer(text):
@@ -438,7 +438,9 @@ def device_source(ext: InlineExtension) -> tuple[str, int]:
     return text, kernels
 
 
-def _hipify(cuda_source: str) -> str:
+def hipified(cuda_source: str) -> str | None:
+    """PyTorch's hipify of one .cu file's text, its banner and warnings kept off the terminal;
+    None when it produced no HIP file."""
     import io
 
     from torch.utils.hipify.hipify_python import hipify
@@ -457,7 +459,7 @@ def _hipify(cuda_source: str) -> str:
                 is_pytorch_extension=False,
             )
         produced = sorted(out.rglob("*.hip"))
-        return produced[0].read_text() if produced else cuda_source
+        return produced[0].read_text() if produced else None
 
 
 class StaticAnswer(BaseModel):
