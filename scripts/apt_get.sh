@@ -8,7 +8,10 @@
 set -uo pipefail
 
 wait_s=${APT_LOCK_WAIT_S:-600}
-deadline=$((SECONDS + wait_s))
+# Milliseconds from EPOCHREALTIME: bash's SECONDS counts whole wall-clock seconds, which gave up
+# to a second early.
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#${t:0:-3})); }
+deadline=$(($(now_ms) + wait_s * 1000))
 said=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -16,12 +19,14 @@ while :; do
   status=0
   apt-get -o DPkg::Lock::Timeout="$wait_s" "$@" 2>"$log" || status=$?
   held=$(grep -m1 "Could not get lock" "$log")
-  if [ "$status" -ne 0 ] && [ -n "$held" ] && [ "$SECONDS" -lt "$deadline" ]; then
+  left=$((deadline - $(now_ms)))
+  if [ "$status" -ne 0 ] && [ -n "$held" ] && [ "$left" -gt 0 ]; then
     if [ "$said" = 0 ]; then
       echo "apt_get.sh: ${held#E: }: waiting up to ${wait_s} s for it" >&2
       said=1
     fi
-    sleep 2
+    nap_ms=$((left < 2000 ? left : 2000))
+    sleep "$((nap_ms / 1000)).$(printf '%03d' $((nap_ms % 1000)))"
     continue
   fi
   cat "$log" >&2
