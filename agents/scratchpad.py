@@ -21,7 +21,7 @@ from hipevolve.agents.llm.tokens import count_tokens
 from hipevolve.archive.records import Attempted
 from hipevolve.archive.store import Archive
 from hipevolve.core.evaluation import Evaluation
-from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
+from hipevolve.evolution.offline.moves import described
 
 if TYPE_CHECKING:
     from hipevolve.agents.context import AgentContext
@@ -122,25 +122,17 @@ def _who(e: _Entry) -> str:
 def _idea(archive: Archive, e: _Entry) -> str:
     idea = " ".join(e.child.idea.split())
     if not idea:
-        return _moves(archive, e) or "(no idea recorded: a catalogue transform or a rewrite)"
+        return _moves(archive, e) or "(no idea recorded)"
     return idea if len(idea) <= IDEA_CHARS else idea[: IDEA_CHARS - 3] + "..."
 
 
 def _moves(archive: Archive, e: _Entry) -> str:
-    """The tunables the child moved from its parent ("BLOCK 256->512"), or ""."""
+    """What the child changed from its parent ("tunables BLOCK 256->512", "transform ..."),
+    or "" (an archive from before children recorded their moves)."""
     if e.parent is None:
         return ""
-    try:
-        was = current_configuration(
-            parse_tunables(archive.candidate(e.parent.candidate_id).candidate.hip_source or "")
-        )
-        now = current_configuration(
-            parse_tunables(archive.candidate(e.child.candidate_id).candidate.hip_source or "")
-        )
-    except TunableError:
-        return ""
-    moved = [f"{k} {was[k]}->{v}" for k, v in now.items() if k in was and was[k] != v]
-    return f"tunables {', '.join(moved)}" if moved else ""
+    parent = archive.candidate(e.parent.candidate_id).candidate
+    return described(parent, archive.candidate(e.child.candidate_id).candidate)
 
 
 def _improved_line(archive: Archive, e: _Entry) -> str:

@@ -46,6 +46,7 @@ class ProposalState(TypedDict, total=False):
     candidate: Candidate | None
     base: Candidate | None  # what a reply's edits apply to (the parent, or the failed child)
     parents: tuple[int, ...]
+    kind: str  # its lineage edge: "mutation" (the default) or "crossover"
     author: str  # role that wrote the candidate
     model: str
     prompt_hash: str

@@ -34,7 +34,7 @@ from hipevolve.evolution.budget import TUNER
 from hipevolve.evolution.child import Child
 from hipevolve.evolution.islands import Island, best
 from hipevolve.evolution.offline import tuner
-from hipevolve.evolution.offline.tunables import current_configuration, parse_tunables
+from hipevolve.evolution.offline.moves import described
 from hipevolve.evolution.recorder import Recorder
 
 AGENT = TUNER  # the agent label of a sweep's children
@@ -132,9 +132,7 @@ class Sweep:
 
 def idea(parent: Candidate, child: Candidate, elite: int) -> str:
     """What a configuration tried, as its idea: the tunables it moved from the elite's."""
-    was = current_configuration(parse_tunables(parent.hip_source or ""))
-    now = current_configuration(parse_tunables(child.hip_source or ""))
-    moved = ", ".join(f"{k} {was.get(k, '?')}->{v}" for k, v in now.items() if was.get(k) != v)
+    moved = described(parent, child).removeprefix("tunables ")
     return (
         f"offline tuner (TPE over the declared @tunables) on candidate {elite}: "
         f"{moved or 'its own configuration'}"

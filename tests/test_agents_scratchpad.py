@@ -32,6 +32,7 @@ from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 from hipevolve.evolution.budget import RunBudget
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings
+from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.evolution.recorder import Recorder
 from hipevolve.evolution.workshop import Workshop
 from hipevolve.export.dataset import export_dataset
@@ -173,6 +174,54 @@ def test_a_child_without_an_idea_is_described_by_the_tunables_it_moved(tmp_path)
         )
         note = scratchpad.build_note(archive, run, 5, max_tokens=400)
     assert "(generation 1, offline-mutator): tunables BLOCK 256->512 -> fitness 1.667" in note
+
+
+class AnyOk(BaseEvaluator):
+    settings_key, toolchain = "any-ok", "stand-in"
+
+    def __call__(self, candidates):
+        case = CaseResult(case="rows", correct=True, time_us=50.0, ref_time_us=100.0)
+        return [Evaluation(status=Status.ok, task=TASK.name, cases=(case,)) for _ in candidates]
+
+
+def test_a_child_of_the_offline_mutator_in_the_graph_records_its_move_and_its_lineage(tmp_path):
+    """No model for the mutator: its child's idea says what the offline mutator did (the
+    optimizer's transform, a tunable step, or a crossover naming both parents), and a crossover
+    is recorded with both parents, not as a mutation of the proposal's parent."""
+    from hipevolve.agents.roles import gate
+
+    with Archive.open(tmp_path / "a.db") as archive:
+        run = archive.start_run(TASK, EvolutionSettings(), 0, 40)
+        recorder = Recorder(archive, run, AnyOk())
+        ids, other = [], variant(512).hip_source.replace("#define VEC 4", "#define VEC 8")
+        for candidate in (SEED, SEED.model_copy(update={"hip_source": other})):
+            ids.append(recorder.store(Child(candidate=candidate, island=0, agent="seed"), 0))
+            recorder.record(ids[-1], AnyOk()([candidate])[0])
+        ctx = context(Workshop(TASK, recorder, 1, RunBudget(40)))
+        elites = [Elite(candidate_id=i, fitness=2.0, source_hash=c.source_hash, cell=(str(i),))
+                  for i, c in zip(ids, (recorder.source(i) for i in ids), strict=True)]  # fmt: skip
+        transform = next(t.name for t in CATALOGUE if t.apply(SEED.hip_source) is not None)
+        for turn in range(12):
+            proposal = Proposal(island=0, parent=elites[0], inspirations=(elites[1],))
+            state = {"proposal": proposal, "parent": SEED, "transform": transform if turn == 0
+                     else None, "idea": "an optimizer's idea the mutator did not follow"}  # fmt: skip
+            state |= mutator.node(ctx)(state)
+            gate.node(ctx)(state)
+        ideas = {a.candidate_id: a.idea for a in archive.attempted(run) if a.candidate_id > ids[1]}
+        edges = archive.lineage_edges(run)
+    assert len(ideas) == 12
+    assert next(iter(ideas.values())) == (
+        f"offline mutator on candidate {ids[0]}: transform {transform} (the optimizer's pick)"
+    )
+    crossed = {e.child for e in edges if e.kind == "crossover"}
+    for cid, idea in ideas.items():
+        parents = sorted(e.parent for e in edges if e.child == cid and e.kind != "inspiration")
+        if cid in crossed:
+            assert parents == ids and idea.startswith("offline mutator: crossover of candidates")
+        else:
+            assert len(parents) == 1 and idea.startswith(f"offline mutator on candidate {parents[0]}: ")
+        assert "optimizer's idea" not in idea
+    assert crossed
 
 
 def test_the_note_is_stored_once_per_due_generation_and_shown_in_both_prompts(tmp_path):

@@ -191,9 +191,9 @@ def test_a_spent_budget_cancels_a_writing_call_in_flight_and_keeps_its_prompt_to
     assert len(archive_rows(tmp_path)) == 1  # and is not in the accounting
 
 
-def test_a_cancelled_call_that_was_sent_is_billed_for_the_tokens_it_sent(tmp_path):
+def test_a_cancelled_call_that_was_sent_is_billed_for_its_tokens_and_a_resume_counts_them(tmp_path):
     from hipevolve.agents.context import AgentContext
-    from hipevolve.agents.llm.client import load_litellm
+    from hipevolve.agents.llm.client import load_litellm, spent_in
 
     priced = "openai/priced-test-model"  # $3 a million input tokens, as litellm prices it
     load_litellm().register_model({priced: {"input_cost_per_token": 3e-6,
@@ -217,7 +217,9 @@ def test_a_cancelled_call_that_was_sent_is_billed_for_the_tokens_it_sent(tmp_pat
         budget.admit("a")  # the run's last evaluation is admitted: the reply is of no use
         asking.join(timeout=10)
         rows = archive.db.execute("SELECT tokens_in, cost_usd FROM llm_calls").fetchall()
+        resumed = Ensemble(models, spent=spent_in(archive, run))  # what --resume starts from
     (call,) = replies
+    assert resumed.usage().cost_usd == call.cost_usd  # it counts toward --cost-budget
     assert call.error_class == "cancelled" and call.tokens_estimated and call.cost_known
     assert rows == [(call.tokens_in, call.cost_usd)]
     assert call.cost_usd == pytest.approx(call.tokens_in * 3e-6) and call.cost_usd > 0

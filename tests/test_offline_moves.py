@@ -25,6 +25,7 @@ from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 from hipevolve.evolution.child import Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings, Island
 from hipevolve.evolution.offline.moves import mixes, neighbourhood, steps
+from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import (
     configuration_key,
@@ -221,6 +222,39 @@ def test_a_crossover_child_records_both_parents_and_mixes_their_values():
         assert all(config[n] in (configs[1][n], configs[2][n]) for n in config)
         assert first not in child.inspirations and second not in child.inspirations
     assert found >= 3  # two parents 3 tunables apart have 6 mixes in all
+
+
+def test_every_offline_child_records_the_move_it_made_as_its_idea():
+    """The idea names the parent (both, for a crossover) and exactly the tunables that moved,
+    with their old and new values, or the catalogue transform applied: never "no idea"."""
+    sources = two_elites()
+    island = island_of(sources)
+    seen = {c.source_hash for c in sources.values()}
+    rng = random.Random(11)
+    said = {"tunables": 0, "transform": 0, "crossover": 0}
+    for i in range(80):
+        child = propose(proposal_for(island, 1 + i % 2), sources, rng, seen)
+        seen.add(child.candidate.source_hash)
+        idea, first = child.attempt.idea, child.parents[0]
+        if child.kind == "crossover":
+            said["crossover"] += 1
+            assert idea.startswith(f"offline mutator: crossover of candidates {first} and "
+                                   f"{child.parents[1]}: tunables ")  # fmt: skip
+        else:
+            assert idea.startswith(f"offline mutator on candidate {first}: "), idea
+        move = idea.split(": ")[-1]
+        if move.startswith("transform "):
+            said["transform"] += 1
+            name = move.removeprefix("transform ")
+            assert name in {t.name for t in CATALOGUE}
+            assert child.candidate.name.endswith(f"@{name}")
+            continue
+        said["tunables"] += 1
+        was, now = config_of(sources[first]), config_of(child.candidate)
+        told = dict(m.rsplit(" ", 1) for m in move.removeprefix("tunables ").split(", "))
+        assert set(told) == differing(now, was)
+        assert all(told[k] == f"{was[k]}->{now[k]}" for k in told)
+    assert all(said.values()), said
 
 
 def test_a_spent_parent_restarts_from_another_elite():

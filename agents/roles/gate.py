@@ -26,6 +26,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
             candidate=candidate,
             island=proposal.island,
             parents=parents,
+            kind=state.get("kind", "mutation"),
             inspirations=tuple(
                 e.candidate_id for e in proposal.inspirations if e.candidate_id not in parents
             ),
@@ -54,11 +55,16 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
 
 
 def attempt_of(ctx: AgentContext, state: ProposalState) -> Attempt | None:
-    """The idea, diagnosis and reply behind a candidate a model wrote (None: no model did). A
-    repair of a failed child records the repair as its idea (what failed, what it fixed:
-    agents/roles/repairer.py), never the failed child's idea or diagnosis."""
+    """The idea, diagnosis and reply behind a candidate. A repair of a failed child records the
+    repair as its idea (what failed, what it fixed: agents/roles/repairer.py), never the failed
+    child's idea or diagnosis. A child no model wrote (the offline mutator's) records the move
+    it made (agents/roles/mutator.py), or nothing when there is none to say."""
     if not state.get("model"):
-        return None
+        return (
+            Attempt(idea=state["idea"])
+            if state.get("author") == "mutator" and state.get("idea")
+            else None
+        )
     reply = (state.get("reply") or "")[: ctx.limits.raw_reply_chars]
     if state.get("author") == "repairer" and state.get("fix"):
         return Attempt(idea=state["fix"], diagnosis="", reply=reply)

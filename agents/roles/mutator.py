@@ -13,7 +13,9 @@ from hipevolve.agents.llm.messages import Prompt
 from hipevolve.agents.proposal import parent_text, proposal_prompt
 from hipevolve.agents.reply_record import call_failed, candidate_from, exchange
 from hipevolve.agents.state import Failure, ProposalState
+from hipevolve.archive.records import Attempt
 from hipevolve.core.candidate import Candidate
+from hipevolve.evolution.child import Child
 from hipevolve.evolution.offline.mutate import transformed
 from hipevolve.evolution.offline.policy import propose
 from hipevolve.evolution.offline.transforms import CATALOGUE
@@ -50,18 +52,25 @@ def reply_text(base: Candidate | None) -> str:
     return schema_text(CandidateReply, json_reply=False) + "\n" + briefing.edit_rule(base) + "\n"
 
 
-def offline(ctx: AgentContext, state: ProposalState) -> Candidate | None:
-    """The optimizer's transform when it applies and is unseen, else offline.propose's child."""
-    parent, name = state.get("parent"), state.get("transform")
+def offline(ctx: AgentContext, state: ProposalState) -> Child | None:
+    """The optimizer's transform when it applies and is unseen, else offline.propose's child
+    (which may cross the parent with an inspiration, or restart from one: its own lineage)."""
+    parent, name, proposal = state.get("parent"), state.get("transform"), state["proposal"]
     seen = ctx.workshop.seen()
-    if parent is not None and name:
+    if parent is not None and proposal.parent is not None and name:
         chosen = next((t for t in CATALOGUE if t.name == name), None)
         child = transformed(parent, chosen) if chosen else None
         if child is not None and child.source_hash not in seen:
-            return child
+            pid = proposal.parent.candidate_id
+            tried = f"offline mutator on candidate {pid}: transform {name} (the optimizer's pick)"
+            return Child(
+                candidate=child,
+                island=proposal.island,
+                parents=(pid,),
+                attempt=Attempt(idea=tried),
+            )
     with ctx.rng_lock:
-        child = propose(state["proposal"], ctx.workshop.sources, ctx.rng, seen)
-    return child.candidate if child else None
+        return propose(proposal, ctx.workshop.sources, ctx.rng, seen)
 
 
 def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
@@ -77,12 +86,23 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         }
         if not ctx.uses_model(ROLE) or state.get("stopped"):
             child = offline(ctx, state)
+            if child is None:
+                return {
+                    **lineage,
+                    "candidate": None,
+                    "model": "",
+                    "prompt_hash": "",
+                    "failure": Failure(kind="nothing", message="no child"),
+                }
             return {
                 **lineage,
-                "candidate": child,
+                "parents": child.parents,
+                "kind": child.kind,
+                "idea": child.attempt.idea if child.attempt else "",
+                "candidate": child.candidate,
                 "model": "",
                 "prompt_hash": "",
-                "failure": None if child else Failure(kind="nothing", message="no child"),
+                "failure": None,
             }
         shared = {"shared": parent_text(ctx, state)}
         lineage |= shared

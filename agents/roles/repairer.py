@@ -232,6 +232,7 @@ def node(ctx: AgentContext) -> Callable[[ProposalState], dict]:
         update: dict = {
             "repair_turns": turns,
             "parents": parents,
+            "kind": "mutation" if failed_id is not None else state.get("kind", "mutation"),
             "author": ROLE,
             "candidate_id": None,
             "evaluation": None,

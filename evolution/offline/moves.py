@@ -61,6 +61,18 @@ def at(
     )
 
 
+def described(parent: Candidate, child: Candidate) -> str:
+    """What a move changed from `parent`, as a child's idea says it: "tunables BLOCK 256->512,
+    UNROLL 2->4", "transform <catalogue name>", or "" when neither shows (another edit)."""
+    tag = child.name.split("@", 1)[1] if "@" in child.name else ""
+    if tag in {t.name for t in CATALOGUE}:
+        return f"transform {tag}"
+    was = current_configuration(tunables_of(parent))
+    now = current_configuration(tunables_of(child))
+    moved = [f"{k} {was[k]}->{v}" for k, v in now.items() if k in was and was[k] != v]
+    return f"tunables {', '.join(moved)}" if moved else ""
+
+
 def _shuffled(items: list, rng: random.Random | None) -> list:
     if rng is not None:
         rng.shuffle(items)

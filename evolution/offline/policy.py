@@ -26,11 +26,13 @@ import itertools
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 
+from hipevolve.archive.records import Attempt
 from hipevolve.core.candidate import Candidate
 from hipevolve.evolution.child import Child, Proposal
 from hipevolve.evolution.islands import Island, ranked
 from hipevolve.evolution.offline import tuner
 from hipevolve.evolution.offline.moves import (
+    described,
     edits,
     first_unseen,
     jumps,
@@ -134,7 +136,7 @@ def propose(
     if child is not None:
         parents = (parent_id,) if other_id is None else (parent_id, other_id)
         kind = "mutation" if other_id is None else "crossover"
-        return _child(child, proposal.island, parents, kind, inspirations)
+        return _child(child, proposal.island, parents, kind, inspirations, sources)
     walks = [_walk(parent_id, others, sources, rng, seen)]
     # Restarts: the inspirations' own walks, each crossed with the rest of the proposal's elites.
     everyone = [(parent_id, sources[parent_id]), *others]
@@ -143,10 +145,10 @@ def propose(
         walks.append(_walk(restart_id, rest, sources, rng, seen))
     for child, parents, kind in itertools.chain.from_iterable(walks):
         if child is not None:
-            return _child(child, proposal.island, parents, kind, inspirations)
+            return _child(child, proposal.island, parents, kind, inspirations, sources)
     jumped = _jump([parent_id, *(i for i, _ in others)], sources, rng, seen)
     if jumped is not None:
-        return _child(jumped[0], proposal.island, (jumped[1],), "mutation", inspirations)
+        return _child(jumped[0], proposal.island, (jumped[1],), "mutation", inspirations, sources)
     return None
 
 
@@ -156,6 +158,7 @@ def _child(
     parents: tuple[int, ...],
     kind: str,
     inspirations: Iterable[int],
+    sources: Mapping[int, Candidate],
 ) -> Child:
     return Child(
         candidate=candidate,
@@ -163,7 +166,18 @@ def _child(
         parents=parents,
         kind=kind,
         inspirations=tuple(i for i in inspirations if i not in parents),
+        attempt=Attempt(idea=idea(candidate, parents, kind, sources)),
     )
+
+
+def idea(
+    child: Candidate, parents: tuple[int, ...], kind: str, sources: Mapping[int, Candidate]
+) -> str:
+    """What the offline mutator tried, as the child's idea: the move, from which candidates."""
+    moved = described(sources[parents[0]], child) or "another configuration"
+    if kind == "crossover":
+        return f"offline mutator: crossover of candidates {parents[0]} and {parents[1]}: {moved}"
+    return f"offline mutator on candidate {parents[0]}: {moved}"
 
 
 def rescue(
@@ -180,9 +194,9 @@ def rescue(
             others = [(i, c) for i, c in elites if i != elite_id]
             for child, parents, kind in _walk(elite_id, others, sources, None, seen):
                 if child is not None:
-                    return _child(child, island.id, parents, kind, ())
+                    return _child(child, island.id, parents, kind, (), sources)
     for island in islands:
         jumped = _jump((e.candidate_id for e in ranked(island)), sources, None, seen)
         if jumped is not None:
-            return _child(jumped[0], island.id, (jumped[1],), "mutation", ())
+            return _child(jumped[0], island.id, (jumped[1],), "mutation", (), sources)
     return None
