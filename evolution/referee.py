@@ -198,6 +198,8 @@ class Referee:
                 }
             )
         self.archive.log_event(self.run, BASELINE, merged.model_dump(mode="json"))
+        if merged.strong_line():
+            self.say(merged.strong_line())
         self._use(merged)
 
     # ---------------------------------------------------------------- displacing

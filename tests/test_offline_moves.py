@@ -25,8 +25,8 @@ from hipevolve.core.evaluation import CaseResult, Evaluation, Status
 from hipevolve.evolution.child import Proposal
 from hipevolve.evolution.islands import Elite, EvolutionSettings, Island
 from hipevolve.evolution.offline.moves import mixes, neighbourhood, steps
-from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.evolution.offline.policy import propose, rescue
+from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.evolution.offline.tunables import (
     configuration_key,
     configurations,

@@ -93,7 +93,7 @@ def test_a_nonsense_baseline_table_is_refused_in_one_line(tmp_path, table, says)
     assert says in message and "\n" not in message, message
 
 
-def test_a_judge_times_a_module_baseline_and_says_why_the_others_were_not(tmp_path):
+def test_a_judge_times_a_module_baseline_says_why_the_others_were_not_and_how_long_each_took(tmp_path):
     """A real reference-only judge job on the CPU: the good baseline is timed on every timed
     case with the reference's trials; the one whose library is missing and the one outside the
     tolerance each come back with one line why, and the run's baseline is still there."""
@@ -112,6 +112,12 @@ def test_a_judge_times_a_module_baseline_and_says_why_the_others_were_not(tmp_pa
     assert found.unavailable["demo"] == "demo library not installed (pip install demo)"
     assert found.unavailable["three x"].startswith("outside the task's tolerance on a: output 0: ")
     assert "\n" not in found.unavailable["three x"]
+    # how long each held the judge (a cold FLA: minutes of Triton compiles), said in one line
+    assert set(found.held_s) == {"x + x", "demo", "three x"} and found.held_s["x + x"] > 0
+    line = found.strong_line()
+    assert f"x + x timed on {len(timed)} cases, " in line and " s on the GPU slot" in line
+    assert "demo not timed (demo library not installed (pip install demo), " in line
+    assert "\n" not in line
 
 
 def test_a_judge_that_ran_strong_baselines_judges_no_candidate_afterwards(tmp_path):

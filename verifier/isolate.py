@@ -181,6 +181,9 @@ class BaselineAnswer(BaseModel):
         default_factory=list, description="how it was timed, if unlike the job"
     )
     unavailable: str = Field(default="", description="why it was not timed (one line)")
+    seconds: float = Field(
+        default=0.0, description="how long it held the judge: imports, builds, compiles included"
+    )
 
     def cases(self) -> dict[str, CaseBaseline]:
         """Its trials as a run baseline's cases (median and interval, as the reference's)."""

@@ -442,9 +442,11 @@ def time_baseline(
     timed = {c.case: b for c in worker.cases if (b := c.reference_baseline()) is not None}
     if not timed:
         return "the task has no timed case"
-    strong_times, unavailable, notes = {}, {}, {}
+    strong_times, unavailable, notes, held = {}, {}, {}, {}
     for b in others:
         answer = worker.baselines.get(b.name)
+        if answer is not None:
+            held[b.name] = round(answer.seconds, 1)
         if answer is None:
             unavailable[b.name] = "the judge did not answer for it"
         elif answer.unavailable or not answer.cases():
@@ -463,6 +465,7 @@ def time_baseline(
         others=strong_times,
         unavailable=unavailable,
         notes=notes,
+        held_s=held,
         pending=pending,
     )
 

@@ -58,6 +58,11 @@ class RunBaseline(Frozen):
         description="how a strong baseline was timed, where it differs "
         "from the task's timing (a forward CUDA graphs could not capture)",
     )
+    held_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds each strong baseline held its judge (and so a GPU slot): its "
+        "imports, builds, compiles and autotuning included",
+    )
     pending: tuple[str, ...] = Field(
         default=(),
         description="strong baselines the task names that are still to be timed: "
@@ -72,9 +77,22 @@ class RunBaseline(Frozen):
                 "others": other.others,
                 "unavailable": other.unavailable,
                 "notes": other.notes,
+                "held_s": other.held_s,
                 "pending": (),
             }
         )
+
+    def strong_line(self) -> str:
+        """One line: each strong baseline timed (on how many cases) or not (why), and how long
+        it held the GPU slot; "" when the task names none."""
+        parts = []
+        for name in sorted({*self.others, *self.unavailable}):
+            held = f", {self.held_s[name]:.0f} s on the GPU slot" if name in self.held_s else ""
+            if name in self.others:
+                parts.append(f"{name} timed on {len(self.others[name])} cases{held}")
+            else:
+                parts.append(f"{name} not timed ({self.unavailable[name]}{held})")
+        return f"strong baselines: {'; '.join(parts)}" if parts else ""
 
     def rebase(self, evaluation: Evaluation, drift: float = 1.5) -> Evaluation:
         """The evaluation measured against this baseline (see the module docstring). Idempotent:
