@@ -164,8 +164,8 @@ class Referee:
             return
         self.say(
             f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
-            "this card (cached for later runs; their compiles can hold the GPU slot for "
-            "minutes, between this run's evaluations)"
+            "this card, one case a job between this run's evaluations (cached for later "
+            "runs; a cold FLA's compiles hold the GPU slot for minutes in all)"
         )
         self._strong = Future()
         trials, target = self.settings.baseline_trials, self.settings.baseline_target

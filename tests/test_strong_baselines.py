@@ -120,6 +120,46 @@ def test_a_judge_times_a_module_baseline_says_why_the_others_were_not_and_how_lo
     assert "\n" not in line
 
 
+def test_strong_baselines_take_the_slot_a_case_at_a_time_with_the_runs_evaluations_between(
+    tmp_path, monkeypatch
+):
+    """A cold FLA held the only GPU slot for about 5 minutes in one job: now each timed case is
+    a job of its own, and an evaluation queued while one runs goes before the next. A baseline
+    unavailable in the first case (not installed, outside the tolerance) is not asked again."""
+    from hipevolve.verifier import pipeline
+    from hipevolve.verifier.evaluators import PipelineEvaluator
+
+    asked, timing = [], pipeline.time_baseline
+    monkeypatch.setattr(pipeline, "time_baseline", lambda *a, **k: asked.append(k["baselines"])
+                        or timing(*a, **k))  # fmt: skip
+    task = load_task_folder(task_with_baselines(tmp_path, GOOD_AND_BROKEN), "user")
+    evaluator = PipelineEvaluator(task, VerifierSettings(cache_dir=tmp_path / "cache"), "cpu")
+    slots, ran = evaluator._started(), []
+    submit = slots.submit
+
+    def piece_then_an_evaluation(work):
+        def piece(slot):
+            ran.append("piece")
+            return work(slot)
+
+        future = submit(piece)
+        submit(lambda slot: ran.append("evaluation"))  # the run's, queued while the piece waits
+        return future
+
+    slots.submit = piece_then_an_evaluation
+    try:
+        found = evaluator.strong_baselines(trials=5)
+    finally:
+        evaluator.close()
+    timed = sorted(c.name for c in task.cases if c.timed)
+    assert len(timed) >= 2 and ran == ["piece", "evaluation"] * len(timed)
+    assert isinstance(found, RunBaseline) and sorted(found.others) == ["x + x"]
+    assert sorted(found.others["x + x"]) == timed and sorted(found.cases) == timed
+    assert found.unavailable["demo"] == "demo library not installed (pip install demo)"
+    assert found.unavailable["three x"].startswith("outside the task's tolerance on ")
+    assert asked == [("x + x", "demo", "three x")] + [("x + x",)] * (len(timed) - 1)
+
+
 def test_a_judge_that_ran_strong_baselines_judges_no_candidate_afterwards(tmp_path):
     """Their libraries (Triton, FLA, TileLang) and torch.compile leave caches and threads in the
     judge: it exits after answering instead of going back to the pool."""
@@ -137,6 +177,27 @@ def test_a_judge_that_ran_strong_baselines_judges_no_candidate_afterwards(tmp_pa
                             pool=pool)  # fmt: skip
     assert plain.reusable and not plain.baselines
     assert not strong.reusable and list(strong.baselines) == ["x + x"]
+
+
+def test_pieces_join_as_one_job_would_have_timed_them():
+    """A baseline timed on one case and outside the tolerance on the next is unavailable, as a
+    single job would have left it; held times add up; the first piece's device stands."""
+
+    def piece(case: str, others: dict, unavailable: dict, held: dict) -> RunBaseline:
+        one = CaseBaseline(case=case, time_us=10.0, ci=0.01, trials=5)
+        return RunBaseline(task="t", device="gpu0", toolchain="tc", cases={case: one},
+                           others={n: {case: one} for n in others}, unavailable=unavailable,
+                           held_s=held)  # fmt: skip
+
+    joined = RunBaseline.joined([
+        piece("a", {"fla", "flaky"}, {"qla": "not installed"}, {"fla": 60.0, "flaky": 2.0, "qla": 0.5}),
+        piece("b", {"fla"}, {"flaky": "outside the task's tolerance on b"}, {"fla": 40.0, "flaky": 1.0}),
+    ])  # fmt: skip
+    assert sorted(joined.cases) == ["a", "b"] and sorted(joined.others) == ["fla"]
+    assert sorted(joined.others["fla"]) == ["a", "b"]
+    assert joined.unavailable == {"qla": "not installed",
+                                  "flaky": "outside the task's tolerance on b"}  # fmt: skip
+    assert joined.held_s == {"fla": 100.0, "flaky": 3.0, "qla": 0.5} and joined.pending == ()
 
 
 def test_a_speedup_over_a_baseline_is_the_geometric_mean_over_shared_cases_with_its_spread():

@@ -237,11 +237,25 @@ class PipelineEvaluator:
         return measured
 
     def strong_baselines(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
-        """The strong baselines timed in a judge of the first free slot, queued behind the
-        evaluations already there; stored with the cached reference (with_strong)."""
+        """The strong baselines timed one case a job, each job in a judge of the first free
+        slot, queued behind the evaluations already waiting: a cold FLA or FlashQLA (minutes of
+        Triton and TileLang compiles and autotuning) holds the slot a case at a time, with the
+        run's evaluations in between, never for minutes on end. One unavailable in a case (not
+        installed, outside the tolerance) is not asked for again. Stored with the cached
+        reference (with_strong)."""
         from hipevolve.verifier import baseline_cache
 
-        measured = self._time(trials, target, strong=True)
+        names = tuple(b.name for b in self.task.baselines)
+        pieces: list[RunBaseline] = []
+        for case in (c.name for c in self.task.cases if c.timed and not c.globals):
+            piece = self._time(trials, target, strong=True, cases=(case,), baselines=names)
+            if not isinstance(piece, RunBaseline):
+                return piece  # the reference itself could not be timed: one line why
+            pieces.append(piece)
+            names = tuple(n for n in names if n not in piece.unavailable)
+            if not names:
+                break
+        measured = RunBaseline.joined(pieces) if pieces else None
         if isinstance(measured, RunBaseline):
             stored = baseline_cache.load(self.settings, self._cache_key())
             kept = stored.with_strong(measured) if stored is not None else measured
@@ -253,7 +267,15 @@ class PipelineEvaluator:
 
         return baseline_cache.cache_key(self.task, self.settings, self.device or "", self.toolchain)
 
-    def _time(self, trials: int, target: float, *, strong: bool) -> RunBaseline | str | None:
+    def _time(
+        self,
+        trials: int,
+        target: float,
+        *,
+        strong: bool,
+        cases: tuple[str, ...] | None = None,
+        baselines: tuple[str, ...] | None = None,
+    ) -> RunBaseline | str | None:
         from hipevolve.verifier.pipeline import time_baseline
 
         slots = self._started()
@@ -270,6 +292,8 @@ class PipelineEvaluator:
                 toolchain=self.toolchain,
                 strong=strong,
                 target=target,
+                cases=cases,
+                baselines=baselines,
             )
         ).result()
 

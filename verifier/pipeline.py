@@ -406,18 +406,25 @@ def time_baseline(
     toolchain: str,
     strong: bool = True,
     target: float = 0.0,
+    cases: tuple[str, ...] | None = None,
+    baselines: tuple[str, ...] | None = None,
 ) -> RunBaseline | str:
     """The run's baseline (hipevolve/core/baseline.py): the reference alone in a judge of
     `judges`, at most `trials` trials on each timed case (fewer once its median is known to
     `target`: WorkerJob.trial_target), then, with `strong`, each strong baseline the task
     names, timed the same way (those that could not be, with one line why; without, they are
-    `pending`); or one line saying why the reference could not be timed."""
+    `pending`); or one line saying why the reference could not be timed. `cases` and
+    `baselines`: only the cases and strong baselines of these names (None: all)."""
     from dataclasses import replace
 
     from hipevolve.verifier.isolate import baseline_jobs, job_for_task, run_worker
 
-    cases = tuple(c for c in task.cases if not c.globals)
-    others = baseline_jobs(task) if strong else ()
+    cases = tuple(c for c in task.cases if not c.globals and (cases is None or c.name in cases))
+    others = tuple(
+        b
+        for b in (baseline_jobs(task) if strong else ())
+        if baselines is None or b.name in baselines
+    )
     job = job_for_task(
         task,
         None,

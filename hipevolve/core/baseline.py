@@ -12,8 +12,9 @@ reference timed inside the evaluation moves to `ref_check_us`, a check of the ma
 by the rebased fitness is ranking by the candidates' own times.
 
 The strong baselines a task names (TaskSpec.baselines: torch.matmul for GEMMs, torch.compile of
-the reference, FLA and FlashQLA for gated_delta_net) are timed in the same job, right after the
-reference, with the same clock, trials, input sets and timing mode, and kept in `others`; one
+the reference, FLA and FlashQLA for gated_delta_net) are timed in jobs of one case each (the
+run's evaluations go between them: `joined`), each right after the reference on that case,
+with the same clock, trials, input sets and timing mode, and kept in `others`; one
 that could not be timed (not installed, failed to build, or outside the task's tolerance) is in
 `unavailable` with one line why. They are never the fitness: `speedups` reports a kernel's
 speedup over each (geometric mean over the cases both timed, with its uncertainty) for the run's
@@ -78,6 +79,38 @@ class RunBaseline(Frozen):
                 "unavailable": other.unavailable,
                 "notes": other.notes,
                 "held_s": other.held_s,
+                "pending": (),
+            }
+        )
+
+    @classmethod
+    def joined(cls, pieces: list[RunBaseline]) -> RunBaseline:
+        """One baseline from jobs that each timed some of the cases (their first piece's
+        device, toolchain and clocks): a strong baseline unavailable in any piece is
+        unavailable (its first reason), as one job would have dropped it there."""
+        unavailable: dict[str, str] = {}
+        for piece in pieces:
+            for name, why in piece.unavailable.items():
+                unavailable.setdefault(name, why)
+        others: dict[str, dict[str, CaseBaseline]] = {}
+        held: dict[str, float] = {}
+        for piece in pieces:
+            for name, timed in piece.others.items():
+                if name not in unavailable:
+                    others.setdefault(name, {}).update(timed)
+            for name, seconds in piece.held_s.items():
+                held[name] = round(held.get(name, 0.0) + seconds, 1)
+        notes: dict[str, str] = {}
+        for piece in pieces:
+            for name, note in piece.notes.items():
+                notes[name] = f"{notes[name]}; {note}"[:300] if name in notes else note
+        return pieces[0].model_copy(
+            update={
+                "cases": {k: v for piece in pieces for k, v in piece.cases.items()},
+                "others": others,
+                "unavailable": unavailable,
+                "notes": notes,
+                "held_s": held,
                 "pending": (),
             }
         )
