@@ -7,6 +7,9 @@ replayed agent run (the scripted model server on loopback, nvcc compiling each c
 archive is dumped table by table with what depends on the clock or the temporary folder left
 out: timestamps, lock heartbeats, latencies, the run's folder and the checkout's.
 
+Changed on purpose since 77005a3, table by table: `attempts` of the offline runs (the offline
+mutator's children record the move they made as their idea; every other table as it was).
+
     python tests/golden_runs.py          # rewrite the snapshot (only when behaviour is meant to change)
 """
 
