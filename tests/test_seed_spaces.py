@@ -3,14 +3,17 @@
 The offline search may propose any configuration a seed declares (`// @tunable`), so each one must
 compile and stay correct on every case of the task. Spaces of at most FULL configurations are
 built whole; larger ones as a fixed sample: the seed's own configuration, the two corners (every
-tunable at its first value, every tunable at its last) and SAMPLE others drawn with a seeded rng.
+tunable at its first value, every tunable at its last), a covering set (configuration i sets
+each tunable to its value i, wrapping around: every declared value is built at least once) and
+SAMPLE others drawn with a seeded rng for the values' interactions.
 
 - nvcc for sm_90 through the HIP-to-CUDA layer, the command the cuda backend runs (marker slow);
 - hipcc for gfx942, host and device, the rocm backend's own command (marker rocm_build: skipped
   without scripts/install_amd_toolchain.sh's toolchain, a failure under CI=true, as in
   tests/test_rocm_build.py);
-- on a GPU (marker gpu): GPU_SAMPLE configurations per seed through verifier.pipeline.evaluate_many,
-  every case of the task, must be ok.
+- on a GPU (marker gpu): the seed, the corners, the covering set and GPU_SAMPLE - 3 random
+  configurations per seed through verifier.pipeline.evaluate_many, every case of the task, must
+  be ok.
 
 problems/gated_delta_net/seeds/chunked is left to tests/test_gdn_seeds.py (its owner's tests):
 a 1,300-line source that takes half a minute per nvcc build.
@@ -45,7 +48,7 @@ SEEDS = tuple(
     )
 )
 FULL = 48  # spaces up to this size are built whole
-SAMPLE = 32  # random configurations beyond the seed's own and the two corners
+SAMPLE = 6  # random configurations beyond the seed's own, the corners and the covering set
 GPU_SAMPLE = 6  # configurations per seed through the whole pipeline on a GPU
 
 
@@ -59,15 +62,21 @@ def seed_candidate(seed: Path) -> Candidate:
 
 
 def chosen(seed: Path, k: int = SAMPLE) -> list[Configuration]:
-    """The whole space when small, else the seed's own configuration, the two corners and k
-    others drawn with an rng seeded by the seed's name (the same sample every run)."""
+    """The whole space when small, else the seed's own configuration, the two corners, the
+    covering set and k others drawn with an rng seeded by the seed's name (the same sample
+    every run)."""
     tunables = parse_tunables(seed_candidate(seed).hip_source or "")
     every = list(configurations(tunables))
     if len(every) <= FULL and k >= SAMPLE:
         return every
+    widest = max(len(t.values) for t in tunables)
+    covering = [{t.name: t.values[i % len(t.values)] for t in tunables} for i in range(widest)]
     first = {t.name: t.values[0] for t in tunables}
     last = {t.name: t.values[-1] for t in tunables}
-    picked = [current_configuration(tunables), first, last]
+    picked: list[Configuration] = []
+    for config in [current_configuration(tunables), first, last, *covering]:
+        if config not in picked:
+            picked.append(config)
     rest = [c for c in every if c not in picked]
     return picked + random.Random(label(seed)).sample(rest, min(k, len(rest)))
 
@@ -101,11 +110,16 @@ def test_seed_declares_a_space_a_200_evaluation_search_cannot_spend(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS, ids=label)
-def test_sample_holds_the_seed_the_corners_and_distinct_configurations(seed):
+def test_sample_holds_the_seed_the_corners_every_declared_value_and_distinct_configurations(seed):
+    tunables = parse_tunables(seed_candidate(seed).hip_source or "")
     picked = chosen(seed)
     keys = [configuration_key(c) for c in picked]
-    assert len(set(keys)) == len(keys) >= min(SAMPLE + 3, len(list(configurations(
-        parse_tunables(seed_candidate(seed).hip_source or "")))))  # fmt: skip
+    assert len(set(keys)) == len(keys) >= min(SAMPLE + 3, space_size(tunables))
+    assert current_configuration(tunables) in picked
+    assert {t.name: t.values[0] for t in tunables} in picked
+    assert {t.name: t.values[-1] for t in tunables} in picked
+    for t in tunables:
+        assert {c[t.name] for c in picked} == set(t.values), f"{t.name} not built at every value"
     assert picked == chosen(seed), "the sample must be the same every run"
 
 
