@@ -173,7 +173,7 @@ def test_a_judge_that_ran_strong_baselines_judges_no_candidate_afterwards(tmp_pa
                                reference_only=True), trials=5)  # fmt: skip
     with StandbyPool(size=1, device="cpu") as pool:
         plain = run_worker(job, pool.take(), pool=pool)
-        strong = run_worker(replace(job, baselines=baseline_jobs(task)[:1]), pool.take(),
+        strong = run_worker(replace(job, baselines=baseline_jobs(task, settings)[:1]), pool.take(),
                             pool=pool)  # fmt: skip
     assert plain.reusable and not plain.baselines
     assert not strong.reusable and list(strong.baselines) == ["x + x"]

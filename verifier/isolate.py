@@ -134,9 +134,20 @@ def job_for_task(
     )
 
 
-def baseline_jobs(task: TaskSpec) -> tuple[BaselineJob, ...]:
-    """The task's strong baselines as a reference-only job names them."""
-    return tuple(BaselineJob(name=b.name, kind=b.kind, module=b.module) for b in task.baselines)
+def baseline_jobs(task: TaskSpec, settings: VerifierSettings) -> tuple[BaselineJob, ...]:
+    """The task's strong baselines as a reference-only job names them, compiling into the
+    machine's shared folder for them (BaselineJob.compiles)."""
+    compiles = baseline_compiles(settings)
+    return tuple(
+        BaselineJob(name=b.name, kind=b.kind, module=b.module, compiles=compiles)
+        for b in task.baselines
+    )
+
+
+def baseline_compiles(settings: VerifierSettings) -> Path:
+    """The strong baselines' JIT compile caches, in the verifier's cache folder: trusted code's
+    kernels, out of every sandbox's reach (confine.py: a sandbox writes only its own folder)."""
+    return settings.cache_dir / "baseline-compiles"
 
 
 class WorkerCase(BaseModel):

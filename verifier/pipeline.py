@@ -358,7 +358,7 @@ def recheck(job, first, task: TaskSpec, settings: VerifierSettings, judges):
 
     from hipevolve.verifier.isolate import baseline_jobs, run_worker
 
-    others = baseline_jobs(task)
+    others = baseline_jobs(task, settings)
     t = job.timeouts  # each baseline may import, compile (FLA's Triton kernels) and time
     again = replace(
         job,
@@ -422,7 +422,7 @@ def time_baseline(
     cases = tuple(c for c in task.cases if not c.globals and (cases is None or c.name in cases))
     others = tuple(
         b
-        for b in (baseline_jobs(task) if strong else ())
+        for b in (baseline_jobs(task, settings) if strong else ())
         if baselines is None or b.name in baselines
     )
     job = job_for_task(

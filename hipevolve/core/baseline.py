@@ -64,6 +64,11 @@ class RunBaseline(Frozen):
         description="seconds each strong baseline held its judge (and so a GPU slot): its "
         "imports, builds, compiles and autotuning included",
     )
+    compiled_s: float | None = Field(
+        default=None,
+        description="seconds their kernels took to compile beside the run's evaluations, off "
+        "the GPU slot, before their jobs (verifier/baseline_warm.py); None: not compiled so",
+    )
     pending: tuple[str, ...] = Field(
         default=(),
         description="strong baselines the task names that are still to be timed: "
@@ -79,6 +84,7 @@ class RunBaseline(Frozen):
                 "unavailable": other.unavailable,
                 "notes": other.notes,
                 "held_s": other.held_s,
+                "compiled_s": other.compiled_s,
                 "pending": (),
             }
         )
@@ -125,6 +131,8 @@ class RunBaseline(Frozen):
                 parts.append(f"{name} timed on {len(self.others[name])} cases{held}")
             else:
                 parts.append(f"{name} not timed ({self.unavailable[name]}{held})")
+        if parts and self.compiled_s is not None:
+            parts.append(f"compiled beside the run's evaluations first, in {self.compiled_s:.0f} s")
         return f"strong baselines: {'; '.join(parts)}" if parts else ""
 
     def rebase(self, evaluation: Evaluation, drift: float = 1.5) -> Evaluation:

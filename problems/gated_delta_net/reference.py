@@ -160,13 +160,28 @@ def chunk_gated_delta_rule(
     k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]
     chunk_decay = gamma[..., -1].exp()  # [B, HV, N]
 
-    h = q.new_zeros(b, hv, kd, vd) if initial_state is None else initial_state.to(dt).clone()
-    o = q.new_empty(b, hv, n, chunk, vd)
+    # The recurrence over chunks, chunk-major ([N, B * HV, ...], each chunk's block contiguous)
+    # so that a step is three launches: Vn = U - W h, then h' = exp(gamma_C) h + K_end^T Vn
+    # written straight into the next state's place. The outputs read the states and Vn after
+    # the loop, for all chunks in two batched products (the loop is launch-bound on a GPU).
+    def steps(x: torch.Tensor) -> torch.Tensor:  # [B, HV, N, *] -> [N, B * HV, *]
+        return x.movedim(2, 0).reshape(n, b * hv, *x.shape[3:]).contiguous()
+
+    w, u, k_end_t = steps(w), steps(u), steps(k_to_end.transpose(-1, -2))
+    chunk_decay = steps(chunk_decay)[..., None, None]
+    states = q.new_empty(n + 1, b * hv, kd, vd)  # the state before each chunk, and the last
+    if initial_state is None:
+        states[0].zero_()
+    else:
+        states[0].copy_(initial_state.to(dt).reshape(b * hv, kd, vd))
+    v_new = torch.empty_like(u)
     for c in range(n):
-        v_new = u[:, :, c] - w[:, :, c] @ h
-        o[:, :, c] = q_decayed[:, :, c] @ h + attn[:, :, c] @ v_new
-        h = h * chunk_decay[:, :, c, None, None] + k_to_end[:, :, c].transpose(-1, -2) @ v_new
-    return o.reshape(b, hv, n * chunk, vd)[:, :, :t].transpose(1, 2).contiguous(), h
+        torch.baddbmm(u[c], w[c], states[c], alpha=-1, out=v_new[c])
+        torch.baddbmm(states[c] * chunk_decay[c], k_end_t[c], v_new[c], out=states[c + 1])
+    flat = [x.flatten(0, 1) for x in (steps(attn), v_new, steps(q_decayed), states[:n])]
+    o = torch.baddbmm(flat[0] @ flat[1], flat[2], flat[3])
+    o = o.reshape(n, b, hv, chunk, vd).movedim(0, 2).reshape(b, hv, n * chunk, vd)
+    return o[:, :, :t].transpose(1, 2).contiguous(), states[n].reshape(b, hv, kd, vd)
 
 
 def _require_ieee_fp32_matmul(x: torch.Tensor) -> None:

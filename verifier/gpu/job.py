@@ -115,6 +115,10 @@ class BaselineJob:
     name: str
     kind: str = "module"  # one of BASELINE_KINDS
     module: Path | None = None  # kind "module": its file, a Model like the reference's
+    # Where its JIT compilers keep their kernels (Triton's and Inductor's caches), shared by
+    # every judge and run of this machine and by the compiles made beside a run's first
+    # evaluations (verifier/baseline_warm.py); None: the judge's own folder, gone with it.
+    compiles: Path | None = None
 
     def __post_init__(self) -> None:
         _require(
@@ -122,9 +126,15 @@ class BaselineJob:
             f"baseline kind {self.kind!r} is not one of {BASELINE_KINDS}",
         )
         _set(self, "module", _path(self.module))
+        _set(self, "compiles", _path(self.compiles))
 
     def resolved(self) -> dict[str, str | None]:
-        return {"name": self.name, "kind": self.kind, "module": _resolved(self.module)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "module": _resolved(self.module),
+            "compiles": _resolved(self.compiles),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
