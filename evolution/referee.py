@@ -164,8 +164,8 @@ class Referee:
             return
         self.say(
             f"timing the strong baselines ({', '.join(self.baseline.pending)}) once for "
-            "this card, one case a job between this run's evaluations (cached for later "
-            "runs; a cold FLA's compiles hold the GPU slot for minutes in all)"
+            "this card: their kernels compiled first beside this run's evaluations, then "
+            "one case a job between them (cached for later runs)"
         )
         self._strong = Future()
         trials, target = self.settings.baseline_trials, self.settings.baseline_target
