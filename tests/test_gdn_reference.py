@@ -79,6 +79,44 @@ def test_packed_lengths_that_do_not_fit_the_case_are_refused(bad, why):
         GDN.get_inputs(B=2 if why == "B = 1" else 1, T=5, H=1, HV=1, K=8, V=8, seqlens=bad)
 
 
+@pytest.mark.parametrize("segments", [2, 3, 5, 11])
+def test_segments_chained_from_their_linear_maps_equal_the_recurrence_in_float64(segments):
+    # 11 chunks: segments of 6, 4, 3 and 1 chunks, the last one padded with whole chunks.
+    q, k, v, g, beta, h0 = float64_inputs(2, 11 * 64 - 20, 2, 4, seed=4)
+    o_seg, s_seg = GDN.chunk_gated_delta_rule(q, k, v, g, beta, h0, segments=segments)
+    o_rec, s_rec = GDN.recurrent_gated_delta_rule(q, k, v, g, beta, h0)
+    assert o_seg.shape == o_rec.shape and s_seg.shape == s_rec.shape
+    assert rel_max(o_seg, o_rec) < 1e-10 and rel_max(s_seg, s_rec) < 1e-10
+
+
+def test_segments_in_fp32_stay_as_close_to_the_exact_result_as_one_loop_over_every_chunk():
+    torch.manual_seed(6)
+    inputs = GDN.get_inputs(B=1, T=40 * 64, H=1, HV=2, K=32, V=16, initial_state="random")
+    exact = GDN.recurrent_gated_delta_rule(*[x.double() for x in inputs])
+    loop = GDN.chunk_gated_delta_rule(*inputs, segments=1)
+    chained = GDN.chunk_gated_delta_rule(*inputs)  # 40 chunks: 17 segments of 3 by default
+    for got, plain, want in zip(chained, loop, exact, strict=True):
+        assert rel_rms(got, want) < 1e-5
+        assert rel_rms(got, want) < 4 * rel_rms(plain, want) + 1e-7
+
+
+def test_a_long_sequence_runs_in_a_few_steps_not_one_per_chunk():
+    # The loop is launch-bound on a GPU: count the products of a 512-chunk sequence.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += func.__name__.startswith(("bmm", "baddbmm"))
+            return func(*args, **(kwargs or {}))
+
+    with torch.device("meta"), Count():
+        inputs = GDN.get_inputs(B=1, T=512 * 64, H=1, HV=1, K=8, V=8)
+        GDN.chunk_gated_delta_rule(*inputs)
+    assert Count.calls < 200  # one loop over every chunk makes 1,024
+
+
 def test_chunked_form_with_no_initial_state_equals_zero_state():
     q, k, v, g, beta, h0 = float64_inputs(1, 70, 1, 2, state="zero")
     o_none, s_none = GDN.chunk_gated_delta_rule(q, k, v, g, beta, None)
@@ -183,7 +221,9 @@ def test_fp32_chunked_reference_is_far_within_the_tolerance_of_the_exact_result(
 
 def prefill_roofline(b, t, h, hv, kd=128, vd=128, sequences=None):
     bytes_moved = 2 * b * t * h * kd * 2 + 2 * b * t * hv * vd * 2 + 2 * b * t * hv * 4
-    bytes_moved += 2 * (sequences or b) * hv * kd * vd * 4  # each sequence's state, read and written
+    bytes_moved += (
+        2 * (sequences or b) * hv * kd * vd * 4
+    )  # each sequence's state, read and written
     return bytes_moved, b * t * hv * (2 * 64 * (3 * kd + 2 * vd) + 6 * kd * vd)
 
 

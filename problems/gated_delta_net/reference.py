@@ -114,25 +114,37 @@ def chunk_gated_delta_rule(
     initial_state: torch.Tensor | None = None,
     scale: float | None = None,
     chunk: int = CHUNK,
+    segments: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The chunked (UT/WY) form: same result as the recurrence, a loop over T/chunk steps only.
-
     Per chunk, gamma = in-chunk cumulative sum of g and Gamma_ij = exp(gamma_i - gamma_j):
         A  = (I + tril(diag(beta) (K K^T * Gamma), -1))^-1
         W  = A (K * beta * exp(gamma));   U = A (V * beta)
         Vn = U - W h
         O  = (scale Q * exp(gamma)) h + tril(scale Q K^T * Gamma) Vn
         h' = exp(gamma_C) h + (K * exp(gamma_C - gamma))^T Vn
-    The last chunk is padded with g = 0 and beta = 0 (and zero q, k, v): a padded position
-    leaves the state unchanged, and causality keeps it out of the real positions' outputs.
+    The sequence is padded with g = 0 and beta = 0 (and zero q, k, v) to whole chunks, and to
+    `segments` runs of equal length: a padded position leaves the state exactly unchanged, and
+    causality keeps it out of the real positions' outputs.
+    Segments (the loop is launch-bound on a GPU: its steps are small products that wait on one
+    another): a chunk's step is affine in h, h' = M h + r, so a run of chunks from an unknown
+    state h_in ends in P h_in + r_end. `_segment_starts` finds every segment's P and r_end at
+    once (all segments in parallel, from [0 | I]), then chains the starts segment after segment;
+    the chunk loop then runs all segments in parallel from their exact starts. segments=None
+    picks about sqrt(7 N) for N chunks (the loop's launches: 7 per step of the first pass and
+    the second together, one per segment of the chain); 1 is the plain loop over every chunk.
     """
     _check_shapes(q, k, v, g, beta, initial_state)
     b, t, _, kd = q.shape
     hv, vd = v.shape[2], v.shape[3]
     dt = _compute_dtype(q)
     scale = kd**-0.5 if scale is None else scale
-    pad = (-t) % chunk
-    n = (t + pad) // chunk
+    chunks = max(1, -(-t // chunk))
+    segments = segments or (1 if chunks <= 8 else round((7 * chunks) ** 0.5))
+    length = -(-chunks // segments)  # chunks per segment
+    segments = -(-chunks // length)
+    n = segments * length
+    pad = n * chunk - t
 
     def chunked(x: torch.Tensor) -> torch.Tensor:  # [B, HV, T, *] -> [B, HV, N, C, *]
         x = F.pad(x, (0, 0, 0, pad)) if x.dim() == 4 else F.pad(x, (0, pad))
@@ -160,28 +172,66 @@ def chunk_gated_delta_rule(
     k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]
     chunk_decay = gamma[..., -1].exp()  # [B, HV, N]
 
-    # The recurrence over chunks, chunk-major ([N, B * HV, ...], each chunk's block contiguous)
-    # so that a step is three launches: Vn = U - W h, then h' = exp(gamma_C) h + K_end^T Vn
-    # written straight into the next state's place. The outputs read the states and Vn after
-    # the loop, for all chunks in two batched products (the loop is launch-bound on a GPU).
-    def steps(x: torch.Tensor) -> torch.Tensor:  # [B, HV, N, *] -> [N, B * HV, *]
-        return x.movedim(2, 0).reshape(n, b * hv, *x.shape[3:]).contiguous()
+    # The recurrence, step-major: [L, S * B * HV, ...] for L chunks a segment and S segments, so
+    # that step i is one product over chunk i of every segment, its block contiguous.
+    def steps(x: torch.Tensor) -> torch.Tensor:  # [B, HV, N, *] -> [L, S * B * HV, *]
+        rest = x.shape[3:]
+        x = x.reshape(b, hv, segments, length, *rest).movedim(3, 0).movedim(3, 1)
+        return x.reshape(length, segments * b * hv, *rest).contiguous()
 
     w, u, k_end_t = steps(w), steps(u), steps(k_to_end.transpose(-1, -2))
     chunk_decay = steps(chunk_decay)[..., None, None]
-    states = q.new_empty(n + 1, b * hv, kd, vd)  # the state before each chunk, and the last
-    if initial_state is None:
-        states[0].zero_()
-    else:
-        states[0].copy_(initial_state.to(dt).reshape(b * hv, kd, vd))
+    h0 = k.new_zeros(b * hv, kd, vd)
+    if initial_state is not None:
+        h0.copy_(initial_state.to(dt).reshape(b * hv, kd, vd))
+    states = q.new_empty(length + 1, segments * b * hv, kd, vd)  # each chunk's state, the last
+    states[0] = _segment_starts(w, u, k_end_t, chunk_decay, h0, segments) if segments > 1 else h0
     v_new = torch.empty_like(u)
-    for c in range(n):
+    for c in range(length):
         torch.baddbmm(u[c], w[c], states[c], alpha=-1, out=v_new[c])
         torch.baddbmm(states[c] * chunk_decay[c], k_end_t[c], v_new[c], out=states[c + 1])
-    flat = [x.flatten(0, 1) for x in (steps(attn), v_new, steps(q_decayed), states[:n])]
+    # The outputs read the states and Vn after the loop, for all chunks in two batched products.
+    flat = [x.flatten(0, 1) for x in (steps(attn), v_new, steps(q_decayed), states[:length])]
     o = torch.baddbmm(flat[0] @ flat[1], flat[2], flat[3])
-    o = o.reshape(n, b, hv, chunk, vd).movedim(0, 2).reshape(b, hv, n * chunk, vd)
-    return o[:, :, :t].transpose(1, 2).contiguous(), states[n].reshape(b, hv, kd, vd)
+    o = o.reshape(length, segments, b, hv, chunk, vd).movedim(0, 3).movedim(0, 2)
+    o = o.reshape(b, hv, n * chunk, vd)
+    final = states[length].reshape(segments, b, hv, kd, vd)[-1]
+    return o[:, :, :t].transpose(1, 2).contiguous(), final
+
+
+def _segment_starts(
+    w: torch.Tensor,
+    u: torch.Tensor,
+    k_end_t: torch.Tensor,
+    chunk_decay: torch.Tensor,
+    h0: torch.Tensor,
+    segments: int,
+) -> torch.Tensor:
+    """Every segment's exact start state, [S * B * HV, K, V], from the step-major chunk terms of
+    chunk_gated_delta_rule and the sequences' initial states h0 [B * HV, K, V].
+    One pass over the L chunks of every segment at once carries [r | P] ([K, V + K]): the state
+    reached from a start of zero and the linear map of the start, from [0 | I] (the first
+    segment from [h0 | 0], its true start). A step maps both halves the same way, except that
+    U feeds only r: [r | P]' = exp(gamma_C) [r | P] + K_end^T ([U | 0] - W [r | P]). Then the
+    starts chain: start(s + 1) = r_end(s) + P_end(s) start(s)."""
+    length, rows, chunk, kd = w.shape
+    vd = u.shape[-1]
+    heads = rows // segments
+    carried = w.new_zeros(segments, heads, kd, vd + kd)
+    carried[0, :, :, :vd] = h0
+    carried[1:, :, :, vd:] = torch.eye(kd, dtype=w.dtype, device=w.device)
+    carried = carried.reshape(rows, kd, vd + kd)
+    v_new = w.new_empty(rows, chunk, vd + kd)
+    for c in range(length):
+        torch.bmm(w[c], carried, out=v_new)
+        v_new.neg_()
+        v_new[..., :vd] += u[c]
+        carried = torch.baddbmm(carried * chunk_decay[c], k_end_t[c], v_new)
+    carried = carried.reshape(segments, heads, kd, vd + kd)
+    starts = [h0]
+    for s in range(1, segments):
+        starts.append(torch.baddbmm(carried[s - 1, ..., :vd], carried[s - 1, ..., vd:], starts[-1]))
+    return torch.cat(starts)
 
 
 def _require_ieee_fp32_matmul(x: torch.Tensor) -> None:
@@ -194,7 +244,9 @@ def _require_ieee_fp32_matmul(x: torch.Tensor) -> None:
 
 def varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens: torch.Tensor):
     """Packed sequences (B = 1, cu_seqlens [N + 1]): each sequence through the chunked form from
-    its own initial state. Returns (o [1, T, HV, V], final_state [N, HV, K, V])."""
+    its own initial state, all at once as a batch of N rows padded to the longest (a padded
+    position leaves the state exactly unchanged). Returns (o [1, T, HV, V], final_state
+    [N, HV, K, V])."""
     bounds = [int(x) for x in cu_seqlens.tolist()]
     n = len(bounds) - 1
     t, hv, kd, vd = q.shape[1], v.shape[2], q.shape[3], v.shape[3]
@@ -204,14 +256,18 @@ def varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens: torch.T
         raise ValueError("cu_seqlens must be strictly increasing: every sequence has a token")
     if initial_state.shape != (n, hv, kd, vd):
         raise ValueError(f"initial_state must be [N, HV, K, V] = {(n, hv, kd, vd)}")
-    outs, states = [], []
-    for i, (s, e) in enumerate(pairwise(bounds)):
-        o, h = chunk_gated_delta_rule(
-            q[:, s:e], k[:, s:e], v[:, s:e], g[:, s:e], beta[:, s:e], initial_state[i : i + 1]
-        )
-        outs.append(o)
-        states.append(h)
-    return torch.cat(outs, dim=1), torch.cat(states)
+    longest = max(e - s for s, e in pairwise(bounds))
+
+    def rows(x: torch.Tensor) -> torch.Tensor:  # [1, T, *] -> [N, longest, *], zero-padded
+        padded = x.new_zeros(n, longest, *x.shape[2:])
+        for i, (s, e) in enumerate(pairwise(bounds)):
+            padded[i, : e - s] = x[0, s:e]
+        return padded
+
+    o, final_state = chunk_gated_delta_rule(*map(rows, (q, k, v, g, beta)), initial_state)
+    return torch.cat(
+        [o[i : i + 1, : e - s] for i, (s, e) in enumerate(pairwise(bounds))], 1
+    ), final_state
 
 
 class Model(nn.Module):
