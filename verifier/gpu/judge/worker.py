@@ -89,6 +89,7 @@ modules (hipevolve.verifier.gpu.judge) and the zygote's handle (sandbox.zygote) 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -186,12 +187,16 @@ def main() -> None:
             answer = answer[os.write(args.result_fd, answer) :]
         if judge is not None:
             judge.release()
+        # The job's references past the kept ones, its timed calls' outputs and the rest of
+        # the job go now, not when the next job replaces them.
+        judge = None
         if not reusable:
             break
         if args.device.startswith("cuda"):
             # Back in the pool, the judge keeps its context and kept references, not its cache:
             # four judges of one slot each holding a GDN job's cache (up to a sixteenth of the
             # device) left the next judge no room for its 512 MiB flush on an 80 GB H100.
+            gc.collect()  # what only a cycle still holds
             torch.cuda.empty_cache()
         # The next candidate's sandbox starts now, in a new folder; nothing passes to it.
         shutil.rmtree(sandbox_dir, ignore_errors=True)
