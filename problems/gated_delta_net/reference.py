@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 CHUNK = 64
-STEP_ROWS = 1024  # (segment, sequence, head) rows that fill one step of the chunk loop
+STEP_ROWS = 256  # (segment, sequence, head) rows that fill one step of the chunk loop
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
