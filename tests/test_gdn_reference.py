@@ -71,6 +71,20 @@ def test_packed_sequences_each_run_the_recurrence_from_their_own_state_in_float6
     assert rel_max(o[:, 64:], o_whole[:, 64:]) > 1e-3
 
 
+def test_packed_sequences_of_one_length_run_as_one_batch_each_from_its_own_state_in_float64():
+    lengths = [70, 5, 70, 600, 5, 70]  # three lengths: batches of 3, 2 and 1 (600: 10 chunks)
+    torch.manual_seed(8)
+    shape = {"B": 1, "T": sum(lengths), "H": 1, "HV": 2, "K": 16, "V": 8}
+    seqlens = ",".join(map(str, lengths))
+    inputs = GDN.get_inputs(**shape, dtype="float64", initial_state="random", seqlens=seqlens)
+    q, k, v, g, beta, h0, cu = inputs
+    o, state = GDN.varlen_gated_delta_rule(*inputs)
+    for i, (s, e) in enumerate(pairwise(cu.tolist())):
+        one = [x[:, s:e] for x in (q, k, v, g, beta)]
+        o_i, s_i = GDN.recurrent_gated_delta_rule(*one, h0[i : i + 1])
+        assert rel_max(o[:, s:e], o_i) < 1e-10 and rel_max(state[i : i + 1], s_i) < 1e-10
+
+
 @pytest.mark.parametrize("bad,why", [
     ("1,2", "sum to T"), ("0,5", "positive"), ("5", "B = 1"),
 ])  # fmt: skip
