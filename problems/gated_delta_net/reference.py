@@ -118,6 +118,7 @@ def chunk_gated_delta_rule(
     segments: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The chunked (UT/WY) form: same result as the recurrence, a loop over T/chunk steps only.
+
     Per chunk, gamma = in-chunk cumulative sum of g and Gamma_ij = exp(gamma_i - gamma_j):
         A  = (I + tril(diag(beta) (K K^T * Gamma), -1))^-1
         W  = A (K * beta * exp(gamma));   U = A (V * beta)
