@@ -9,6 +9,8 @@ What spends a unit, and what does not:
 - a machine-code copy (new source whose build matches an evaluated candidate's machine code,
   evolution/recorder.py) gives its unit back once it is found: no GPU ran for it, and on NVIDIA
   a GDN search spent 60% of its units on AMD-only tunables (issue 47);
+- an offline child screened out as a copy before it was stored (event `screened_copy`) is never
+  admitted, so it spends nothing; it counts only toward the copy streak (`barren`);
 - a hidden-seed re-check of admitted code (the agents' auditor) spends one;
 - a head-to-head spends one per evaluation (two a round); the final one, the run's best against
   the seed, is paid from a reserve kept back from the start.
@@ -59,6 +61,8 @@ if TYPE_CHECKING:
     from hipevolve.archive.store import Archive
 
 COPY = "machine_copy"  # event: a candidate found to copy an evaluated one's machine code
+# event: an offline child screened out before it was stored, its build a copy (never admitted)
+SCREENED = "screened_copy"
 RECHECK = "audit_recheck"  # event: a hidden-seed re-check (status "skipped": none was run)
 DUEL = "duel"  # event: one head-to-head, with the generation and the evaluations it spent
 TUNER = "offline-tuner"  # the agent label of the offline tuner's children (evolution/sweep.py)
@@ -122,6 +126,7 @@ class RunBudget:
         self._admitted_in: Counter[int] = Counter()  # by generation: new code admitted
         self._copied_in: Counter[int] = Counter()  # copies, by the generation that admitted them
         self._duels_in: Counter[int] = Counter()  # head-to-head evaluations, by generation
+        self._screened_in: Counter[int] = Counter()  # offline children screened out as copies
         self._lock = threading.RLock()
 
     @classmethod
@@ -143,6 +148,8 @@ class RunBudget:
                 for e in archive.events(run, DUEL)
             ],
         )
+        for event in archive.events(run, SCREENED):
+            budget.screened(int(event.data["generation"]))
         return budget
 
     def restore(
@@ -277,19 +284,30 @@ class RunBudget:
         """Admitted candidates that were machine-code copies: no unit spent."""
         return len(self._copies)
 
+    def screened(self, generation: int) -> None:
+        """An offline child of `generation` was screened out as a copy before it was stored."""
+        with self._lock:
+            self._screened_in[generation] += 1
+
     def barren(self, generation: int) -> int:
-        """The machine-code copies admitted in the generations just before `generation` (from
-        generation 1 on) whose new code was all copies: how long the search has written
-        nothing new for this card. Generations before `generation` only, so a resumed run
-        counts what an uninterrupted one counted when it planned `generation`."""
+        """The machine-code copies (admitted, or screened out before they were stored) of the
+        generations just before `generation` (from generation 1 on) whose new code was all
+        copies: how long the search has written nothing new for this card. Generations before
+        `generation` only, so a resumed run counts what an uninterrupted one counted when it
+        planned `generation`."""
         with self._lock:
             streak = 0
             for g in range(generation - 1, 0, -1):
                 admitted, copied = self._admitted_in[g], self._copied_in[g]
                 if copied < admitted:
                     break
-                streak += copied
+                streak += copied + self._screened_in[g]
             return streak
+
+    @property
+    def screened_out(self) -> int:
+        """Offline children screened out as machine-code copies before they were stored."""
+        return sum(self._screened_in.values())
 
     @property
     def duels(self) -> int:

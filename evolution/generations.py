@@ -28,7 +28,14 @@ from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import FitnessSettings
 from hipevolve.core.evaluation import Evaluation, Status
 from hipevolve.core.taskspec import TaskSpec
-from hipevolve.evolution.budget import Admission, Allowance, RunBudget, Shares, check_budget
+from hipevolve.evolution.budget import (
+    SCREENED,
+    Admission,
+    Allowance,
+    RunBudget,
+    Shares,
+    check_budget,
+)
 from hipevolve.evolution.child import SEED, Child, Proposal
 from hipevolve.evolution.descriptors import axes_source, cell_key, cell_of
 from hipevolve.evolution.islands import (
@@ -53,6 +60,10 @@ from hipevolve.verifier.prepared import Prepared
 
 StopReason = Literal["budget", "exhausted", "copies", "stopped", "no_seed", "llm_budget"]
 BARREN_GENERATIONS = 12  # generations of nothing but machine-code copies that stop a search
+# How often an offline proposal is made again when its child builds to machine code the run has
+# (Search.children). Late in a GDN run on an H200 three children in four were copies, so a
+# generation of four sent one kernel to the GPU and the GPU waited on the builds.
+SCREEN_ROUNDS = 8
 CHECKPOINT = "generation"  # event kind: one per completed generation, with its islands
 
 
@@ -251,8 +262,14 @@ class Search:
         self.archive.log_event(self.run, "environment", environment)
 
     def seen_before(self, generation: int) -> frozenset[str]:
-        """Source hashes of this run's candidates from generations before `generation`."""
-        return self.archive.source_hashes_before(self.run, generation)
+        """Source hashes of this run's candidates from generations before `generation`, and of
+        the offline children screened out there as machine-code copies."""
+        screened = {
+            str(e.data["source_hash"])
+            for e in self.archive.events(self.run, SCREENED)
+            if int(e.data["generation"]) < generation
+        }
+        return self.archive.source_hashes_before(self.run, generation) | screened
 
     def allowance(self, generation: int, base: int) -> Allowance:
         """What `generation`, planned from the islands after `base`, admits against. The offline
@@ -318,20 +335,56 @@ class Search:
             # malformed): the offline mutator writes it, so the search goes on.
             self.archive.log_event(self.run, "offline_fallback", {"generation": generation})
         taken = set(seen)
-        found = []
+        found: list[Child] = []
         # The generations up to the one whose islands g is planned from with the lag (g - 1 -
         # lag; evolution/flight.py) are all evaluated when g is written, however the evaluations in
         # flight land, and a lagged run is told what a plain one is at generation 1.
         history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
-        for proposal in proposals:
-            child = propose(proposal, self.recorder.sources, rng, taken, history)
-            if child is not None:
-                taken.add(child.candidate.source_hash)
-                found.append(child)
+        waiting = list(proposals)
+        for _ in range(SCREEN_ROUNDS):
+            written = []
+            for proposal in waiting:
+                child = propose(proposal, self.recorder.sources, rng, taken, history)
+                if child is not None:
+                    taken.add(child.candidate.source_hash)
+                    written.append((proposal, child))
+            waiting = self._screen(written, generation, found)
+            if not waiting:
+                break
         if not found:
             child = rescue(islands, self.recorder.sources, taken)
             found = [child] if child is not None else []
         return found
+
+    def _screen(
+        self, written: list[tuple[Proposal, Child]], generation: int, found: list[Child]
+    ) -> list[Proposal]:
+        """Adds to `found` the children that build to new machine code; logs the others
+        (`screened_copy`: never stored, no unit spent) and returns their proposals, to be made
+        again. A resumed run replays this: it builds the same children and finds the same
+        copies, and logs each only once."""
+        copies = self.recorder.screen([child.candidate for _, child in written])
+        logged = {
+            str(e.data["source_hash"])
+            for e in self.archive.events(self.run, SCREENED)
+            if int(e.data["generation"]) == generation
+        }
+        again = []
+        for (proposal, child), twin in zip(written, copies, strict=True):
+            if twin is None:
+                found.append(child)
+                continue
+            again.append(proposal)
+            source_hash = child.candidate.source_hash
+            self.recorder.drop_screened([source_hash])
+            if source_hash in logged:
+                continue
+            self.budget.screened(generation)
+            self.archive.log_event(self.run, SCREENED, {
+                "generation": generation, "source_hash": source_hash, "island": child.island,
+                "parents": list(child.parents), "twin": twin,
+            })  # fmt: skip
+        return again
 
     def _sweep(self, islands, workshop: Workshop, generation: int) -> list[tuple[Child, Future]]:
         """The offline tuner's configurations of new model-written island bests
@@ -536,6 +589,12 @@ class Search:
             if budget.copies
             else []
         )
+        notes += (
+            [f"{budget.screened_out} children screened out before a unit was spent, "
+             "their builds copies of machine code already run"]
+            if budget.screened_out
+            else []
+        )  # fmt: skip
         done = f"{budget.spent} of {budget.limit} evaluations" + (
             f" ({'; '.join(notes)})" if notes else ""
         )

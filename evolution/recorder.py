@@ -20,6 +20,11 @@ the noise of a second timing that could crown a copy over its original. The dige
 candidate sent to the evaluator is logged when it is sent (event `machine_code`), and each copy
 when it is found (event `machine_copy`, before its result is recorded), so a resumed run knows
 both, and its budget counts the copies of generations still in flight as the run did.
+
+The offline mutator's children are screened before they are stored (`screen`, Search.children):
+a child whose build matches machine code the run has sent, or an earlier child of its
+generation, is not stored, only logged (event `screened_copy`), and its proposal is made again.
+The builds are kept (`prepare` takes them up) so nothing is compiled twice.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class Recorder:
         }
         # candidates already found to be copies (a resumed run's too): each is logged once
         self.copied = {int(e.data["candidate"]) for e in archive.events(run, COPY)}
+        self._screened: dict[str, Prepared] = {}  # source hash -> a build `screen` made
         self.pace = pace or Pace(evaluate.parallelism)
         self.slots = threading.BoundedSemaphore(self.pace.slots)  # shared by every generation
         self.clock = EvaluationClock(self.pace.slots)  # slot-seconds an evaluation takes
@@ -79,9 +85,41 @@ class Recorder:
 
     def prepare(self, ids: Sequence[int]) -> dict[int, Prepared]:
         """The evaluator's one trip through the CPU stages for each candidate (screen, build,
-        digest, a verdict reached there), by id, for `copies` and then the evaluator's `run`."""
-        ready = self.evaluate.prepare([self.sources[cid] for cid in ids]) if ids else []
-        return dict(zip(ids, ready, strict=True))
+        digest, a verdict reached there), by id, for `copies` and then the evaluator's `run`.
+        A candidate `screen` already built is taken from there."""
+        kept = {cid: self._screened.pop(self.sources[cid].source_hash, None) for cid in ids}
+        rest = [cid for cid in ids if kept[cid] is None]
+        ready = self.evaluate.prepare([self.sources[cid] for cid in rest]) if rest else []
+        kept.update(zip(rest, ready, strict=True))
+        return kept  # type: ignore[return-value]
+
+    def screen(self, candidates: Sequence[Candidate]) -> list[str | None]:
+        """Builds each candidate (kept for `prepare`) and says what it copies: the source hash
+        of the candidate the run sent with its machine code, or of an earlier one of
+        `candidates` built to it; None for new machine code, or for no digest (the build
+        failed, or the evaluator gives none). A candidate is never a copy of itself (a resumed
+        run builds again what it had stored)."""
+        ready = self.evaluate.prepare(list(candidates)) if candidates else []
+        batch: dict[str, str] = {}  # digest -> the first of `candidates` built to it
+        found: list[str | None] = []
+        for candidate, prepared in zip(candidates, ready, strict=True):
+            self._screened[candidate.source_hash] = prepared
+            digest = prepared.digest
+            sent = self.twins.get(digest) if digest is not None else None
+            twin = self.source(sent).source_hash if sent is not None else None
+            if twin is None and digest is not None:
+                twin = batch.get(digest)
+            if twin == candidate.source_hash:
+                twin = None
+            found.append(twin)
+            if twin is None and digest is not None:
+                batch.setdefault(digest, candidate.source_hash)
+        return found
+
+    def drop_screened(self, source_hashes: Sequence[str]) -> None:
+        """Forgets the builds of screened copies (never stored, so never prepared)."""
+        for source_hash in source_hashes:
+            self._screened.pop(source_hash, None)
 
     def source(self, candidate_id: int) -> Candidate:
         """The candidate's code, read from the archive once."""

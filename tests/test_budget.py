@@ -4,7 +4,8 @@ and `evolve report` give the same count.
 
 The run tests use tests/standin.py's InertVec: the stand-in on a target where VEC builds to the
 same machine code whatever its value, so a third of the kernel's configurations are copies of
-the rest (20 machine codes among 60 configurations), as AMD-only tunables are on NVIDIA.
+the rest (20 machine codes among 60 configurations), as AMD-only tunables are on NVIDIA. The
+offline mutator's copies are screened out before they are stored (`screened_copy` events).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from test_generation_lag import LAGGED, in_flight_generations, lagged_child, sha
 
 from hipevolve.app.run_job import first_candidates
 from hipevolve.archive.store import Archive
-from hipevolve.evolution.budget import TUNER, Admission, RunBudget, Shares
+from hipevolve.evolution.budget import SCREENED, TUNER, Admission, RunBudget, Shares
 from hipevolve.evolution.recorder import copy_of
 from hipevolve.evolution.run import run_evolution
 from hipevolve.export.report import write_report
@@ -142,19 +143,26 @@ def _copies(path: Path) -> dict[int, int]:
     return {cid: original for cid, original in found.items() if original is not None}
 
 
+def _screened(path: Path) -> list[tuple[int, str, str]]:
+    """(generation, source hash, twin) of each child screened out as a copy, in log order."""
+    with Archive.open(path, create=False, read_only=True) as archive:
+        events = archive.events(1, SCREENED)
+    return [(e.data["generation"], e.data["source_hash"], e.data["twin"]) for e in events]
+
+
 def test_a_machine_code_copy_costs_no_unit_and_the_budget_buys_distinct_machine_code(tmp_path):
     summary, path, evaluator = _inert_run(tmp_path, budget=14)
     sent = logged(evaluator.log)
-    copies = _copies(path)
+    copies, screened = _copies(path), _screened(path)
     assert summary.reason == "budget"
     assert len(sent) == len(set(sent)) == 14  # 14 units: 14 machine codes on the GPU
-    assert copies, "the test needs copies"
+    assert screened, "the test needs copies"
+    assert {h for _, h, _ in screened}.isdisjoint(sent)
     with Archive.open(path, create=False, read_only=True) as archive:
         assert len(archive.candidate_ids(1)) == 14 + len(copies)
     assert summary.progress.spent == 14 and summary.progress.left == 0
-    assert summary.message.startswith(
-        f"budget spent: 14 of 14 evaluations ({len(copies)} machine-code copies answered "
-        "without a GPU run, at no cost)")  # fmt: skip
+    assert summary.message.startswith("budget spent: 14 of 14 evaluations (")
+    assert f"{len(screened)} children screened out before a unit was spent" in summary.message
 
 
 def test_report_counts_the_same_units_as_the_run(tmp_path):
@@ -173,17 +181,18 @@ def test_report_counts_the_same_units_as_the_run(tmp_path):
 
 
 def _copy_in_flight(db: Path) -> bool:
-    """Two generations in flight and a copy found among them (its event logged) whose result is
-    not recorded yet: the resumed run replays them with that copy in the archive's ledger."""
-    if len(in_flight_generations(db)) != 2:
+    """Two generations in flight and a child of one of them screened out as a copy: the resumed
+    run replays them, builds the same children and finds the same copies."""
+    flying = in_flight_generations(db)
+    if len(flying) != 2:
         return False
     with sqlite3.connect(db) as conn:
-        (pending,) = conn.execute(
-            "SELECT count(*) FROM events v JOIN candidates c"
-            " ON c.id = json_extract(v.data, '$.candidate')"
-            " WHERE v.kind = 'machine_copy' AND c.evaluation_id IS NULL"
-        ).fetchone()
-    return pending > 0
+        screened = {
+            g for (g,) in conn.execute(
+                "SELECT json_extract(data, '$.generation') FROM events WHERE kind = ?", [SCREENED]
+            )
+        }  # fmt: skip
+    return bool(screened & flying)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
@@ -206,6 +215,29 @@ def test_a_resumed_run_counts_copies_exactly_as_the_uninterrupted_run(tmp_path):
     assert shape(db) == shape(whole_db)
     assert evaluated_hashes(db) == evaluated_hashes(whole_db)
     assert _copies(db) == _copies(whole_db)
+    assert _screened(db) == _screened(whole_db)  # the same copies, each logged once
     assert resumed.progress.spent == uninterrupted.progress.spent == budget
     with Archive.open(db, create=False, read_only=True) as archive:
         assert len(archive.events(1, "machine_copy")) == len(_copies(db))  # each found once
+
+
+def test_every_generation_sends_a_full_batch_of_new_machine_code_while_the_space_has_it(tmp_path):
+    """A third of the configurations are copies, yet every generation before the budget's last
+    sends one new machine code per proposal: copies are screened out and their proposals made
+    again, so the GPU is not left waiting on a generation of copies."""
+    summary, path, evaluator = _inert_run(tmp_path, budget=18)
+    per_generation = LAGGED.islands * LAGGED.proposals_per_island
+    with Archive.open(path, create=False, read_only=True) as archive:
+        stored = [archive.candidate(cid) for cid in archive.candidate_ids(1)]
+    by_generation: dict[int, list[str]] = {}
+    for record in stored:
+        by_generation.setdefault(record.generation, []).append(record.candidate.source_hash)
+    sent = logged(evaluator.log)
+    last = max(by_generation)
+    assert _screened(path), "the test needs copies"
+    assert not _copies(path)
+    for generation, hashes in by_generation.items():
+        assert set(hashes) <= set(sent)  # every stored child ran: none was a copy
+        if 0 < generation < last:
+            assert len(hashes) == per_generation, (generation, len(hashes))
+    assert summary.reason == "budget" and len(sent) == len(set(sent)) == 18

@@ -105,8 +105,14 @@ def _task(root: Path):
     return task.model_copy(update={"seeds": (seed,)})
 
 
-def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator(tmp_path):
+def test_an_offline_child_that_builds_to_machine_code_the_run_has_is_screened_out_unstored(
+    tmp_path,
+):
+    """The offline mutator's children are built before they are stored: one whose machine code
+    the run has already sent is never stored, spends no unit and is logged (`screened_copy`);
+    its proposal is made again, so the evaluator gets new machine code only."""
     from hipevolve.app.run_job import first_candidates
+    from hipevolve.evolution.budget import SCREENED
 
     task = _task(tmp_path)
     log = tmp_path / "sent.log"
@@ -117,29 +123,22 @@ def test_a_machine_code_copy_is_answered_from_its_original_without_the_evaluator
         ids = archive.candidate_ids(1)
         records = {cid: archive.candidate(cid) for cid in ids}
         evaluations = {cid: archive.evaluation_of(cid) for cid in ids}
-        elites = {e.candidate_id for e in archive.elites(1)}
-        best = archive.best(1)
+        screened = [e.data for e in archive.events(1, SCREENED)]
     configs = {cid: current_configuration(parse_tunables(r.candidate.hip_source or ""))
                for cid, r in records.items()}  # fmt: skip
-    # every configuration was proposed; only one per machine code was sent to the evaluator
-    assert sorted((c["BLOCK"], c["AMD_WAVES"]) for c in configs.values()) == [
-        ("128", "1"),
-        ("128", "2"),
-        ("256", "1"),
-        ("256", "2"),
-    ]
+    # two machine codes (BLOCK), each stored and sent once; the AMD_WAVES twins screened out
+    assert sorted(c["BLOCK"] for c in configs.values()) == ["128", "256"]
     sent = logged(log)
-    assert len(sent) == 2 and len(set(sent)) == 2
-    copies = {cid: copy_of(e) for cid, e in evaluations.items() if copy_of(e) is not None}
-    assert len(copies) == 2
-    for cid, original in copies.items():
-        assert records[original].source_hash in sent and records[cid].source_hash not in sent
-        assert configs[cid]["BLOCK"] == configs[original]["BLOCK"]
-        assert configs[cid]["AMD_WAVES"] != configs[original]["AMD_WAVES"]
-        assert evaluations[cid].fitness == evaluations[original].fitness  # its fitness, marked
-        assert cid not in elites  # never crowned over its original
-    assert best is not None and best.candidate_id not in copies
-    assert "2 machine-code copies answered without a GPU run" in summary.message
+    assert sorted(sent) == sorted(r.source_hash for r in records.values())
+    assert all(copy_of(e) is None for e in evaluations.values())
+    assert len(screened) == 2 and {d["source_hash"] for d in screened}.isdisjoint(sent)
+    stored = {r.source_hash: configs[cid] for cid, r in records.items()}
+    for data in screened:
+        twin = stored[data["twin"]]  # the stored candidate with its machine code
+        assert twin["AMD_WAVES"] == "1"
+    assert summary.reason == "exhausted", summary.message
+    assert "2 children screened out before a unit was spent" in summary.message
+    assert "2 of 10 evaluations" in summary.message
 
 
 def test_a_policy_child_that_copies_evaluated_machine_code_is_not_sent_to_the_evaluator(tmp_path):
@@ -197,24 +196,27 @@ def test_on_the_gpu_the_pipeline_sends_one_candidate_per_machine_code_to_the_jud
 def test_a_search_that_writes_only_copies_for_twelve_generations_stops_and_says_why(tmp_path):
     """Copies spend no unit, so a search whose new sources only build to evaluated machine code
     (another target's tunables on this card) must stop by itself (Search.barren): with one
-    island of one proposal, after 12 copies in a row, long before its 16 sources run out."""
+    island of one proposal, once 12 children in a row were copies (screened out before they
+    were stored, or stored as copies), long before its 32 sources run out."""
     from hipevolve.app.run_job import first_candidates
 
     task = _task(tmp_path)
     seed = task.seeds[0] / "kernel.hip"
-    seed.write_text(KERNEL.replace("// @tunable AMD_WAVES: 1, 2",
-                                   "// @tunable AMD_WAVES: 1, 2, 3, 4, 5, 6, 7, 8"))  # fmt: skip
+    waves = ", ".join(str(w) for w in range(1, 17))
+    seed.write_text(
+        KERNEL.replace("// @tunable AMD_WAVES: 1, 2", f"// @tunable AMD_WAVES: {waves}")
+    )
     log = tmp_path / "sent.log"
     with Archive.open(tmp_path / "run.db") as archive:
         summary = run_evolution(task, archive, EvolutionSettings(islands=1, lag=0),
                                 BuildingStandIn(log, tmp_path / "cache"),
                                 first=first_candidates(task), budget=200, seed=0)  # fmt: skip
         stored = len(archive.candidate_ids(1))
+        screened = len(archive.events(1, "screened_copy"))
     assert summary.reason == "copies", summary.message
     assert len(logged(log)) == 2  # one evaluation per machine code: BLOCK 128 and 256
-    assert stored < 16  # it stopped before every configuration was written
-    said = "the last 12 kernels it wrote built to machine code it had already evaluated"
-    assert said in summary.message
+    assert stored + screened < 32  # it stopped before every configuration was written
+    assert "kernels it wrote built to machine code it had already evaluated" in summary.message
 
 
 def test_the_copy_streak_counts_whole_generations_of_copies_before_the_one_planned() -> None:

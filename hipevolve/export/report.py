@@ -640,6 +640,11 @@ def _spending(budget: RunBudget, scored: Sequence[Outcome]) -> str:
     """What the budget's units went on, as the run's final line counts them."""
     parts = [f"{len(scored)} candidates scored"]
     parts += [f"{budget.copies} of them machine-code copies, at no cost"] if budget.copies else []
+    parts += (
+        [f"{budget.screened_out} children screened out as machine-code copies, never stored"]
+        if budget.screened_out
+        else []
+    )
     parts += [f"{budget.duels} evaluations in head-to-heads"] if budget.duels else []
     parts += [f"{budget.rechecks} hidden-seed re-checks"] if budget.rechecks else []
     parts += [f"{budget.tuned} on the offline tuner's configurations"] if budget.tuned else []
