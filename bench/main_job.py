@@ -36,22 +36,28 @@ def _utc(stamp: str) -> datetime.datetime:
 def summary(archive: Path, started: datetime.datetime) -> list[str]:
     """The run's figures from its archive; `started`: when the command was started (UTC)."""
     db = sqlite3.connect(archive)
-    rows = db.execute("SELECT created, status, evaluation FROM evaluations ORDER BY id").fetchall()
+    rows = db.execute(
+        "SELECT created, status, evaluation, candidate FROM evaluations ORDER BY id"
+    ).fetchall()
     if not rows:
         return ["no evaluation was recorded"]
     times = [(_utc(r[0]) - started).total_seconds() for r in rows]
     copies = {json.loads(d)["candidate"] for (d,) in
               db.execute("SELECT data FROM events WHERE kind = 'machine_copy'")}  # fmt: skip
+    (screened,) = db.execute("SELECT count(*) FROM events WHERE kind = 'screened_copy'").fetchone()
+    ran = [r for r in rows if r[3] not in copies]  # what a GPU ran (a copy reuses its original's)
+    ran_times = [(_utc(r[0]) - started).total_seconds() for r in ran]
     lines = [
         f"first evaluation {times[0]:.1f} s after the start; last {times[-1]:.1f} s",
         f"evaluations recorded {len(rows)} ({dict(Counter(r[1] for r in rows))}); "
-        f"machine-code copies {len(copies)} (answered without a GPU run)",
+        f"machine-code copies {len(copies)} (answered without a GPU run); "
+        f"children screened out as copies before they were stored {screened}",
     ]
-    if len(times) > 1 and times[-1] > times[0]:
-        lines.append(f"{(len(times) - 1) / (times[-1] - times[0]) * 60:.1f} evaluations a minute "
-                     "after the first")  # fmt: skip
+    if len(ran_times) > 1 and ran_times[-1] > ran_times[0]:
+        rate = (len(ran_times) - 1) / (ran_times[-1] - ran_times[0]) * 60
+        lines.append(f"{rate:.1f} GPU evaluations a minute after the first ({len(ran)} in all)")
     stages: dict[str, list[float]] = {}
-    for _, _, evaluation in rows:
+    for _, _, evaluation, _ in ran:
         for stage, seconds in json.loads(evaluation).get("seconds", {}).items():
             stages.setdefault(stage, []).append(seconds)
     lines += [f"  stage {name}: median {statistics.median(v):.2f} s over {len(v)}"
