@@ -180,20 +180,22 @@ def run_tensor_core_path(lib, inputs: list) -> tuple[torch.Tensor, torch.Tensor]
     return o, ht
 
 
-# (TC_BV, TC_STAGES, U_BF16): the default's scan shape on a 16-SM device (32 columns, three
-# stages), 64-column slices, two stages, U in fp32.
-TC_RUNS = [(0, 3, 1), (64, 2, 1), (32, 2, 0)]
+# (TC_BV, TC_STAGES, U_BF16, TC_WCOLS): the default's scan shape on a 16-SM device (32 columns,
+# three stages), 64-column slices, two stages, U in fp32; and 16 columns a warp (twice the warps)
+# in the narrow and the wide shape.
+TC_RUNS = [(0, 3, 1, 32), (64, 2, 1, 32), (32, 2, 0, 32), (0, 3, 1, 16), (64, 2, 1, 16)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bv, stages, u_bf16", TC_RUNS, ids=lambda v: str(v))
+@pytest.mark.parametrize("bv, stages, u_bf16, wcols", TC_RUNS, ids=lambda v: str(v))
 def test_tensor_core_kernels_on_cpu_threads_match_their_roundings_batched_and_packed(
-        bv, stages, u_bf16, tmp_path):  # fmt: skip
+        bv, stages, u_bf16, wcols, tmp_path):  # fmt: skip
     source = source_of(PREFILL_SEED)
-    for name, value in (("TC_BV", bv), ("TC_STAGES", stages), ("U_BF16", u_bf16)):
+    defines = (("TC_BV", bv), ("TC_STAGES", stages), ("U_BF16", u_bf16), ("TC_WCOLS", wcols))
+    for name, value in defines:
         source = with_define(source, name, value)
     lib = tensor_core_cpu_library(source, tmp_path)
-    torch.manual_seed(bv + stages)
+    torch.manual_seed(bv + stages + (0 if wcols == 32 else wcols))
     batched = GDN.get_inputs(B=2, T=130, H=1, HV=2, initial_state="random")
     lengths = [65, 1, 64, 40, 130]
     packed = GDN.get_inputs(B=1, T=sum(lengths), H=1, HV=2, initial_state="random",
@@ -225,21 +227,60 @@ def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
     if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
 
-    def ptxas_report(u_bf16: int) -> str:
-        folder = tmp_path / f"u{u_bf16}"
+    def ptxas_report(defines: tuple[int, int]) -> str:
+        u_bf16, wcols = defines
+        folder = tmp_path / f"u{u_bf16}w{wcols}"
         folder.mkdir()
-        (folder / "kernel.hip").write_text(with_define(source_of(PREFILL_SEED), "U_BF16", u_bf16))
+        source = with_define(source_of(PREFILL_SEED), "U_BF16", u_bf16)
+        (folder / "kernel.hip").write_text(with_define(source, "TC_WCOLS", wcols))
         argv = nvidia_layer.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
         argv.insert(1, "-Xptxas=-v")
         done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stderr
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        reports = list(pool.map(ptxas_report, [0, 1]))
+    with ThreadPoolExecutor(max_workers=2) as pool:  # (U_BF16, TC_WCOLS)
+        reports = list(pool.map(ptxas_report, [(0, 32), (1, 32), (1, 16)]))
     for report in reports:
         kernels = re.findall(r"Compiling entry function '(\w+)'", report)
         # prep and the scan's three shapes (<32, 3>, <32, 2>, <64, 2>), each shape also in the
         # CP summary mode
         assert sum("gdn_tc_" in name for name in kernels) == 7, kernels
         assert re.findall(r"(\d+) bytes spill stores", report) == ["0"] * len(kernels), report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wcols", [32, 16])
+def test_tensor_core_cp_path_matches_the_reference_on_cpu_threads(wcols, tmp_path):
+    """Context parallelism on the tensor-core path: the scan's summary mode (c and M from 0 and
+    from I) and its plain mode from each segment's fixed-up state, at either warp width."""
+    import ctypes
+
+    from gdn_cpu_threads import launcher
+    from test_gdn_context_parallel import cp_bytes
+
+    lib = tensor_core_cpu_library(with_define(source_of(PREFILL_SEED), "TC_WCOLS", wcols), tmp_path)
+    torch.manual_seed(wcols)
+    lengths = [130, 1, 257, 40]
+    q, k, v, g, beta, h0, cu = GDN.get_inputs(B=1, T=sum(lengths), H=1, HV=2,
+                                              initial_state="random",
+                                              seqlens=",".join(map(str, lengths)))  # fmt: skip
+    g = g / 8  # gates that keep memory across segments (M carries weight)
+    t, hv, n = q.shape[1], v.shape[2], h0.shape[0]
+    # segments of one chunk: 3, 1, 5 and 1; the tensor-core workspace of them comes on top
+    segments = 3 + 1 + 5 + 1
+    size = ctypes.c_int64(0)
+    sizes = lib.gdn_chunk_workspace_varlen
+    sizes.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p]
+    assert sizes(segments, t, hv, ctypes.byref(size)) == 0 and size.value > 0
+    work = torch.zeros(cp_bytes(n, t, hv, True, 1) + size.value + 4096, dtype=torch.uint8)
+    o = torch.full((1, t, hv, 128), float("nan"), dtype=torch.bfloat16)
+    ht = torch.full((n, hv, 128, 128), float("nan"))
+    tensors = (q, k, v, g, beta, h0, cu, o, ht, work)
+    run = launcher(lib, "gdn_cp_fwd", 10, 5)
+    assert run(*(x.data_ptr() for x in tensors), n, t, 1, hv, 1, None) == 0
+    want_o, want_h = GDN.Model()(q, k, v, g, beta, h0, cu)
+    limit = 0.8 * PREFILL.tolerance.max_rel_rms
+    assert rel_rms(o, want_o) < limit, rel_rms(o, want_o)
+    for i in range(n):
+        assert rel_rms(ht[i], want_h[i]) < limit, (i, rel_rms(ht[i], want_h[i]))

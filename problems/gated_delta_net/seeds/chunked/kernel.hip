@@ -99,6 +99,13 @@
 // @tunable TC_STAGES: 2, 3
 #define TC_STAGES 3
 
+// V columns each warp of the tensor-core scan owns: 32 (4 warps per 32-column slice) or 16
+// (8 warps: half the chain of mma.sync per warp and two warps per SM sub-partition to hide each
+// other's latency, at the price of loading the W, Q and K fragments twice). The scan's shared
+// memory holds it to one block per SM, so its warps are all the SM has.
+// @tunable TC_WCOLS: 16, 32
+#define TC_WCOLS 32
+
 // Block order of the tensor-core prep: runs of TC_PREP_RUN consecutive chunks of one head, heads
 // varying faster than the runs (gdn_tc_prep says why; 1: every head's chunk n before chunk n + 1).
 // @tunable TC_PREP_RUN: 1, 4, 8, 32
@@ -1230,11 +1237,11 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
 // Shared memory and warps of the scan for a V slice of BVS columns: STAGES stages of (W, Q, K,
 // P, U slice, gamma), then h, Vn and e^(gamma_C - gamma) Vn in bf16; the loads of chunk n are
 // issued STAGES - 1 chunks ahead. P's rows have no padding: their 16-byte chunks are XOR-swizzled
-// by row (tc_p_at). Warps: 4 along the chunk's rows x BVS / 32 along V, each 32 columns wide
-// (4 mma tiles of 8).
+// by row (tc_p_at). Warps: 4 along the chunk's rows x BVS / TC_WCOLS along V, each TC_WCOLS
+// columns wide (TC_WCOLS / 8 mma tiles of 8).
 template <int BVS, int STAGES>
 struct ScanShape {
-    static constexpr int WARPS = 4 * BVS / 32;
+    static constexpr int WARPS = 4 * BVS / TC_WCOLS;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int LDH = BVS + 8;   // bf16 row stride of h, Vn, Vd
     static constexpr int LDU = BVS + U_PER_16B;   // row stride of U (16 bytes of padding)
@@ -1250,11 +1257,11 @@ struct ScanShape {
     static constexpr int VD = VN + C * LDH * 2;
     static constexpr int BYTES = VD + C * LDH * 2;
     static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
-    static_assert(THREADS == 4 * BVS, "gdn_tc_scan's launch bounds");
+    static_assert(THREADS == 128 * BVS / TC_WCOLS, "gdn_tc_scan's launch bounds");
 };
 
 template <int BVS, int STAGES, int MODE>
-__global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
+__global__ void __launch_bounds__(128 * BVS / TC_WCOLS) gdn_tc_scan(  // ScanShape's THREADS
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
     const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
@@ -1269,7 +1276,8 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     uint16_t* sVd = reinterpret_cast<uint16_t*>(smem + S::VD);
 
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
-    const int wm = w & 3, wn = w >> 2;   // rows 16 wm (chunk) or 32 wm (state); columns 32 wn
+    const int wm = w & 3, wn = w >> 2;   // rows 16 wm (chunk) or 32 wm (state); columns WC wn
+    constexpr int WC = TC_WCOLS, NJ = WC / 8, NP = NJ / 2;  // a warp's columns: NJ mma tiles
     constexpr bool SUM = MODE == GDN_SUMMARY;  // no Q, P or o: the state map only
     const bool msl = SUM && blockIdx.x >= DV / BVS;  // a slice of M: from I, with U = 0
     const int v0 = blockIdx.x % (DV / BVS) * BVS, hv = blockIdx.y, b = blockIdx.z;
@@ -1281,17 +1289,17 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
     const int64_t slot0 = tc_slot(cu_seqlens, b, hv, HV, NC, seq.bos);  // chunk 0's workspace
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
 
-    // The state tile of this thread: rows (keys) 32 wm + 16 mt + g (+ 8), columns 32 wn + 8 j +
+    // The state tile of this thread: rows (keys) 32 wm + 16 mt + g (+ 8), columns WC wn + 8 j +
     // 2t (+ 1) of the slice; fp32 for the whole sequence.
-    float hacc[2][4][4];
+    float hacc[2][NJ][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < NJ; ++j) {
 #pragma unroll
             for (int pair = 0; pair < 2; ++pair) {
                 const int key = 32 * wm + 16 * mt + gq + 8 * pair;
-                const int col = 32 * wn + 8 * j + 2 * t4;
+                const int col = WC * wn + 8 * j + 2 * t4;
                 float2 x;
                 if constexpr (SUM) {
                     x.x = h0_at<MODE>(h0, bh, key, v0 + col, msl);
@@ -1360,10 +1368,10 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
         const float* sG = reinterpret_cast<const float*>(base + S::G);
         const int t0 = n * C;
 
-        // W h and Q h: rows 16 wm .. 16 wm + 15, columns 32 wn .. 32 wn + 31.
-        float av[4][4], ao[4][4];
+        // W h and Q h: rows 16 wm .. 16 wm + 15, columns WC wn .. WC wn + WC - 1.
+        float av[NJ][4], ao[NJ][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < NJ; ++j) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) av[j][e] = ao[j][e] = 0.0f;
         }
@@ -1373,9 +1381,9 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
             tc_ldsm4<false>(aw, tc_at(sW, TC_LD, 16 * wm, 16 * kk, lane));
             if constexpr (!SUM) tc_ldsm4<false>(aq, tc_at(sQ, TC_LD, 16 * wm, 16 * kk, lane));
 #pragma unroll
-            for (int np = 0; np < 2; ++np) {
+            for (int np = 0; np < NP; ++np) {
                 uint32_t bh4[4];
-                tc_ldsm4<true>(bh4, tc_at(sH, S::LDH, 16 * kk, 32 * wn + 16 * np, lane));
+                tc_ldsm4<true>(bh4, tc_at(sH, S::LDH, 16 * kk, WC * wn + 16 * np, lane));
                 tc_mma(av[2 * np], aw, bh4[0], bh4[1]);
                 tc_mma(av[2 * np + 1], aw, bh4[2], bh4[3]);
                 if constexpr (!SUM) {
@@ -1394,8 +1402,8 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
             const float gi = sG[i];
             const float fo = scale * expf(gi), fd = expf(gC - gi);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int c = 32 * wn + 8 * j + 2 * t4;
+            for (int j = 0; j < NJ; ++j) {
+                const int c = WC * wn + 8 * j + 2 * t4;
                 const float2 u = msl ? make_float2(0.0f, 0.0f) : tc_load_u(sU + i * S::LDU + c);
                 const float vn0 = u.x - av[j][2 * pair], vn1 = u.y - av[j][2 * pair + 1];
                 if (!SUM) *reinterpret_cast<uint32_t*>(sVn + i * S::LDH + c) = tc_pack(vn0, vn1);
@@ -1413,9 +1421,9 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
                 uint32_t ap[4];
                 tc_ldsm4<false>(ap, tc_p_at(sP, 16 * wm, 16 * kb, lane));
 #pragma unroll
-                for (int np = 0; np < 2; ++np) {
+                for (int np = 0; np < NP; ++np) {
                     uint32_t bv[4];
-                    tc_ldsm4<true>(bv, tc_at(sVn, S::LDH, 16 * kb, 32 * wn + 16 * np, lane));
+                    tc_ldsm4<true>(bv, tc_at(sVn, S::LDH, 16 * kb, WC * wn + 16 * np, lane));
                     tc_mma(ao[2 * np], ap, bv[0], bv[1]);
                     tc_mma(ao[2 * np + 1], ap, bv[2], bv[3]);
                 }
@@ -1427,8 +1435,8 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
             if (!SUM && t0 + i < seq.len) {
                 uint16_t* dst = o + ((seq.bos + t0 + i) * HV + hv) * DV + v0;
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const int c = 32 * wn + 8 * j + 2 * t4;
+                for (int j = 0; j < NJ; ++j) {
+                    const int c = WC * wn + 8 * j + 2 * t4;
                     *reinterpret_cast<uint32_t*>(dst + c) =
                         tc_pack(ao[j][2 * pair], ao[j][2 * pair + 1]);
                 }
@@ -1440,7 +1448,7 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < NJ; ++j) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) hacc[mt][j][e] *= ec;
             }
@@ -1449,9 +1457,9 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
                 uint32_t ak[4];
                 tc_ldsm4<true>(ak, tc_at_t(sK, TC_LD, 16 * kb, 32 * wm + 16 * mt, lane));
 #pragma unroll
-                for (int np = 0; np < 2; ++np) {
+                for (int np = 0; np < NP; ++np) {
                     uint32_t bv[4];
-                    tc_ldsm4<true>(bv, tc_at(sVd, S::LDH, 16 * kb, 32 * wn + 16 * np, lane));
+                    tc_ldsm4<true>(bv, tc_at(sVd, S::LDH, 16 * kb, WC * wn + 16 * np, lane));
                     tc_mma(hacc[mt][2 * np], ak, bv[0], bv[1]);
                     tc_mma(hacc[mt][2 * np + 1], ak, bv[2], bv[3]);
                 }
@@ -1461,11 +1469,11 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < NJ; ++j) {
 #pragma unroll
                 for (int pair = 0; pair < 2; ++pair) {
                     const int key = 32 * wm + 16 * mt + gq + 8 * pair;
-                    const int col = 32 * wn + 8 * j + 2 * t4;
+                    const int col = WC * wn + 8 * j + 2 * t4;
                     *reinterpret_cast<uint32_t*>(sH + key * S::LDH + col) =
                         tc_pack(hacc[mt][j][2 * pair], hacc[mt][j][2 * pair + 1]);
                 }
@@ -1477,11 +1485,11 @@ __global__ void __launch_bounds__(4 * BVS) gdn_tc_scan(  // ScanShape's THREADS
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < NJ; ++j) {
 #pragma unroll
             for (int pair = 0; pair < 2; ++pair) {
                 const int key = 32 * wm + 16 * mt + gq + 8 * pair;
-                const int col = 32 * wn + 8 * j + 2 * t4;
+                const int col = WC * wn + 8 * j + 2 * t4;
                 *reinterpret_cast<float2*>(out + key * STATE_LD<MODE> + v0 + col) =
                     make_float2(hacc[mt][j][2 * pair], hacc[mt][j][2 * pair + 1]);
             }
