@@ -340,7 +340,7 @@ class Search:
         # lag; evolution/flight.py) are all evaluated when g is written, however the evaluations in
         # flight land, and a lagged run is told what a plain one is at generation 1.
         history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
-        waiting = list(proposals)
+        waiting, built = list(proposals), {}  # built: digest -> the child that has it
         for _ in range(SCREEN_ROUNDS):
             written = []
             for proposal in waiting:
@@ -348,7 +348,7 @@ class Search:
                 if child is not None:
                     taken.add(child.candidate.source_hash)
                     written.append((proposal, child))
-            waiting = self._screen(written, generation, found)
+            waiting = self._screen(written, generation, found, built)
             if not waiting:
                 break
         if not found:
@@ -357,13 +357,17 @@ class Search:
         return found
 
     def _screen(
-        self, written: list[tuple[Proposal, Child]], generation: int, found: list[Child]
+        self,
+        written: list[tuple[Proposal, Child]],
+        generation: int,
+        found: list[Child],
+        built: dict[str, str],
     ) -> list[Proposal]:
-        """Adds to `found` the children that build to new machine code; logs the others
-        (`screened_copy`: never stored, no unit spent) and returns their proposals, to be made
-        again. A resumed run replays this: it builds the same children and finds the same
-        copies, and logs each only once."""
-        copies = self.recorder.screen([child.candidate for _, child in written])
+        """Adds to `found` the children that build to new machine code (their digests to
+        `built`); logs the others (`screened_copy`: never stored, no unit spent) and returns
+        their proposals, to be made again. A resumed run replays this: it builds the same
+        children and finds the same copies, and logs each only once."""
+        copies = self.recorder.screen([child.candidate for _, child in written], built)
         logged = {
             str(e.data["source_hash"])
             for e in self.archive.events(self.run, SCREENED)

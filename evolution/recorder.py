@@ -93,14 +93,14 @@ class Recorder:
         kept.update(zip(rest, ready, strict=True))
         return kept  # type: ignore[return-value]
 
-    def screen(self, candidates: Sequence[Candidate]) -> list[str | None]:
+    def screen(self, candidates: Sequence[Candidate], built: dict[str, str]) -> list[str | None]:
         """Builds each candidate (kept for `prepare`) and says what it copies: the source hash
-        of the candidate the run sent with its machine code, or of an earlier one of
-        `candidates` built to it; None for new machine code, or for no digest (the build
-        failed, or the evaluator gives none). A candidate is never a copy of itself (a resumed
-        run builds again what it had stored)."""
+        of the candidate the run sent with its machine code, or of one in `built` (digest ->
+        source hash: the new machine code screened before in this generation, which this call
+        adds to); None for new machine code, or for no digest (the build failed, or the
+        evaluator gives none). A candidate is never a copy of itself (a resumed run builds
+        again what it had stored)."""
         ready = self.evaluate.prepare(list(candidates)) if candidates else []
-        batch: dict[str, str] = {}  # digest -> the first of `candidates` built to it
         found: list[str | None] = []
         for candidate, prepared in zip(candidates, ready, strict=True):
             self._screened[candidate.source_hash] = prepared
@@ -108,12 +108,12 @@ class Recorder:
             sent = self.twins.get(digest) if digest is not None else None
             twin = self.source(sent).source_hash if sent is not None else None
             if twin is None and digest is not None:
-                twin = batch.get(digest)
+                twin = built.get(digest)
             if twin == candidate.source_hash:
                 twin = None
             found.append(twin)
             if twin is None and digest is not None:
-                batch.setdefault(digest, candidate.source_hash)
+                built.setdefault(digest, candidate.source_hash)
         return found
 
     def drop_screened(self, source_hashes: Sequence[str]) -> None:

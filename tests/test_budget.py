@@ -241,3 +241,27 @@ def test_every_generation_sends_a_full_batch_of_new_machine_code_while_the_space
         if 0 < generation < last:
             assert len(hashes) == per_generation, (generation, len(hashes))
     assert summary.reason == "budget" and len(sent) == len(set(sent)) == 18
+
+
+def test_a_screened_child_copies_new_code_screened_earlier_in_its_generation_never_itself(
+    tmp_path,
+):
+    """Recorder.screen across rounds of one generation: a child whose machine code an earlier
+    round's child already has (not yet sent) is a copy of it; a child is never its own copy."""
+    from hipevolve.core.candidate import load_candidate
+    from hipevolve.evolution.islands import EvolutionSettings
+    from hipevolve.evolution.offline.tunables import with_values
+    from hipevolve.evolution.recorder import Recorder
+
+    task = make_task(tmp_path)
+    seed = load_candidate(task.seeds[0])
+    other_vec = seed.model_copy(
+        update={"hip_source": with_values(seed.hip_source or "", {"VEC": "2"})}
+    )
+    with Archive.open(tmp_path / "run.db") as archive:
+        run = archive.start_run(task, EvolutionSettings(), 0, 10)
+        recorder = Recorder(archive, run, InertVec(tmp_path / "sent.log"))
+        built: dict[str, str] = {}
+        assert recorder.screen([seed], built) == [None]
+        assert recorder.screen([other_vec], built) == [seed.source_hash]
+        assert recorder.screen([seed], built) == [None]
