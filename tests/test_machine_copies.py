@@ -213,6 +213,13 @@ def test_a_search_that_writes_only_copies_for_twelve_generations_stops_and_says_
                                 first=first_candidates(task), budget=200, seed=0)  # fmt: skip
         stored = len(archive.candidate_ids(1))
         screened = len(archive.events(1, "screened_copy"))
+        evaluations = {cid: archive.evaluation_of(cid) for cid in archive.candidate_ids(1)}
+        elites = {e.candidate_id for e in archive.elites(1)}
+    # the rescue's children are stored as copies, answered from their originals: never elites
+    copies = {cid: copy_of(e) for cid, e in evaluations.items() if copy_of(e) is not None}
+    assert copies and elites and copies.keys().isdisjoint(elites)
+    for cid, original in copies.items():
+        assert evaluations[cid].fitness == evaluations[original].fitness
     assert summary.reason == "copies", summary.message
     assert len(logged(log)) == 2  # one evaluation per machine code: BLOCK 128 and 256
     assert stored + screened < 32  # it stopped before every configuration was written
