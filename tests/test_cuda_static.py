@@ -86,6 +86,61 @@ def test_prepare_on_cuda_without_the_amd_toolchain_records_the_cuda_builds_facts
 
 
 @needs_nvcc
+def test_prepare_compiles_the_facts_beside_the_library_not_after_it(tmp_path, monkeypatch):
+    """The library build and the facts compile are two compiles of one source: prepare starts
+    the facts before the library's build ends (on a GPU machine each takes seconds, and a
+    generation's first GPU job waits for the later of the two, not for their sum)."""
+    import time
+
+    from hipevolve.verifier import pipeline
+    from hipevolve.verifier.build import backends
+
+    compiler = Compiler(name="cuda", argv=tuple(library_argv()), toolchain=nvcc_version(NVCC))
+    monkeypatch.setattr(backends, "compiler_for", lambda backend: compiler)
+    monkeypatch.setattr(amd_static, "find_toolchain", lambda: None)
+    spans: dict[str, list[float]] = {}
+
+    def timed(name, work):
+        def run(*args, **kwargs):
+            spans[name] = [time.monotonic()]
+            try:
+                return work(*args, **kwargs)
+            finally:
+                spans[name].append(time.monotonic())
+
+        return run
+
+    monkeypatch.setattr(pipeline, "build", timed("library", pipeline.build))
+    monkeypatch.setattr(pipeline, "static_analysis", timed("facts", pipeline.static_analysis))
+    settings = load_settings().verifier.model_copy(update={"cache_dir": tmp_path})
+    prepared = pipeline.prepare(load_candidate(SOFTMAX), get_task("softmax"), settings, "cuda")
+    assert prepared.done is None and {f.target for f in prepared.static} == {"sm_90"}
+    assert spans["facts"][0] < spans["library"][1]
+
+
+@needs_nvcc
+def test_a_candidate_that_does_not_build_is_a_compile_error_without_cuda_facts(
+    tmp_path, monkeypatch
+):
+    """The facts compile ran beside a library build that failed: the verdict is the library's
+    (compile_error, its log), and no facts of a source that does not build are recorded."""
+    from hipevolve.core.evaluation import Status
+    from hipevolve.verifier import pipeline
+    from hipevolve.verifier.build import backends
+
+    compiler = Compiler(name="cuda", argv=tuple(library_argv()), toolchain=nvcc_version(NVCC))
+    monkeypatch.setattr(backends, "compiler_for", lambda backend: compiler)
+    monkeypatch.setattr(amd_static, "find_toolchain", lambda: None)
+    settings = load_settings().verifier.model_copy(update={"cache_dir": tmp_path})
+    candidate = load_candidate(SOFTMAX)
+    broken = candidate.hip_source.replace("__global__", "__global__ not_a_type", 1)
+    candidate = candidate.model_copy(update={"hip_source": broken})
+    prepared = pipeline.prepare(candidate, get_task("softmax"), settings, "cuda")
+    assert prepared.done is not None and prepared.done.status is Status.compile_error
+    assert prepared.done.compile_log and not prepared.done.static
+
+
+@needs_nvcc
 @pytest.mark.skipif(amd_static.find_toolchain() is None, reason="no AMD static toolchain here")
 def test_with_the_amd_toolchain_the_facts_stay_amd(tmp_path, monkeypatch):
     from hipevolve.verifier import pipeline
