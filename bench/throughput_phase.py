@@ -5,9 +5,16 @@
 bench/throughput_trees.py starts it with PYTHONPATH set to one tree's `hipevolve` namespace, so
 everything here, and every judge, zygote and sandbox the pipeline starts, runs that tree's code.
 JOB.json: {task, folders, cache_dir, trials, backend}. OUT.json: {statuses, seconds, wall_s,
-imported_from}. Uses only what both trees have: load_candidate, get_task, load_settings and
-evaluate_many. The clock covers evaluate_many alone (this process's own start is left out, as
-the single-tree bench leaves it out).
+imported_from, mode, start_s}.
+
+Each tree evaluates as its runs do (`mode`). A tree whose run evaluator takes a run baseline
+(PipelineEvaluator.use_baseline: the reference timed once a card and cached, then inside every
+check_every-th evaluation only) gets it first, as `evolve` gets it before its first
+evaluation; its seconds are `start_s`, outside the clock, since a run pays them once (and
+never again on the card: they are cached). An older tree's runs timed the reference inside
+every evaluation through evaluate_many, and so does its phase here. The clock covers the
+evaluations alone (this process's own start is left out, as the single-tree bench leaves it
+out).
 """
 
 from __future__ import annotations
@@ -25,7 +32,6 @@ def main() -> None:
     from hipevolve.core.candidate import load_candidate
     from hipevolve.core.config import load_settings
     from hipevolve.problems import get_task
-    from hipevolve.verifier.pipeline import evaluate_many
 
     imported_from = str(Path(hipevolve.__file__).resolve().parent.parent)
     task = get_task(job["task"])
@@ -37,9 +43,13 @@ def main() -> None:
         update["trials"] = job["trials"]
     settings = load_settings().verifier.model_copy(update=update)
     candidates = [load_candidate(Path(f)) for f in job["folders"]]
+    evaluate, mode, start_s = run_evaluator(task, settings, job["backend"])
     start = time.monotonic()
-    evaluations = evaluate_many(candidates, task, settings, job["backend"])
+    evaluations = evaluate(candidates)
     wall = time.monotonic() - start
+    close = getattr(evaluate, "close", None)
+    if close is not None:
+        close()
     for c, e in zip(candidates, evaluations, strict=True):
         print(f"  {c.name}: {e.status} {e.message[:100]}", flush=True)
     out_file.write_text(json.dumps({
@@ -47,7 +57,45 @@ def main() -> None:
         "seconds": {c.name: dict(e.seconds) for c, e in zip(candidates, evaluations, strict=True)},
         "wall_s": wall,
         "imported_from": imported_from,
+        "mode": mode,
+        "start_s": start_s,
     }))  # fmt: skip
+
+
+def run_evaluator(task, settings, backend: str):  # noqa: ANN001, ANN201 (either tree's types)
+    """(evaluate(candidates) -> evaluations, the mode in words, seconds before the clock): the
+    tree's run evaluator with the run's baseline where it has one, else evaluate_many."""
+    from hipevolve.verifier import evaluators
+    from hipevolve.verifier.pipeline import evaluate_many
+
+    pipeline = getattr(evaluators, "PipelineEvaluator", None)
+    if pipeline is None or not hasattr(pipeline, "use_baseline"):
+        return (
+            lambda candidates: evaluate_many(candidates, task, settings, backend),
+            "evaluate_many: the reference timed inside every evaluation",
+            0.0,
+        )
+    from hipevolve.core.config import load_settings
+
+    fitness = load_settings().fitness
+    timer = pipeline(task, settings, backend)
+    began = time.monotonic()
+    try:
+        baseline = timer.baseline(fitness.baseline_trials, fitness.baseline_target)
+    finally:
+        timer.close()  # the evaluator below starts its judges inside the clock, as evaluate_many
+    start_s = time.monotonic() - began
+    if isinstance(baseline, str):
+        raise SystemExit(f"the run's baseline could not be timed: {baseline}")
+    evaluator = pipeline(task, settings, backend)
+    if baseline is None:  # nothing is timed on this backend (static): nor in a run
+        return evaluator, "as a run: nothing timed on this backend", start_s
+    evaluator.use_baseline(baseline, fitness.check_every)
+    mode = (
+        "as a run: the run's baseline (cached a card), the reference timed inside every "
+        f"{fitness.check_every}th evaluation"
+    )
+    return evaluator, mode, start_s
 
 
 if __name__ == "__main__":

@@ -136,9 +136,18 @@ def test_the_report_gives_each_trees_rate_the_ratio_against_the_goal_and_disagre
     ]
     assert phases[0].per_minute == 3.0 and phases[1].per_minute == 4.0
     assert trees.ratios(phases) == {"softmax cold": 0.75, "gated_delta_net warm": 1.0}
-    assert trees.ratio_lines(phases) == [
-        "ratio this/baseline, softmax cold: 0.75  below the 0.90 goal",
-        "ratio this/baseline, gated_delta_net warm: 1.00  goal met",
+    # issue 47's goals: no fewer softmax evaluations a minute, twice the GDN ones
+    faster = [
+        _phase("this", "softmax", "warm", 30.0, three),
+        _phase("baseline", "softmax", "warm", 60.0, three),
+        _phase("this", "gated_delta_net", "cold", 30.0, {"s": "ok"}),
+        _phase("baseline", "gated_delta_net", "cold", 60.0, {"s": "ok"}),
+    ]
+    assert trees.ratio_lines(phases + faster) == [
+        "ratio this/baseline, softmax cold: 0.75  below the 1.00 goal",
+        "ratio this/baseline, gated_delta_net warm: 1.00  below the 2.00 goal",
+        "ratio this/baseline, softmax warm: 2.00  goal met",
+        "ratio this/baseline, gated_delta_net cold: 2.00  goal met",
     ]
     table = trees.table(phases).splitlines()
     assert [line.split()[:3] for line in table[2:]] == [
@@ -166,3 +175,19 @@ def test_the_overheads_bench_refuses_counts_below_one_in_one_line():
     )
     args = load_bench("verifier_overheads")._parse_args([])
     assert (args.reps, args.calls, args.judge_candidates) == (10, 100, 8)
+
+
+@pytest.mark.skipif(
+    __import__("hipevolve.verifier.build.amd_static", fromlist=["x"]).find_toolchain() is None,
+    reason="the static backend needs the AMD static toolchain",
+)
+def test_a_phase_of_this_tree_evaluates_through_the_run_evaluator_and_says_so(tmp_path):
+    """This tree's phase evaluates as its runs do (the run evaluator; on the static backend
+    nothing is timed, so no baseline either) and the phase says how it evaluated."""
+    manifest = __import__("json").loads((trees.CANDIDATES / "manifest.json").read_text())
+    folders = [trees.CANDIDATES / c["native"] for c in manifest["candidates"][:2]]
+    shim = trees.shim(ROOT, tmp_path / "shim")
+    phase = trees.run_phase("this", ROOT, shim, "softmax", folders, tmp_path / "cache", "cold",
+                            None, "static", tmp_path / "this.json")  # fmt: skip
+    assert phase.mode == "as a run: nothing timed on this backend" and phase.start_s >= 0
+    assert len(phase.statuses) == 2 and phase.wall_s > 0
