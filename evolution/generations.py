@@ -46,6 +46,7 @@ from hipevolve.evolution.islands import (
     insert,
     own_elites,
 )
+from hipevolve.evolution.offline.inert import inert_tunables, pinned
 from hipevolve.evolution.offline.policy import propose, rescue
 from hipevolve.evolution.offline.tunables import TunableError, current_configuration, parse_tunables
 from hipevolve.evolution.pace import EVENT as PACE
@@ -207,6 +208,7 @@ class Search:
         self.sweep: Sweep | None = None  # with a policy: the tuner's sweep of new model elites
         self._sweeping = threading.Lock()
         self.barren_streak = 0  # the copies in a row that stopped the search (barren)
+        self.inert: dict[str, frozenset[str]] = {}  # kernel source -> its tunables inert here
         fitness = fitness or FitnessSettings()
         # The run's one budget (evolution/budget.py), what its archive already spent counted in,
         # with the final head-to-head against the seed kept back.
@@ -341,20 +343,36 @@ class Search:
         # flight land, and a lagged run is told what a plain one is at generation 1.
         history = self.recorder.history(before=max(0, generation - 1 - self.settings.lag) + 1)
         waiting, built = list(proposals), {}  # built: digest -> the child that has it
-        for _ in range(SCREEN_ROUNDS):
-            written = []
-            for proposal in waiting:
-                child = propose(proposal, self.recorder.sources, rng, taken, history)
-                if child is not None:
-                    taken.add(child.candidate.source_hash)
-                    written.append((proposal, child))
-            waiting = self._screen(written, generation, found, built)
-            if not waiting:
-                break
-        if not found:
-            child = rescue(islands, self.recorder.sources, taken)
-            found = [child] if child is not None else []
+        with pinned(self._inert_in(islands)):  # no move in a tunable this card does not read
+            for _ in range(SCREEN_ROUNDS):
+                written = []
+                for proposal in waiting:
+                    child = propose(proposal, self.recorder.sources, rng, taken, history)
+                    if child is not None:
+                        taken.add(child.candidate.source_hash)
+                        written.append((proposal, child))
+                waiting = self._screen(written, generation, found, built)
+                if not waiting:
+                    break
+            if not found:
+                child = rescue(islands, self.recorder.sources, taken)
+                found = [child] if child is not None else []
         return found
+
+    def _inert_in(self, islands: Sequence[Island]) -> dict[str, frozenset[str]]:
+        """The tunables inert on this card in each elite's kernel (evolution/offline/inert.py),
+        the new elites' preprocessed in one batch; every elite's source is read already."""
+        kernels = {
+            source
+            for island in islands
+            for e in island.elites
+            if (source := self.recorder.sources[e.candidate_id].hip_source)
+        }
+        new = sorted(kernels - self.inert.keys())
+        digests = getattr(self.evaluate, "preprocessed", None)  # a stand-in may have none
+        if new and digests is not None:
+            self.inert.update(zip(new, inert_tunables(new, digests), strict=True))
+        return self.inert
 
     def _screen(
         self,

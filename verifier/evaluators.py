@@ -61,6 +61,12 @@ class Evaluator(Protocol):
         runs; a verdict prepare reached is returned as it is."""
         ...
 
+    def preprocessed(self, sources: list[str]) -> list[str | None]:
+        """For each kernel source, the digest of what it preprocesses to for the card that runs
+        the evaluations (verifier/build/preprocessed.py): two sources with one digest build the
+        same machine code. None where there is none (a failed pass, no compiler here)."""
+        ...
+
     def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
         """The task's reference timed alone with at most `trials` trials a case (fewer once its
         median is known to `target`), on the device the evaluations run on (hipevolve/core/
@@ -112,6 +118,10 @@ class BaseEvaluator(ABC):
     def run(self, prepared: list[Prepared]) -> list[Evaluation]:
         """Their candidates scored by __call__."""
         return self([p.candidate for p in prepared])
+
+    def preprocessed(self, sources: list[str]) -> list[str | None]:
+        """Nothing is built: no digests."""
+        return [None] * len(sources)
 
     def baseline(self, trials: int, target: float = 0.0) -> RunBaseline | str | None:
         """No reference is timed: speedups are the evaluations' own."""
@@ -199,6 +209,20 @@ class PipelineEvaluator:
         return list(
             pool.map(lambda c: prepare(c, self.task, self.settings, self.backend), candidates)
         )
+
+    def preprocessed(self, sources: list[str]) -> list[str | None]:
+        """Each source preprocessed by the backend's compiler on the CPU stages' threads (about
+        0.2 s each); all None on the static backend, which builds no library."""
+        from hipevolve.verifier.build.backends import compiler_for
+        from hipevolve.verifier.build.compile import preprocessed_digest
+        from hipevolve.verifier.pipeline import cpu_pool
+
+        if self.backend not in ("cuda", "rocm"):
+            return [None] * len(sources)
+        compiler = compiler_for(self.backend)
+        pool = cpu_pool(self.settings.compile_jobs or None)
+        timeout_s, most = self.settings.compile_timeout_s, self.settings.max_object_bytes
+        return list(pool.map(lambda s: preprocessed_digest(s, compiler, timeout_s, most), sources))
 
     def run(self, prepared: list[Prepared]) -> list[Evaluation]:
         """The GPU stage of each, in a slot; the verdicts prepare reached, as they are."""

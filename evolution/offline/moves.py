@@ -20,6 +20,7 @@ import random
 from collections.abc import Iterable, Iterator, Set
 
 from hipevolve.core.candidate import Candidate
+from hipevolve.evolution.offline.inert import pin
 from hipevolve.evolution.offline.transforms import CATALOGUE
 from hipevolve.evolution.offline.tunables import (
     Configuration,
@@ -35,7 +36,7 @@ from hipevolve.evolution.offline.tunables import (
 STEP_SIZES = (1, 2, 3)  # how many tunables one step may change
 
 
-def tunables_of(candidate: Candidate) -> list[Tunable]:
+def declared_tunables(candidate: Candidate) -> list[Tunable]:
     """A native candidate's declared tunables; none for other formats or malformed ones (the
     verifier already turned a malformed declaration into a parse_error)."""
     if candidate.format != "native" or candidate.hip_source is None:
@@ -44,6 +45,12 @@ def tunables_of(candidate: Candidate) -> list[Tunable]:
         return parse_tunables(candidate.hip_source)
     except TunableError:
         return []
+
+
+def tunables_of(candidate: Candidate) -> list[Tunable]:
+    """The tunables the moves may change: the declared ones, those inert on this run's card
+    held at their current value (evolution/offline/inert.py)."""
+    return pin(candidate.hip_source or "", declared_tunables(candidate))
 
 
 def at(
@@ -67,8 +74,8 @@ def described(parent: Candidate, child: Candidate) -> str:
     tag = child.name.split("@", 1)[1] if "@" in child.name else ""
     if tag in {t.name for t in CATALOGUE}:
         return f"transform {tag}"
-    was = current_configuration(tunables_of(parent))
-    now = current_configuration(tunables_of(child))
+    was = current_configuration(declared_tunables(parent))
+    now = current_configuration(declared_tunables(child))
     moved = [f"{k} {was[k]}->{v}" for k, v in now.items() if k in was and was[k] != v]
     return f"tunables {', '.join(moved)}" if moved else ""
 

@@ -13,6 +13,7 @@ import random
 import re
 
 from hipevolve.core.candidate import Candidate
+from hipevolve.evolution.offline.inert import pin
 from hipevolve.evolution.offline.transforms import Transform
 from hipevolve.evolution.offline.tunables import (
     Configuration,
@@ -27,7 +28,7 @@ from hipevolve.evolution.offline.tunables import (
 def _tunables(candidate: Candidate) -> list[Tunable]:
     if candidate.format != "native" or candidate.hip_source is None:
         raise ValueError(f"{candidate.name}: only native candidates have kernel.hip tunables")
-    return parse_tunables(candidate.hip_source)
+    return pin(candidate.hip_source, parse_tunables(candidate.hip_source))
 
 
 def _child(parent: Candidate, source: str, tag: str) -> Candidate:

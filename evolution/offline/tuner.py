@@ -25,7 +25,13 @@ from collections.abc import Iterable, Set
 import optuna
 
 from hipevolve.core.candidate import Candidate
-from hipevolve.evolution.offline.moves import at, first_unseen, steps, tunables_of
+from hipevolve.evolution.offline.moves import (
+    at,
+    declared_tunables,
+    first_unseen,
+    steps,
+    tunables_of,
+)
 from hipevolve.evolution.offline.tunables import (
     Configuration,
     Tunable,
@@ -51,7 +57,7 @@ def _shape(hip_source: str, python_source: str) -> tuple[str | None, Configurati
     candidate = Candidate(
         format="native", hip_source=hip_source, python_source=python_source, name="family"
     )
-    tunables = tunables_of(candidate)
+    tunables = declared_tunables(candidate)  # every tunable: one key whatever the card pins
     if not tunables:
         return None, {}
     at_first = with_values(hip_source, {t.name: t.values[0] for t in tunables})

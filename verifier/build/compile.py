@@ -234,6 +234,22 @@ def _same_as_built(
     )
 
 
+def preprocessed_digest(
+    source: str, compiler: Compiler, timeout_s: float = 120.0, max_object_bytes: int = 64 << 20
+) -> str | None:
+    """What `source` preprocesses to under `compiler` (preprocessed.py's digest), in a folder of
+    its own, removed after: two sources with one digest build the same library. None where
+    there is none: the include check refuses it, a pass fails, a stand-in compiler."""
+    if not compiler.lists_dependencies:
+        return None
+    with tempfile.TemporaryDirectory(prefix="preprocess-") as name:
+        folder = Path(name)
+        (folder / SOURCE_NAME).write_text(source)
+        if check_includes(compiler.argv, folder, _runner(folder, timeout_s)) is not None:
+            return None
+        return _same_as_built(compiler, folder, timeout_s, max_object_bytes)
+
+
 def _link(source: Path, target: Path) -> bool:
     """Publishes `source` at `target` too (a hard link, else a copy; an atomic rename either
     way); False when `source` is not there."""
