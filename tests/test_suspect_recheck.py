@@ -73,13 +73,59 @@ def test_a_suspect_past_a_run_bound_is_rechecked_and_admitted_with_its_flag(tmp_
     settings = VerifierSettings(cache_dir=tmp_path / "cache", trials=5, warmup=1)
     prepared = Prepared(candidate=load_candidate(HEALTHY))
     bounds = RunBounds(fastest={"small": (1e9, "a bound no call meets")}, time_reference=False)
+    told: list[dict] = []
     with StandbyPool(size=1, device="cpu") as pool:
         evaluation = run_prepared(prepared, task, settings, "cpu", pool, cases=(case,),
-                                  bounds=bounds)  # fmt: skip
+                                  bounds=bounds, side_by_side=told.append)  # fmt: skip
     assert evaluation.status is Status.ok, evaluation.message
     flag = next(f for f in evaluation.flags if f.startswith(RECHECKED))
     assert "faster than a bound no call meets" in flag and "fresh hidden seed" in flag
     assert evaluation.cases[0].ref_time_us is None  # the reference was not timed inside
+    # softmax's strong baseline (torch.compile) timed side by side, told to the run's evaluator
+    assert "over torch.compile" in flag, flag
+    assert [list(t) for t in told] == [["torch.compile"]]
+    assert told[0]["torch.compile"]["small"].time_us > 0
+
+
+def _run_baseline(fla_us: dict[str, float]):
+    from hipevolve.core.baseline import CaseBaseline, RunBaseline
+
+    def cases(times: dict[str, float]) -> dict[str, CaseBaseline]:
+        return {c: CaseBaseline(case=c, time_us=us, ci=0.01, trials=10) for c, us in times.items()}
+
+    return RunBaseline(task="gdn", device="H200", toolchain="t",
+                       cases=cases({"short": 5000.0, "long": 36000.0, "bare": 100.0}),
+                       others={"FLA chunk": cases(fla_us)})  # fmt: skip
+
+
+def test_a_baseline_timed_faster_side_by_side_lowers_its_cases_bound_and_never_raises_one(
+    tmp_path: Path,
+):
+    """The run's strong baselines are timed while the run starts, beside its compiles (FLA's
+    host-bound launches on an H200: 860 us there, 360-440 us side by side): a re-check's
+    faster side-by-side time is the case's bound from then on, also after the run's baseline
+    is set again; a slower one changes nothing, nor does a case no baseline timed."""
+    from hipevolve.core.baseline import CaseBaseline
+    from hipevolve.verifier.evaluators import PipelineEvaluator
+
+    settings = VerifierSettings(cache_dir=tmp_path, suspect_margin=3.0)
+    evaluator = PipelineEvaluator(get_task("softmax"), settings, "static")
+    evaluator.use_baseline(_run_baseline({"short": 860.4, "long": 2209.0}), check_every=0)
+    assert evaluator.bounds().fastest["short"][0] == 860.4 / 3
+
+    def timed(short: float, long: float) -> dict[str, dict[str, CaseBaseline]]:
+        return {"FLA chunk": {c: CaseBaseline(case=c, time_us=us, ci=0.02, trials=20)
+                              for c, us in {"short": short, "long": long}.items()}}  # fmt: skip
+
+    evaluator.timed_side_by_side(timed(short=345.0, long=2500.0))
+    fastest = evaluator.bounds().fastest
+    assert fastest["short"] == (115.0, "3x FLA chunk's 345.0 us side by side in this run")
+    assert fastest["long"][0] == 2209.0 / 3  # slower side by side: the bound stays
+    assert fastest["bare"][0] == 100.0 / settings.suspect_speedup  # no strong baseline here
+    evaluator.timed_side_by_side(timed(short=441.0, long=2209.0))
+    assert evaluator.bounds().fastest["short"][0] == 115.0  # the lowest holds
+    evaluator.use_baseline(_run_baseline({"short": 860.4, "long": 2209.0}), check_every=0)
+    assert evaluator.bounds().fastest["short"][0] == 115.0  # and outlives a new run baseline
 
 
 # ------------------------------------------------------------------ the run's baseline, cached

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hipevolve.core import cpu_share
-from hipevolve.core.baseline import RunBaseline, RunBounds
+from hipevolve.core.baseline import CaseBaseline, RunBaseline, RunBounds
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
 from hipevolve.core.evaluation import Evaluation, Status
@@ -303,12 +303,14 @@ def run_prepared(
     cases: tuple[Case, ...] | None = None,
     do_timing: bool = True,
     bounds: RunBounds | None = None,
+    side_by_side: Callable[[dict[str, dict[str, CaseBaseline]]], None] | None = None,
 ) -> Evaluation:
     """The GPU stage: the candidate runs in a warm judge of `judges` (a StandbyPool), checked
     and timed; the judge goes back to the pool if it can serve again. A candidate found hacked
     on late timing windows alone (WorkerResult.window_only) runs once more, and that run is
     the evaluation, flagged "run again". A suspect one whose times the card can reach (faster
-    than a baseline's margin, not than the roofline) is re-checked (`recheck`)."""
+    than a baseline's margin, not than the roofline) is re-checked (`recheck`); the strong
+    baselines its re-check timed, by name and case, go to `side_by_side`."""
     from hipevolve.core.candidate import write_candidate
     from hipevolve.verifier.gpu.job import CandidateJob
     from hipevolve.verifier.isolate import job_for_task, run_worker
@@ -356,6 +358,9 @@ def run_prepared(
         if worker.status is Status.suspect and not worker.beyond_roofline:
             worker, note = recheck(job, worker, task, settings, judges)
             flags.append(note)
+            timed = {name: a.cases() for name, a in worker.baselines.items() if a.trials}
+            if side_by_side is not None and timed:
+                side_by_side(timed)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Evaluation(
@@ -540,6 +545,7 @@ def evaluate_many(
     do_timing: bool = True,
     slots=None,
     bounds: Callable[[], RunBounds] | None = None,
+    side_by_side: Callable[[dict[str, dict[str, CaseBaseline]]], None] | None = None,
 ) -> list[Evaluation]:
     """Evaluations in the order of `candidates`. Each is prepared here (its CPU stages), unless
     it comes prepared already (`prepare`'s Prepared: what a run's evaluator made when it asked
@@ -550,6 +556,7 @@ def evaluate_many(
     slots: the worker slots (verifier.slots.Slots) to run on; None: one slot per visible GPU,
     started for this call and closed after it.
     bounds: each evaluation's RunBounds, asked as it starts (a run's evaluator); None: none.
+    side_by_side: told the strong baselines each re-check timed (run_prepared).
     """
     from hipevolve.verifier.slots import STANDBY_JUDGES, Slots, visible_gpus
 
@@ -583,6 +590,7 @@ def evaluate_many(
                         cases=cases,
                         do_timing=do_timing,
                         bounds=bounds() if bounds else None,
+                        side_by_side=side_by_side,
                     )
                 )
         for i, running in on_gpu.items():
