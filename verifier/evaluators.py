@@ -253,8 +253,8 @@ class PipelineEvaluator:
         beside its compiles: on an H200, FLA's host-bound launches on the 4096-token case took
         860 us there and 360-440 us side by side, so every kernel at the seed's 250 us was
         suspect and re-checked (6 s of FLA timing and a fresh judge each, 3 s evaluations
-        became 10-12 s). A faster baseline only lowers a bound: a candidate has to beat the
-        baseline's best time by the margin to pass unflagged."""
+        became 10-12 s). A bound only comes down, to the baseline's best time over the margin:
+        a candidate faster than that is still suspect and re-checked."""
         margin = self.settings.suspect_margin
         with self._starting:
             side = self._side_by_side
