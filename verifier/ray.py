@@ -334,6 +334,11 @@ class RayEvaluator:
 
         return [Prepared(candidate=c) for c in candidates]
 
+    def preprocessed(self, sources: list[str]) -> list[str | None]:
+        """None for each: the cluster's machines build, with a compiler this one may lack, so
+        on Ray no tunable is known to be inert (evolution/offline/inert.py)."""
+        return [None] * len(sources)
+
     def run(self, prepared: list[Prepared]) -> list[Evaluation]:
         """Their candidates evaluated on the cluster, CPU stages included (__call__)."""
         return self([p.candidate for p in prepared])
