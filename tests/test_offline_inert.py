@@ -170,3 +170,15 @@ def test_the_gdn_seeds_amd_only_tunables_are_inert_on_an_nvidia_build(monkeypatc
     evaluator = PipelineEvaluator(task, load_settings().verifier, "cuda")
     (found,) = inert_tunables([seed.hip_source], evaluator.preprocessed)
     assert found == {"MFMA_KSTEP", "AMD_STATE_BF16"}
+
+
+def test_the_tuners_nearest_unseen_fallback_keeps_a_pinned_tunable_still():
+    """TPE asks only seen configurations here (five of the six of A and B): its fallback, the
+    nearest unseen configuration to its last ask, is the sixth, never a move in C."""
+    parent = kernel()
+    every = [kernel(A=a, B=b) for a in ("1", "2", "3") for b in ("1", "2")]
+    for left in range(6):
+        seen = {c.source_hash for i, c in enumerate(every) if i != left}
+        with pinned({parent.hip_source: frozenset({"C"})}):
+            child = tpe_propose(parent, [], random.Random(left), seen)
+        assert child is not None and child.source_hash == every[left].source_hash, left

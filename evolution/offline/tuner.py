@@ -29,7 +29,7 @@ from hipevolve.evolution.offline.moves import (
     at,
     declared_tunables,
     first_unseen,
-    steps,
+    step_configurations,
     tunables_of,
 )
 from hipevolve.evolution.offline.tunables import (
@@ -95,9 +95,11 @@ def propose(
         known[configuration_key(config)] = fitness
     all_tunables = tunables_of(parent)
     asked: Candidate | None = None
+    last: Configuration = {}
     for _ in range(ASKS):
         trial = study.ask(space)
-        asked = at(parent, all_tunables, dict(trial.params), tag="t")
+        last = dict(trial.params)
+        asked = at(parent, all_tunables, last, tag="t")
         if asked.source_hash not in seen:
             return asked
         # Seen code: tell TPE its score, or that it has none yet (in flight), and ask again.
@@ -107,9 +109,15 @@ def propose(
         else:
             study.tell(trial, score)
     # TPE keeps asking for the region it believes in, where everything is seen: the nearest
-    # unseen configuration to its last ask (1, then 2 tunables away).
+    # unseen configuration to its last ask (1, then 2 tunables away), in the parent's tunables
+    # as the moves see them (one inert on this card stays put: evolution/offline/inert.py).
+    there = [t.model_copy(update={"current": last.get(t.name, t.current)}) for t in all_tunables]
     for k in (1, 2):
-        near = first_unseen(steps(asked, k, rng), seen) if asked is not None else None
+        if asked is None:
+            break
+        configs = step_configurations(there, k)
+        rng.shuffle(configs)
+        near = first_unseen((at(parent, there, last | c) for c in configs), seen)
         if near is not None:
             return near.model_copy(update={"name": near.name.replace("@", "@t", 1)})
     return None
