@@ -92,6 +92,18 @@ def test_without_digests_nothing_is_inert():
     assert inert_tunables(["__global__ void k() {}"], nvidia_digests) == [frozenset()]
 
 
+def test_a_tunable_with_one_declared_value_is_never_asked_about():
+    one = KERNEL.replace("// @tunable C: 8, 16, 32", "// @tunable C: 8")
+    asked: list[str] = []
+
+    def digests(sources: list[str]) -> list[str | None]:
+        asked.extend(sources)
+        return nvidia_digests(sources)
+
+    assert inert_tunables([one], digests) == [frozenset()]
+    assert len(asked) == 1 + 2  # the source, then one other value of A and of B
+
+
 def test_no_move_changes_a_pinned_tunable_and_every_other_move_is_still_made():
     parent, other = kernel(), kernel(A="3", B="2", C="32")
     rng = random.Random(0)
@@ -182,3 +194,18 @@ def test_the_tuners_nearest_unseen_fallback_keeps_a_pinned_tunable_still():
         with pinned({parent.hip_source: frozenset({"C"})}):
             child = tpe_propose(parent, [], random.Random(left), seen)
         assert child is not None and child.source_hash == every[left].source_hash, left
+
+
+def test_a_tunable_alike_at_one_value_but_read_at_another_is_live():
+    """C reads alike at 8 and 16 and changes the text at 32 (`#if C == 32` on this platform):
+    every value is asked, so C stays live."""
+
+    def digests(sources: list[str]) -> list[str | None]:
+        out = []
+        for source in sources:
+            d = dict(re.findall(r"^#define (\w+) (\S+)$", source, re.M))
+            out.append(f"{d['A']}-{d['B']}-{d['C'] if d['C'] == '32' else '*'}")
+        return out
+
+    assert inert_tunables([KERNEL], digests) == [frozenset()]
+    assert inert_tunables([kernel(C="16").hip_source], digests) == [frozenset()]

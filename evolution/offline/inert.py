@@ -37,29 +37,39 @@ _PINNED: ContextVar[Mapping[str, frozenset[str]]] = ContextVar(
 
 def inert_tunables(sources: Sequence[str], digests: Digests) -> list[frozenset[str]]:
     """For each kernel source, the names of its tunables whose every other declared value
-    preprocesses as the source does. One call to `digests` for all the variants."""
-    variants: list[str] = []
-    plans: list[tuple[int, list[tuple[str, range]]]] = []  # (source's index, its tunables')
-    for source in sources:
-        tunables = _declared(source)
-        own = len(variants)
-        if tunables:  # nothing to preprocess in a source without tunables
-            variants.append(source)
-        moves = []
-        for t in tunables:
-            others = [with_values(source, {t.name: v}) for v in t.values if v != t.current]
-            moves.append((t.name, range(len(variants), len(variants) + len(others))))
-            variants += others
-        plans.append((own, moves))
-    found = digests(variants) if variants else []
-    return [
-        frozenset(
-            name
-            for name, at in moves
-            if found[own] is not None and at and all(found[i] == found[own] for i in at)
-        )
-        for own, moves in plans
+    preprocesses as the source does. Two calls to `digests`: each source with one other value
+    of each tunable, then the remaining values of the tunables that left the text unchanged
+    (most tunables are live and cost one variant)."""
+    declared = [[t for t in _declared(source) if _others(t)] for source in sources]
+    first = [
+        variant
+        for source, tunables in zip(sources, declared, strict=True)
+        if tunables
+        for variant in [source, *(with_values(source, {t.name: _others(t)[0]}) for t in tunables)]
     ]
+    found = iter(digests(first) if first else [])
+    plans: list[tuple[str | None, list[Tunable]]] = []  # (own digest, tunables still alike)
+    for tunables in declared:
+        own = next(found) if tunables else None
+        moved = [next(found) for _ in tunables]
+        plans.append((own, [t for t, d in zip(tunables, moved, strict=True) if own and d == own]))
+    second = [
+        with_values(source, {t.name: v})
+        for source, (_, alike) in zip(sources, plans, strict=True)
+        for t in alike
+        for v in _others(t)[1:]
+    ]
+    found = iter(digests(second) if second else [])
+    inert = []
+    for own, alike in plans:
+        rest = {t.name: [next(found) for _ in _others(t)[1:]] for t in alike}
+        inert.append(frozenset(name for name, ds in rest.items() if all(d == own for d in ds)))
+    return inert
+
+
+def _others(tunable: Tunable) -> list[str]:
+    """Its declared values but the current one."""
+    return [v for v in tunable.values if v != tunable.current]
 
 
 def _declared(source: str) -> list[Tunable]:
