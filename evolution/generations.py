@@ -361,7 +361,7 @@ class Search:
 
     def _inert_in(self, islands: Sequence[Island]) -> dict[str, frozenset[str]]:
         """The tunables inert on this card in each elite's kernel (evolution/offline/inert.py),
-        the new elites' preprocessed in one batch; every elite's source is read already."""
+        the new elites' variants preprocessed in two batches; every elite's source is read already."""
         kernels = {
             source
             for island in islands
