@@ -80,11 +80,29 @@ def moved(parent: Candidate, child: Candidate) -> set[str]:
     return {name for name in was if was[name] != now[name]}
 
 
+# ------------------------------------------------------------------- which tunables are inert
+
+
 def test_a_tunable_read_only_on_another_platform_is_inert_and_the_others_are_not():
     assert inert_tunables([KERNEL, kernel(B="2").hip_source], nvidia_digests) == [
         frozenset({"C"}),
         frozenset({"C"}),
     ]
+
+
+def test_a_tunable_alike_at_one_value_but_read_at_another_is_live():
+    """C reads alike at 8 and 16 and changes the text at 32 (`#if C == 32` on this platform):
+    every value is asked, so C stays live."""
+
+    def digests(sources: list[str]) -> list[str | None]:
+        out = []
+        for source in sources:
+            d = dict(re.findall(r"^#define (\w+) (\S+)$", source, re.M))
+            out.append(f"{d['A']}-{d['B']}-{d['C'] if d['C'] == '32' else '*'}")
+        return out
+
+    assert inert_tunables([KERNEL], digests) == [frozenset()]
+    assert inert_tunables([kernel(C="16").hip_source], digests) == [frozenset()]
 
 
 def test_without_digests_nothing_is_inert():
@@ -104,6 +122,27 @@ def test_a_tunable_with_one_declared_value_is_never_asked_about():
     assert len(asked) == 1 + 2  # the source, then one other value of A and of B
 
 
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed here")
+def test_the_gdn_seeds_amd_only_tunables_are_inert_on_an_nvidia_build(monkeypatch):
+    """The real case, through the production evaluator's `preprocessed` (nvcc for sm_90, the
+    cuda backend's own command line): MFMA_KSTEP and AMD_STATE_BF16 sit under
+    __HIP_PLATFORM_AMD__; every other tunable of the seed changes what NVIDIA builds."""
+    from hipevolve.core.config import load_settings
+    from hipevolve.verifier.build import backends
+
+    monkeypatch.setattr(backends, "_cuda_arch", lambda: "sm_90")
+    from hipevolve.verifier.evaluators import PipelineEvaluator
+
+    task = get_task("gated_delta_net")
+    seed = load_candidate(ROOT / "problems" / "gated_delta_net" / "seeds" / "chunked")
+    evaluator = PipelineEvaluator(task, load_settings().verifier, "cuda")
+    (found,) = inert_tunables([seed.hip_source], evaluator.preprocessed)
+    assert found == {"MFMA_KSTEP", "AMD_STATE_BF16"}
+
+
+# ------------------------------------------------------------------ the moves keep them still
+
+
 def test_no_move_changes_a_pinned_tunable_and_every_other_move_is_still_made():
     parent, other = kernel(), kernel(A="3", B="2", C="32")
     rng = random.Random(0)
@@ -119,6 +158,21 @@ def test_no_move_changes_a_pinned_tunable_and_every_other_move_is_still_made():
     }  # fmt: skip
     # outside `pinned`, C moves again (another card may read it)
     assert any("C" in moved(parent, c) for c in steps(parent, 1))
+
+
+def test_the_tuners_nearest_unseen_fallback_keeps_a_pinned_tunable_still():
+    """TPE asks only seen configurations here (five of the six of A and B): its fallback, the
+    nearest unseen configuration to its last ask, is the sixth, never a move in C."""
+    parent = kernel()
+    every = [kernel(A=a, B=b) for a in ("1", "2", "3") for b in ("1", "2")]
+    for left in range(6):
+        seen = {c.source_hash for i, c in enumerate(every) if i != left}
+        with pinned({parent.hip_source: frozenset({"C"})}):
+            child = tpe_propose(parent, [], random.Random(left), seen)
+        assert child is not None and child.source_hash == every[left].source_hash, left
+
+
+# -------------------------------------------------------------------------------- a whole run
 
 
 class Preprocessing(BaseEvaluator):
@@ -164,48 +218,3 @@ def test_a_run_on_a_card_that_does_not_read_a_tunable_never_evaluates_a_move_in_
     assert all(dict(c)["C"] == "8" for c in configs), configs
     assert len(configs) == len(evaluator.evaluated) == 6
     assert summary.reason == "exhausted"
-
-
-@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed here")
-def test_the_gdn_seeds_amd_only_tunables_are_inert_on_an_nvidia_build(monkeypatch):
-    """The real case, through the production evaluator's `preprocessed` (nvcc for sm_90, the
-    cuda backend's own command line): MFMA_KSTEP and AMD_STATE_BF16 sit under
-    __HIP_PLATFORM_AMD__; every other tunable of the seed changes what NVIDIA builds."""
-    from hipevolve.core.config import load_settings
-    from hipevolve.verifier.build import backends
-
-    monkeypatch.setattr(backends, "_cuda_arch", lambda: "sm_90")
-    from hipevolve.verifier.evaluators import PipelineEvaluator
-
-    task = get_task("gated_delta_net")
-    seed = load_candidate(ROOT / "problems" / "gated_delta_net" / "seeds" / "chunked")
-    evaluator = PipelineEvaluator(task, load_settings().verifier, "cuda")
-    (found,) = inert_tunables([seed.hip_source], evaluator.preprocessed)
-    assert found == {"MFMA_KSTEP", "AMD_STATE_BF16"}
-
-
-def test_the_tuners_nearest_unseen_fallback_keeps_a_pinned_tunable_still():
-    """TPE asks only seen configurations here (five of the six of A and B): its fallback, the
-    nearest unseen configuration to its last ask, is the sixth, never a move in C."""
-    parent = kernel()
-    every = [kernel(A=a, B=b) for a in ("1", "2", "3") for b in ("1", "2")]
-    for left in range(6):
-        seen = {c.source_hash for i, c in enumerate(every) if i != left}
-        with pinned({parent.hip_source: frozenset({"C"})}):
-            child = tpe_propose(parent, [], random.Random(left), seen)
-        assert child is not None and child.source_hash == every[left].source_hash, left
-
-
-def test_a_tunable_alike_at_one_value_but_read_at_another_is_live():
-    """C reads alike at 8 and 16 and changes the text at 32 (`#if C == 32` on this platform):
-    every value is asked, so C stays live."""
-
-    def digests(sources: list[str]) -> list[str | None]:
-        out = []
-        for source in sources:
-            d = dict(re.findall(r"^#define (\w+) (\S+)$", source, re.M))
-            out.append(f"{d['A']}-{d['B']}-{d['C'] if d['C'] == '32' else '*'}")
-        return out
-
-    assert inert_tunables([KERNEL], digests) == [frozenset()]
-    assert inert_tunables([kernel(C="16").hip_source], digests) == [frozenset()]
