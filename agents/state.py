@@ -26,7 +26,7 @@ class Failure(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: str  # parse_error, rejected, compile_error, incorrect, runtime_error, timeout, ...
+    kind: str  # parse_error, rejected, compile_error, incorrect, runtime_error, judge_error, ...
     message: str
     detail: str = ""  # the trimmed compiler log or mismatch summary, in the candidate's lines
 

@@ -91,6 +91,11 @@ def decide(
             why=why,
         )
 
+    # A round the harness failed (a judge error) measured neither kernel: nothing is decided,
+    # and a tie keeps the incumbent.
+    failed = next((e for e in evaluations if e.judge_failed), None)
+    if failed is not None:
+        return unmeasured("incumbent", f"a judge failed in a round: {failed.message[:120]}")
     # A side that failed a round loses the duel outright: the incumbent first, then the child.
     for side, evaluated, winner in (("incumbent", theirs, "child"), ("child", mine, "incumbent")):
         bad = next((e for e in evaluated if not e.ok), None)

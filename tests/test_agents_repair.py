@@ -111,3 +111,17 @@ def test_repairer_is_shown_the_mismatch_summary_and_its_fix_descends_from_the_wr
     assert wrong.attempt.idea == "Larger blocks, and a cheaper normaliser."
     assert "Larger blocks" not in repaired.attempt.idea + repaired.attempt.diagnosis
     assert summary.progress.best_fitness == pytest.approx(1.2)
+
+
+def test_a_kernel_whose_judge_failed_gets_no_repair_turn_and_a_crash_does():
+    """A judge error (the harness's own code failed) says nothing about the kernel: a repair
+    turn there would ask a model to fix a healthy kernel."""
+    from hipevolve.agents.roles.repairer import REPAIRABLE, failure_of
+    from hipevolve.core.evaluation import JUDGE_ERROR, Evaluation
+
+    judged = Evaluation(status=Status.runtime_error, task="t", flags=(JUDGE_ERROR,),
+                        message="judge error: FileNotFoundError: reference.py")  # fmt: skip
+    assert failure_of(judged).kind not in REPAIRABLE
+    crashed = judged.model_copy(update={"flags": (), "message": "crash: signal 11"})
+    assert failure_of(crashed).kind == "runtime_error"
+    assert failure_of(crashed).kind in REPAIRABLE

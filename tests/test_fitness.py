@@ -202,6 +202,23 @@ def test_a_head_to_head_tie_keeps_the_incumbent_and_a_steady_win_takes_it():
     assert decide(1, 2, order, broken, min_gain=0.01).winner == "incumbent"
 
 
+def test_a_head_to_head_whose_judge_failed_in_a_round_keeps_the_incumbent():
+    """On an H200 a run's files were re-copied under it: the incumbent's round was a judge
+    error (reference.py not found), and the child won by default. A round the harness failed
+    measured neither kernel."""
+    from hipevolve.core.evaluation import JUDGE_ERROR
+
+    order = ["child", "incumbent", "incumbent", "child"]
+    judge_failed = Evaluation(status=Status.runtime_error, task="t", flags=(JUDGE_ERROR,),
+                              message="judge error: FileNotFoundError: reference.py")  # fmt: skip
+    rounds = [evaluation({"a": 97.0}), judge_failed, evaluation({"a": 100.2}),
+              evaluation({"a": 97.1})]  # fmt: skip
+    outcome = decide(1, 2, order, rounds, min_gain=0.01)
+    assert outcome.winner == "incumbent" and "a judge failed in a round" in outcome.why
+    crashed = judge_failed.model_copy(update={"flags": ()})  # the kernel's own crash still loses
+    assert decide(1, 2, order, [rounds[0], crashed, *rounds[2:]], 0.01).winner == "child"
+
+
 def test_duel_order_alternates_who_goes_first():
     a, b = "a", "b"
     assert duel_order(a, b, 3) == ["a", "b", "b", "a", "a", "b"]  # type: ignore[arg-type]

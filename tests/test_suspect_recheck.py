@@ -87,6 +87,24 @@ def test_a_suspect_past_a_run_bound_is_rechecked_and_admitted_with_its_flag(tmp_
     assert told[0]["torch.compile"]["small"].time_us > 0
 
 
+def test_a_judge_that_fails_is_run_again_on_a_fresh_judge_and_never_passes(tmp_path: Path):
+    """A judge whose own code raises (its task's reference.py gone, as when a run's files were
+    re-copied under it) answers a runtime_error flagged judge-error: the evaluation is run
+    once more on a fresh judge, says so, and a second failure stays a runtime_error."""
+    from hipevolve.core.evaluation import JUDGE_ERROR
+
+    task = get_task("softmax").model_copy(update={"reference": tmp_path / "gone" / "ref.py"})
+    case = Case(name="small", inputs={"rows": 64, "cols": 1024, "dtype": "float32"})
+    settings = VerifierSettings(cache_dir=tmp_path / "cache", trials=5, warmup=1)
+    with StandbyPool(size=1, device="cpu") as pool:
+        evaluation = run_prepared(Prepared(candidate=load_candidate(HEALTHY)), task, settings,
+                                  "cpu", pool, cases=(case,), bounds=RunBounds())  # fmt: skip
+    assert evaluation.status is Status.runtime_error and JUDGE_ERROR in evaluation.flags
+    assert "judge error" in evaluation.message and "ref.py" in evaluation.message
+    again = [f for f in evaluation.flags if f.startswith("run again: the first judge failed")]
+    assert len(again) == 1 and "ref.py" in again[0], evaluation.flags
+
+
 def _run_baseline(fla_us: dict[str, float]):
     from hipevolve.core.baseline import CaseBaseline, RunBaseline
 

@@ -26,7 +26,7 @@ from hipevolve.core import cpu_share
 from hipevolve.core.baseline import CaseBaseline, RunBaseline, RunBounds
 from hipevolve.core.candidate import Candidate
 from hipevolve.core.config import VerifierSettings
-from hipevolve.core.evaluation import Evaluation, Status
+from hipevolve.core.evaluation import JUDGE_ERROR, Evaluation, Status
 from hipevolve.core.hardware import H200, MI300X
 from hipevolve.core.taskspec import Case, TaskSpec
 from hipevolve.verifier.build.compile import (
@@ -355,6 +355,12 @@ def run_prepared(
             first = worker.message
             worker = run_worker(job, judges.take(), pool=judges)
             flags.append(f"run again: the first run was hacked: {first[:200]}")
+        if JUDGE_ERROR in worker.flags:
+            # The judge's own code failed (a harness file gone mid-run, say), not the
+            # candidate's: one more run on a fresh judge is the evaluation.
+            first = worker.message
+            worker = run_worker(job, judges.take(), pool=judges)
+            flags.append(f"run again: the first judge failed: {first[:200]}")
         if worker.status is Status.suspect and not worker.beyond_roofline:
             worker, note = recheck(job, worker, task, settings, judges)
             flags.append(note)

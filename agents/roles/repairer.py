@@ -60,7 +60,9 @@ def failure_of(evaluation: Evaluation) -> Failure:
     detail = evaluation.compile_log or evaluation.mismatch
     if not detail and evaluation.flags:
         detail = "\n".join(evaluation.flags)
-    return Failure(kind=evaluation.status.value, message=evaluation.message, detail=detail)
+    # the harness failed, not the kernel (JUDGE_ERROR): not in REPAIRABLE, nothing to repair
+    kind = "judge_error" if evaluation.judge_failed else evaluation.status.value
+    return Failure(kind=kind, message=evaluation.message, detail=detail)
 
 
 def problem_text(failure: Failure, shown: Candidate | None = None) -> str:

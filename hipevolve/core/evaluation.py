@@ -23,6 +23,11 @@ class Status(StrEnum):  # docs/STATUSES.md: what each means for a candidate, a d
     compiled = "compiled"  # static backend only: compiles and analysed for AMD, never run
 
 
+# The flag of a runtime_error that the judge's own code raised, not the candidate's
+# (verifier/gpu/judge/worker.py writes it as a literal: that module imports nothing of ours).
+JUDGE_ERROR = "judge-error"
+
+
 class StaticFacts(Frozen):
     """Resource usage and ISA facts of one kernel, from a static compile: the AMD device compile
     for a gfx target (verifier/build/amd_static.py), or, where that toolchain is absent, the
@@ -111,6 +116,11 @@ class Evaluation(Frozen):
     @property
     def ok(self) -> bool:
         return self.status is Status.ok
+
+    @property
+    def judge_failed(self) -> bool:
+        """The harness failed here, not the kernel: this evaluation says nothing about it."""
+        return JUDGE_ERROR in self.flags
 
     @property
     def fitness(self) -> float:
