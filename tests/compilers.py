@@ -21,7 +21,7 @@ def nvcc_sm90() -> Compiler | None:
     nvcc = nvidia.find_nvcc()
     if nvcc is None or not (nvidia.include_dir() / "hip" / "hip_runtime.h").exists():
         return None
-    argv = nvidia.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
+    argv = nvidia.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90", report=True)
     return Compiler(name="cuda", argv=tuple(argv), toolchain=nvidia.nvcc_version(nvcc))
 
 

@@ -26,7 +26,7 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here
 
 
 def library_argv() -> list[str]:
-    return nvcc_command(NVCC, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
+    return nvcc_command(NVCC, Path("kernel.hip"), Path("lib.so"), arch="sm_90", report=True)
 
 
 def fact_axes(cell: tuple[str, ...]) -> tuple[str, ...]:
@@ -86,44 +86,54 @@ def test_prepare_on_cuda_without_the_amd_toolchain_records_the_cuda_builds_facts
 
 
 @needs_nvcc
-def test_prepare_compiles_the_facts_beside_the_library_not_after_it(tmp_path, monkeypatch):
-    """The library build and the facts compile are two compiles of one source: prepare starts
-    the facts before the library's build ends (on a GPU machine each takes seconds, and a
-    generation's first GPU job waits for the later of the two, not for their sum)."""
-    import time
+def test_the_library_build_reads_the_facts_a_facts_compile_gives_in_one_compile(
+    tmp_path, monkeypatch
+):
+    """The cuda build keeps ptxas's report and the PTX: prepare records the same facts a
+    separate facts compile gives, and runs none (a GDN child's second compile cost 3 s)."""
+    from hipevolve.verifier import pipeline
+    from hipevolve.verifier.build import backends
 
+    source = (SOFTMAX / "kernel.hip").read_text()
+    apart = cuda_static.analyze(source, library_argv(), tmp_path / "apart")
+    compiler = Compiler(name="cuda", argv=tuple(library_argv()), toolchain=nvcc_version(NVCC))
+    monkeypatch.setattr(backends, "compiler_for", lambda backend: compiler)
+    monkeypatch.setattr(amd_static, "find_toolchain", lambda: None)
+    monkeypatch.setattr(cuda_static, "analyze", lambda *a, **k: pytest.fail("a second compile"))
+    settings = load_settings().verifier.model_copy(update={"cache_dir": tmp_path / "cache"})
+    prepared = pipeline.prepare(load_candidate(SOFTMAX), get_task("softmax"), settings, "cuda")
+    assert prepared.done is None and prepared.static
+    assert sorted(prepared.static, key=lambda f: f.kernel) == sorted(apart, key=lambda f: f.kernel)
+
+
+@needs_nvcc
+def test_a_library_cached_without_its_facts_gets_them_from_a_facts_compile(tmp_path, monkeypatch):
+    """A cache written before the build kept its facts: the library is reused, and the facts
+    come from the facts compile, once."""
     from hipevolve.verifier import pipeline
     from hipevolve.verifier.build import backends
 
     compiler = Compiler(name="cuda", argv=tuple(library_argv()), toolchain=nvcc_version(NVCC))
     monkeypatch.setattr(backends, "compiler_for", lambda backend: compiler)
     monkeypatch.setattr(amd_static, "find_toolchain", lambda: None)
-    spans: dict[str, list[float]] = {}
-
-    def timed(name, work):
-        def run(*args, **kwargs):
-            spans[name] = [time.monotonic()]
-            try:
-                return work(*args, **kwargs)
-            finally:
-                spans[name].append(time.monotonic())
-
-        return run
-
-    monkeypatch.setattr(pipeline, "build", timed("library", pipeline.build))
-    monkeypatch.setattr(pipeline, "static_analysis", timed("facts", pipeline.static_analysis))
     settings = load_settings().verifier.model_copy(update={"cache_dir": tmp_path})
-    prepared = pipeline.prepare(load_candidate(SOFTMAX), get_task("softmax"), settings, "cuda")
-    assert prepared.done is None and {f.target for f in prepared.static} == {"sm_90"}
-    assert spans["facts"][0] < spans["library"][1]
+    first = pipeline.prepare(load_candidate(SOFTMAX), get_task("softmax"), settings, "cuda")
+    kept = list((tmp_path / "lib").rglob("*.facts.json"))
+    assert len(kept) == 1 and first.static
+    kept[0].unlink()
+    calls = []
+    analyze = cuda_static.analyze
+    monkeypatch.setattr(cuda_static, "analyze", lambda *a, **k: calls.append(1) or analyze(*a, **k))
+    again = pipeline.prepare(load_candidate(SOFTMAX), get_task("softmax"), settings, "cuda")
+    assert again.library == first.library and again.static == first.static and calls == [1]
 
 
 @needs_nvcc
 def test_a_candidate_that_does_not_build_is_a_compile_error_without_cuda_facts(
     tmp_path, monkeypatch
 ):
-    """The facts compile ran beside a library build that failed: the verdict is the library's
-    (compile_error, its log), and no facts of a source that does not build are recorded."""
+    """A library build that fails: the verdict is the library's (compile_error, its log, no
+    ptxas report in it), and no facts of a source that does not build are recorded."""
     from hipevolve.core.evaluation import Status
     from hipevolve.verifier import pipeline
     from hipevolve.verifier.build import backends
@@ -138,6 +148,7 @@ def test_a_candidate_that_does_not_build_is_a_compile_error_without_cuda_facts(
     prepared = pipeline.prepare(candidate, get_task("softmax"), settings, "cuda")
     assert prepared.done is not None and prepared.done.status is Status.compile_error
     assert prepared.done.compile_log and not prepared.done.static
+    assert "ptxas info" not in prepared.done.compile_log
 
 
 @needs_nvcc

@@ -87,6 +87,7 @@ def test_on_nvidia_an_amd_only_knob_is_served_the_built_library_and_the_rest_com
     assert served.cached and "not compiled again" in served.log
     assert served.library != built["first"].library  # published under its own key
     assert served.library.read_bytes() == built["first"].library.read_bytes()
+    assert built["first"].facts and served.facts == built["first"].facts  # the facts go with it
     for compiled in ("first", "NV_ONLY=2", "a comment line"):
         assert not built[compiled].cached, compiled
     # The exact source again is the ordinary cache hit, with no preprocessing.

@@ -40,7 +40,7 @@ from hipevolve.verifier.build.rocm_limits import gate as amd_gate
 from hipevolve.verifier.gpu.refusal import refused
 from hipevolve.verifier.prepared import Prepared
 from hipevolve.verifier.screen.screening import screen
-from hipevolve.verifier.static_facts import StaticResult, static_analysis
+from hipevolve.verifier.static_facts import StaticResult, from_the_build, static_analysis
 
 
 def suspect_threshold(task: TaskSpec, settings: VerifierSettings) -> float:
@@ -171,8 +171,9 @@ def prepare(
     if backend == "cpu":
         raise ValueError("the cpu backend runs KernelBench-format Python candidates only")
     facts: Future[StaticResult | None] | None = None
+    read_by_the_build = from_the_build(settings, compiler)  # the CUDA facts: the build's own
     if compiler is not None and built is None:
-        if static is None:  # the facts compile beside the library's, not after it
+        if static is None and not read_by_the_build:  # the AMD analysis beside the build
             facts = _beside(static_analysis, candidate.hip_source, settings, compiler=compiler)
         built = build(
             candidate.hip_source,
@@ -185,6 +186,8 @@ def prepare(
     builds = built is None or built.ok
     if facts is not None and builds:
         static = facts.result()
+    if static is None and read_by_the_build and built is not None and built.facts is not None:
+        static = StaticResult(facts=built.facts)
     if static is None:  # the CUDA facts only of a source that builds (the AMD facts: cached)
         static = static_analysis(
             candidate.hip_source, settings, compiler=compiler if builds else None
@@ -225,9 +228,9 @@ def prepare(
 
 def _beside(work: Callable[..., R], *args, **kwargs) -> Future[R]:
     """work(*args, **kwargs) on a thread of its own, with the calling thread's CPU-work share:
-    prepare's two compiles (the library, the static facts) run side by side. On a GPU machine
-    a GDN child's library build and its facts compile take about 6 s each; in series they put
-    12 s of every generation's build before its first GPU job."""
+    prepare's two compiles (the library, the AMD static facts) run side by side: in series they
+    would put both before a generation's first GPU job. (The CUDA facts need no compile of
+    their own: the cuda build reads them, cuda_static.build_facts.)"""
     share = cpu_share.current()
     done: Future[R] = Future()
 

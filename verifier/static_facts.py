@@ -3,6 +3,9 @@ matrix-core use), cached by source, target and toolchain, for the AMD targets wh
 static toolchain compiles them (verifier/build/amd_static.py), else for the cuda backend's own
 build (verifier/build/cuda_static.py), so the MAP-Elites grid keeps its axes on an NVIDIA machine.
 
+The cuda backend's build reads its facts as it compiles (BuildResult.facts, from_the_build):
+what follows is for a library cached without them, and for the AMD targets.
+
 A source the cache lacks is preprocessed first (verifier/build/preprocessed.py): one that
 preprocesses as an analysed one did (a tunable only the other vendor reads) gets its facts
 without a compile; the facts compile is as slow as the library's own (4-5 s with nvcc).
@@ -48,6 +51,17 @@ def static_analysis(
     if compiler is not None and compiler.name == "cuda":
         return _cuda_analysis(source, settings, cached_only, compiler)
     return StaticResult()
+
+
+def from_the_build(settings: VerifierSettings, compiler: Compiler | None) -> bool:
+    """Whether static_analysis gives the facts of the cuda backend's own build, which that
+    build reads as it compiles (BuildResult.facts): no AMD toolchain for the targets."""
+    from hipevolve.verifier.build.amd_static import find_toolchain
+
+    if compiler is None or compiler.name != "cuda":
+        return False
+    tc = find_toolchain()
+    return tc is None or not any(t in tc.targets for t in settings.amd_targets)
 
 
 def _cached_facts(path: Path) -> list[StaticFacts] | None:

@@ -153,7 +153,9 @@ def compiler_for(backend: str) -> Compiler:
                 "nvcc not found: the cuda backend compiles with it",
                 "install the CUDA toolkit, or run `evolve doctor`",
             )
-        argv = nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch=_cuda_arch())
+        argv = nvcc_command(
+            nvcc, Path("kernel.hip"), Path("lib.so"), arch=_cuda_arch(), report=True
+        )
         return Compiler(
             name="cuda",
             argv=tuple(argv),

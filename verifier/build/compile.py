@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import resource
@@ -41,6 +42,7 @@ from pydantic import BaseModel
 
 from hipevolve.core import cpu_share
 from hipevolve.core.errors import UserError
+from hipevolve.core.evaluation import StaticFacts
 from hipevolve.verifier.build import library_check, preprocessed
 from hipevolve.verifier.build.includes import check_includes, scrub_log
 
@@ -80,6 +82,9 @@ class BuildResult(BaseModel):
     seconds: float = 0.0
     key: str = ""
     hacked: str = ""  # why the library's host code is refused (library_check), if it is
+    # The kernels' static facts as nvcc built them (cuda_static.build_facts), kept beside the
+    # library; None for another compiler, or a library cached without them.
+    facts: tuple[StaticFacts, ...] | None = None
 
 
 class AnalysisCompileError(Exception):
@@ -172,6 +177,11 @@ def _runner(cwd: Path, timeout_s: float) -> Callable[[list[str]], tuple[int | No
 
 
 _DIAGNOSTIC = re.compile(r"(error|warning|note)", re.I)
+
+
+def _without_report(output: str) -> str:
+    """A build's output without ptxas's resource report (the facts, not the log's business)."""
+    return "\n".join(ln for ln in output.splitlines() if not ln.startswith("ptxas info"))
 
 
 def trim_log(output: str, build_dir: Path, limit: int = MAX_LOG_CHARS) -> str:
@@ -268,12 +278,40 @@ def _link(source: Path, target: Path) -> bool:
     return True
 
 
+def _facts_path(library: Path) -> Path:
+    """Where the static facts of `library`'s build are kept: beside it."""
+    return library.with_suffix(".facts.json")
+
+
+def _kept_facts(library: Path) -> tuple[StaticFacts, ...] | None:
+    try:
+        return tuple(
+            StaticFacts.model_validate(f) for f in json.loads(_facts_path(library).read_text())
+        )
+    except (OSError, ValueError):
+        return None
+
+
+def _keep_facts(library: Path, facts: list[StaticFacts]) -> None:
+    """Writes the facts beside where `library` is published, before it is (atomic rename)."""
+    path = _facts_path(library)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps([f.model_dump(mode="json") for f in facts]))
+    os.replace(tmp, path)
+
+
 def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
     target = _library_path(cache_dir, key)
     if not target.exists():
         return None
     return BuildResult(
-        ok=True, library=target, cached=True, key=key, seconds=time.monotonic() - start
+        ok=True,
+        library=target,
+        cached=True,
+        key=key,
+        seconds=time.monotonic() - start,
+        facts=_kept_facts(target),
     )
 
 
@@ -334,21 +372,26 @@ def build(
                     log=trim_log(refused.log, build_dir),
                 )
             same = _same_as_built(compiler, build_dir, timeout_s, max_object_bytes)
-            if same is not None and _link(_preprocessed_path(cache_dir, same), target):
-                return BuildResult(
-                    ok=True,
-                    library=target,
-                    cached=True,
-                    key=key,
-                    seconds=time.monotonic() - start,
-                    log="preprocesses as a source already built: its library, not compiled again",
-                )
+            if same is not None:
+                built_as = _preprocessed_path(cache_dir, same)
+                _link(_facts_path(built_as), _facts_path(target))  # first: they go together
+                if _link(built_as, target):
+                    return BuildResult(
+                        ok=True,
+                        library=target,
+                        cached=True,
+                        key=key,
+                        seconds=time.monotonic() - start,
+                        log="preprocesses as a source already built: its library, not compiled "
+                        "again",
+                        facts=_kept_facts(target),
+                    )
             result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
         except OSError as e:
             if e.errno in _NO_SPACE:
                 raise _disk_full(cache_dir, f"writing the source: {e.strerror}") from None
             raise
-        log = trim_log(result.output, build_dir)
+        log = trim_log(_without_report(result.output), build_dir)
         seconds = time.monotonic() - start
         if result.returncode is None:
             return BuildResult(
@@ -376,11 +419,27 @@ def build(
         hacked = library_check.refusal(produced, compiler, cache_dir)
         if hacked:  # never published: a later lookup compiles and refuses it again
             return BuildResult(ok=False, key=key, seconds=seconds, log=log, hacked=hacked)
+        facts = None
+        if compiler.name == "cuda":
+            from hipevolve.verifier.build.cuda_static import build_facts
+
+            facts = build_facts(result.output, build_dir, compiler.argv)
+            if facts is not None:
+                _keep_facts(target, facts)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(produced, target)  # atomic publish
         if same is not None:
+            if facts is not None:
+                _link(_facts_path(target), _facts_path(_preprocessed_path(cache_dir, same)))
             _link(target, _preprocessed_path(cache_dir, same))
-        return BuildResult(ok=True, library=target, key=key, seconds=seconds, log=log)
+        return BuildResult(
+            ok=True,
+            library=target,
+            key=key,
+            seconds=seconds,
+            log=log,
+            facts=tuple(facts) if facts is not None else None,
+        )
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
 

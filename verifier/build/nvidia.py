@@ -56,12 +56,18 @@ def nvcc_version(nvcc: str) -> str:
     return lines[-1]
 
 
-def nvcc_command(nvcc: str, source: Path, output: Path, arch: str = "sm_90") -> list[str]:
+def nvcc_command(
+    nvcc: str, source: Path, output: Path, arch: str = "sm_90", report: bool = False
+) -> list[str]:
     """argv that builds source (HIP) into the shared library output for one GPU architecture.
 
     SASS for the one architecture only (no PTX): the library runs where it was built, and one
     code object keeps the compile near a second. --expt-relaxed-constexpr lets device code call
-    constexpr host functions (std::min and friends), as clang's HIP does.
+    constexpr host functions (std::min and friends), as clang's HIP does. `report`: the
+    verifier's build (backends.compiler_for, run in its build folder) also prints ptxas's
+    report and keeps the PTX and the other intermediate files in the current folder
+    (--resource-usage -keep), from which it reads the kernels' static facts
+    (cuda_static.build_facts) at no cost to the compile.
     """
     match = _ARCH.fullmatch(arch)
     if not match:
@@ -86,6 +92,7 @@ def nvcc_command(nvcc: str, source: Path, output: Path, arch: str = "sm_90") -> 
         f"-I{include_dir()}",
         f"-I{tile_include_dir()}",
         "-D__HIP_PLATFORM_NVIDIA__",
+        *(("--resource-usage", "-keep") if report else ()),
         "-o",
         str(output),
         str(source),
