@@ -4,13 +4,17 @@ folder, then what its archive says about the run (issue 47's must-show figures).
     python bench/main_job.py --task gated_delta_net --budget 200 --fresh-cache   # an empty cache
     python bench/main_job.py --task gated_delta_net --budget 200                 # the warm cache
     python bench/main_job.py --task softmax --budget 8 --fresh-cache             # a smoke run
+    python bench/main_job.py --task gated_delta_net --stop-after 40              # then Ctrl-C
 
 Prints: seconds from the command's start to its first recorded evaluation, the whole run's wall
 time, units spent and distinct machine codes evaluated, evaluations a minute after the first,
 the median seconds of each judge stage, how the run's baseline was timed (trials a case, the
-strong baselines timed or not), and the command's final lines. --fresh-cache points the
-verifier's cache (compiled libraries, the run's cached baseline) at an empty folder through a
-hipevolve.toml in the run's folder; without it the user's cache is used as a user's run uses it.
+strong baselines timed or not); before that, the command's own lines as they come, each with
+the second after the start it came at (where a start-up's time goes; shown even when the bench
+is cut short). --fresh-cache points the verifier's cache (compiled libraries, the run's cached
+baseline) at an empty folder through a hipevolve.toml in the run's folder; without it the
+user's cache is used as a user's run uses it. --stop-after N sends Ctrl-C after N seconds, as a
+user who only wants to see the start would.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import signal
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -53,6 +60,8 @@ def summary(archive: Path, started: datetime.datetime) -> list[str]:
         f"machine-code copies {len(copies)} (answered without a GPU run); "
         f"children screened out as copies before they were stored {screened}",
     ]
+    first = json.loads(rows[0][2]).get("seconds", {})
+    lines.append("  its stages: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(first.items())))
     if len(ran_times) > 1 and ran_times[-1] > ran_times[0]:
         rate = (len(ran_times) - 1) / (ran_times[-1] - ran_times[0]) * 60
         lines.append(f"{rate:.1f} GPU evaluations a minute after the first ({len(ran)} in all)")
@@ -76,6 +85,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--fresh-cache", action="store_true",
                         help="an empty verifier cache (a new machine's first run)")  # fmt: skip
+    parser.add_argument("--stop-after", type=float, default=None,
+                        help="seconds, then Ctrl-C as a user would (a warm start's figures)")  # fmt: skip
     parser.add_argument("--folder", type=Path, default=None,
                         help="where the run's archive and files go (default: a new temp folder)")  # fmt: skip
     args = parser.parse_args()
@@ -86,18 +97,41 @@ def main() -> None:
     archive = folder / "run.db"
     started = datetime.datetime.now(datetime.UTC)
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "hipevolve", "--task", args.task, "--budget",
-                           str(args.budget), "--archive", str(archive)],
-                          cwd=folder, capture_output=True, text=True, check=False)  # fmt: skip
+    command = [sys.executable, "-m", "hipevolve", "--task", args.task, "--budget",
+               str(args.budget), "--archive", str(archive)]  # fmt: skip
+    # Unbuffered: each line is stamped when the command prints it, not when a buffer fills.
+    proc = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
+    stderr: list[str] = []
+
+    def stamp() -> None:  # each line as it comes, with when: a bench cut short still shows them
+        for line in proc.stdout:
+            print(f"  {time.monotonic() - t0:6.1f} s  {line.rstrip()[:160]}", flush=True)
+
+    readers = [threading.Thread(target=stamp), threading.Thread(target=stderr.extend,
+                                                                args=(proc.stderr,))]  # fmt: skip
+    for reader in readers:
+        reader.start()
+    try:
+        returncode = proc.wait(timeout=args.stop_after)
+    except subprocess.TimeoutExpired:  # a user's Ctrl-C: the evaluations in flight finish first
+        proc.send_signal(signal.SIGINT)
+        try:
+            returncode = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # the second Ctrl-C: what is in flight is dropped
+            proc.send_signal(signal.SIGINT)
+            returncode = proc.wait()
+    for reader in readers:
+        reader.join()
     wall = time.monotonic() - t0
     print(f"{args.task}, budget {args.budget}, {'fresh' if args.fresh_cache else 'warm'} cache: "
-          f"exit {done.returncode}, {wall:.0f} s wall")  # fmt: skip
+          f"exit {returncode}, {wall:.0f} s wall"
+          + (f" (stopped with Ctrl-C after {args.stop_after:.0f} s)"
+             if args.stop_after and wall > args.stop_after else ""))  # fmt: skip
     for line in summary(archive, started) if archive.exists() else ["no archive was written"]:
         print(line)
-    print("final lines:")
-    print("\n".join(done.stdout.strip().splitlines()[-14:]))
-    if done.returncode:
-        print(done.stderr[-2000:])
+    if returncode:
+        print("".join(stderr)[-2000:])
 
 
 if __name__ == "__main__":

@@ -206,13 +206,13 @@ def run_phase(
 
 def schedule(tasks: list[str]) -> list[tuple[str, str, str]]:
     """(cache, task, tree) in run order: cold before warm; within each, the tasks in turn and
-    the two trees in turn, the first tree swapped every round."""
-    order, flip = [], False
-    for cache in ("cold", "warm"):
-        for task in tasks:
-            trees = ("baseline", "this") if flip else ("this", "baseline")
+    the two trees in turn, each task's first tree swapped between its cold and warm round (and
+    between neighbouring tasks), so no task's cold phases always start with the same tree."""
+    order = []
+    for round_, cache in enumerate(("cold", "warm")):
+        for i, task in enumerate(tasks):
+            trees = ("baseline", "this") if (round_ + i) % 2 else ("this", "baseline")
             order += [(cache, task, tree) for tree in trees]
-            flip = not flip
     return order
 
 

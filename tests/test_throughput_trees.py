@@ -109,11 +109,13 @@ def test_both_trees_judge_only_the_cases_the_baseline_tree_defines_too(tmp_path)
         trees.case_names(tmp_path, "softmax")
 
 
-def test_cold_phases_come_before_warm_ones_and_the_first_tree_alternates():
+def test_cold_phases_come_before_warm_ones_and_each_task_starts_with_each_tree_once():
     order = trees.schedule(["softmax", "gated_delta_net"])
     assert [c for c, _, _ in order] == ["cold"] * 4 + ["warm"] * 4
     firsts = [order[i][2] for i in range(0, 8, 2)]
-    assert firsts == ["this", "baseline", "this", "baseline"]
+    assert firsts == ["this", "baseline", "baseline", "this"]
+    alone = trees.schedule(["softmax"])
+    assert [tree for _, _, tree in alone] == ["this", "baseline", "baseline", "this"]
     assert {(c, t) for c, t, _ in order} == {
         (c, t) for c in ("cold", "warm") for t in ("softmax", "gated_delta_net")
     }
