@@ -3,6 +3,7 @@
     python bench/verifier_throughput.py --baseline-tree /work/base0dc             # both tasks
     python bench/verifier_throughput.py --baseline-tree base0dc --candidates 4 \\
         --gdn-candidates 2 --trials 10                                            # smoke run
+    python bench/verifier_throughput.py --baseline-tree base0dc --tasks softmax --rounds 3
 
 Goals (GOALS): issue 47 asks for twice 63b7d19's GDN evaluations a minute and no fewer softmax
 ones (issue 32 had asked for no more than 10% fewer). Each tree evaluates as its own runs do
@@ -12,8 +13,11 @@ evaluation. Each phase (one tree, one task, one cache state) runs in a subproces
 whose PYTHONPATH holds only that tree's `hipevolve` namespace (`shim`: a folder of links laid
 out as the tree's pyproject maps its folders), so the judges, zygotes and sandboxes it starts
 import that tree's code too. Phases alternate: cold (empty compile cache) then warm (the same cache), each task,
-the two trees in turn, the first tree swapped every round so a drifting machine favours
-neither. Both trees get the same candidate folders: the softmax set of bench/candidates and
+the two trees in turn, the first tree swapped so a drifting machine favours neither.
+--rounds N runs all of it N times, each round with empty caches of its own and the trees'
+order swapped again, and reports each ratio as the median of the rounds' with the rounds'
+ratios beside it: on an H200 one tree's softmax phase of 20 candidates took 19.5 s in one
+call and 23.9 s in the next, so one round's ratio moves by more than the goal's margin. Both trees get the same candidate folders: the softmax set of bench/candidates and
 gated_delta_net's chunked seed with a few tunable configurations of it (taken from the
 baseline tree's seed by default, the older kernel both trees can build).
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,6 +74,7 @@ class TreePhase(BaseModel):
     imported_from: str = Field(default="", description="where the phase's hipevolve came from")
     mode: str = Field(default="", description="how the tree evaluated (throughput_phase.py)")
     start_s: float = Field(default=0.0, description="the run's baseline, before the clock")
+    round: int = Field(default=0, description="which round of --rounds (caches of its own)")
 
     @property
     def per_minute(self) -> float:
@@ -204,69 +210,92 @@ def run_phase(
     return phase
 
 
-def schedule(tasks: list[str]) -> list[tuple[str, str, str]]:
-    """(cache, task, tree) in run order: cold before warm; within each, the tasks in turn and
-    the two trees in turn, each task's first tree swapped between its cold and warm round (and
-    between neighbouring tasks), so no task's cold phases always start with the same tree."""
+def schedule(tasks: list[str], rounds: int = 1) -> list[tuple[int, str, str, str]]:
+    """(round, cache, task, tree) in run order: each round cold before warm; within each, the
+    tasks in turn and the two trees in turn, each task's first tree swapped between its cold
+    and warm phases (and between neighbouring tasks) and again every round, so no task's
+    phases always start with the same tree."""
     order = []
-    for round_, cache in enumerate(("cold", "warm")):
-        for i, task in enumerate(tasks):
-            trees = ("baseline", "this") if (round_ + i) % 2 else ("this", "baseline")
-            order += [(cache, task, tree) for tree in trees]
+    for r in range(rounds):
+        for c, cache in enumerate(("cold", "warm")):
+            for i, task in enumerate(tasks):
+                trees = ("baseline", "this") if (r + c + i) % 2 else ("this", "baseline")
+                order += [(r, cache, task, tree) for tree in trees]
     return order
 
 
 # ----------------------------------------------------------------------------- the report
 
 
+def round_ratios(phases: list[TreePhase]) -> dict[str, list[float | None]]:
+    """'task cache' -> this tree's evaluations per minute over the baseline's, each round's."""
+    found: dict[str, list[float | None]] = {}
+    by = {(p.tree, p.task, p.cache, p.round): p for p in phases}
+    for (tree, task, cache, r), p in by.items():
+        base = by.get(("baseline", task, cache, r))
+        if tree != "this" or base is None:
+            continue
+        ratio = p.per_minute / base.per_minute if base.per_minute else None
+        found.setdefault(f"{task} {cache}", []).append(ratio)
+    return found
+
+
 def ratios(phases: list[TreePhase]) -> dict[str, float | None]:
-    """'task cache' -> this tree's evaluations per minute over the baseline's."""
+    """'task cache' -> the median over the rounds of this tree's evaluations per minute over
+    the baseline's (None where a baseline evaluated nothing)."""
     found: dict[str, float | None] = {}
-    by = {(p.tree, p.task, p.cache): p for p in phases}
-    for (tree, task, cache), p in by.items():
-        if tree != "this":
-            continue
-        base = by.get(("baseline", task, cache))
-        if base is None:
-            continue
-        found[f"{task} {cache}"] = p.per_minute / base.per_minute if base.per_minute else None
+    for name, each in round_ratios(phases).items():
+        known = [r for r in each if r is not None]
+        found[name] = statistics.median(known) if known and len(known) == len(each) else None
     return found
 
 
 def table(phases: list[TreePhase]) -> str:
+    rounds = len({p.round for p in phases}) > 1
     header = (f"{'task':<16} {'cache':<5} {'tree':<8} {'evaluated':>9} {'wall s':>8} "
-              f"{'evals/min':>10}  {'ok':>3} {'incorrect':>9} {'compile_error':>13} {'other':>5}")  # fmt: skip
+              f"{'evals/min':>10}  {'ok':>3} {'incorrect':>9} {'compile_error':>13} {'other':>5}"
+              + ("  round" if rounds else ""))  # fmt: skip
     lines = [header, "-" * len(header)]
     key = {"cold": 0, "warm": 1}
-    for p in sorted(phases, key=lambda p: (p.task, key.get(p.cache, 2), p.tree != "this")):
+    for p in sorted(phases, key=lambda p: (p.task, key.get(p.cache, 2), p.round, p.tree != "this")):
         c = p.counts()
         lines.append(
             f"{p.task:<16} {p.cache:<5} {p.tree:<8} {len(p.statuses):>9} {p.wall_s:>8.1f} "
             f"{p.per_minute:>10.2f}  {c['ok']:>3} {c['incorrect']:>9} {c['compile_error']:>13} "
-            f"{c['other']:>5}"
+            f"{c['other']:>5}" + (f"  {p.round + 1:>5}" if rounds else "")
         )
     return "\n".join(lines)
 
 
 def ratio_lines(phases: list[TreePhase]) -> list[str]:
     lines = []
+    each = round_ratios(phases)
     for name, r in ratios(phases).items():
         if r is None:
             lines.append(f"ratio this/baseline, {name}: n/a (the baseline evaluated nothing)")
             continue
         goal = GOALS.get(name.split()[0], GOAL)
         verdict = "goal met" if r >= goal else f"below the {goal:.2f} goal"
-        lines.append(f"ratio this/baseline, {name}: {r:.2f}  {verdict}")
+        rounds = (
+            f" (median of {len(each[name])} rounds: {', '.join(f'{x:.2f}' for x in each[name])})"
+            if len(each[name]) > 1
+            else ""
+        )
+        lines.append(f"ratio this/baseline, {name}: {r:.2f}{rounds}  {verdict}")
     return lines
 
 
 def stage_lines(phases: list[TreePhase]) -> list[str]:
-    """Mean seconds per evaluation stage, each tree beside the other, per task and cache."""
+    """Mean seconds per evaluation stage, each tree beside the other, per task and cache (over
+    every round's evaluations)."""
     lines = []
-    by = {(p.tree, p.task, p.cache): p for p in phases}
     for task, cache in dict.fromkeys((p.task, p.cache) for p in phases):
-        this, base = by.get(("this", task, cache)), by.get(("baseline", task, cache))
-        means = {t: p.stage_means() for t, p in (("this", this), ("baseline", base)) if p}
+        means = {}
+        for tree in ("this", "baseline"):
+            mine = [p for p in phases if (p.tree, p.task, p.cache) == (tree, task, cache)]
+            if mine:
+                merged = {f"{p.round}:{n}": s for p in mine for n, s in p.seconds.items()}
+                means[tree] = mine[0].model_copy(update={"seconds": merged}).stage_means()
         names = sorted({n for m in means.values() for n in m})
         cells = [f"{n} {'/'.join(f'{means[t].get(n, 0.0):.3f}' for t in means)}" for n in names]
         shown = ", ".join(cells) or "no stage times (nothing reached a judge)"
@@ -275,17 +304,21 @@ def stage_lines(phases: list[TreePhase]) -> list[str]:
 
 
 def disagreements(phases: list[TreePhase]) -> list[str]:
-    """Candidates whose status differs between the trees in the same task and cache state."""
-    by = {(p.tree, p.task, p.cache): p for p in phases}
+    """Candidates whose status differs between the trees in the same task, cache state and
+    round."""
+    by = {(p.tree, p.task, p.cache, p.round): p for p in phases}
     lines = []
-    for (tree, task, cache), p in by.items():
-        base = by.get(("baseline", task, cache))
+    for (tree, task, cache, r), p in by.items():
+        base = by.get(("baseline", task, cache, r))
         if tree != "this" or base is None:
             continue
+        where = f"{task} {cache}" + (
+            f" round {r + 1}" if len({q.round for q in phases}) > 1 else ""
+        )
         for name in sorted(set(p.statuses) | set(base.statuses)):
             a, b = p.statuses.get(name), base.statuses.get(name)
             if a != b:
-                lines.append(f"{task} {cache} {name}: this {a}, baseline {b}")
+                lines.append(f"{where} {name}: this {a}, baseline {b}")
     return lines
 
 
@@ -301,8 +334,8 @@ def side_by_side(args: Any) -> None:  # noqa: ANN401 (verifier_throughput.py's a
         raise TreeError(
             f"--tasks {args.tasks}: the side-by-side bench knows softmax and gated_delta_net"
         )
-    if args.candidates < 1 or args.gdn_candidates < 1:
-        raise TreeError("--candidates and --gdn-candidates: at least 1 each")
+    if args.candidates < 1 or args.gdn_candidates < 1 or args.rounds < 1:
+        raise TreeError("--candidates, --gdn-candidates and --rounds: at least 1 each")
     from hipevolve.verifier.build.backends import resolve_backend
 
     backend = resolve_backend(args.backend)
@@ -326,13 +359,14 @@ def side_by_side(args: Any) -> None:  # noqa: ANN401 (verifier_throughput.py's a
     print(f"backend {backend}; work folder {work}", flush=True)
     phases: list[TreePhase] = []
     begin = time.monotonic()
-    for cache, task, tree in schedule(tasks):
-        print(f"{task} {cache}, {tree} ({len(folders[task])} candidates):", flush=True)
+    for r, cache, task, tree in schedule(tasks, args.rounds):
+        which = f"round {r + 1}, " if args.rounds > 1 else ""
+        print(f"{which}{task} {cache}, {tree} ({len(folders[task])} candidates):", flush=True)
         phase = run_phase(
             tree, roots[tree], shims[tree], task, folders[task],
-            work / f"cache-{tree}-{task}", cache, args.trials, backend,
-            work / f"{tree}-{task}-{cache}.json", shared[task],
-        )  # fmt: skip
+            work / f"cache-{tree}-{task}-{r}", cache, args.trials, backend,
+            work / f"{tree}-{task}-{cache}-{r}.json", shared[task],
+        ).model_copy(update={"round": r})  # fmt: skip
         start = (
             f", the run's baseline {phase.start_s:.1f} s before the clock" if phase.start_s else ""
         )
@@ -361,6 +395,7 @@ def side_by_side(args: Any) -> None:  # noqa: ANN401 (verifier_throughput.py's a
             "goals": {"default": GOAL, **GOALS},
             "phases": [p.model_dump() | {"per_minute": p.per_minute} for p in phases],
             "ratios": ratios(phases),
+            "round_ratios": round_ratios(phases),
             "disagreements": lines,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)

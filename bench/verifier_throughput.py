@@ -267,6 +267,13 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --baseline-tree: the tasks, comma-separated (softmax, gated_delta_net)",
     )
     two.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --baseline-tree: the whole schedule this many times, empty caches each "
+        "round; each ratio is the rounds' median",
+    )
+    two.add_argument(
         "--gdn-candidates",
         type=int,
         default=4,

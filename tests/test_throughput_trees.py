@@ -111,15 +111,42 @@ def test_both_trees_judge_only_the_cases_the_baseline_tree_defines_too(tmp_path)
 
 def test_cold_phases_come_before_warm_ones_and_each_task_starts_with_each_tree_once():
     order = trees.schedule(["softmax", "gated_delta_net"])
-    assert [c for c, _, _ in order] == ["cold"] * 4 + ["warm"] * 4
-    firsts = [order[i][2] for i in range(0, 8, 2)]
+    assert [c for _, c, _, _ in order] == ["cold"] * 4 + ["warm"] * 4
+    firsts = [order[i][3] for i in range(0, 8, 2)]
     assert firsts == ["this", "baseline", "baseline", "this"]
-    alone = trees.schedule(["softmax"])
-    assert [tree for _, _, tree in alone] == ["this", "baseline", "baseline", "this"]
-    assert {(c, t) for c, t, _ in order} == {
+    assert {(c, t) for _, c, t, _ in order} == {
         (c, t) for c in ("cold", "warm") for t in ("softmax", "gated_delta_net")
     }
-    assert all({order[i][2], order[i + 1][2]} == {"this", "baseline"} for i in range(0, 8, 2))
+    assert all({order[i][3], order[i + 1][3]} == {"this", "baseline"} for i in range(0, 8, 2))
+    alone = trees.schedule(["softmax"])
+    assert [tree for *_, tree in alone] == ["this", "baseline", "baseline", "this"]
+
+
+def test_each_round_repeats_the_schedule_with_the_trees_order_swapped():
+    order = trees.schedule(["softmax"], rounds=2)
+    assert [r for r, *_ in order] == [0] * 4 + [1] * 4
+    assert [tree for *_, tree in order] == ["this", "baseline", "baseline", "this"] * 1 + [
+        "baseline",
+        "this",
+        "this",
+        "baseline",
+    ]
+
+
+def test_the_ratio_over_rounds_is_their_median_and_each_rounds_is_shown():
+    three = {"a": "ok", "b": "incorrect", "c": "compile_error"}
+    walls = [(60.0, 60.0), (50.0, 60.0), (75.0, 60.0)]  # this, baseline: 1.0, 1.2, 0.8
+    phases = [
+        _phase(tree, "softmax", "cold", wall, three).model_copy(update={"round": r})
+        for r, pair in enumerate(walls)
+        for tree, wall in zip(("this", "baseline"), pair, strict=True)
+    ]
+    assert trees.round_ratios(phases)["softmax cold"] == pytest.approx([1.0, 1.2, 0.8])
+    assert trees.ratios(phases) == {"softmax cold": pytest.approx(1.0)}
+    assert trees.ratio_lines(phases) == [
+        "ratio this/baseline, softmax cold: 1.00 (median of 3 rounds: 1.00, 1.20, 0.80)  goal met"
+    ]
+    assert trees.table(phases).splitlines()[0].endswith("round")
 
 
 def _phase(tree: str, task: str, cache: str, wall: float, statuses: dict) -> object:
