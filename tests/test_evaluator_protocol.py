@@ -67,3 +67,40 @@ def test_a_stand_in_without_a_call_cannot_be_built() -> None:
 
     with pytest.raises(TypeError, match="abstract"):
         Silent()
+
+
+def _judges_of(pid: int) -> list[int]:
+    """This process's children that are judges (verifier/gpu/judge/worker.py)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == pid and b"hipevolve.verifier.gpu.judge.worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_start_has_the_judges_running_before_any_evaluation_and_close_stops_them(tmp_path):
+    """A run's evaluator starts its judges as it is made (gpu_evaluator), so their start-up
+    runs beside the run's set-up rather than before its first evaluation."""
+    import os
+    import time
+
+    evaluator = PipelineEvaluator(get_task("softmax"), VerifierSettings(cache_dir=tmp_path), "cpu")
+    assert _judges_of(os.getpid()) == []  # made, not started: nothing runs yet
+    try:
+        evaluator.start()
+        assert len(_judges_of(os.getpid())) >= 1
+    finally:
+        evaluator.close()
+    end = time.monotonic() + 30
+    while _judges_of(os.getpid()) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert _judges_of(os.getpid()) == []

@@ -162,6 +162,14 @@ class PipelineEvaluator:
         self._started_jobs = 0
         self._warming = None  # the strong baselines' compiles (baseline_warm.Warming)
 
+    def start(self) -> None:
+        """Starts the slots' judges now rather than at the first evaluation: a run's first
+        evaluation waits for a judge to be ready (torch, the device context, its sandbox: the
+        first candidate of the throughput bench's warm phases waited 5-7 s on an H200), so the
+        run's set-up, its baseline and the seeds' builds should come meanwhile. `close()`
+        stops them."""
+        self._started()
+
     def use_baseline(self, baseline: RunBaseline, check_every: int) -> None:
         """The run's bounds from `baseline` (RunBaseline.bounds at the settings' margins), and
         the reference timed inside every `check_every`-th evaluation only."""
@@ -284,7 +292,7 @@ class PipelineEvaluator:
 
         stored = baseline_cache.load(self.settings, self._cache_key())
         if stored is not None:
-            self._started()  # its judges start now, while the seeds compile
+            self._started()  # its judges (started with the evaluator on a GPU) are needed next
             return stored
         measured = self._time(trials, target, strong=False)
         if isinstance(measured, RunBaseline):

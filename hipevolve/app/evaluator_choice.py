@@ -76,7 +76,9 @@ def gpu_evaluator(task: TaskSpec, settings: Settings, backend: str) -> Evaluator
         if settings.verifier.ray == "auto" and not _ray_cluster_here():
             require_gpu(backend)  # auto starts a cluster on this machine: its GPUs are the ones
         return ray_evaluator(task, settings, backend)
-    return PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+    evaluator = PipelineEvaluator(task, settings.verifier, require_gpu(backend))
+    evaluator.start()  # its judges start while the run sets up, times and builds
+    return evaluator
 
 
 def _require_ray_installed() -> None:

@@ -126,9 +126,9 @@ def run_job(
     )
     settings = settings.model_copy(update={"verifier": verifier})
     evaluate = evaluators(task, settings, settings.verifier.backend)
-    if settings.models.models() and options.budget:
-        _say_cost(settings, task, evaluate, options.budget, err_console)
     try:
+        if settings.models.models() and options.budget:
+            _say_cost(settings, task, evaluate, options.budget, err_console)
         # A resume never creates an archive: a mistyped path should not leave an empty file.
         with Archive.open(settings.run.archive, create=options.resume is None) as archive:
             plan = _plan(options, settings, archive, task, evaluate.parallelism)
