@@ -73,7 +73,9 @@ def anchor_calls() -> dict[str, Call | str]:
     """The 2026 prefill anchors as row calls, each or why it cannot run here: FlashQLA
     (QwenLM/FlashQLA, TileLang; FLA's own signature) and FlashInfer's Hopper/Blackwell GDN
     prefill (varlen only: tokens packed as [B*T, heads, D] with cu_seqlens, its states [N, HV,
-    V, K], the transpose of ours)."""
+    V, K], the transpose of ours, and its gate the decay itself, alpha = exp(g): its kernels
+    take log2(alpha + 1e-10), flashinfer/gdn_kernels/delta_rule_dsl/alpha.py; our g, the log
+    of the decay, passed as it is would be a wrong gate). The exp is timed with the call."""
     calls: dict[str, Call | str] = {}
     try:
         from flash_qla import chunk_gated_delta_rule as qla
@@ -94,7 +96,7 @@ def anchor_calls() -> dict[str, Call | str]:
             if cu is None:  # B sequences of T tokens
                 cu = torch.arange(0, b * t + 1, t, dtype=torch.int64, device=q.device)
             o, state = fi(
-                q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), g.flatten(0, 1),
+                q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), g.flatten(0, 1).exp(),
                 beta.flatten(0, 1), scale=q.shape[-1] ** -0.5, cu_seqlens=cu,
                 initial_state=h0.transpose(-1, -2).contiguous(), output_final_state=True,
             )  # fmt: skip

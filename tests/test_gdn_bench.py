@@ -257,3 +257,75 @@ def test_graph_trials_time_the_replay_on_the_gpu_without_the_host_launch():
     assert timer.late_holds == 0
     assert 0 < held < statistics.median(unheld), (held, unheld)
     assert 0 < per_call < held, (per_call, held)
+
+
+def _flashinfer_contract(q, k, v, g, beta, scale, initial_state, output_final_state,
+                         cu_seqlens):  # fmt: skip
+    """FlashInfer's chunk_gated_delta_rule as its docstring and kernels define it, one token at
+    a time: packed [tokens, heads, D] inputs, cu_seqlens required, g the decay alpha itself
+    (its kernels take log2(alpha + 1e-10)), states [N, HV, V, K]."""
+    assert q.dim() == 3 and cu_seqlens is not None and cu_seqlens.dtype == torch.int64
+    assert output_final_state and bool((g > 0).all()) and bool((g <= 1).all())
+    heads, group = v.shape[1], v.shape[1] // q.shape[1]
+    o = torch.empty_like(v)
+    state = initial_state.clone()
+    for i in range(cu_seqlens.numel() - 1):
+        for h in range(heads):
+            s = state[i, h]  # [V, K]
+            for t in range(int(cu_seqlens[i]), int(cu_seqlens[i + 1])):
+                kt, qt = k[t, h // group], q[t, h // group]
+                s = g[t, h] * s
+                u = beta[t, h] * (v[t, h] - s @ kt)
+                s = s + torch.outer(u, kt)
+                o[t, h] = s @ (qt * scale)
+            state[i, h] = s
+    return o, state
+
+
+def _ours(q, k, v, g, beta, h0, spans):
+    """The task's recurrence in our layout (task.toml): h [K, V]; per token h = h * exp(g),
+    u = beta * (v - h^T k), h = h + k u^T, o = h^T (q * K^-0.5). spans: (batch row, first
+    token, end) of each sequence."""
+    group, scale = v.shape[2] // q.shape[2], q.shape[-1] ** -0.5
+    o, final = torch.empty_like(v), h0.clone()
+    for n, (b, lo, hi) in enumerate(spans):
+        for h in range(v.shape[2]):
+            s = final[n, h]
+            for t in range(lo, hi):
+                kt, qt = k[b, t, h // group], q[b, t, h // group]
+                s = s * g[b, t, h].exp()
+                s = s + torch.outer(kt, beta[b, t, h] * (v[b, t, h] - s.T @ kt))
+                o[b, t, h] = s.T @ (qt * scale)
+            final[n, h] = s
+    return o, final
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_flashinfer_row_passes_the_decay_and_its_layouts_as_flashinfer_takes_them(
+    monkeypatch, packed
+):
+    """The FlashInfer anchor row against FlashInfer's documented contract (a CPU stand-in: the
+    library runs on sm90/sm100 only): the gate exp(g), not our log-space g; states transposed
+    both ways; B sequences packed with their cu_seqlens."""
+    import sys
+    import types
+
+    fake = types.ModuleType("flashinfer.gdn_prefill")
+    fake.chunk_gated_delta_rule = _flashinfer_contract
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.gdn_prefill", fake)
+    monkeypatch.setitem(sys.modules, "flash_qla", None)  # that row is not under test
+    call = rows_bench.anchor_calls()["FlashInfer"]
+    gen = torch.Generator().manual_seed(5)
+    b, t, h, hv, d = (1, 9, 1, 2, 4) if packed else (2, 5, 1, 2, 4)
+    q = torch.nn.functional.normalize(torch.randn(b, t, h, d, generator=gen), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(b, t, h, d, generator=gen), dim=-1)
+    v = torch.randn(b, t, hv, d, generator=gen)
+    g = -torch.rand(b, t, hv, generator=gen)  # log decay
+    beta = torch.rand(b, t, hv, generator=gen)
+    spans = [(0, 0, 4), (0, 4, 9)] if packed else [(row, 0, t) for row in range(b)]
+    h0 = torch.randn(len(spans), hv, d, d, generator=gen)
+    given = [torch.tensor([0, 4, 9], dtype=torch.int64)] if packed else []
+    o, final = call([q, k, v, g, beta, h0, *given])
+    want_o, want_final = _ours(q, k, v, g, beta, h0, spans)
+    assert torch.allclose(o, want_o, atol=1e-5) and torch.allclose(final, want_final, atol=1e-5)
