@@ -301,18 +301,25 @@ def _keep_facts(library: Path, facts: list[StaticFacts]) -> None:
     os.replace(tmp, path)
 
 
-def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
-    target = _library_path(cache_dir, key)
-    if not target.exists():
-        return None
+SERVED_ALIKE = "preprocesses as a source already built: its library, not compiled again"
+
+
+def _served(target: Path, key: str, start: float, log: str = "") -> BuildResult:
+    """The library published at `target`, with the facts kept beside it: no compile."""
     return BuildResult(
         ok=True,
         library=target,
         cached=True,
         key=key,
         seconds=time.monotonic() - start,
+        log=log,
         facts=_kept_facts(target),
     )
+
+
+def _cached(cache_dir: Path, key: str, start: float) -> BuildResult | None:
+    target = _library_path(cache_dir, key)
+    return _served(target, key, start) if target.exists() else None
 
 
 def cached_build(source: str, compiler: Compiler, cache_dir: Path) -> BuildResult | None:
@@ -376,16 +383,7 @@ def build(
                 built_as = _preprocessed_path(cache_dir, same)
                 _link(_facts_path(built_as), _facts_path(target))  # first: they go together
                 if _link(built_as, target):
-                    return BuildResult(
-                        ok=True,
-                        library=target,
-                        cached=True,
-                        key=key,
-                        seconds=time.monotonic() - start,
-                        log="preprocesses as a source already built: its library, not compiled "
-                        "again",
-                        facts=_kept_facts(target),
-                    )
+                    return _served(target, key, start, SERVED_ALIKE)
             result = run_limited(compiler.argv, build_dir, timeout_s, max_object_bytes * 2)
         except OSError as e:
             if e.errno in _NO_SPACE:
