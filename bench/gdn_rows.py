@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -161,9 +162,10 @@ def native_models(folders: dict[str, Path], cache: Path) -> dict[str, torch.nn.M
 
 
 def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidate: str,
-             anchors: dict[str, Call | str] | None = None) -> list:  # fmt: skip
-    """The task's rows: FLA's, the prefill anchors (`anchor_calls`), the reference, the seed
-    and the candidate."""
+             anchors: dict[str, Call | str] | None = None,
+             variants: Sequence[str] = ()) -> list:  # fmt: skip
+    """The task's rows: FLA's, the prefill anchors (`anchor_calls`), the reference, the seed,
+    the candidate and the seed's tunable variants (row names, keys of `natives` after the task)."""
     reference = load_module(task.reference).Model().cuda().eval()
     seed = f"seed {task.seeds[0].name}"
     fla_names = (
@@ -176,7 +178,7 @@ def rows_for(task: TaskSpec, fla: dict[str, Call] | str, natives: dict, candidat
         for name, call in (anchors or {}).items():
             rows.append(Row(name, None, not_run=call) if isinstance(call, str) else Row(name, call))
     rows.append(Row("PyTorch reference", lambda a: reference(*a), graph_skip="skipped: slow"))
-    for name in (seed, candidate):
+    for name in (seed, candidate, *variants):
         model = natives.get(f"{task.name}:{name}", NO_CANDIDATE)
         if isinstance(model, str):
             rows.append(Row(name, None, not_run=model))

@@ -7,6 +7,9 @@
     python bench/gdn_vs_fla.py --out gdn.json                     # also write every row as JSON
     python bench/gdn_vs_fla.py --anchors none --graph-only        # seeds only, graph mode only
     python bench/gdn_vs_fla.py --anchors flashqla --cases long_32 # one anchor row beside the seed
+    python bench/gdn_vs_fla.py --variant TC_WCOLS=16 --variant TC_BV=64,TC_STAGES=2
+                                                                  # the seed with other tunables,
+                                                                  # each a row beside the seed
 
 Needs a CUDA GPU, FLA (`pip install fla-core`, pure Python over Triton) and nvcc. One process runs
 every row, so all share the device, the clocks and the inputs. Rows per task:
@@ -14,7 +17,8 @@ every row, so all share the device, the clocks and the inputs. Rows per task:
   fused_recurrent_gated_delta_rule, FlashQLA's chunk_gated_delta_rule (the bar: xQLA is its
   graph time over the row's) and FlashInfer's gdn_prefill where they import, the task's PyTorch
   reference (Model, chunked, fp32), the seed problems/gated_delta_net/seeds/chunked, and a
-  candidate (--candidate) when given. FlashInfer takes packed tokens with cu_seqlens and keeps
+  candidate (--candidate) when given, and the seed with other values of its `// @tunable`s
+  (--variant, a row each). FlashInfer takes packed tokens with cu_seqlens and keeps
   its states as [N, HV, V, K]: its row flattens [B, T] (views), passes B equal lengths, and
   transposes the initial state inside the call (4 MB at 64 heads: some microseconds on its time).
   Under the prefill table, one line per row of ours: its xQLA on every case, and on how many it
@@ -162,6 +166,40 @@ def parse_candidate(text: str) -> tuple[str, Path]:
     if not path:
         raise ValueError(f"--candidate {text!r} names no folder")
     return TASK_ALIASES[task], Path(path)
+
+
+def parse_variant(text: str, tasks: dict[str, TaskSpec]) -> tuple[str, str, str]:
+    """`[decode:]NAME=VALUE[,...]` -> (task, row name, kernel source): the task's first seed with
+    those tunable values (evolution.offline.tunables.with_values checks names and values)."""
+    from hipevolve.evolution.offline.tunables import with_values
+
+    task, sep, rest = text.partition(":")
+    task, rest = (TASK_ALIASES.get(task), rest) if sep else (PREFILL, text)
+    if task is None:
+        raise ValueError(f"unknown task in --variant {text!r} (use decode: or no prefix)")
+    pairs = [p.strip() for p in rest.split(",") if p.strip()]
+    values = dict(p.partition("=")[::2] for p in pairs)
+    if not pairs or any("=" not in p or not p.partition("=")[2] for p in pairs):
+        raise ValueError(f"--variant {text!r}: give NAME=VALUE pairs, comma-separated")
+    seed = tasks[task].seeds[0]
+    try:
+        source = with_values((seed / "kernel.hip").read_text(), values)
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"--variant {text!r}: {e.args[0]}") from None
+    return task, f"seed {seed.name} {','.join(pairs)}", source
+
+
+def variant_folders(variants: Sequence[tuple[str, str, str]], tasks: dict[str, TaskSpec],
+                    root: Path) -> dict[str, Path]:  # fmt: skip
+    """`task:row` -> a folder under `root` holding a variant's kernel.hip and its seed's model.py."""
+    folders = {}
+    for i, (task, row, source) in enumerate(variants):
+        folder = root / f"variant{i}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "kernel.hip").write_text(source)
+        (folder / "model.py").write_text((tasks[task].seeds[0] / "model.py").read_text())
+        folders[f"{task}:{row}"] = folder
+    return folders
 
 
 def select_cases(requested: Sequence[str], tasks: dict[str, TaskSpec]) -> dict[str, list[str]]:
@@ -345,6 +383,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a native candidate folder (kernel.hip, model.py); TASK prefill (default) "
         "or decode; repeatable",
     )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="[decode:]NAME=VALUE[,NAME=VALUE]",
+        help="the task's seed with these `// @tunable` values (prefill unless decode:), a row "
+        "named by them; repeatable",
+    )
     p.add_argument("--no-graph", action="store_true", help="skip CUDA-graph mode")
     p.add_argument(
         "--graph-only",
@@ -377,7 +423,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         opts.selected = select_cases(opts.cases, tasks)
         opts.anchor_rows = parse_anchors(opts.anchors)
         opts.candidates = dict(parse_candidate(c) for c in opts.candidate)
-    except ValueError as e:
+        opts.variants = [parse_variant(v, tasks) for v in opts.variant]
+    except (ValueError, KeyError) as e:
         p.error(str(e))
     for task, folder in opts.candidates.items():
         missing = candidate_missing(folder)
@@ -412,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     folders = {f"{t}:seed {spec.seeds[0].name}": spec.seeds[0] for t, spec in opts.tasks.items()}
     folders.update({f"{t}:candidate": path for t, path in opts.candidates.items()})
+    variant_root = Path(tempfile.mkdtemp(prefix="gdn-variants-"))
+    folders.update(variant_folders(opts.variants, opts.tasks, variant_root))
     natives = native_models(folders, opts.build_cache)
     built = [f"{n}: {m if isinstance(m, str) else 'ok'}" for n, m in natives.items()]
     log(f"native builds: {'; '.join(built)}")
@@ -440,11 +489,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = opts.selected[name]
         if not cases:
             continue
-        rows = keep_rows(rows_for(spec, fla, natives, "candidate", anchors), opts.anchor_rows)
+        variants = [row for task, row, _ in opts.variants if task == name]
+        rows = keep_rows(
+            rows_for(spec, fla, natives, "candidate", anchors, variants), opts.anchor_rows
+        )
         task_results = run_task(spec, cases, rows, timer, opts, log)
         add_ratios(task_results)
         print("\n" + format_table(name, task_results, opts.tolerance[name], card), flush=True)
-        ours = [f"seed {spec.seeds[0].name}", "candidate"]
+        ours = [f"seed {spec.seeds[0].name}", "candidate", *variants]
         for line in anchor_summary(task_results, ours):
             print(line, flush=True)
         results += task_results

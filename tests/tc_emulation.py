@@ -17,6 +17,7 @@ do in hardware:
   .trans its (rows 2 (l % 4), + 1; column l / 4).
 - cp.async copies at once (zeros when its source size is 0); commit and wait do nothing.
 - cvt.rn.bf16x2.f32 rounds to nearest even.
+- ex2.approx.ftz.f32 (tc_exp) is exp2f, with results below 2^-126 flushed to zero.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ __device__ __forceinline__ void tc_wait_pending() {}
 
 __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
     return bf16_bits(lo) | (bf16_bits(hi) << 16);
+}
+
+// ex2.approx.ftz.f32 of x log2(e): exp2 in fp32 (the hardware's is within about 2^-22 of it),
+// results below 2^-126 flushed to zero as .ftz does.
+__device__ __forceinline__ float tc_exp(float x) {
+    const float r = exp2f(x * 1.4426950408889634f);
+    return r < 1.17549435e-38f ? 0.0f : r;
 }
 """
 

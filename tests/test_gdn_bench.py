@@ -164,6 +164,29 @@ def test_command_line_rejects_bad_cases_and_candidate_folders(tmp_path, capsys):
     assert opts.tolerance[bench.DECODE] == 5e-3
 
 
+def test_a_variant_is_the_seed_with_its_tunables_set_and_a_row_named_by_them(tmp_path, capsys):
+    task, row, source = bench.parse_variant("TC_WCOLS=16,TC_BV=64", TASKS)
+    seed = TASKS[bench.PREFILL].seeds[0]
+    assert (task, row) == (bench.PREFILL, f"seed {seed.name} TC_WCOLS=16,TC_BV=64")
+    original = (seed / "kernel.hip").read_text().splitlines()
+    changed = [(a, b) for a, b in zip(original, source.splitlines(), strict=True) if a != b]
+    assert changed == [("#define TC_BV 0", "#define TC_BV 64"),
+                       ("#define TC_WCOLS 32", "#define TC_WCOLS 16")]  # fmt: skip
+    assert bench.parse_variant("decode:BV=64", TASKS)[0] == bench.DECODE
+    folders = bench.variant_folders([(task, row, source)], TASKS, tmp_path)
+    folder = folders[f"{bench.PREFILL}:{row}"]
+    assert (folder / "kernel.hip").read_text() == source
+    assert (folder / "model.py").read_text() == (seed / "model.py").read_text()
+    for bad, why in [("TC_WCOLS=17", "not among the declared 16, 32"),
+                     ("NOPE=1", "NOPE is not a declared tunable"),
+                     ("TC_WCOLS", "give NAME=VALUE pairs"),
+                     ("softmax:BV=64", "unknown task")]:  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            bench.parse_args(["--variant", bad])
+        assert exit_info.value.code == 2
+        assert why in capsys.readouterr().err
+
+
 def test_anchors_default_to_every_row_and_pick_rows_by_name_or_none(capsys):
     every = set(bench.ANCHOR_ROWS.values())
     opts = bench.parse_args([])

@@ -817,6 +817,12 @@ __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+// e^x through ex2.approx (relative error about 2^-22; flushes results below 2^-126 to 0).
+__device__ __forceinline__ float tc_exp(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x * 1.4426950408889634f));
+    return r;
+}
 // ---- end of PTX primitives ----------------------------------------------------------------
 
 #if U_BF16
@@ -963,13 +969,21 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     const Seq seq = seq_of(cu_seqlens, b, T);
     const int hk = hv / (HV / H), t0 = n * C;
 
-    // K, Q, V chunk tiles; rows past T are zeros, and so are their g and beta.
-    for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
-        const int row = e >> 4, ch = e & 15;
-        const bool in = t0 + row < seq.len;
-        const int64_t tok = seq.bos + (in ? t0 + row : 0);
-        tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
-        tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
+    // K, Q, V chunk tiles; rows past T are zeros, and so are their g and beta. Each thread copies
+    // column chunk lch of rows lrow + RSTEP r of each tile: fixed shared offsets, global ones a
+    // row stride apart (a row past the end reads nothing, from the sequence's row 0).
+    constexpr int RSTEP = TC_PREP_THREADS / 16;
+    const int lrow = tid >> 4, lch = tid & 15, tile_at = lrow * TC_LD + lch * 8;
+    const int rows_in = seq.len - t0;  // rows of this chunk inside the sequence
+    const uint16_t* k_row0 = k + (seq.bos * H + hk) * DK + lch * 8;
+    const uint16_t* q_row0 = q + (seq.bos * H + hk) * DK + lch * 8;
+    const int64_t qk_row = static_cast<int64_t>(H) * DK;
+#pragma unroll
+    for (int r = 0; r < C / RSTEP; ++r) {
+        const bool in = lrow + r * RSTEP < rows_in;
+        const int64_t at = in ? (t0 + lrow + r * RSTEP) * qk_row : 0;
+        tc_cp16(sK + tile_at + r * RSTEP * TC_LD, k_row0 + at, in);
+        tc_cp16(sQ + tile_at + r * RSTEP * TC_LD, q_row0 + at, in);
     }
     tc_commit();
     if (tid < C) {
@@ -1026,17 +1040,25 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
         }
     }
     __syncthreads();  // gamma; every warp is done with Q: V goes in its place
-    for (int e = tid; e < C * 16; e += TC_PREP_THREADS) {
-        const int row = e >> 4, ch = e & 15;
-        const bool in = t0 + row < seq.len;
-        const int64_t tok = seq.bos + (in ? t0 + row : 0);
-        tc_cp16(sV + row * TC_LD + ch * 8, v + (tok * HV + hv) * DV + ch * 8, in);
+    {
+        const uint16_t* v_row0 = v + (seq.bos * HV + hv) * DV + lch * 8;
+        const int64_t v_row = static_cast<int64_t>(HV) * DV;
+#pragma unroll
+        for (int r = 0; r < C / RSTEP; ++r) {
+            const bool in = lrow + r * RSTEP < rows_in;
+            const int64_t at = in ? (t0 + lrow + r * RSTEP) * v_row : 0;
+            tc_cp16(sV + tile_at + r * RSTEP * TC_LD, v_row0 + at, in);
+        }
     }
     tc_commit();
 
     // L = tril(beta_i (k_i . k_j) Gamma_ij, -1) -> shared; P = tril(scale q_i . k_j Gamma_ij)
-    // -> workspace (bf16). Zeros past the diagonal (the tiles the scan reads there).
+    // -> workspace (bf16). Zeros past the diagonal (the tiles the scan reads there). Gamma_ij =
+    // e^(gamma_i - gamma_j) <= 1 (gamma falls along the chunk when g <= 0) through the hardware's
+    // exp2 (tc_exp: within 2 ulp for these arguments, against expf's 2 FMAs of range reduction
+    // on each of a thread's 32 entries).
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
+    uint16_t* p_out = ws_p + (chd * C + 16 * w + gq) * C + 2 * t4;  // row 16 w + gq, column 2 t4
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
 #pragma unroll
@@ -1050,13 +1072,14 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
                 for (int e2 = 0; e2 < 2; ++e2) {
                     const int j = j0 + e2;
                     if (np <= w && j <= i) {
-                        const float dec = expf(sGam[i] - sGam[j]);
+                        const float dec = tc_exp(sGam[i] - sGam[j]);
                         if (j < i) lv[e2] = sB[i] * skk[2 * np + half][2 * pair + e2] * dec;
                         pv[e2] = scale * sqk[2 * np + half][2 * pair + e2] * dec;
                     }
                 }
                 *reinterpret_cast<float2*>(sL + i * TC_LDF + j0) = make_float2(lv[0], lv[1]);
-                *reinterpret_cast<uint32_t*>(ws_p + (chd * C + i) * C + j0) = tc_pack(pv[0], pv[1]);
+                *reinterpret_cast<uint32_t*>(p_out + 8 * pair * C + 16 * np + 8 * half) =
+                    tc_pack(pv[0], pv[1]);
             }
         }
     }
@@ -1109,9 +1132,14 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
 #pragma unroll
             for (int i = 0; i < 16; ++i) x[i] = sL[(16 * bi + i) * TC_LDF + tid];
 #pragma unroll
-            for (int i = 1; i < 16; ++i) {
+            for (int i = 1; i < 16; ++i) {  // row i of the block in float4s (broadcast reads)
 #pragma unroll
-                for (int j = 0; j < i; ++j) x[i] -= sLd[16 * i + j] * x[j];
+                for (int j4 = 0; j4 < i; j4 += 4) {
+                    const float4 l = *reinterpret_cast<const float4*>(sLd + 16 * i + j4);
+                    const float lj[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+                    for (int j = j4; j < i && j < j4 + 4; ++j) x[i] -= lj[j - j4] * x[j];
+                }
             }
 #pragma unroll
             for (int i = 1; i < 16; ++i) sL[(16 * bi + i) * TC_LDF + tid] = x[i];
@@ -1135,10 +1163,16 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
             lo[u] = tc_pack(a0 - __uint_as_float(hi[u] << 16),
                             a1 - __uint_as_float(hi[u] & 0xffff0000u));
         }
-        for (int e = tid; e < C * DK / 2; e += TC_PREP_THREADS) {
-            const int row = e / (DK / 2), col = 2 * (e % (DK / 2));
-            uint32_t* p = reinterpret_cast<uint32_t*>(sK + row * TC_LD + col);
-            *p = tc_pack(bf16_lo(*p) * sEg[row], bf16_hi(*p) * sEg[row]);
+#pragma unroll
+        for (int r = 0; r < C / RSTEP; ++r) {  // 16 bytes of a row each: this thread's pieces
+            uint4* p = reinterpret_cast<uint4*>(sK + tile_at + r * RSTEP * TC_LD);
+            const float e = sEg[lrow + r * RSTEP];
+            uint4 x = *p;
+            x.x = tc_pack(bf16_lo(x.x) * e, bf16_hi(x.x) * e);
+            x.y = tc_pack(bf16_lo(x.y) * e, bf16_hi(x.y) * e);
+            x.z = tc_pack(bf16_lo(x.z) * e, bf16_hi(x.z) * e);
+            x.w = tc_pack(bf16_lo(x.w) * e, bf16_hi(x.w) * e);
+            *p = x;
         }
         __syncthreads();  // every thread holds its part of A
 #pragma unroll
@@ -1314,33 +1348,70 @@ __global__ void __launch_bounds__(128 * BVS / TC_WCOLS) gdn_tc_scan(  // ScanSha
         }
     }
 
+    // The stage loads. Each thread copies the same 16-byte pieces of every chunk: column chunk
+    // lch of rows lrow + RSTEP r of the W, Q and K tiles, pieces of P's and U's rows likewise, so
+    // its shared offsets are fixed and its global addresses move by one chunk's stride; only
+    // the last chunk of a sequence checks its rows against the length (zeros past it). That
+    // keeps the address arithmetic out of the chunk loop (ncu on long_32: the loads were about
+    // 40 % of the scan's instructions, and the scan issues at 0.25 per cycle, latency-bound).
+    constexpr int RSTEP = S::THREADS / 16, ROWS = C / RSTEP;        // W, Q, K: 16 pieces a row
+    constexpr int P_RSTEP = S::THREADS / 8, P_ROWS = C / P_RSTEP;   // P: 8 pieces a row
+    constexpr int U_PIECES = BVS / U_PER_16B;                       // U: a row of the slice
+    constexpr int U_RSTEP = S::THREADS / U_PIECES, U_ROWS = C / U_RSTEP;
+    static_assert(ROWS * RSTEP == C && P_ROWS * P_RSTEP == C && U_ROWS * U_RSTEP == C &&
+                  P_RSTEP % 8 == 0, "each thread copies whole columns of pieces");
+    const int lrow = tid >> 4, lch = tid & 15;
+    const int prow = tid >> 3, pch = tid & 7;
+    const int urow = tid / U_PIECES, uch = tid % U_PIECES;
+    const int off_tile = lrow * TC_LD + lch * 8;                    // in W's, Q's and K's tiles
+    const int off_p = prow * C + ((pch ^ (prow & 7)) << 3);         // prow & 7: fixed per thread
+    const int off_u = urow * S::LDU + uch * U_PER_16B;
+    const int64_t qk_tok = static_cast<int64_t>(H) * DK;            // q, k: one token on
+    const uint16_t* q_seq = q + (seq.bos * H + hk) * DK + lch * 8;   // row 0, this column chunk
+    const uint16_t* k_seq = k + (seq.bos * H + hk) * DK + lch * 8;
     auto load_stage = [&](int n, int s) {
         unsigned char* base = smem + s * S::STAGE;
-        uint16_t* sW = reinterpret_cast<uint16_t*>(base + S::W);
-        uint16_t* sQ = reinterpret_cast<uint16_t*>(base + S::Q);
-        uint16_t* sK = reinterpret_cast<uint16_t*>(base + S::K);
-        uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P);
-        u_t* sU = reinterpret_cast<u_t*>(base + S::U);
+        uint16_t* sW = reinterpret_cast<uint16_t*>(base + S::W) + off_tile;
+        uint16_t* sQ = reinterpret_cast<uint16_t*>(base + S::Q) + off_tile;
+        uint16_t* sK = reinterpret_cast<uint16_t*>(base + S::K) + off_tile;
+        uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P) + off_p;
+        u_t* sU = reinterpret_cast<u_t*>(base + S::U) + off_u;
         float* sG = reinterpret_cast<float*>(base + S::G);
         const int64_t chd = slot0 + n;
         const int t0 = n * C;
-        for (int e = tid; e < C * 16; e += S::THREADS) {
-            const int row = e >> 4, ch = e & 15;
-            const bool in = t0 + row < seq.len;
-            const int64_t tok = seq.bos + (in ? t0 + row : 0);
-            tc_cp16(sW + row * TC_LD + ch * 8, ws_w + (chd * C + row) * DK + ch * 8, true);
-            if (!SUM) tc_cp16(sQ + row * TC_LD + ch * 8, q + (tok * H + hk) * DK + ch * 8, in);
-            tc_cp16(sK + row * TC_LD + ch * 8, k + (tok * H + hk) * DK + ch * 8, in);
+        const uint16_t* src_w = ws_w + (chd * C + lrow) * DK + lch * 8;
+        const uint16_t* src_q = q_seq + (t0 + lrow) * qk_tok;
+        const uint16_t* src_k = k_seq + (t0 + lrow) * qk_tok;
+        if (t0 + C <= seq.len) {  // every row inside the sequence
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                tc_cp16(sW + r * RSTEP * TC_LD, src_w + r * RSTEP * DK, true);
+                if (!SUM) tc_cp16(sQ + r * RSTEP * TC_LD, src_q + r * RSTEP * qk_tok, true);
+                tc_cp16(sK + r * RSTEP * TC_LD, src_k + r * RSTEP * qk_tok, true);
+            }
+        } else {  // the last chunk: rows past the end are zeros (read from row 0, not at all)
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                const bool in = t0 + lrow + r * RSTEP < seq.len;
+                const int64_t at = in ? r * RSTEP * qk_tok : 0;
+                tc_cp16(sW + r * RSTEP * TC_LD, src_w + r * RSTEP * DK, true);
+                if (!SUM) tc_cp16(sQ + r * RSTEP * TC_LD, (in ? src_q : q_seq) + at, in);
+                tc_cp16(sK + r * RSTEP * TC_LD, (in ? src_k : k_seq) + at, in);
+            }
         }
-        for (int e = tid; e < C * 8 && !SUM; e += S::THREADS) {
-            const int row = e >> 3, ch = e & 7;
-            tc_cp16(sP + row * C + (ch ^ (row & 7)) * 8, ws_p + (chd * C + row) * C + ch * 8,
-                    true);
+        if (!SUM) {
+            const uint16_t* src_p = ws_p + (chd * C + prow) * C + pch * 8;
+#pragma unroll
+            for (int r = 0; r < P_ROWS; ++r) {
+                tc_cp16(sP + r * P_RSTEP * C, src_p + r * P_RSTEP * C, true);
+            }
         }
-        for (int e = tid; e < C * (BVS / U_PER_16B) && !msl; e += S::THREADS) {
-            const int row = e / (BVS / U_PER_16B), ch = e % (BVS / U_PER_16B);
-            tc_cp16(sU + row * S::LDU + ch * U_PER_16B,
-                    ws_u + (chd * C + row) * DV + v0 + ch * U_PER_16B, true);
+        if (!msl) {
+            const u_t* src_u = ws_u + (chd * C + urow) * DV + v0 + uch * U_PER_16B;
+#pragma unroll
+            for (int r = 0; r < U_ROWS; ++r) {
+                tc_cp16(sU + r * U_RSTEP * S::LDU, src_u + r * U_RSTEP * DV, true);
+            }
         }
         if (tid < C / 4) tc_cp16(sG + tid * 4, ws_g + chd * C + tid * 4, true);
     };
