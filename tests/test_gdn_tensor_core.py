@@ -180,22 +180,25 @@ def run_tensor_core_path(lib, inputs: list) -> tuple[torch.Tensor, torch.Tensor]
     return o, ht
 
 
-# (TC_BV, TC_STAGES, U_BF16, TC_WCOLS): the default's scan shape on a 16-SM device (32 columns,
-# three stages), 64-column slices, two stages, U in fp32; and 16 columns a warp (twice the warps)
-# in the narrow and the wide shape.
-TC_RUNS = [(0, 3, 1, 32), (64, 2, 1, 32), (32, 2, 0, 32), (0, 3, 1, 16), (64, 2, 1, 16)]
+# (TC_RS, TC_BV, TC_STAGES, U_BF16, TC_WCOLS): the register-state scan (the default) in its
+# narrow shape on a 16-SM device and its wide one; the shared-state scan in its narrow shape
+# (three stages) and 64-column slices, two stages, U in fp32 (which takes the shared-state scan
+# whatever TC_RS says), and 16 columns a warp (twice the warps) in the narrow and wide shapes.
+TC_RUNS = [(1, 0, 3, 1, 32), (1, 64, 3, 1, 32), (0, 0, 3, 1, 32), (0, 64, 2, 1, 32),
+           (1, 32, 2, 0, 32), (0, 0, 3, 1, 16), (0, 64, 2, 1, 16)]  # fmt: skip
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bv, stages, u_bf16, wcols", TC_RUNS, ids=lambda v: str(v))
+@pytest.mark.parametrize("rs, bv, stages, u_bf16, wcols", TC_RUNS, ids=lambda v: str(v))
 def test_tensor_core_kernels_on_cpu_threads_match_their_roundings_batched_and_packed(
-        bv, stages, u_bf16, wcols, tmp_path):  # fmt: skip
+        rs, bv, stages, u_bf16, wcols, tmp_path):  # fmt: skip
     source = source_of(PREFILL_SEED)
-    defines = (("TC_BV", bv), ("TC_STAGES", stages), ("U_BF16", u_bf16), ("TC_WCOLS", wcols))
+    defines = (("TC_RS", rs), ("TC_BV", bv), ("TC_STAGES", stages), ("U_BF16", u_bf16),
+               ("TC_WCOLS", wcols))  # fmt: skip
     for name, value in defines:
         source = with_define(source, name, value)
     lib = tensor_core_cpu_library(source, tmp_path)
-    torch.manual_seed(bv + stages + (0 if wcols == 32 else wcols))
+    torch.manual_seed(bv + stages + (0 if wcols == 32 else wcols) + 7 * rs)
     batched = GDN.get_inputs(B=2, T=130, H=1, HV=2, initial_state="random")
     lengths = [65, 1, 64, 40, 130]
     packed = GDN.get_inputs(B=1, T=sum(lengths), H=1, HV=2, initial_state="random",
@@ -237,15 +240,19 @@ def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
         argv.insert(1, "-Xptxas=-v")
         done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-        return done.stderr
+        return f"folder {folder.name}\n" + done.stderr
+
+    def report_folder(report: str) -> str:
+        return report.split("\n", 1)[0]
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # (U_BF16, TC_WCOLS)
         reports = list(pool.map(ptxas_report, [(0, 32), (1, 32), (1, 16)]))
     for report in reports:
         kernels = re.findall(r"Compiling entry function '(\w+)'", report)
-        # prep and the scan's three shapes (<32, 3>, <32, 2>, <64, 2>), each shape also in the
-        # CP summary mode
-        assert sum("gdn_tc_" in name for name in kernels) == 7, kernels
+        # prep and the scan's three shapes (<32, 3>, <32, 2>, <64, 2>), with U in bf16 also the
+        # register-state scan's two (<32, 3>, <64, 3>), each shape also in the CP summary mode
+        scans = 6 + (4 if "u1" in report_folder(report) else 0)
+        assert sum("gdn_tc_" in name for name in kernels) == 1 + scans, kernels
         assert re.findall(r"(\d+) bytes spill stores", report) == ["0"] * len(kernels), report
 
 

@@ -106,6 +106,18 @@
 // @tunable TC_WCOLS: 16, 32
 #define TC_WCOLS 32
 
+// The tensor-core scan's state: in shared memory between the chunk's products (gdn_tc_scan,
+// TC_WCOLS columns a warp), or in registers, transposed, as the A operand of the next product
+// (gdn_tc_scan_rs: 16 columns a warp, one barrier a chunk). 0: always shared; 1: registers for
+// 64-column slices (4 warps a block), shared for 32-column ones; 2: registers always. H200, graph
+// mode, kernel times (bench/gdn_kernels.py): 64 columns 164 against 174 us (qwen35_tp8_32k's CP
+// main pass) and 182 against 218 (its summary); 32 columns, where registers leave 2 warps a
+// block, 1103 against 969 us (long_32). gdn_tc_scan_rs reads U by ldmatrix, so with U_BF16 0 the
+// scan is gdn_tc_scan whatever TC_RS says.
+// @tunable TC_RS: 0, 1, 2
+#define TC_RS 1
+#define TC_RS_SCAN (TC_RS && U_BF16)
+
 // Block order of the tensor-core prep: runs of TC_PREP_RUN consecutive chunks of one head, heads
 // varying faster than the runs (gdn_tc_prep says why; 1: every head's chunk n before chunk n + 1).
 // @tunable TC_PREP_RUN: 1, 4, 8, 32
@@ -1275,6 +1287,7 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
 // columns wide (TC_WCOLS / 8 mma tiles of 8).
 template <int BVS, int STAGES>
 struct ScanShape {
+    static constexpr int SLICE = BVS;
     static constexpr int WARPS = 4 * BVS / TC_WCOLS;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int LDH = BVS + 8;   // bf16 row stride of h, Vn, Vd
@@ -1292,6 +1305,84 @@ struct ScanShape {
     static constexpr int BYTES = VD + C * LDH * 2;
     static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
     static_assert(THREADS == 128 * BVS / TC_WCOLS, "gdn_tc_scan's launch bounds");
+};
+
+// A scan's stage loads (shape S: ScanShape or RsShape). Each thread copies the same 16-byte
+// pieces of every chunk: column chunk lch of rows lrow + RSTEP r of the W, Q and K tiles, pieces
+// of P's and U's rows likewise, so its shared offsets are fixed and its global addresses move by
+// one chunk's stride; only the last chunk of a sequence checks its rows against the length
+// (zeros past it). That keeps the address arithmetic out of the chunk loop (ncu on long_32: the
+// loads were about 40 % of the scan's instructions, and the scan issues at 0.25 per cycle).
+template <class S>
+struct ScanLoads {
+    static constexpr int RSTEP = S::THREADS / 16, ROWS = C / RSTEP;       // 16 pieces a row
+    static constexpr int P_RSTEP = S::THREADS / 8, P_ROWS = C / P_RSTEP;  // P: 8 pieces a row
+    static constexpr int U_PIECES = S::SLICE / U_PER_16B;                 // U: a row of a slice
+    static constexpr int U_RSTEP = S::THREADS / U_PIECES, U_ROWS = C / U_RSTEP;
+    static_assert(ROWS * RSTEP == C && P_ROWS * P_RSTEP == C && U_ROWS * U_RSTEP == C &&
+                  P_RSTEP % 8 == 0, "each thread copies whole columns of pieces");
+    int lrow, lch, prow, pch, urow, uch, off_tile, off_p, off_u;
+    int64_t qk_tok;  // q, k: one token on
+    const uint16_t* q_seq;  // the sequence's row 0, this thread's column chunk
+    const uint16_t* k_seq;
+
+    __device__ ScanLoads(int tid, const uint16_t* q, const uint16_t* k, const Seq& seq, int hk,
+                         int H)
+        : lrow(tid >> 4), lch(tid & 15), prow(tid >> 3), pch(tid & 7), urow(tid / U_PIECES),
+          uch(tid % U_PIECES), off_tile(lrow * TC_LD + lch * 8),
+          off_p(prow * C + ((pch ^ (prow & 7)) << 3)),  // prow & 7: fixed per thread
+          off_u(urow * S::LDU + uch * U_PER_16B), qk_tok(static_cast<int64_t>(H) * DK),
+          q_seq(q + (seq.bos * H + hk) * DK + lch * 8),
+          k_seq(k + (seq.bos * H + hk) * DK + lch * 8) {}
+
+    // Chunk `chd` (workspace slot) at token t0 of a sequence of `len` tokens, into the stage at
+    // `base`; SUM: no Q or P; msl: no U (a slice of M).
+    template <bool SUM>
+    __device__ void stage(unsigned char* base, int64_t chd, int t0, int len,
+                          const uint16_t* ws_w, const uint16_t* ws_p, const u_t* ws_u,
+                          const float* ws_g, int v0, bool msl, int tid) const {
+        uint16_t* sW = reinterpret_cast<uint16_t*>(base + S::W) + off_tile;
+        uint16_t* sQ = reinterpret_cast<uint16_t*>(base + S::Q) + off_tile;
+        uint16_t* sK = reinterpret_cast<uint16_t*>(base + S::K) + off_tile;
+        uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P) + off_p;
+        u_t* sU = reinterpret_cast<u_t*>(base + S::U) + off_u;
+        float* sG = reinterpret_cast<float*>(base + S::G);
+        const uint16_t* src_w = ws_w + (chd * C + lrow) * DK + lch * 8;
+        const uint16_t* src_q = q_seq + (t0 + lrow) * qk_tok;
+        const uint16_t* src_k = k_seq + (t0 + lrow) * qk_tok;
+        if (t0 + C <= len) {  // every row inside the sequence
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                tc_cp16(sW + r * RSTEP * TC_LD, src_w + r * RSTEP * DK, true);
+                if (!SUM) tc_cp16(sQ + r * RSTEP * TC_LD, src_q + r * RSTEP * qk_tok, true);
+                tc_cp16(sK + r * RSTEP * TC_LD, src_k + r * RSTEP * qk_tok, true);
+            }
+        } else {  // the last chunk: rows past the end are zeros (read from row 0, not at all)
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                const bool in = t0 + lrow + r * RSTEP < len;
+                const int64_t at = in ? r * RSTEP * qk_tok : 0;
+                tc_cp16(sW + r * RSTEP * TC_LD, src_w + r * RSTEP * DK, true);
+                if (!SUM) tc_cp16(sQ + r * RSTEP * TC_LD, (in ? src_q : q_seq) + at, in);
+                tc_cp16(sK + r * RSTEP * TC_LD, (in ? src_k : k_seq) + at, in);
+            }
+        }
+        if (!SUM) {
+            const uint16_t* src_p = ws_p + (chd * C + prow) * C + pch * 8;
+#pragma unroll
+            for (int r = 0; r < P_ROWS; ++r) {
+                tc_cp16(sP + r * P_RSTEP * C, src_p + r * P_RSTEP * C, true);
+            }
+        }
+        if (!msl) {
+            const u_t* src_u = ws_u + (chd * C + urow) * DV + v0 + uch * U_PER_16B;
+#pragma unroll
+            for (int r = 0; r < U_ROWS; ++r) {
+                tc_cp16(sU + r * U_RSTEP * S::LDU, src_u + r * U_RSTEP * DV, true);
+            }
+        }
+        if (tid < C / 4) tc_cp16(sG + tid * 4, ws_g + chd * C + tid * 4, true);
+    }
 };
 
 template <int BVS, int STAGES, int MODE>
@@ -1348,72 +1439,10 @@ __global__ void __launch_bounds__(128 * BVS / TC_WCOLS) gdn_tc_scan(  // ScanSha
         }
     }
 
-    // The stage loads. Each thread copies the same 16-byte pieces of every chunk: column chunk
-    // lch of rows lrow + RSTEP r of the W, Q and K tiles, pieces of P's and U's rows likewise, so
-    // its shared offsets are fixed and its global addresses move by one chunk's stride; only
-    // the last chunk of a sequence checks its rows against the length (zeros past it). That
-    // keeps the address arithmetic out of the chunk loop (ncu on long_32: the loads were about
-    // 40 % of the scan's instructions, and the scan issues at 0.25 per cycle, latency-bound).
-    constexpr int RSTEP = S::THREADS / 16, ROWS = C / RSTEP;        // W, Q, K: 16 pieces a row
-    constexpr int P_RSTEP = S::THREADS / 8, P_ROWS = C / P_RSTEP;   // P: 8 pieces a row
-    constexpr int U_PIECES = BVS / U_PER_16B;                       // U: a row of the slice
-    constexpr int U_RSTEP = S::THREADS / U_PIECES, U_ROWS = C / U_RSTEP;
-    static_assert(ROWS * RSTEP == C && P_ROWS * P_RSTEP == C && U_ROWS * U_RSTEP == C &&
-                  P_RSTEP % 8 == 0, "each thread copies whole columns of pieces");
-    const int lrow = tid >> 4, lch = tid & 15;
-    const int prow = tid >> 3, pch = tid & 7;
-    const int urow = tid / U_PIECES, uch = tid % U_PIECES;
-    const int off_tile = lrow * TC_LD + lch * 8;                    // in W's, Q's and K's tiles
-    const int off_p = prow * C + ((pch ^ (prow & 7)) << 3);         // prow & 7: fixed per thread
-    const int off_u = urow * S::LDU + uch * U_PER_16B;
-    const int64_t qk_tok = static_cast<int64_t>(H) * DK;            // q, k: one token on
-    const uint16_t* q_seq = q + (seq.bos * H + hk) * DK + lch * 8;   // row 0, this column chunk
-    const uint16_t* k_seq = k + (seq.bos * H + hk) * DK + lch * 8;
+    const ScanLoads<S> loads(tid, q, k, seq, hk, H);
     auto load_stage = [&](int n, int s) {
-        unsigned char* base = smem + s * S::STAGE;
-        uint16_t* sW = reinterpret_cast<uint16_t*>(base + S::W) + off_tile;
-        uint16_t* sQ = reinterpret_cast<uint16_t*>(base + S::Q) + off_tile;
-        uint16_t* sK = reinterpret_cast<uint16_t*>(base + S::K) + off_tile;
-        uint16_t* sP = reinterpret_cast<uint16_t*>(base + S::P) + off_p;
-        u_t* sU = reinterpret_cast<u_t*>(base + S::U) + off_u;
-        float* sG = reinterpret_cast<float*>(base + S::G);
-        const int64_t chd = slot0 + n;
-        const int t0 = n * C;
-        const uint16_t* src_w = ws_w + (chd * C + lrow) * DK + lch * 8;
-        const uint16_t* src_q = q_seq + (t0 + lrow) * qk_tok;
-        const uint16_t* src_k = k_seq + (t0 + lrow) * qk_tok;
-        if (t0 + C <= seq.len) {  // every row inside the sequence
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                tc_cp16(sW + r * RSTEP * TC_LD, src_w + r * RSTEP * DK, true);
-                if (!SUM) tc_cp16(sQ + r * RSTEP * TC_LD, src_q + r * RSTEP * qk_tok, true);
-                tc_cp16(sK + r * RSTEP * TC_LD, src_k + r * RSTEP * qk_tok, true);
-            }
-        } else {  // the last chunk: rows past the end are zeros (read from row 0, not at all)
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                const bool in = t0 + lrow + r * RSTEP < seq.len;
-                const int64_t at = in ? r * RSTEP * qk_tok : 0;
-                tc_cp16(sW + r * RSTEP * TC_LD, src_w + r * RSTEP * DK, true);
-                if (!SUM) tc_cp16(sQ + r * RSTEP * TC_LD, (in ? src_q : q_seq) + at, in);
-                tc_cp16(sK + r * RSTEP * TC_LD, (in ? src_k : k_seq) + at, in);
-            }
-        }
-        if (!SUM) {
-            const uint16_t* src_p = ws_p + (chd * C + prow) * C + pch * 8;
-#pragma unroll
-            for (int r = 0; r < P_ROWS; ++r) {
-                tc_cp16(sP + r * P_RSTEP * C, src_p + r * P_RSTEP * C, true);
-            }
-        }
-        if (!msl) {
-            const u_t* src_u = ws_u + (chd * C + urow) * DV + v0 + uch * U_PER_16B;
-#pragma unroll
-            for (int r = 0; r < U_ROWS; ++r) {
-                tc_cp16(sU + r * U_RSTEP * S::LDU, src_u + r * U_RSTEP * DV, true);
-            }
-        }
-        if (tid < C / 4) tc_cp16(sG + tid * 4, ws_g + chd * C + tid * 4, true);
+        loads.template stage<SUM>(smem + s * S::STAGE, slot0 + n, n * C, seq.len, ws_w, ws_p,
+                                  ws_u, ws_g, v0, msl, tid);
     };
 
     // Chunk n goes to stage n % STAGES, STAGES - 1 chunks ahead; every thread commits one group
@@ -1568,11 +1597,259 @@ __global__ void __launch_bounds__(128 * BVS / TC_WCOLS) gdn_tc_scan(  // ScanSha
     }
 }
 
+// ---- gdn_tc_scan_rs: the scan with the state in registers, transposed (TC_RS 1) ------------
+// The same chunk chain as gdn_tc_scan, from the same stages (W, Q, K, P, U, gamma), but each warp
+// owns 16 value columns of the slice and all 128 keys, with the state transposed, h^T [16 x 128]
+// fp32 in mma accumulators. An accumulator tile of m16n8k16 (row g, columns 2t, 2t + 1; row
+// g + 8, the same) is, packed to bf16, the A fragment of the next product over those columns
+// (FlashAttention-2's P V; FlashInfer keeps its GDN state so, GDN-DESIGN.md 4.3), so per chunk:
+//   u^T = h^T W^T and o^T = h^T Q^T   (A: h^T from registers; B: W's and Q's rows, ldmatrix)
+//   v^T = U^T - u^T                    (U by ldmatrix.trans, straight into the accumulator layout)
+//   o^T = scale e^gamma o^T + v^T P^T  (A: v^T from registers; B: P's rows)
+//   h^T = e^gamma_C h^T + (e^(gamma_C - gamma) v)^T K   (A: from registers; B: K, .trans)
+// No shared-memory copy of h, Vn or Vd and one barrier a chunk (the stage ring's), against the
+// plain scan's two barriers and three shared round trips on the chain. Each warp reads all of
+// W, Q and K from shared memory (16 columns a warp, against 16 rows a warp in gdn_tc_scan).
+// The same roundings as gdn_tc_scan: bf16 h for W h and Q h, bf16 Vn for P Vn, bf16 Vd.
+template <int BVS, int STAGES>
+struct RsShape {
+    static constexpr int SLICE = BVS;
+    static constexpr int WARPS = BVS / 16;
+    static constexpr int THREADS = 32 * WARPS;
+    static constexpr int LDU = BVS + U_PER_16B;
+    static constexpr int W = 0;
+    static constexpr int Q = W + TC_TILE_BYTES;
+    static constexpr int K = Q + TC_TILE_BYTES;
+    static constexpr int P = K + TC_TILE_BYTES;
+    static constexpr int U = P + C * C * 2;
+    static constexpr int G = U + C * LDU * static_cast<int>(sizeof(u_t));
+    static constexpr int STAGE = G + C * 4;
+    static constexpr int BYTES = STAGES * STAGE;
+    static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
+};
+
+#if TC_RS_SCAN
+// ldmatrix row address of lane `lane` in the scan's swizzled 64 x 64 P tile, in tc_at_t's order:
+// plain, the B fragments of rows r0 and r0 + 8 (P's rows: the output tokens) over columns c0 ..
+__device__ __forceinline__ const uint16_t* tc_pt_at(const uint16_t* tile, int r0, int c0,
+                                                    int lane) {
+    const int row = r0 + (lane & 7) + 8 * (lane >> 4), chunk = (c0 >> 3) + ((lane >> 3) & 1);
+    return tile + row * C + ((chunk ^ (row & 7)) << 3);
+}
+
+// The A fragment of columns 16 kb .. 16 kb + 15 of an accumulator row block held as tiles
+// x[2 kb], x[2 kb + 1] (8 columns each), in bf16.
+__device__ __forceinline__ void tc_acc_as_a(uint32_t (&a)[4], const float (&lo)[4],
+                                            const float (&hi)[4]) {
+    a[0] = tc_pack(lo[0], lo[1]);
+    a[1] = tc_pack(lo[2], lo[3]);
+    a[2] = tc_pack(hi[0], hi[1]);
+    a[3] = tc_pack(hi[2], hi[3]);
+}
+
+template <int BVS, int STAGES, int MODE>
+__global__ void __launch_bounds__(2 * BVS) gdn_tc_scan_rs(  // RsShape's THREADS
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+    const uint16_t* __restrict__ ws_w, const u_t* __restrict__ ws_u,
+    const uint16_t* __restrict__ ws_p, const float* __restrict__ ws_g,
+    const float* __restrict__ h0, uint16_t* __restrict__ o, float* __restrict__ ht,
+    const int64_t* __restrict__ cu_seqlens, const int* __restrict__ out_row, int T, int H, int HV,
+    int NC) {
+    using S = RsShape<BVS, STAGES>;
+    static_assert(sizeof(u_t) == 2, "U is read by ldmatrix: TC_RS needs U_BF16 1");
+    HIP_DYNAMIC_SHARED(float4, smem4)
+    unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
+    constexpr bool SUM = MODE == GDN_SUMMARY;  // no Q, P or o: the state map only
+    const bool msl = SUM && blockIdx.x >= DV / BVS;  // a slice of M: from I, with U = 0
+    const int v0 = blockIdx.x % (DV / BVS) * BVS, hv = blockIdx.y, b = blockIdx.z;
+    const int hk = hv / (HV / H);
+    const int64_t bh = static_cast<int64_t>(b) * HV + hv;
+    const Seq seq = seq_of(cu_seqlens, b, T);
+    if (SUM && (seq.len == 0 || out_row[b] >= 0)) return;  // no map needed
+    const int nc = (seq.len + C - 1) / C;
+    const int64_t slot0 = tc_slot(cu_seqlens, b, hv, HV, NC, seq.bos);
+    const float scale = 1.0f / sqrtf(static_cast<float>(DK));
+    const int col0 = v0 + 16 * w + gq;  // this thread's columns: col0 and col0 + 8
+
+    // h^T tile j (keys 8 j ..): (column col0 + 8 (e >> 1), key 8 j + 2 t4 + (e & 1)), fp32.
+    float hT[DK / 8][4];
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            hT[j][e] = h0_at<MODE>(h0, bh, 8 * j + 2 * t4 + (e & 1), col0 + 8 * (e >> 1), msl);
+        }
+    }
+
+    const ScanLoads<S> loads(tid, q, k, seq, hk, H);
+    constexpr int AHEAD = STAGES - 1;
+#pragma unroll
+    for (int n = 0; n < AHEAD; ++n) {
+        if (n < nc) loads.template stage<SUM>(smem + n * S::STAGE, slot0 + n, n * C, seq.len,
+                                              ws_w, ws_p, ws_u, ws_g, v0, msl, tid);
+        tc_commit();
+    }
+    for (int n = 0; n < nc; ++n) {
+        const int s = n % STAGES;
+        tc_wait_pending<STAGES - 2>();
+        __syncthreads();  // stage s is in place; every warp is done with chunk n - 1's stage
+        if (n + AHEAD < nc) {
+            loads.template stage<SUM>(smem + (n + AHEAD) % STAGES * S::STAGE, slot0 + n + AHEAD,
+                                      (n + AHEAD) * C, seq.len, ws_w, ws_p, ws_u, ws_g, v0, msl,
+                                      tid);
+        }
+        tc_commit();
+        const unsigned char* base = smem + s * S::STAGE;
+        const uint16_t* sW = reinterpret_cast<const uint16_t*>(base + S::W);
+        const uint16_t* sQ = reinterpret_cast<const uint16_t*>(base + S::Q);
+        const uint16_t* sK = reinterpret_cast<const uint16_t*>(base + S::K);
+        const uint16_t* sP = reinterpret_cast<const uint16_t*>(base + S::P);
+        const uint16_t* sU = reinterpret_cast<const uint16_t*>(base + S::U);
+        const float* sG = reinterpret_cast<const float*>(base + S::G);
+        const int t0 = n * C;
+
+        // u^T = h^T W^T and o^T = h^T Q^T, tile nt: (column col0 + 8 (e >> 1), token 8 nt + 2 t4
+        // + (e & 1)).
+        float uT[C / 8][4], oT[C / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < C / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) uT[nt][e] = oT[nt][e] = 0.0f;
+        }
+#pragma unroll
+        for (int kk = 0; kk < DK / 16; ++kk) {
+            uint32_t a[4];
+            tc_acc_as_a(a, hT[2 * kk], hT[2 * kk + 1]);
+#pragma unroll
+            for (int np = 0; np < C / 16; ++np) {
+                uint32_t bw[4];
+                tc_ldsm4<false>(bw, tc_at_t(sW, TC_LD, 16 * np, 16 * kk, lane));
+                tc_mma(uT[2 * np], a, bw[0], bw[1]);
+                tc_mma(uT[2 * np + 1], a, bw[2], bw[3]);
+                if constexpr (!SUM) {
+                    uint32_t bq[4];
+                    tc_ldsm4<false>(bq, tc_at_t(sQ, TC_LD, 16 * np, 16 * kk, lane));
+                    tc_mma(oT[2 * np], a, bq[0], bq[1]);
+                    tc_mma(oT[2 * np + 1], a, bq[2], bq[3]);
+                }
+            }
+        }
+
+        // v^T = U^T - u^T: ldmatrix.trans of U's [token][column] tile gives lane (g, t) the
+        // tokens 2 t, 2 t + 1 of column g, the accumulator layout (matrix m: tokens 16 np + 8
+        // (m >> 1), columns + 8 (m & 1)).
+#pragma unroll
+        for (int np = 0; np < C / 16 && !msl; ++np) {
+            uint32_t ur[4];
+            const int m = lane >> 3;
+            tc_ldsm4<true>(ur, sU + (16 * np + 8 * (m >> 1) + (lane & 7)) * S::LDU + 16 * w +
+                                   8 * (m & 1));
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float* x = uT[2 * np + half];
+                const uint32_t lo = ur[2 * half], hi = ur[2 * half + 1];  // columns g, g + 8
+                x[0] = bf16_lo(lo) - x[0];
+                x[1] = bf16_hi(lo) - x[1];
+                x[2] = bf16_lo(hi) - x[2];
+                x[3] = bf16_hi(hi) - x[3];
+            }
+        }
+        if (msl) {
+#pragma unroll
+            for (int nt = 0; nt < C / 8; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) uT[nt][e] = -uT[nt][e];
+            }
+        }
+        // uT holds v^T now. Per token of this thread: scale e^gamma (o) and e^(gamma_C - gamma).
+        const float gC = sG[C - 1];
+        float fd[C / 8][2];
+#pragma unroll
+        for (int nt = 0; nt < C / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float gi = sG[8 * nt + 2 * t4 + e];
+                fd[nt][e] = tc_exp(gC - gi);
+                if constexpr (!SUM) {
+                    const float fo = scale * tc_exp(gi);
+                    oT[nt][e] *= fo;
+                    oT[nt][e + 2] *= fo;
+                }
+            }
+        }
+        if constexpr (!SUM) {
+            // o^T += v^T P^T over token blocks kj <= np (P is zero above its diagonal).
+#pragma unroll
+            for (int kj = 0; kj < C / 16; ++kj) {
+                uint32_t av[4];
+                tc_acc_as_a(av, uT[2 * kj], uT[2 * kj + 1]);
+#pragma unroll
+                for (int np = kj; np < C / 16; ++np) {
+                    uint32_t bp[4];
+                    tc_ldsm4<false>(bp, tc_pt_at(sP, 16 * np, 16 * kj, lane));
+                    tc_mma(oT[2 * np], av, bp[0], bp[1]);
+                    tc_mma(oT[2 * np + 1], av, bp[2], bp[3]);
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < C / 8; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int tok = t0 + 8 * nt + 2 * t4 + (e & 1);
+                    if (tok < seq.len) {
+                        o[((seq.bos + tok) * HV + hv) * DV + col0 + 8 * (e >> 1)] =
+                            static_cast<uint16_t>(tc_pack(oT[nt][e], 0.0f));
+                    }
+                }
+            }
+        }
+        // h^T = e^gamma_C h^T + Vd^T K, Vd^T = v^T scaled per token, A from registers, B = K's
+        // tile read transposed (token rows as k).
+        const float ec = tc_exp(gC);
+#pragma unroll
+        for (int j = 0; j < DK / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) hT[j][e] *= ec;
+        }
+#pragma unroll
+        for (int kj = 0; kj < C / 16; ++kj) {
+            float lo[4], hi[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                lo[e] = uT[2 * kj][e] * fd[2 * kj][e & 1];
+                hi[e] = uT[2 * kj + 1][e] * fd[2 * kj + 1][e & 1];
+            }
+            uint32_t ad[4];
+            tc_acc_as_a(ad, lo, hi);
+#pragma unroll
+            for (int m = 0; m < DK / 16; ++m) {
+                uint32_t bk[4];
+                tc_ldsm4<true>(bk, tc_at(sK, TC_LD, 16 * kj, 16 * m, lane));
+                tc_mma(hT[2 * m], ad, bk[0], bk[1]);
+                tc_mma(hT[2 * m + 1], ad, bk[2], bk[3]);
+            }
+        }
+    }
+
+    float* out = state_out<MODE>(ht, bh, msl);
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            out[(8 * j + 2 * t4 + (e & 1)) * STATE_LD<MODE> + col0 + 8 * (e >> 1)] = hT[j][e];
+        }
+    }
+}
+#endif  // TC_RS_SCAN
+
 // The scan's three shapes: 32-column slices with three stages where the device's shared memory
 // per block allows (H100 / H200: 227 KB), else two; 64-column slices with two.
 using ScanNarrowDeep = ScanShape<32, 3>;
 using ScanNarrow = ScanShape<32, 2>;
 using ScanWide = ScanShape<64, 2>;
+using RsNarrow = RsShape<32, 3>;  // 196 KB
+using RsWide = RsShape<64, 3>;    // 210 KB
 
 // What the launchers need to know of the current device, asked once per device: whether it runs
 // these kernels (sm_80 or later, and shared memory for the prep and the narrow scan), which
@@ -1580,7 +1857,7 @@ using ScanWide = ScanShape<64, 2>;
 // there too. Threads that race on a first use both ask and store the same answer; the flag is
 // published after the answer (compiler builtins: the screen's header allowlist has no <atomic>).
 struct TcDevice {
-    bool usable, deep, wide;
+    bool usable, deep, wide, rs_wide;
     int sms;
 };
 
@@ -1603,7 +1880,7 @@ static hipError_t tc_device(TcDevice* out) {
         }
         const auto fits = [&](int bytes) { return major >= 8 && bytes <= smem; };
         TcDevice facts = {fits(PREP_BYTES) && fits(ScanNarrow::BYTES), fits(ScanNarrowDeep::BYTES),
-                          fits(ScanWide::BYTES), sms};
+                          fits(ScanWide::BYTES), fits(RsShape<64, 3>::BYTES), sms};
         const auto raise = [&](bool use, const void* kernel, int bytes) {
             if (err == hipSuccess && use) {
                 const hipFuncAttribute limit = hipFuncAttributeMaxDynamicSharedMemorySize;
@@ -1625,6 +1902,12 @@ static hipError_t tc_device(TcDevice* out) {
                     ScanNarrowDeep::BYTES);
         raise_modes(facts.wide, gdn_tc_scan<64, 2, GDN_PLAIN>, gdn_tc_scan<64, 2, GDN_SUMMARY>,
                     ScanWide::BYTES);
+#if TC_RS_SCAN
+        raise_modes(fits(RsNarrow::BYTES), gdn_tc_scan_rs<32, 3, GDN_PLAIN>,
+                    gdn_tc_scan_rs<32, 3, GDN_SUMMARY>, RsNarrow::BYTES);
+        raise_modes(fits(RsWide::BYTES), gdn_tc_scan_rs<64, 3, GDN_PLAIN>,
+                    gdn_tc_scan_rs<64, 3, GDN_SUMMARY>, RsWide::BYTES);
+#endif
         if (err != hipSuccess) return err;
         known[device] = facts;
         __atomic_store_n(&asked[device], true, __ATOMIC_RELEASE);
@@ -1635,14 +1918,31 @@ static hipError_t tc_device(TcDevice* out) {
     return hipSuccess;
 }
 
+#if TC_RS_SCAN
+template <int BVS, int STAGES, int MODE>
+static hipError_t gdn_tc_scan_rs_launch(const uint16_t* q, const uint16_t* k,
+                                        const uint16_t* ws_w, const u_t* ws_u,
+                                        const uint16_t* ws_p, const float* ws_g, const float* h0,
+                                        uint16_t* o, float* ht, const int64_t* cu_seqlens,
+                                        const int* out_row, int B, int T, int H, int HV, int NC,
+                                        hipStream_t stream) {
+    const int slices = (MODE == GDN_SUMMARY ? 2 : 1) * DV / BVS;
+    using S = RsShape<BVS, STAGES>;
+    hipLaunchKernelGGL((gdn_tc_scan_rs<BVS, STAGES, MODE>), dim3(slices, HV, B), dim3(S::THREADS),
+                       S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens,
+                       out_row, T, H, HV, NC);
+    return hipGetLastError();
+}
+#endif
+
 template <int BVS, int STAGES, int MODE>
 static hipError_t gdn_tc_scan_launch(const uint16_t* q, const uint16_t* k, const uint16_t* ws_w,
                                      const u_t* ws_u, const uint16_t* ws_p, const float* ws_g,
                                      const float* h0, uint16_t* o, float* ht,
                                      const int64_t* cu_seqlens, const int* out_row, int B, int T,
                                      int H, int HV, int NC, hipStream_t stream) {
-    using S = ScanShape<BVS, STAGES>;
     const int slices = (MODE == GDN_SUMMARY ? 2 : 1) * DV / BVS;
+    using S = ScanShape<BVS, STAGES>;
     hipLaunchKernelGGL((gdn_tc_scan<BVS, STAGES, MODE>), dim3(slices, HV, B), dim3(S::THREADS),
                        S::BYTES, stream, q, k, ws_w, ws_u, ws_p, ws_g, h0, o, ht, cu_seqlens,
                        out_row, T, H, HV, NC);
@@ -1695,9 +1995,14 @@ static hipError_t gdn_tc_scan_any(const uint16_t* q, const uint16_t* k, const Tc
         static_cast<int64_t>(B) * HV * (DV / 32) * (MODE == GDN_SUMMARY ? 2 : 1);
     const int bv = TC_BV != 0 ? TC_BV : narrow_blocks <= device.sms ? 32 : 64;
     const bool deep = device.deep && TC_STAGES == 3;
-    const auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2, MODE>
-                      : deep                  ? gdn_tc_scan_launch<32, 3, MODE>
-                                              : gdn_tc_scan_launch<32, 2, MODE>;
+    auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2, MODE>
+                : deep                  ? gdn_tc_scan_launch<32, 3, MODE>
+                                        : gdn_tc_scan_launch<32, 2, MODE>;
+#if TC_RS_SCAN
+    // The register-state scans take three stages (196 and 210 KB) where the device has them.
+    if (bv == 64 && device.rs_wide) scan = gdn_tc_scan_rs_launch<64, 3, MODE>;
+    if (TC_RS == 2 && bv == 32 && device.deep) scan = gdn_tc_scan_rs_launch<32, 3, MODE>;
+#endif
     return scan(q, k, ws.w, ws.u, ws.p, ws.g, h0, o, ht, cu_seqlens, out_row, B, T, H, HV, ws.NC,
                 stream);
 }
