@@ -2,9 +2,11 @@
 
     python bench/gdn_kernels.py --cases long_32,qwen35_tp8_32k
     python bench/gdn_kernels.py --cases long_32 --variant TC_WCOLS=16 --variant TC_BV=64
+    python bench/gdn_kernels.py --cases long_32 --anchor flashqla   # FlashQLA's kernels too
 
-For the seed (problems/gated_delta_net/seeds/chunked) and each --variant of it (the seed with
-other `// @tunable` values, as in bench/gdn_vs_fla.py), on each case: --calls calls, each after
+For the seed (problems/gated_delta_net/seeds/chunked), each --variant of it (the seed with
+other `// @tunable` values, as in bench/gdn_vs_fla.py) and each --anchor (FlashQLA, FlashInfer:
+bench/gdn_rows.py's calls, where they import), on each case: --calls calls, each after
 the L2 is flushed (a 512 MiB buffer zeroed) and the device synchronised, under PyTorch's profiler
 (CUPTI). Per kernel (its name with template arguments, as launched): launches per call, and its
 GPU time per call, median over the calls; then the sum of the kernels and the gaps between them
@@ -39,6 +41,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="prefill cases, comma-separated or repeated (default: every timed one)")  # fmt: skip
     p.add_argument("--variant", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
                    help="the seed with these tunable values, beside the seed; repeatable")  # fmt: skip
+    p.add_argument("--anchor", action="append", default=[], choices=["flashqla", "flashinfer"],
+                   help="also profile this anchor's call; repeatable")  # fmt: skip
     p.add_argument("--calls", type=int, default=5, help="profiled calls per row and case (5)")
     p.add_argument("--build-cache", type=Path,
                    default=Path(tempfile.gettempdir()) / "hipevolve-gdn-bench")  # fmt: skip
@@ -107,7 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     folders = {f"{bench.PREFILL}:seed {seed.name}": seed}
     root = Path(tempfile.mkdtemp(prefix="gdn-variants-"))
     folders.update(bench.variant_folders(opts.variants, opts.tasks, root))
-    models = bench.native_models(folders, opts.build_cache)
+    models: dict[str, object] = dict(bench.native_models(folders, opts.build_cache))
+    if opts.anchor:
+        calls = bench.anchor_calls()
+        for name in opts.anchor:
+            row = bench.ANCHOR_ROWS[name]
+            call = calls[row]
+            models[f"{bench.PREFILL}:{row}"] = (
+                call if isinstance(call, str) else (lambda *a, c=call: c(list(a)))
+            )
     print(f"device {torch.cuda.get_device_name()}, {opts.calls} profiled calls per row and case",
           flush=True)  # fmt: skip
     failed = False
