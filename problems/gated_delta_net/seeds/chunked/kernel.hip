@@ -829,7 +829,8 @@ __device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
-// e^x through ex2.approx (relative error about 2^-22; flushes results below 2^-126 to 0).
+// e^x through ex2.approx of x log2 e (relative error 2^-22 plus that product's rounding, about
+// |x| 2^-24; results below 2^-126 flush to 0, overflow gives inf as expf does).
 __device__ __forceinline__ float tc_exp(float x) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x * 1.4426950408889634f));
@@ -1066,9 +1067,9 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
 
     // L = tril(beta_i (k_i . k_j) Gamma_ij, -1) -> shared; P = tril(scale q_i . k_j Gamma_ij)
     // -> workspace (bf16). Zeros past the diagonal (the tiles the scan reads there). Gamma_ij =
-    // e^(gamma_i - gamma_j) <= 1 (gamma falls along the chunk when g <= 0) through the hardware's
-    // exp2 (tc_exp: within 2 ulp for these arguments, against expf's 2 FMAs of range reduction
-    // on each of a thread's 32 entries).
+    // e^(gamma_i - gamma_j) through the hardware's exp2 (tc_exp: ex2.approx's 2^-22 plus the
+    // rounding of x log2 e, under 1e-5 relative for |x| < 100, far inside the task's 5e-3;
+    // expf spends two more FMAs of range reduction on each of a thread's 32 entries).
     const float scale = 1.0f / sqrtf(static_cast<float>(DK));
     uint16_t* p_out = ws_p + (chd * C + 16 * w + gq) * C + 2 * t4;  // row 16 w + gq, column 2 t4
 #pragma unroll
@@ -1285,12 +1286,10 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
 // issued STAGES - 1 chunks ahead. P's rows have no padding: their 16-byte chunks are XOR-swizzled
 // by row (tc_p_at). Warps: 4 along the chunk's rows x BVS / TC_WCOLS along V, each TC_WCOLS
 // columns wide (TC_WCOLS / 8 mma tiles of 8).
-template <int BVS, int STAGES>
-struct ScanShape {
+// One stage of a scan over a V slice of BVS columns (both scans): W, Q, K, P, the U slice, gamma.
+template <int BVS>
+struct StageLayout {
     static constexpr int SLICE = BVS;
-    static constexpr int WARPS = 4 * BVS / TC_WCOLS;
-    static constexpr int THREADS = 32 * WARPS;
-    static constexpr int LDH = BVS + 8;   // bf16 row stride of h, Vn, Vd
     static constexpr int LDU = BVS + U_PER_16B;   // row stride of U (16 bytes of padding)
     static constexpr int W = 0;
     static constexpr int Q = W + TC_TILE_BYTES;
@@ -1299,11 +1298,20 @@ struct ScanShape {
     static constexpr int U = P + C * C * 2;
     static constexpr int G = U + C * LDU * static_cast<int>(sizeof(u_t));
     static constexpr int STAGE = G + C * 4;
-    static constexpr int H = STAGES * STAGE;
+    static_assert((BVS == 32 || BVS == 64) && STAGE % 16 == 0, "layout");
+};
+
+template <int BVS, int STAGES>
+struct ScanShape : StageLayout<BVS> {
+    using L = StageLayout<BVS>;
+    static constexpr int WARPS = 4 * BVS / TC_WCOLS;
+    static constexpr int THREADS = 32 * WARPS;
+    static constexpr int LDH = BVS + 8;   // bf16 row stride of h, Vn, Vd
+    static constexpr int H = STAGES * L::STAGE;
     static constexpr int VN = H + DK * LDH * 2;
     static constexpr int VD = VN + C * LDH * 2;
     static constexpr int BYTES = VD + C * LDH * 2;
-    static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
+    static_assert(STAGES >= 2, "layout");
     static_assert(THREADS == 128 * BVS / TC_WCOLS, "gdn_tc_scan's launch bounds");
 };
 
@@ -1597,7 +1605,7 @@ __global__ void __launch_bounds__(128 * BVS / TC_WCOLS) gdn_tc_scan(  // ScanSha
     }
 }
 
-// ---- gdn_tc_scan_rs: the scan with the state in registers, transposed (TC_RS 1) ------------
+// ---- gdn_tc_scan_rs: the scan with the state in registers, transposed (TC_RS) --------------
 // The same chunk chain as gdn_tc_scan, from the same stages (W, Q, K, P, U, gamma), but each warp
 // owns 16 value columns of the slice and all 128 keys, with the state transposed, h^T [16 x 128]
 // fp32 in mma accumulators. An accumulator tile of m16n8k16 (row g, columns 2t, 2t + 1; row
@@ -1612,20 +1620,11 @@ __global__ void __launch_bounds__(128 * BVS / TC_WCOLS) gdn_tc_scan(  // ScanSha
 // W, Q and K from shared memory (16 columns a warp, against 16 rows a warp in gdn_tc_scan).
 // The same roundings as gdn_tc_scan: bf16 h for W h and Q h, bf16 Vn for P Vn, bf16 Vd.
 template <int BVS, int STAGES>
-struct RsShape {
-    static constexpr int SLICE = BVS;
+struct RsShape : StageLayout<BVS> {
     static constexpr int WARPS = BVS / 16;
     static constexpr int THREADS = 32 * WARPS;
-    static constexpr int LDU = BVS + U_PER_16B;
-    static constexpr int W = 0;
-    static constexpr int Q = W + TC_TILE_BYTES;
-    static constexpr int K = Q + TC_TILE_BYTES;
-    static constexpr int P = K + TC_TILE_BYTES;
-    static constexpr int U = P + C * C * 2;
-    static constexpr int G = U + C * LDU * static_cast<int>(sizeof(u_t));
-    static constexpr int STAGE = G + C * 4;
-    static constexpr int BYTES = STAGES * STAGE;
-    static_assert((BVS == 32 || BVS == 64) && STAGES >= 2 && STAGE % 16 == 0, "layout");
+    static constexpr int BYTES = STAGES * StageLayout<BVS>::STAGE;
+    static_assert(STAGES >= 2, "layout");
 };
 
 #if TC_RS_SCAN
