@@ -186,22 +186,12 @@ def work_keys(task: TaskSpec, folders: dict[str, Path], cache: Path) -> dict[str
 
 def launches(call) -> list[tuple[str, list, list]]:  # noqa: ANN001
     """(kernel name, grid, block) of each GPU kernel one call launches, in order (a warm-up first)."""
-    import json
-
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from graph_timer import kernel_events
 
     call()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        events = json.loads(Path(f.name).read_text()).get("traceEvents", [])
-    kernels = [e for e in events if e.get("cat") == "kernel"]
-    kernels.sort(key=lambda e: e.get("ts", 0))
-    return [(e["name"], e["args"].get("grid"), e["args"].get("block")) for e in kernels]
+    return [(e["name"], e["args"].get("grid"), e["args"].get("block")) for e in kernel_events(call)]
 
 
 def launched_name(demangled: str) -> str:

@@ -18,7 +18,6 @@ Needs a CUDA GPU and nvcc; exit 2 without a GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -29,10 +28,9 @@ from pathlib import Path
 
 import gdn_vs_fla as bench
 import torch
+from graph_timer import FLUSH_BYTES, kernel_events
 
 from hipevolve.problems import get_task
-
-FLUSH_BYTES = 512 << 20
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -64,8 +62,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def kernel_times(call: Callable[[], object], calls: int) -> tuple[dict, float]:
     """(kernel name -> (launches per call, median GPU us per call), median span us per call)."""
-    from torch.profiler import ProfilerActivity, profile
-
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     per_call: list[list[dict]] = []
     call()
@@ -73,13 +69,7 @@ def kernel_times(call: Callable[[], object], calls: int) -> tuple[dict, float]:
     for _ in range(calls):
         flush.zero_()
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            call()
-            torch.cuda.synchronize()
-        with tempfile.NamedTemporaryFile(suffix=".json") as f:
-            prof.export_chrome_trace(f.name)
-            events = json.loads(Path(f.name).read_text()).get("traceEvents", [])
-        per_call.append([e for e in events if e.get("cat") == "kernel"])
+        per_call.append(kernel_events(call))
     times: dict[str, list[float]] = defaultdict(list)
     counts: dict[str, int] = {}
     spans = []

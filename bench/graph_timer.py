@@ -1,11 +1,15 @@
 """The GDN benches' timer (bench/gdn_vs_fla.py's protocol, also bench/fitness_fidelity.py's and
 bench/gdn_placements.py's): the median of trials, each after a cache flush on an idle device, eagerly
-or as CUDA graph replays behind a hold kernel that covers the host's enqueueing."""
+or as CUDA graph replays behind a hold kernel that covers the host's enqueueing; and the kernels
+one call launches, as PyTorch's profiler saw them (kernel_events)."""
 
 from __future__ import annotations
 
+import json
 import statistics
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -96,3 +100,18 @@ def capture(call: Call, sets: Sequence[list[Any]]) -> tuple[torch.cuda.CUDAGraph
             outputs.append(call(args))
     torch.cuda.synchronize()
     return graph, outputs
+
+
+def kernel_events(call: Callable[[], object]) -> list[dict]:
+    """The GPU kernels one call of `call` launches, in launch order, as the profiler's Chrome
+    trace events (name, ts and dur in us, args with grid and block); the device is synchronised
+    after the call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.loads(Path(f.name).read_text()).get("traceEvents", [])
+    return sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e.get("ts", 0))
