@@ -104,6 +104,8 @@ PREFILL_PATH_OF_TUNABLE = {
     "U_BF16": ("MATRIX_CORES", 1),
     "TC_STAGES": ("MATRIX_CORES", 1),
     "TC_PREP_RUN": ("MATRIX_CORES", 1),
+    "TC_RS": ("MATRIX_CORES", 1),
+    "TC_SOLVE": ("MATRIX_CORES", 1),
 }
 
 

@@ -157,8 +157,9 @@ def tensor_core_cpu_library(source: str, folder: Path):
     return ctypes.CDLL(str(folder / "lib.so"))
 
 
-def run_tensor_core_path(lib, inputs: list) -> tuple[torch.Tensor, torch.Tensor]:
-    """gdn_chunk_fwd, or gdn_chunk_fwd_varlen for packed inputs, with its workspace."""
+def run_tensor_core_path(lib, inputs: list, keep_work: list | None = None):
+    """gdn_chunk_fwd, or gdn_chunk_fwd_varlen for packed inputs, with its workspace (appended to
+    keep_work when given): o and the final states."""
     import ctypes
 
     q, k, v, g, beta, h0, *cu = inputs
@@ -177,28 +178,32 @@ def run_tensor_core_path(lib, inputs: list) -> tuple[torch.Tensor, torch.Tensor]
     fwd.argtypes = [ctypes.c_void_p] * len(tensors) + [ctypes.c_int] * 4 + [ctypes.c_void_p]
     fwd.restype = ctypes.c_int
     assert fwd(*(x.data_ptr() for x in tensors), n if cu else b, t, h, hv, None) == 0
+    if keep_work is not None:
+        keep_work.append(work)
     return o, ht
 
 
-# (TC_RS, TC_BV, TC_STAGES, U_BF16, TC_WCOLS): the register-state scan (the default) in its
-# narrow shape on a 16-SM device and its wide one; the shared-state scan in its narrow shape
+# (TC_RS, TC_BV, TC_STAGES, U_BF16, TC_WCOLS, TC_SOLVE): the register-state scan (the default) in
+# its narrow shape on a 16-SM device and its wide one; the shared-state scan in its narrow shape
 # (three stages) and 64-column slices, two stages, U in fp32 (which takes the shared-state scan
-# whatever TC_RS says), and 16 columns a warp (twice the warps) in the narrow and wide shapes.
-TC_RUNS = [(1, 0, 3, 1, 32), (1, 64, 3, 1, 32), (0, 0, 3, 1, 32), (0, 64, 2, 1, 32),
-           (1, 32, 2, 0, 32), (0, 0, 3, 1, 16), (0, 64, 2, 1, 16)]  # fmt: skip
+# whatever TC_RS says), and 16 columns a warp (twice the warps) in the narrow and wide shapes;
+# and the prep's tensor-core solve (TC_SOLVE 1) with U in bf16 and in fp32.
+TC_RUNS = [(1, 0, 3, 1, 32, 0), (1, 64, 3, 1, 32, 0), (0, 0, 3, 1, 32, 0), (0, 64, 2, 1, 32, 0),
+           (1, 32, 2, 0, 32, 0), (0, 0, 3, 1, 16, 0), (0, 64, 2, 1, 16, 0), (1, 0, 3, 1, 32, 1),
+           (1, 32, 2, 0, 32, 1)]  # fmt: skip
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rs, bv, stages, u_bf16, wcols", TC_RUNS, ids=lambda v: str(v))
+@pytest.mark.parametrize("rs, bv, stages, u_bf16, wcols, solve", TC_RUNS, ids=lambda v: str(v))
 def test_tensor_core_kernels_on_cpu_threads_match_their_roundings_batched_and_packed(
-        rs, bv, stages, u_bf16, wcols, tmp_path):  # fmt: skip
+        rs, bv, stages, u_bf16, wcols, solve, tmp_path):  # fmt: skip
     source = source_of(PREFILL_SEED)
     defines = (("TC_RS", rs), ("TC_BV", bv), ("TC_STAGES", stages), ("U_BF16", u_bf16),
-               ("TC_WCOLS", wcols))  # fmt: skip
+               ("TC_WCOLS", wcols), ("TC_SOLVE", solve))  # fmt: skip
     for name, value in defines:
         source = with_define(source, name, value)
     lib = tensor_core_cpu_library(source, tmp_path)
-    torch.manual_seed(bv + stages + (0 if wcols == 32 else wcols) + 7 * rs)
+    torch.manual_seed(bv + stages + (0 if wcols == 32 else wcols) + 7 * rs + 3 * solve)
     batched = GDN.get_inputs(B=2, T=130, H=1, HV=2, initial_state="random")
     lengths = [65, 1, 64, 40, 130]
     packed = GDN.get_inputs(B=1, T=sum(lengths), H=1, HV=2, initial_state="random",
@@ -224,17 +229,44 @@ def test_tensor_core_kernels_on_cpu_threads_match_their_roundings_batched_and_pa
             assert rel_rms(got_h[i : i + 1], emu_h) < 2e-3, i
 
 
+@pytest.mark.slow
+def test_tensor_core_solve_agrees_with_the_fp32_substitution(tmp_path):
+    """TC_SOLVE 1 (16 x 16 diagonal inverses by substitution, the blocks below them as split-bf16
+    products on tensor cores) against TC_SOLVE 0 (fp32 substitution throughout), in the prep's
+    own output: U = A (V beta), kept in fp32 (U_BF16 0) in the workspace."""
+    torch.manual_seed(11)
+    inputs = GDN.get_inputs(B=2, T=130, H=1, HV=2, initial_state="random")
+    outputs, workspaces = [], []
+    for solve in (0, 1):
+        source = with_define(with_define(source_of(PREFILL_SEED), "U_BF16", 0), "TC_SOLVE", solve)
+        lib = tensor_core_cpu_library(source, tmp_path / f"solve{solve}")
+        work = []
+        outputs.append(run_tensor_core_path(lib, inputs, keep_work=work))
+        workspaces.append(work[0])
+    chunks = 2 * 2 * 3  # B * HV * chunks of 130 tokens
+    w_bytes = chunks * CHUNK * 128 * 2
+    u0, u1 = (w[w_bytes : w_bytes + chunks * CHUNK * 128 * 4].view(torch.float32)
+              for w in workspaces)  # fmt: skip
+    assert u0.abs().max() > 0.1  # U is there: V beta moved through A
+    # measured: 4.1e-7 on U, 7.5e-5 on o and 6.7e-5 on the state (bf16 roundings flipped in the
+    # scan); without the hi-lo product term, 1.5e-4 on U and 7.7e-4 on o.
+    assert rel_rms(u1, u0) < 1e-5, rel_rms(u1, u0)
+    (o0, h0), (o1, h1) = outputs
+    assert rel_rms(o1, o0) < 3e-4 and rel_rms(h1, h0) < 3e-4
+
+
 def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
     nvidia_layer = pytest.importorskip("hipevolve.verifier.build.nvidia")
     nvcc = nvidia_layer.find_nvcc()
     if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
 
-    def ptxas_report(defines: tuple[int, int]) -> str:
-        u_bf16, wcols = defines
-        folder = tmp_path / f"u{u_bf16}w{wcols}"
+    def ptxas_report(defines: tuple[int, int, int]) -> str:
+        u_bf16, wcols, solve = defines
+        folder = tmp_path / f"u{u_bf16}w{wcols}s{solve}"
         folder.mkdir()
         source = with_define(source_of(PREFILL_SEED), "U_BF16", u_bf16)
+        source = with_define(source, "TC_SOLVE", solve)
         (folder / "kernel.hip").write_text(with_define(source, "TC_WCOLS", wcols))
         argv = nvidia_layer.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
         argv.insert(1, "-Xptxas=-v")
@@ -245,8 +277,8 @@ def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
     def report_folder(report: str) -> str:
         return report.split("\n", 1)[0]
 
-    with ThreadPoolExecutor(max_workers=2) as pool:  # (U_BF16, TC_WCOLS)
-        reports = list(pool.map(ptxas_report, [(0, 32), (1, 32), (1, 16)]))
+    with ThreadPoolExecutor(max_workers=2) as pool:  # (U_BF16, TC_WCOLS, TC_SOLVE)
+        reports = list(pool.map(ptxas_report, [(0, 32, 0), (1, 32, 0), (1, 16, 0), (1, 32, 1)]))
     for report in reports:
         kernels = re.findall(r"Compiling entry function '(\w+)'", report)
         # prep and the scan's three shapes (<32, 3>, <32, 2>, <64, 2>), with U in bf16 also the
@@ -254,6 +286,9 @@ def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
         scans = 6 + (4 if "u1" in report_folder(report) else 0)
         assert sum("gdn_tc_" in name for name in kernels) == 1 + scans, kernels
         assert re.findall(r"(\d+) bytes spill stores", report) == ["0"] * len(kernels), report
+        # the prep keeps four blocks an SM: 4 x 128 threads x at most 128 registers = 64 K
+        prep = re.search(r"entry function '\w*gdn_tc_prep\w*'.*?Used (\d+) registers", report, re.S)
+        assert prep is not None and int(prep.group(1)) <= 128, report
 
 
 @pytest.mark.slow

@@ -123,6 +123,15 @@
 // @tunable TC_PREP_RUN: 1, 4, 8, 32
 #define TC_PREP_RUN 8
 
+// The tensor-core prep's A = (I + L)^-1: 0, blocked forward substitution in fp32 by all threads,
+// one 16-row block after another (four rounds of a 16-deep chain, eight barriers); 1, the four
+// 16 x 16 diagonal blocks inverted side by side (a warp each, the same fp32 chain), then the
+// blocks below them as products on tensor cores, fp32 operands split into two bf16 terms (hi +
+// lo, about 16 bits of mantissa), a warp per column of blocks (gdn_tc_prep says more).
+// Not yet timed on a GPU: 0 stays the default until a bench shows 1 faster.
+// @tunable TC_SOLVE: 0, 1
+#define TC_SOLVE 0
+
 // V columns per block. Smaller slices give more blocks (B * HV * 128 / BV) when B * HV is small;
 // larger ones repeat less of the V-independent work (K K^T, Q K^T, K h). BV = 64 uses exactly
 // the 64 KB of LDS a gfx942 workgroup can have.
@@ -729,9 +738,9 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 //
 // gdn_tc_prep: one block per (chunk, value head, batch), all in parallel (block order at
 //   TC_PREP_RUN), four blocks per SM. gamma; K K^T and Q K^T by mma.sync (bf16 in, fp32 out);
-//   A = (I + L)^-1 in fp32 by blocked forward substitution, in L's place; W = A beta (e^gamma
-//   K) and U = A beta V by mma.sync, A beta in bf16 for W and as two bf16 terms for U (hi + lo:
-//   about 16 bits of mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale
+//   A = (I + L)^-1 in L's place (TC_SOLVE: fp32 substitution, or 16 x 16 diagonal inverses
+//   combined on tensor cores); W = A beta (e^gamma K) and U = A beta V by mma.sync, A beta in
+//   bf16 for W and as two bf16 terms for U (hi + lo: about 16 bits of mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale
 //   Q K^T * Gamma) (bf16) and gamma to the workspace.
 // gdn_tc_scan: one block per (V slice of 32 or 64 columns, value head, batch) walks the chunks in
 //   order: Vn = U - W h, O = scale e^gamma (Q h) + P Vn, h' = e^gamma_C h + K^T (e^(gamma_C -
@@ -939,6 +948,197 @@ __device__ __forceinline__ int64_t tc_prep_chunk(const int64_t* cu_seqlens, int 
     return tc_slot(cu_seqlens, lo, hv, HV, NC, bos) + chunk;
 }
 
+// ---- the prep's solve: A = (I + L)^-1 in L's place (fp32, row stride TC_LDF) --------------
+// TC_SOLVE 0. Blocked forward substitution on the identity, 16-row blocks: the block's right-hand
+// side (identity rows minus the finished blocks' contribution, all threads), then its unit
+// lower-triangular 16 x 16 solve (one thread per column). A is exactly zero above the diagonal.
+// A's rows go over L's: a row block of L is dead once its right-hand side is formed, but for its
+// diagonal block, which the solve reads from sLd.
+__device__ __forceinline__ void tc_solve_substitution(float* sL, int tid) {
+    float* sLd = sL + (PREP_LD - PREP_L) / 4;  // L's diagonal block being solved
+    for (int bi = 0; bi < C / 16; ++bi) {
+        for (int e = tid; e < 16 * 16; e += TC_PREP_THREADS) {
+            sLd[e] = sL[(16 * bi + (e >> 4)) * TC_LDF + 16 * bi + (e & 15)];
+        }
+        {  // thread: rows r0, r0 + 1 and columns c0 .. c0 + 3; each 16-byte load of A feeds 8
+           // FMAs, and 8 consecutive threads read 128 contiguous bytes (no bank conflict)
+            const int r0 = 16 * bi + 2 * (tid >> 4), c0 = 4 * (tid & 15);
+            float acc[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+#pragma unroll
+                for (int m = 0; m < 4; ++m) acc[i][m] = r0 + i == c0 + m ? 1.0f : 0.0f;
+            }
+            for (int j = 0; j < 16 * bi; j += 4) {
+                const float4 l0 = *reinterpret_cast<const float4*>(sL + r0 * TC_LDF + j);
+                const float4 l1 = *reinterpret_cast<const float4*>(sL + (r0 + 1) * TC_LDF + j);
+                const float lj[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    const float4 x = *reinterpret_cast<const float4*>(sL + (j + u) * TC_LDF + c0);
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        acc[i][0] -= lj[i][u] * x.x;
+                        acc[i][1] -= lj[i][u] * x.y;
+                        acc[i][2] -= lj[i][u] * x.z;
+                        acc[i][3] -= lj[i][u] * x.w;
+                    }
+                }
+            }
+            __syncthreads();  // every thread has read the block's rows of L
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                *reinterpret_cast<float4*>(sL + (r0 + i) * TC_LDF + c0) =
+                    make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+            }
+        }
+        __syncthreads();
+        if (tid < C) {
+            float x[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) x[i] = sL[(16 * bi + i) * TC_LDF + tid];
+#pragma unroll
+            for (int i = 1; i < 16; ++i) {  // row i of the block in float4s (broadcast reads)
+#pragma unroll
+                for (int j4 = 0; j4 < i; j4 += 4) {
+                    const float4 l = *reinterpret_cast<const float4*>(sLd + 16 * i + j4);
+                    const float lj[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+                    for (int j = j4; j < i && j < j4 + 4; ++j) x[i] -= lj[j - j4] * x[j];
+                }
+            }
+#pragma unroll
+            for (int i = 1; i < 16; ++i) sL[(16 * bi + i) * TC_LDF + tid] = x[i];
+        }
+        __syncthreads();
+    }
+}
+
+#if TC_SOLVE
+// Two fp32 values as bf16 hi and lo terms in one word each (hi + lo: about 16 bits of mantissa).
+__device__ __forceinline__ void tc_split(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+    hi = tc_pack(x0, x1);
+    lo = tc_pack(x0 - bf16_lo(hi), x1 - bf16_hi(hi));
+}
+
+// s times a 16 x 16 accumulator tile (two 8-column mma tiles) as the hi and lo A fragments of a
+// product with the same rows (the accumulator layout is that A layout: tc_acc_as_a).
+__device__ __forceinline__ void tc_split_acc(uint32_t (&hi)[4], uint32_t (&lo)[4],
+                                             const float (&x)[2][4], float s) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const float* pair = x[r >> 1] + 2 * (r & 1);
+        tc_split(s * pair[0], s * pair[1], hi[r], lo[r]);
+    }
+}
+
+// acc += X M^T: X a 16 x 16 tile as split A fragments, M a 16 x 16 fp32 block in shared memory
+// (row stride TC_LDF); column n of M^T is M's row n, so each B register is two adjacent floats.
+// Three products, hi hi + hi lo + lo hi; lo lo, about 2^-16 of the whole, is left out.
+__device__ __forceinline__ void tc_mma_split_mt(float (&acc)[2][4], const uint32_t (&hi)[4],
+                                                const uint32_t (&lo)[4], const float* m,
+                                                int lane) {
+    const int gq = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+        const float* row = m + (8 * nt + gq) * TC_LDF + 2 * t4;
+        const float2 m0 = *reinterpret_cast<const float2*>(row);
+        const float2 m1 = *reinterpret_cast<const float2*>(row + 8);
+        uint32_t bh0, bl0, bh1, bl1;
+        tc_split(m0.x, m0.y, bh0, bl0);
+        tc_split(m1.x, m1.y, bh1, bl1);
+        tc_mma(acc[nt], hi, bh0, bh1);
+        tc_mma(acc[nt], hi, bl0, bl1);
+        tc_mma(acc[nt], lo, bh0, bh1);
+    }
+}
+
+// TC_SOLVE 1. With L's 16 x 16 blocks L_ik and D_i = (I + L_ii)^-1, A's diagonal blocks are D_i
+// and those below it A_ij = -D_i sum_{j <= k < i} L_ik A_kj (FLA's solve_tril merges 16 x 16
+// inverses the same way): a column of blocks needs only its own blocks and the D's. Warp w
+// inverts I + L_ww by forward substitution (lane c: column c, in fp32 as TC_SOLVE 0 does), all
+// four side by side; then, once every D is in place, walks block column w down on tensor
+// cores, transposed so that each result is the A operand of the next product: X_i = A_iw^T,
+// X_w = D_w^T, X_i = -(sum_k X_k L_ik^T) D_i^T. Operands are fp32 split into bf16 hi + lo
+// (tc_mma_split_mt): about 16 bits of mantissa per product, as many as the bf16 hi + lo terms of
+// A that U is made with. Warp 0 has the longest chain, 9 products of 16 x 16 x 16 (54 mma.sync);
+// warp 3 has none. The blocks above the diagonal keep whatever L's place held (L never wrote
+// there); nothing reads them: W and U take A's block (rb, kb) for kb <= rb only.
+__device__ __forceinline__ void tc_solve_blocks(float* sL, int w, int lane) {
+    const int gq = lane >> 2, t4 = lane & 3, c = lane & 15;  // lanes 16-31 repeat lanes 0-15
+    const float* lw = sL + 16 * w * TC_LDF + 16 * w;          // I + L_ww, then D_w
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = i == c ? 1.0f : 0.0f;
+#pragma unroll
+    for (int i = 1; i < 16; ++i) {  // row i of L_ww in float4s (broadcast reads)
+#pragma unroll
+        for (int j4 = 0; j4 < i; j4 += 4) {
+            const float4 l = *reinterpret_cast<const float4*>(lw + i * TC_LDF + j4);
+            const float lj[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+            for (int j = j4; j < i && j < j4 + 4; ++j) x[i] -= lj[j - j4] * x[j];
+        }
+    }
+    __syncthreads();  // every warp has read its L_ww
+    if (lane < 16) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) sL[(16 * w + i) * TC_LDF + 16 * w + c] = x[i];
+    }
+    __syncthreads();  // every D_i in place
+
+    // X_k, k >= w, as accumulator tiles, element e of tile nt at (row gq + 8 (e / 2), column
+    // 8 nt + 2 t4 + e % 2), and as split A fragments.
+    float xs[4][2][4];
+    uint32_t xh[4][4], xl[4][4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if (k != w) continue;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = gq + 8 * (e >> 1), col = 8 * nt + 2 * t4 + (e & 1);
+                xs[k][nt][e] = lw[col * TC_LDF + r];  // X_w = D_w^T
+            }
+        }
+        tc_split_acc(xh[k], xl[k], xs[k], 1.0f);
+    }
+#pragma unroll
+    for (int i = 1; i < 4; ++i) {
+        if (i <= w) continue;  // warp-uniform: the whole warp takes every mma.sync
+        float sum[2][4] = {};
+#pragma unroll
+        for (int k = 0; k < i; ++k) {  // sum_k X_k L_ik^T
+            if (k >= w) tc_mma_split_mt(sum, xh[k], xl[k], sL + 16 * i * TC_LDF + 16 * k, lane);
+        }
+        uint32_t sh[4], sl[4];
+        tc_split_acc(sh, sl, sum, -1.0f);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) xs[i][nt][e] = 0.0f;
+        }
+        tc_mma_split_mt(xs[i], sh, sl, sL + 16 * i * TC_LDF + 16 * i, lane);  // times D_i^T
+        tc_split_acc(xh[i], xl[i], xs[i], 1.0f);
+    }
+    __syncthreads();  // every warp has read the L blocks of its column
+#pragma unroll
+    for (int i = 1; i < 4; ++i) {
+        if (i <= w) continue;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // A_iw = X_i^T (8 consecutive rows: 32 banks)
+                const int r = gq + 8 * (e >> 1), col = 8 * nt + 2 * t4 + (e & 1);
+                sL[(16 * i + col) * TC_LDF + 16 * w + r] = xs[i][nt][e];
+            }
+        }
+    }
+    __syncthreads();
+}
+#endif
+
 __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const float* __restrict__ g,
@@ -951,7 +1151,6 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     uint16_t* sQ = reinterpret_cast<uint16_t*>(smem + PREP_QV);
     uint16_t* sV = sQ;  // after Q K^T
     float* sL = reinterpret_cast<float*>(smem + PREP_L);  // L, becoming A
-    float* sLd = reinterpret_cast<float*>(smem + PREP_LD);
     uint16_t* sAhi = reinterpret_cast<uint16_t*>(smem + PREP_AHI);
     uint16_t* sAlo = reinterpret_cast<uint16_t*>(smem + PREP_ALO);
     float* sG = reinterpret_cast<float*>(smem + PREP_SMALL);
@@ -1098,67 +1297,11 @@ __global__ void __launch_bounds__(TC_PREP_THREADS) gdn_tc_prep(
     }
     __syncthreads();
 
-    // A = (I + L)^-1 by blocked forward substitution on the identity, 16-row blocks: the block's
-    // right-hand side (identity rows minus the finished blocks' contribution, all threads), then
-    // its unit lower-triangular 16 x 16 solve (one thread per column). A is exactly zero above
-    // the diagonal. A's rows go over L's: a row block of L is dead once its right-hand side is
-    // formed, but for its diagonal block, which the solve reads from sLd.
-    for (int bi = 0; bi < C / 16; ++bi) {
-        for (int e = tid; e < 16 * 16; e += TC_PREP_THREADS) {
-            sLd[e] = sL[(16 * bi + (e >> 4)) * TC_LDF + 16 * bi + (e & 15)];
-        }
-        {  // thread: rows r0, r0 + 1 and columns c0 .. c0 + 3; each 16-byte load of A feeds 8
-           // FMAs, and 8 consecutive threads read 128 contiguous bytes (no bank conflict)
-            const int r0 = 16 * bi + 2 * (tid >> 4), c0 = 4 * (tid & 15);
-            float acc[2][4];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-#pragma unroll
-                for (int m = 0; m < 4; ++m) acc[i][m] = r0 + i == c0 + m ? 1.0f : 0.0f;
-            }
-            for (int j = 0; j < 16 * bi; j += 4) {
-                const float4 l0 = *reinterpret_cast<const float4*>(sL + r0 * TC_LDF + j);
-                const float4 l1 = *reinterpret_cast<const float4*>(sL + (r0 + 1) * TC_LDF + j);
-                const float lj[2][4] = {{l0.x, l0.y, l0.z, l0.w}, {l1.x, l1.y, l1.z, l1.w}};
-#pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    const float4 x = *reinterpret_cast<const float4*>(sL + (j + u) * TC_LDF + c0);
-#pragma unroll
-                    for (int i = 0; i < 2; ++i) {
-                        acc[i][0] -= lj[i][u] * x.x;
-                        acc[i][1] -= lj[i][u] * x.y;
-                        acc[i][2] -= lj[i][u] * x.z;
-                        acc[i][3] -= lj[i][u] * x.w;
-                    }
-                }
-            }
-            __syncthreads();  // every thread has read the block's rows of L
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                *reinterpret_cast<float4*>(sL + (r0 + i) * TC_LDF + c0) =
-                    make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-            }
-        }
-        __syncthreads();
-        if (tid < C) {
-            float x[16];
-#pragma unroll
-            for (int i = 0; i < 16; ++i) x[i] = sL[(16 * bi + i) * TC_LDF + tid];
-#pragma unroll
-            for (int i = 1; i < 16; ++i) {  // row i of the block in float4s (broadcast reads)
-#pragma unroll
-                for (int j4 = 0; j4 < i; j4 += 4) {
-                    const float4 l = *reinterpret_cast<const float4*>(sLd + 16 * i + j4);
-                    const float lj[4] = {l.x, l.y, l.z, l.w};
-#pragma unroll
-                    for (int j = j4; j < i && j < j4 + 4; ++j) x[i] -= lj[j - j4] * x[j];
-                }
-            }
-#pragma unroll
-            for (int i = 1; i < 16; ++i) sL[(16 * bi + i) * TC_LDF + tid] = x[i];
-        }
-        __syncthreads();
-    }
+#if TC_SOLVE
+    tc_solve_blocks(sL, w, lane);
+#else
+    tc_solve_substitution(sL, tid);
+#endif
 
     // W = (A diag(beta)) (e^gamma K) and U = (A diag(beta)) V on tensor cores (FLA groups W's
     // factors the same way), A diag(beta) as bf16 tiles: for U as hi + lo (about 16 bits of
