@@ -183,12 +183,13 @@ def run_tensor_core_path(lib, inputs: list, keep_work: list | None = None):
     return o, ht
 
 
-# (TC_RS, TC_BV, TC_STAGES, U_BF16, TC_WCOLS, TC_SOLVE): the register-state scan (the default) in
-# its narrow shape on a 16-SM device and its wide one; the shared-state scan in its narrow shape
+# (TC_RS, TC_BV, TC_STAGES, U_BF16, TC_WCOLS, TC_SOLVE): the register-state scan in its narrow
+# shape (TC_RS 2) on a 16-SM device and its wide one (the default); the shared-state scan in its
+# narrow shape
 # (three stages) and 64-column slices, two stages, U in fp32 (which takes the shared-state scan
 # whatever TC_RS says), and 16 columns a warp (twice the warps) in the narrow and wide shapes;
 # and the prep's tensor-core solve (TC_SOLVE 1) with U in bf16 and in fp32.
-TC_RUNS = [(1, 0, 3, 1, 32, 0), (1, 64, 3, 1, 32, 0), (0, 0, 3, 1, 32, 0), (0, 64, 2, 1, 32, 0),
+TC_RUNS = [(2, 0, 3, 1, 32, 0), (1, 64, 3, 1, 32, 0), (0, 0, 3, 1, 32, 0), (0, 64, 2, 1, 32, 0),
            (1, 32, 2, 0, 32, 0), (0, 0, 3, 1, 16, 0), (0, 64, 2, 1, 16, 0), (1, 0, 3, 1, 32, 1),
            (1, 32, 2, 0, 32, 1)]  # fmt: skip
 
@@ -261,12 +262,12 @@ def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
     if nvcc is None or not (nvidia_layer.include_dir() / "hip" / "hip_runtime.h").exists():
         pytest.skip("nvcc or the HIP-to-CUDA layer is missing")
 
-    def ptxas_report(defines: tuple[int, int, int]) -> str:
-        u_bf16, wcols, solve = defines
-        folder = tmp_path / f"u{u_bf16}w{wcols}s{solve}"
+    def ptxas_report(defines: tuple[int, int, int, int]) -> str:
+        u_bf16, wcols, solve, rs = defines
+        folder = tmp_path / f"u{u_bf16}w{wcols}s{solve}r{rs}"
         folder.mkdir()
         source = with_define(source_of(PREFILL_SEED), "U_BF16", u_bf16)
-        source = with_define(source, "TC_SOLVE", solve)
+        source = with_define(with_define(source, "TC_SOLVE", solve), "TC_RS", rs)
         (folder / "kernel.hip").write_text(with_define(source, "TC_WCOLS", wcols))
         argv = nvidia_layer.nvcc_command(nvcc, Path("kernel.hip"), Path("lib.so"), arch="sm_90")
         argv.insert(1, "-Xptxas=-v")
@@ -274,16 +275,15 @@ def test_tensor_core_kernels_compile_for_sm_90_without_spills(tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
         return f"folder {folder.name}\n" + done.stderr
 
-    def report_folder(report: str) -> str:
-        return report.split("\n", 1)[0]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # (U_BF16, TC_WCOLS, TC_SOLVE)
-        reports = list(pool.map(ptxas_report, [(0, 32, 0), (1, 32, 0), (1, 16, 0), (1, 32, 1)]))
-    for report in reports:
+    runs = [(0, 32, 0, 1), (1, 32, 0, 1), (1, 16, 0, 2), (1, 32, 1, 1)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # (U_BF16, TC_WCOLS, TC_SOLVE, TC_RS)
+        reports = list(pool.map(ptxas_report, runs))
+    for (u_bf16, _, _, rs), report in zip(runs, reports, strict=True):
         kernels = re.findall(r"Compiling entry function '(\w+)'", report)
         # prep and the scan's three shapes (<32, 3>, <32, 2>, <64, 2>), with U in bf16 also the
-        # register-state scan's two (<32, 3>, <64, 3>), each shape also in the CP summary mode
-        scans = 6 + (4 if "u1" in report_folder(report) else 0)
+        # register-state scan's <64, 3> and with TC_RS 2 its <32, 3>, each shape also in the CP
+        # summary mode
+        scans = 6 + (2 * rs if u_bf16 else 0)
         assert sum("gdn_tc_" in name for name in kernels) == 1 + scans, kernels
         assert re.findall(r"(\d+) bytes spill stores", report) == ["0"] * len(kernels), report
         # the prep keeps four blocks an SM: 4 x 128 threads x at most 128 registers = 64 K

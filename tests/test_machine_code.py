@@ -14,6 +14,7 @@ builds of the Gated DeltaNet prefill seed, which declares tunables that only one
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,32 @@ def test_an_amd_only_tunable_builds_the_same_sm90_machine_code(sm90):
 def test_an_nvidia_tunable_builds_other_sm90_machine_code(sm90, variant):
     digest = library_digest(sm90[variant], "cuda")
     assert digest is not None and digest != library_digest(sm90["seed"], "cuda")
+
+
+def test_a_register_scan_the_launcher_cannot_take_is_not_built(sm90, tmp_path):
+    """TC_RS picks the register-state scan per slice width; a TC_BV that forces the other width
+    leaves that scan unreachable, and the seed then does not compile it: the choice builds the
+    machine code of the one it equals at run time, which the run loop answers without a GPU
+    evaluation (before, TC_BV 32 with TC_RS 1 built the unused 64-column scan and cost one)."""
+    compiler = nvcc_sm90()
+
+    def digest(defines: dict[str, int]) -> str | None:
+        source = SEED
+        for name, value in defines.items():
+            source = with_define(source, name, value)
+        folder = tmp_path / "_".join(f"{n}{v}" for n, v in defines.items())
+        result = build(source, compiler, folder, timeout_s=600)
+        assert result.ok, result.log
+        return library_digest(result.library, "cuda")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        narrow_rs0, narrow_rs1, wide_rs2 = pool.map(
+            digest,
+            [{"TC_BV": 32, "TC_RS": 0}, {"TC_BV": 32, "TC_RS": 1}, {"TC_BV": 64, "TC_RS": 2}],
+        )
+    assert narrow_rs0 is not None and narrow_rs0 == narrow_rs1  # 32 columns: no register scan
+    assert wide_rs2 == library_digest(sm90["TC_BV=64"], "cuda")  # TC_RS 1: the same scans
+    assert narrow_rs0 != library_digest(sm90["TC_BV=64"], "cuda")
 
 
 def test_two_builds_of_one_source_differ_in_bytes_but_not_in_digest(sm90):

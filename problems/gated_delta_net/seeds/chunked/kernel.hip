@@ -116,7 +116,13 @@
 // scan is gdn_tc_scan whatever TC_RS says.
 // @tunable TC_RS: 0, 1, 2
 #define TC_RS 1
-#define TC_RS_SCAN (TC_RS && U_BF16)
+// The register-state scans a build can launch, and so compiles (no others: a choice the launcher
+// can never take builds the machine code another one builds, which the search's machine-code
+// screen then answers without a GPU run): 64-column slices unless TC_BV forces 32 columns;
+// 32-column ones with TC_RS 2 unless TC_BV forces 64.
+#define TC_RS_WIDE (TC_RS && U_BF16 && TC_BV != 32)
+#define TC_RS_NARROW (TC_RS == 2 && U_BF16 && TC_BV != 64)
+#define TC_RS_SCAN (TC_RS_WIDE || TC_RS_NARROW)
 
 // Block order of the tensor-core prep: runs of TC_PREP_RUN consecutive chunks of one head, heads
 // varying faster than the runs (gdn_tc_prep says why; 1: every head's chunk n before chunk n + 1).
@@ -2045,9 +2051,11 @@ static hipError_t tc_device(TcDevice* out) {
                     ScanNarrowDeep::BYTES);
         raise_modes(facts.wide, gdn_tc_scan<64, 2, GDN_PLAIN>, gdn_tc_scan<64, 2, GDN_SUMMARY>,
                     ScanWide::BYTES);
-#if TC_RS_SCAN
+#if TC_RS_NARROW
         raise_modes(fits(RsNarrow::BYTES), gdn_tc_scan_rs<32, 3, GDN_PLAIN>,
                     gdn_tc_scan_rs<32, 3, GDN_SUMMARY>, RsNarrow::BYTES);
+#endif
+#if TC_RS_WIDE
         raise_modes(fits(RsWide::BYTES), gdn_tc_scan_rs<64, 3, GDN_PLAIN>,
                     gdn_tc_scan_rs<64, 3, GDN_SUMMARY>, RsWide::BYTES);
 #endif
@@ -2141,10 +2149,12 @@ static hipError_t gdn_tc_scan_any(const uint16_t* q, const uint16_t* k, const Tc
     auto scan = bv == 64 && device.wide ? gdn_tc_scan_launch<64, 2, MODE>
                 : deep                  ? gdn_tc_scan_launch<32, 3, MODE>
                                         : gdn_tc_scan_launch<32, 2, MODE>;
-#if TC_RS_SCAN
     // The register-state scans take three stages (196 and 210 KB) where the device has them.
+#if TC_RS_WIDE
     if (bv == 64 && device.rs_wide) scan = gdn_tc_scan_rs_launch<64, 3, MODE>;
-    if (TC_RS == 2 && bv == 32 && device.deep) scan = gdn_tc_scan_rs_launch<32, 3, MODE>;
+#endif
+#if TC_RS_NARROW
+    if (bv == 32 && device.deep) scan = gdn_tc_scan_rs_launch<32, 3, MODE>;
 #endif
     return scan(q, k, ws.w, ws.u, ws.p, ws.g, h0, o, ht, cu_seqlens, out_row, B, T, H, HV, ws.NC,
                 stream);
