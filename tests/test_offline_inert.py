@@ -126,7 +126,9 @@ def test_a_tunable_with_one_declared_value_is_never_asked_about():
 def test_the_gdn_seeds_amd_only_tunables_are_inert_on_an_nvidia_build(monkeypatch):
     """The real case, through the production evaluator's `preprocessed` (nvcc for sm_90, the
     cuda backend's own command line): MFMA_KSTEP and AMD_STATE_BF16 sit under
-    __HIP_PLATFORM_AMD__; every other tunable of the seed changes what NVIDIA builds."""
+    __HIP_PLATFORM_AMD__, and BV sizes only the fused kernel, whose NVIDIA tensor-core build (the
+    seed's) is a fallback with a fixed slice that an sm_90 card never launches; every other
+    tunable of the seed changes what NVIDIA builds."""
     from hipevolve.core.config import load_settings
     from hipevolve.verifier.build import backends
 
@@ -137,7 +139,7 @@ def test_the_gdn_seeds_amd_only_tunables_are_inert_on_an_nvidia_build(monkeypatc
     seed = load_candidate(ROOT / "problems" / "gated_delta_net" / "seeds" / "chunked")
     evaluator = PipelineEvaluator(task, load_settings().verifier, "cuda")
     (found,) = inert_tunables([seed.hip_source], evaluator.preprocessed)
-    assert found == {"MFMA_KSTEP", "AMD_STATE_BF16"}
+    assert found == {"MFMA_KSTEP", "AMD_STATE_BF16", "BV"}
 
 
 # ------------------------------------------------------------------ the moves keep them still
