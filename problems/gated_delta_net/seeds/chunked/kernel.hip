@@ -133,7 +133,7 @@
 // one 16-row block after another (four rounds of a 16-deep chain, eight barriers); 1, the four
 // 16 x 16 diagonal blocks inverted side by side (a warp each, the same fp32 chain), then the
 // blocks below them as products on tensor cores, fp32 operands split into two bf16 terms (hi +
-// lo, about 16 bits of mantissa), a warp per column of blocks (gdn_tc_prep says more).
+// lo, about 16 bits of mantissa), a warp per column of blocks (tc_solve_blocks says more).
 // Not yet timed on a GPU: 0 stays the default until a bench shows 1 faster.
 // @tunable TC_SOLVE: 0, 1
 #define TC_SOLVE 0
