@@ -123,7 +123,7 @@ def test_a_tunable_with_one_declared_value_is_never_asked_about():
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed here")
-def test_the_gdn_seeds_amd_only_tunables_are_inert_on_an_nvidia_build(monkeypatch):
+def test_the_gdn_seeds_tunables_no_nvidia_card_runs_are_inert_on_an_nvidia_build(monkeypatch):
     """The real case, through the production evaluator's `preprocessed` (nvcc for sm_90, the
     cuda backend's own command line): MFMA_KSTEP and AMD_STATE_BF16 sit under
     __HIP_PLATFORM_AMD__, and BV sizes only the fused kernel, whose NVIDIA tensor-core build (the
