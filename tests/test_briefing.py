@@ -87,20 +87,20 @@ def test_the_amd_view_compiles_to_the_same_gfx942_kernels_as_the_seed(tmp_path):
 
 def test_an_edit_written_against_the_view_applies_to_the_real_parent():
     view = platform_view(GDN.hip_source, "amd")
-    line = next(ln for ln in view.text.splitlines() if "const dim3 grid(DV / BV, HV, B);" in ln)
+    line = next(ln for ln in view.text.splitlines() if "const dim3 grid(DV / FBV, HV, B);" in ln)
     reply = ("kernel.hip\n<<<<<<< SEARCH\n" + line + "\n=======\n"
              + line.replace("grid(", "grid (") + "\n>>>>>>> REPLACE\n")  # fmt: skip
     parsed = parse_reply(reply, GDN)
     assert parsed.candidate is not None, parsed
     changed = parsed.candidate.hip_source
-    assert "grid (DV / BV" in changed and "gdn_tc_prep" in changed  # the folded path is kept
+    assert "grid (DV / FBV" in changed and "gdn_tc_prep" in changed  # the folded path is kept
     assert len(changed) == len(GDN.hip_source) + 1
 
 
 def test_a_whole_file_carrying_the_markers_gets_the_folded_text_back():
     view = platform_view(GDN.hip_source, "amd")
-    rewritten = view.text.replace("const dim3 grid(DV / BV, HV, B);",
-                                  "const dim3 grid(DV / BV, HV, B);  // same")  # fmt: skip
+    rewritten = view.text.replace("const dim3 grid(DV / FBV, HV, B);",
+                                  "const dim3 grid(DV / FBV, HV, B);  // same")  # fmt: skip
     child = GDN.model_copy(update={"hip_source": rewritten})
     back = restored(child, view).hip_source
     assert "gdn_tc_prep" in back and "// same" in back

@@ -116,10 +116,8 @@
 // scan is gdn_tc_scan whatever TC_RS says.
 // @tunable TC_RS: 0, 1, 2
 #define TC_RS 1
-// The register-state scans a build can launch, and so compiles (no others: a choice the launcher
-// can never take builds the machine code another one builds, which the search's machine-code
-// screen then answers without a GPU run): 64-column slices unless TC_BV forces 32 columns;
-// 32-column ones with TC_RS 2 unless TC_BV forces 64.
+// The register scans the launcher can take, the only ones compiled: 64-column slices unless
+// TC_BV is 32, 32-column ones with TC_RS 2 unless TC_BV is 64.
 #define TC_RS_WIDE (TC_RS && U_BF16 && TC_BV != 32)
 #define TC_RS_NARROW (TC_RS == 2 && U_BF16 && TC_BV != 64)
 #define TC_RS_SCAN (TC_RS_WIDE || TC_RS_NARROW)
@@ -129,12 +127,9 @@
 // @tunable TC_PREP_RUN: 1, 4, 8, 32
 #define TC_PREP_RUN 8
 
-// The tensor-core prep's A = (I + L)^-1: 0, blocked forward substitution in fp32 by all threads,
-// one 16-row block after another (four rounds of a 16-deep chain, eight barriers); 1, the four
-// 16 x 16 diagonal blocks inverted side by side (a warp each, the same fp32 chain), then the
-// blocks below them as products on tensor cores, fp32 operands split into two bf16 terms (hi +
-// lo, about 16 bits of mantissa), a warp per column of blocks (tc_solve_blocks says more).
-// Not yet timed on a GPU: 0 stays the default until a bench shows 1 faster.
+// The tensor-core prep's A = (I + L)^-1: fp32 forward substitution, 16 rows at a time (0), or
+// the 16 x 16 diagonal blocks inverted side by side and the rest by split-bf16 tensor-core
+// products (1, tc_solve_blocks). 1 is untimed: 0 stays the default until a bench shows 1 faster.
 // @tunable TC_SOLVE: 0, 1
 #define TC_SOLVE 0
 
@@ -143,37 +138,34 @@
 // the 64 KB of LDS a gfx942 workgroup can have.
 // @tunable BV: 16, 32, 64
 #define BV 32
-// The fused kernel's V slice: BV, but 32 in the NVIDIA tensor-core build, where the fused kernel
-// is only the fallback of cards without shared memory for the tensor-core kernels (an sm_90
-// build never launches it). BV is then read by nothing such a card runs, so it preprocesses
-// alike at every value and the search keeps it still there (evolution/offline/inert.py) instead
-// of spending GPU evaluations on kernels no card of the build launches.
+// The fused kernel's V slice: BV, but 32 in the NVIDIA tensor-core build, whose fused kernel is a
+// fallback sm_90 never takes (so BV is inert there: evolution/offline/inert.py).
 #if defined(__HIP_PLATFORM_NVIDIA__) && MATRIX_CORES
-constexpr int FUSED_BV = 32;
+constexpr int FBV = 32;
 #else
-constexpr int FUSED_BV = BV;
+constexpr int FBV = BV;
 #endif
 
 constexpr int C = 64;     // chunk length
 constexpr int DK = 128;   // key dimension
 constexpr int DV = 128;   // value dimension
 constexpr int NT = 256;   // threads per block
-constexpr int CG = FUSED_BV / 4;  // column groups (4 columns, one float4) across the slice
-constexpr int RG = NT / CG;        // row groups
-constexpr int RI = C / RG;         // chunk rows per thread in S_K, S_Q, R, O
-constexpr int RH = DK / RG;        // state rows per thread
-constexpr int KCH = DK / 8;        // 16-byte chunks in a bf16 row of K or Q
-constexpr int SB = 16;             // rows per diagonal block of the triangular solve
+constexpr int CG = FBV / 4;      // column groups (4 columns, one float4) across the slice
+constexpr int RG = NT / CG;      // row groups
+constexpr int RI = C / RG;       // chunk rows per thread in S_K, S_Q, R, O
+constexpr int RH = DK / RG;      // state rows per thread
+constexpr int KCH = DK / 8;      // 16-byte chunks in a bf16 row of K or Q
+constexpr int SB = 16;           // rows per diagonal block of the triangular solve
 
-static_assert(FUSED_BV == 16 || FUSED_BV == 32 || FUSED_BV == 64, "BV must be 16, 32 or 64");
+static_assert(FBV == 16 || FBV == 32 || FBV == 64, "BV must be 16, 32 or 64");
 static_assert(RI >= 1 && RH % 2 == 0 && NT == 256 && C == 64, "the thread maps assume these");
 
 constexpr int cmax(int a, int b) { return a > b ? a : b; }
 constexpr int TILE_BYTES = C * DK * 2;
-constexpr int QR_BYTES = cmax(TILE_BYTES, C * FUSED_BV * 4);
+constexpr int QR_BYTES = cmax(TILE_BYTES, C * FBV * 4);
 constexpr int M_BYTES = C * C * 4;
 constexpr int SMALL_FLOATS = 5 * C;  // g, beta, gamma, exp(gamma), exp(gamma_C - gamma)
-constexpr int MH_BYTES = cmax(M_BYTES + SMALL_FLOATS * 4, DK * FUSED_BV * 4);
+constexpr int MH_BYTES = cmax(M_BYTES + SMALL_FLOATS * 4, DK * FBV * 4);
 constexpr int OFF_Q = TILE_BYTES;
 constexpr int OFF_MH = TILE_BYTES + QR_BYTES;
 constexpr int SMEM_BYTES = OFF_MH + MH_BYTES;
@@ -285,7 +277,7 @@ __device__ __forceinline__ void gdn_chunk_body(
     constexpr bool msl = false;         // (h0_at's and state_out's run-time flag: unused here)
     constexpr bool zero_v = MODE == GDN_SUM_M;  // M: from I with v = 0
     constexpr bool no_o = is_summary(MODE);
-    const int v0 = slice * FUSED_BV;
+    const int v0 = slice * FBV;
     const int hv = blockIdx.y;
     const int b = blockIdx.z;
     const int hk = hv / (HV / H);
@@ -296,10 +288,10 @@ __device__ __forceinline__ void gdn_chunk_body(
 #if AMD_MFMA_STATE
     // The state slice in MFMA accumulators: wave w updates rows 32 w .. 32 w + 31.
     const int hrow = t / hvt::Atom::LANES * (DK / 4);
-    hvt::TileC<DK / 4, FUSED_BV> hs;
+    hvt::TileC<DK / 4, FBV> hs;
     hvt::each(hs, [&](int r, int c, float& x) {
         x = h0_at<MODE>(h0, bh, hrow + r, v0 + c, msl);
-        sH[(hrow + r) * FUSED_BV + c] = x;
+        sH[(hrow + r) * FBV + c] = x;
     });
 #else
     // The state tile this thread updates: rows rg * RH + i, columns v0 + cg * 4 .. + 3.
@@ -316,7 +308,7 @@ __device__ __forceinline__ void gdn_chunk_body(
             } else {
                 hreg[i] = *reinterpret_cast<const float4*>(h0 + (bh * DK + row) * DV + col);
             }
-            *reinterpret_cast<float4*>(sH + (rg * RH + i) * FUSED_BV + cg * 4) = hreg[i];
+            *reinterpret_cast<float4*>(sH + (rg * RH + i) * FBV + cg * 4) = hreg[i];
         }
     }
 #endif
@@ -366,21 +358,21 @@ __device__ __forceinline__ void gdn_chunk_body(
         // MFMA: wave w owns rows 16 w .. 16 w + 15 of S_K and S_Q (fragments stay in registers
         // until R and O are formed from them), h as one or two bf16 terms as it is read.
         const int wrow = t / hvt::Atom::LANES * 16;
-        hvt::TileC<16, FUSED_BV> skt, sqt;
+        hvt::TileC<16, FBV> skt, sqt;
         hvt::zero(skt);
         hvt::zero(sqt);
 #pragma unroll 1
         for (int d0 = 0; d0 < DK; d0 += MFMA_KSTEP) {
             hvt::TileA<16, MFMA_KSTEP> ak, aq;
-            hvt::TileB<MFMA_KSTEP, FUSED_BV> bst;  // the state, B[d][c] = h[d0 + d][c]
+            hvt::TileB<MFMA_KSTEP, FBV> bst;  // the state, B[d][c] = h[d0 + d][c]
             hvt::load_a(ak, [&](int r, int d) { return sK[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
             hvt::load_a(aq, [&](int r, int d) { return sQ[swz(wrow + r, (d0 + d) >> 3) + (d & 7)]; });
-            hvt::load_b(bst, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * FUSED_BV + c])); });
+            hvt::load_b(bst, [&](int d, int c) { return static_cast<uint16_t>(bf16_bits(sH[(d0 + d) * FBV + c])); });
             hvt::mma(skt, ak, bst);
             hvt::mma(sqt, aq, bst);
 #if AMD_STATE_BF16 == 2
             hvt::load_b(bst, [&](int d, int c) {  // the remainder h - bf16(h), in bf16
-                const float x = sH[(d0 + d) * FUSED_BV + c];
+                const float x = sH[(d0 + d) * FBV + c];
                 return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
             });
             hvt::mma(skt, ak, bst);
@@ -404,7 +396,7 @@ __device__ __forceinline__ void gdn_chunk_body(
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-                const float4 hh = *reinterpret_cast<const float4*>(sH + (chunk * 8 + e) * FUSED_BV + cg * 4);
+                const float4 hh = *reinterpret_cast<const float4*>(sH + (chunk * 8 + e) * FBV + cg * 4);
 #pragma unroll
                 for (int i = 0; i < RI; ++i) {
                     sk[i][0] += kf[i][e] * hh.x;
@@ -545,7 +537,7 @@ __device__ __forceinline__ void gdn_chunk_body(
                 const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 vv = bf16_lo(v[off + v0 + c]);
             }
-            sR[row * FUSED_BV + c] = sB[row] * (vv - sEg[row] * x);
+            sR[row * FBV + c] = sB[row] * (vv - sEg[row] * x);
         });
 #else
 #pragma unroll
@@ -558,7 +550,7 @@ __device__ __forceinline__ void gdn_chunk_body(
             r.y = bt * (bf16_hi(vraw[i].x) - eg * sk[i][1]);
             r.z = bt * (bf16_lo(vraw[i].y) - eg * sk[i][2]);
             r.w = bt * (bf16_hi(vraw[i].y) - eg * sk[i][3]);
-            *reinterpret_cast<float4*>(sR + row * FUSED_BV + cg * 4) = r;
+            *reinterpret_cast<float4*>(sR + row * FBV + cg * 4) = r;
         }
 #endif
         __syncthreads();
@@ -568,27 +560,27 @@ __device__ __forceinline__ void gdn_chunk_body(
         // (right-looking: once x[j] is final it is subtracted from the later rows), then all
         // threads subtract the block's contribution from the rows below it. L[i][j] is M[j][i].
         for (int base = 0; base < C; base += SB) {
-            if (t < FUSED_BV) {
+            if (t < FBV) {
                 float x[SB];
 #pragma unroll
-                for (int i = 0; i < SB; ++i) x[i] = sR[(base + i) * FUSED_BV + t];
+                for (int i = 0; i < SB; ++i) x[i] = sR[(base + i) * FBV + t];
 #pragma unroll
                 for (int j = 0; j < SB - 1; ++j) {
 #pragma unroll
                     for (int i = j + 1; i < SB; ++i) x[i] -= sM[(base + j) * C + base + i] * x[j];
                 }
 #pragma unroll
-                for (int i = 0; i < SB; ++i) sR[(base + i) * FUSED_BV + t] = x[i];
+                for (int i = 0; i < SB; ++i) sR[(base + i) * FBV + t] = x[i];
             }
             __syncthreads();
-            const int below = (C - base - SB) * FUSED_BV;
+            const int below = (C - base - SB) * FBV;
             for (int e = t; e < below; e += NT) {
-                const int row = base + SB + e / FUSED_BV;
-                const int col = e % FUSED_BV;
-                float acc = sR[row * FUSED_BV + col];
+                const int row = base + SB + e / FBV;
+                const int col = e % FBV;
+                float acc = sR[row * FBV + col];
 #pragma unroll
-                for (int j = 0; j < SB; ++j) acc -= sM[(base + j) * C + row] * sR[(base + j) * FUSED_BV + col];
-                sR[row * FUSED_BV + col] = acc;
+                for (int j = 0; j < SB; ++j) acc -= sM[(base + j) * C + row] * sR[(base + j) * FBV + col];
+                sR[row * FBV + col] = acc;
             }
             if (below > 0) __syncthreads();
         }
@@ -598,7 +590,7 @@ __device__ __forceinline__ void gdn_chunk_body(
         hvt::each(sqt, [&](int r, int c, float& x) {
             const int row = wrow + r;
             float out = scale * sEg[row] * x;
-            for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * FUSED_BV + c];
+            for (int j = 0; j <= row; ++j) out += sM[row * C + j] * sR[j * FBV + c];
             if (!no_o && t0 + row < seq.len) {
                 const int64_t off = ((seq.bos + t0 + row) * HV + hv) * DV;
                 o[off + v0 + c] = static_cast<uint16_t>(bf16_bits(out));
@@ -615,7 +607,7 @@ __device__ __forceinline__ void gdn_chunk_body(
             }
             const int last = rg * RI + RI - 1;
             for (int j = 0; j <= last; ++j) {
-                const float4 vn = *reinterpret_cast<const float4*>(sR + j * FUSED_BV + cg * 4);
+                const float4 vn = *reinterpret_cast<const float4*>(sR + j * FBV + cg * 4);
 #pragma unroll
                 for (int i = 0; i < RI; ++i) {
                     const int row = rg * RI + i;
@@ -650,17 +642,17 @@ __device__ __forceinline__ void gdn_chunk_body(
 #pragma unroll 1
             for (int j0 = 0; j0 < C; j0 += MFMA_KSTEP) {
                 hvt::TileA<DK / 4, MFMA_KSTEP> akt;
-                hvt::TileB<MFMA_KSTEP, FUSED_BV> bvn;
+                hvt::TileB<MFMA_KSTEP, FBV> bvn;
                 hvt::load_a(akt, [&](int d, int j) {
                     return sK[swz(j0 + j, (hrow + d) >> 3) + ((hrow + d) & 7)];
                 });
                 hvt::load_b(bvn, [&](int j, int c) {
-                    return static_cast<uint16_t>(bf16_bits(sD[j0 + j] * sR[(j0 + j) * FUSED_BV + c]));
+                    return static_cast<uint16_t>(bf16_bits(sD[j0 + j] * sR[(j0 + j) * FBV + c]));
                 });
                 hvt::mma(hs, akt, bvn);
 #if AMD_STATE_BF16 == 2
                 hvt::load_b(bvn, [&](int j, int c) {  // the remainder, in bf16
-                    const float x = sD[j0 + j] * sR[(j0 + j) * FUSED_BV + c];
+                    const float x = sD[j0 + j] * sR[(j0 + j) * FBV + c];
                     return static_cast<uint16_t>(bf16_bits(x - __uint_as_float(bf16_bits(x) << 16)));
                 });
                 hvt::mma(hs, akt, bvn);
@@ -668,7 +660,7 @@ __device__ __forceinline__ void gdn_chunk_body(
             }
         }
         __syncthreads();  // every reader of M, the small arrays, K and Vn is done
-        hvt::each(hs, [&](int r, int c, float& x) { sH[(hrow + r) * FUSED_BV + c] = x; });
+        hvt::each(hs, [&](int r, int c, float& x) { sH[(hrow + r) * FBV + c] = x; });
 #else
         {
             const float ec = sEg[C - 1];
@@ -683,7 +675,7 @@ __device__ __forceinline__ void gdn_chunk_body(
 #pragma unroll 4
             for (int j = 0; j < C; ++j) {
                 const float d = sD[j];
-                float4 vn = *reinterpret_cast<const float4*>(sR + j * FUSED_BV + cg * 4);
+                float4 vn = *reinterpret_cast<const float4*>(sR + j * FBV + cg * 4);
                 vn.x *= d;
                 vn.y *= d;
                 vn.z *= d;
@@ -708,7 +700,7 @@ __device__ __forceinline__ void gdn_chunk_body(
         __syncthreads();  // every reader of M, the small arrays, K and Vn is done
 #pragma unroll
         for (int i = 0; i < RH; ++i) {
-            *reinterpret_cast<float4*>(sH + (rg * RH + i) * FUSED_BV + cg * 4) = hreg[i];
+            *reinterpret_cast<float4*>(sH + (rg * RH + i) * FBV + cg * 4) = hreg[i];
         }
 #endif
     }
@@ -756,8 +748,9 @@ __global__ void __launch_bounds__(NT) gdn_chunk_kernel(
 //   TC_PREP_RUN), four blocks per SM. gamma; K K^T and Q K^T by mma.sync (bf16 in, fp32 out);
 //   A = (I + L)^-1 in L's place (TC_SOLVE: fp32 substitution, or 16 x 16 diagonal inverses
 //   combined on tensor cores); W = A beta (e^gamma K) and U = A beta V by mma.sync, A beta in
-//   bf16 for W and as two bf16 terms for U (hi + lo: about 16 bits of mantissa). Writes W (bf16), U (fp32; bf16 with U_BF16), P = tril(scale
-//   Q K^T * Gamma) (bf16) and gamma to the workspace.
+//   bf16 for W and as two bf16 terms for U (hi + lo: about 16 bits of mantissa). Writes W
+//   (bf16), U (fp32; bf16 with U_BF16), P = tril(scale Q K^T * Gamma) (bf16) and gamma to the
+//   workspace.
 // gdn_tc_scan: one block per (V slice of 32 or 64 columns, value head, batch) walks the chunks in
 //   order: Vn = U - W h, O = scale e^gamma (Q h) + P Vn, h' = e^gamma_C h + K^T (e^(gamma_C -
 //   gamma) Vn). The state h is fp32 in mma accumulators for the whole sequence; its bf16 copy
@@ -2206,7 +2199,7 @@ static hipError_t gdn_fused_launch(const uint16_t* q, const uint16_t* k, const u
                                    const float* g, const float* beta, const float* h0,
                                    const int64_t* cu_seqlens, const int* out_row, uint16_t* o,
                                    float* ht, int B, int T, int H, int HV, hipStream_t stream) {
-    const dim3 grid(DV / FUSED_BV, HV, B);
+    const dim3 grid(DV / FBV, HV, B);
 #if defined(__HIP_PLATFORM_AMD__)
     hipLaunchKernelGGL(gdn_chunk_kernel<MODE>, grid, dim3(NT), 0, stream, q, k, v, g, beta, h0, o,
                        ht, cu_seqlens, out_row, T, H, HV);
@@ -2506,8 +2499,7 @@ static double cp_waves(int64_t blocks, int sms) {
 // slices (the tensor-core summary: 2), each step `step` times a main one.
 static double cp_loop_us(int64_t seqs, int HV, int depth, int copies, double step, int sms) {
     if (!CP_TC) {
-        const int64_t blocks = seqs * HV * (DV / FUSED_BV) * copies;
-        return cp_waves(blocks, sms) * depth * step * CP_STEP_NARROW_US;
+        return cp_waves(seqs * HV * (DV / FBV) * copies, sms) * depth * step * CP_STEP_NARROW_US;
     }
     const int64_t narrow = seqs * HV * (DV / 32) * copies;
     if (narrow <= sms) return cp_waves(narrow, sms) * depth * step * CP_STEP_NARROW_US;
